@@ -1,0 +1,42 @@
+// The `zero` binary: one program, many subcommands (docs/design.md §2).
+#include <cstdio>
+
+#include <CLI/CLI.hpp>
+
+#include "cli/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "ZeRO.cpp: DeepSpeed's ZeRO, native. Trains GPT-2 and Llama-family models with ZeRO stages "
+      "0-3, driven by ds_config.json.",
+      "zero"};
+  app.require_subcommand(0, 1);
+  app.fallthrough(false);
+  bool show_version = false;
+  app.add_flag("--version", show_version, "print the version and the backends built in");
+
+  int exit_code = 0;
+  zero::cli::add_train_command(app, exit_code);
+  zero::cli::add_launch_command(app, exit_code);
+  zero::cli::add_config_command(app, exit_code);
+  zero::cli::add_estimate_command(app, exit_code);
+  zero::cli::add_ckpt_command(app, exit_code);
+  zero::cli::add_generate_command(app, exit_code);
+  zero::cli::add_bench_command(app, exit_code);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
+  if (show_version) {
+    std::fputs(zero::cli::version_text().c_str(), stdout);
+    return 0;
+  }
+  if (app.get_subcommands().empty()) {
+    std::fputs(app.help().c_str(), stdout);
+    return 0;
+  }
+  return exit_code;
+}

@@ -1,0 +1,67 @@
+// DType (f32, bf16, f16) and exact scalar conversions: float -> 16-bit rounds to nearest even, NaN
+// stays NaN (quiet), overflow goes to infinity like IEEE casts; 16-bit -> float is exact.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <string_view>
+
+namespace zero {
+
+enum class DType : uint8_t { kF32, kBF16, kF16 };
+
+constexpr size_t dtype_bytes(DType dtype) { return dtype == DType::kF32 ? 4 : 2; }
+// "f32" / "bf16" / "f16".
+std::string_view dtype_name(DType dtype);
+// Safetensors names: "F32" / "BF16" / "F16".
+std::string_view dtype_safetensors_name(DType dtype);
+// Accepts our names, safetensors names and DeepSpeed's ("fp32", "fp16", "bf16", "float32",
+// "bfloat16", ...).
+std::optional<DType> parse_dtype(std::string_view name);
+
+inline uint32_t float_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+inline float bits_float(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// Storage type for bfloat16; arithmetic happens in float.
+struct bf16 {
+  uint16_t bits = 0;
+};
+// Storage type for IEEE half; arithmetic happens in float.
+struct f16 {
+  uint16_t bits = 0;
+};
+
+inline float bf16_to_float(bf16 h) { return bits_float(static_cast<uint32_t>(h.bits) << 16); }
+
+inline bf16 float_to_bf16(float f) {
+  uint32_t u = float_bits(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) {  // NaN: keep sign, force a quiet mantissa bit
+    return bf16{static_cast<uint16_t>((u >> 16) | 0x0040u)};
+  }
+  uint32_t lsb = (u >> 16) & 1u;
+  u += 0x7fffu + lsb;  // round to nearest, ties to even (overflow carries into inf correctly)
+  return bf16{static_cast<uint16_t>(u >> 16)};
+}
+
+float f16_to_float(f16 h);
+f16 float_to_f16(float f);
+
+// Round-trip helpers: the value a float takes after storage in `dtype`.
+inline float round_to_bf16(float f) { return bf16_to_float(float_to_bf16(f)); }
+inline float round_to_f16(float f) { return f16_to_float(float_to_f16(f)); }
+float round_to_dtype(float f, DType dtype);
+
+// Bulk conversions (n elements; `src`/`dst` typed by dtype).
+void convert_from_f32(const float* src, void* dst, DType dst_dtype, size_t n);
+void convert_to_f32(const void* src, DType src_dtype, float* dst, size_t n);
+
+}  // namespace zero
