@@ -1,0 +1,79 @@
+// TokenDataset: a pre-tokenized training stream (docs/formats/data.md) cut into samples of
+// block_size tokens with next-token targets. Reads through Storage on demand, so a multi-GB file
+// costs no memory; every token id is checked against the vocabulary before it leaves this class.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "core/status.h"
+#include "core/storage.h"
+
+namespace zero {
+
+enum class TokenDType : uint8_t { kUint16, kUint32 };
+
+// How the file was recognised.
+enum class TokenFileFormat : uint8_t {
+  kRaw,   // headerless little-endian tokens (nanoGPT .bin)
+  kLlmc,  // llm.c: 256 int32 header (magic 20240520, version, token count), then tokens
+};
+
+// llm.c's header: 256 little-endian int32; [0] magic, [1] version (1: uint16, 2: uint32 tokens),
+// [2] number of tokens.
+inline constexpr int32_t kLlmcMagic = 20240520;
+inline constexpr uint64_t kLlmcHeaderBytes = 256 * 4;
+
+struct TokenDatasetOptions {
+  int64_t block_size = 0;  // T; REQUIRES > 0
+  int64_t vocab_size = 0;  // ids must be < vocab_size; REQUIRES > 0
+  // --data_dtype. Unset: uint16 for raw files, the header's for llm.c files. Set and contradicting
+  // an llm.c header: an error naming both.
+  std::optional<TokenDType> dtype;
+  // Scan every token against vocab_size at open (one sequential pass) instead of only on access.
+  bool validate_upfront = false;
+};
+
+// Immutable after open(); get_sample is thread-safe.
+class TokenDataset {
+ public:
+  // Opens and validates `path`: size consistent with the format, N >= T + 1. Errors name the file.
+  static StatusOr<TokenDataset> open(Storage& storage, const std::string& path,
+                                     const TokenDatasetOptions& options);
+
+  TokenDataset(TokenDataset&&) = default;
+  TokenDataset& operator=(TokenDataset&&) = default;
+
+  const std::string& path() const { return file_->path(); }
+  TokenFileFormat format() const { return format_; }
+  TokenDType dtype() const { return dtype_; }
+  int64_t num_tokens() const { return num_tokens_; }    // N
+  int64_t block_size() const { return block_size_; }    // T
+  int64_t num_samples() const { return num_samples_; }  // S = floor((N - 1) / T)
+
+  // Sample g: inputs are tokens [g*T, g*T + T), targets tokens [g*T + 1, g*T + T + 1).
+  // REQUIRES: 0 <= g < num_samples(); both outputs hold T ints. Errors: I/O, or a token id
+  // >= vocab_size (naming the file, the token position and the id).
+  Status get_sample(int64_t g, int32_t* inputs_T, int32_t* targets_T) const;
+
+  // Checks every token id < vocab_size, reading the file sequentially in chunks.
+  Status validate_all_tokens() const;
+
+ private:
+  TokenDataset() = default;
+  // Reads tokens [first, first + count) widened to uint32 and vocab-checked.
+  Status read_tokens(int64_t first, int64_t count, uint32_t* out) const;
+
+  std::unique_ptr<RandomAccessFile> file_;
+  TokenFileFormat format_ = TokenFileFormat::kRaw;
+  TokenDType dtype_ = TokenDType::kUint16;
+  uint64_t data_offset_ = 0;  // file offset of token 0
+  int64_t num_tokens_ = 0;
+  int64_t block_size_ = 0;
+  int64_t vocab_size_ = 0;
+  int64_t num_samples_ = 0;
+};
+
+}  // namespace zero

@@ -1,0 +1,64 @@
+// CPU twins of the elementwise helpers: add / accumulate / scale, and dtype-converting copies
+// split into fixed chunks that OpenMP threads convert with the scalar core/dtype.h routines.
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "kernels/elementwise/elementwise.h"
+
+namespace zero::kernels::cpu {
+namespace {
+
+constexpr int64_t kCastChunk = 1 << 14;  // elements per OpenMP work item
+
+}  // namespace
+
+template <typename T>
+void add(T* out, const T* a, const T* b, int64_t n) {
+#pragma omp parallel for
+  for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+}
+
+template <typename T>
+void accumulate(T* acc, const T* x, int64_t n) {
+#pragma omp parallel for
+  for (int64_t i = 0; i < n; ++i) acc[i] += x[i];
+}
+
+template <typename T>
+void scale(T* x, T s, int64_t n) {
+#pragma omp parallel for
+  for (int64_t i = 0; i < n; ++i) x[i] *= s;
+}
+
+void cast_from_f32(const float* src, void* dst, DType dst_dtype, int64_t n) {
+  const int64_t num_chunks = (n + kCastChunk - 1) / kCastChunk;
+  const size_t elem_bytes = dtype_bytes(dst_dtype);
+#pragma omp parallel for
+  for (int64_t k = 0; k < num_chunks; ++k) {
+    const int64_t begin = k * kCastChunk;
+    const int64_t count = n - begin < kCastChunk ? n - begin : kCastChunk;
+    convert_from_f32(src + begin, static_cast<char*>(dst) + begin * elem_bytes, dst_dtype,
+                     static_cast<size_t>(count));
+  }
+}
+
+void cast_to_f32(const void* src, DType src_dtype, float* dst, int64_t n) {
+  const int64_t num_chunks = (n + kCastChunk - 1) / kCastChunk;
+  const size_t elem_bytes = dtype_bytes(src_dtype);
+#pragma omp parallel for
+  for (int64_t k = 0; k < num_chunks; ++k) {
+    const int64_t begin = k * kCastChunk;
+    const int64_t count = n - begin < kCastChunk ? n - begin : kCastChunk;
+    convert_to_f32(static_cast<const char*>(src) + begin * elem_bytes, src_dtype, dst + begin,
+                   static_cast<size_t>(count));
+  }
+}
+
+template void add<float>(float*, const float*, const float*, int64_t);
+template void add<double>(double*, const double*, const double*, int64_t);
+template void accumulate<float>(float*, const float*, int64_t);
+template void accumulate<double>(double*, const double*, int64_t);
+template void scale<float>(float*, float, int64_t);
+template void scale<double>(double*, double, int64_t);
+
+}  // namespace zero::kernels::cpu
