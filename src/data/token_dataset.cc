@@ -15,9 +15,21 @@ static_assert(std::endian::native == std::endian::little, "token files are littl
 namespace {
 
 const char* dtype_name(TokenDType dtype) {
-  return dtype == TokenDType::kUint16 ? "uint16" : "uint32";
+  switch (dtype) {
+    case TokenDType::kUint16: return "uint16";
+    case TokenDType::kUint32: return "uint32";
+    case TokenDType::kUint8: return "uint8";
+  }
+  return "?";
 }
-uint64_t token_bytes(TokenDType dtype) { return dtype == TokenDType::kUint16 ? 2 : 4; }
+uint64_t token_bytes(TokenDType dtype) {
+  switch (dtype) {
+    case TokenDType::kUint16: return 2;
+    case TokenDType::kUint32: return 4;
+    case TokenDType::kUint8: return 1;
+  }
+  return 4;
+}
 
 }  // namespace
 
@@ -89,6 +101,11 @@ Status TokenDataset::read_tokens(int64_t first, int64_t count, uint32_t* out) co
   const uint64_t offset = data_offset_ + static_cast<uint64_t>(first) * tb;
   if (dtype_ == TokenDType::kUint32) {
     ZERO_RETURN_IF_ERROR(file_->read_at(offset, static_cast<size_t>(count) * 4, out));
+  } else if (dtype_ == TokenDType::kUint8) {
+    // Bytes go into the last quarter of `out`, widened front to back (as for uint16 below).
+    uint8_t* narrow = reinterpret_cast<uint8_t*>(out) + 3 * count;
+    ZERO_RETURN_IF_ERROR(file_->read_at(offset, static_cast<size_t>(count), narrow));
+    for (int64_t i = 0; i < count; ++i) out[i] = narrow[i];
   } else {
     // Read the uint16s into the back half of `out`, then widen front to back (never overwrites a
     // uint16 not yet widened: element i is written at bytes [4i, 4i+4), read from 2*count + 2i).

@@ -13,7 +13,8 @@
 
 namespace zero {
 
-enum class TokenDType : uint8_t { kUint16, kUint32 };
+// kUint8: every byte is a token (a plain text file read with a byte-level vocabulary of 256).
+enum class TokenDType : uint8_t { kUint16, kUint32, kUint8 };
 
 // How the file was recognised.
 enum class TokenFileFormat : uint8_t {

@@ -73,6 +73,18 @@ void expect_samples(const TokenDataset& ds, int64_t T) {
   }
 }
 
+TEST_F(TokenDatasetTest, Uint8TextIsAByteLevelStream) {
+  std::vector<uint8_t> bytes = iota_tokens<uint8_t>(200);
+  const std::string p = write_tokens("text.txt", bytes);
+  auto ds = TokenDataset::open(*storage_, p, opts(9, 256, TokenDType::kUint8));
+  ASSERT_TRUE(ds.ok()) << ds.status().to_string();
+  EXPECT_EQ(ds->num_tokens(), 200);
+  EXPECT_EQ(ds->num_samples(), 199 / 9);
+  expect_samples(*ds, 9);
+  auto small_vocab = TokenDataset::open(*storage_, p, opts(9, 100, TokenDType::kUint8, true));
+  EXPECT_FALSE(small_vocab.ok());
+}
+
 TEST_F(TokenDatasetTest, RawUint16) {
   // N = 23, T = 4: S = floor(22 / 4) = 5; the last sample's target is token 20.
   auto ds =

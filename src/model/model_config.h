@@ -1,5 +1,6 @@
-// ModelConfig: the architecture of a decoder-only transformer, read from / written to HF config.json.
-// Covers GPT-2 ("gpt2") and the Llama family ("llama", "mistral", "qwen2": RMSNorm, RoPE, GQA, SwiGLU).
+// ModelConfig: the architecture of a decoder-only transformer, read from / written to HF
+// config.json. Covers GPT-2 ("gpt2") and the Llama family ("llama", "mistral", "qwen2": RMSNorm,
+// RoPE, GQA, SwiGLU).
 #pragma once
 
 #include <cstdint>
@@ -40,25 +41,27 @@ struct ModelConfig {
   int64_t head_dim() const { return hidden_size / num_heads; }
 };
 
-// Parses an HF config.json object. Errors name the key (e.g. "config.json: num_attention_heads: ...").
+// Parses an HF config.json object. Errors name the key (e.g. "config.json: num_attention_heads:
+// ...").
 StatusOr<ModelConfig> model_config_from_json(const nlohmann::json& j, std::string_view source_name);
 // Reads DIR/config.json (or a path to a config.json file).
 StatusOr<ModelConfig> load_model_config(const std::string& path);
 // HF config.json for this model (original keys kept, ours updated).
 nlohmann::json model_config_to_json(const ModelConfig& config);
 
-// Built-in presets for random initialisation: gpt2-tiny, gpt2-124m, gpt2-350m, gpt2-774m, gpt2-1558m,
-// llama-tiny, llama-1b (Llama-3.2-1B shape), ... `name` is without the "preset:" prefix.
+// Built-in presets for random initialisation: gpt2-tiny, gpt2-124m, gpt2-350m, gpt2-774m,
+// gpt2-1558m, llama-tiny, llama-1b (Llama-3.2-1B shape), ... `name` is without the "preset:"
+// prefix.
 StatusOr<ModelConfig> preset_model_config(std::string_view name);
 std::vector<std::string> preset_names();
 
-// Parameter counts (tied embeddings counted once), and DeepSpeed's "largest layer": the largest single
-// module's parameter count (e.g. the token embedding for GPT-2).
+// Parameter counts (tied embeddings counted once), and DeepSpeed's "largest layer": the largest
+// single module's parameter count (e.g. the token embedding for GPT-2).
 struct ParamCounts {
-  int64_t embedding = 0;     // token (+ position) embeddings
-  int64_t per_block = 0;     // one transformer block
-  int64_t final_norm = 0;    // final norm
-  int64_t head = 0;          // untied LM head (0 when tied)
+  int64_t embedding = 0;   // token (+ position) embeddings
+  int64_t per_block = 0;   // one transformer block
+  int64_t final_norm = 0;  // final norm
+  int64_t head = 0;        // untied LM head (0 when tied)
   int64_t total = 0;
   int64_t largest_layer = 0;
 };

@@ -1,0 +1,70 @@
+// Per-block saved activations (forward) and the shared gradient scratch (backward).
+// Legend: N = B*T rows, C hidden, F mlp hidden, Hq/Hkv heads, D head dim, T time.
+#pragma once
+
+#include "core/tensor.h"
+#include "model/model_config.h"
+#include "model/transformer.h"
+
+namespace zero::model {
+
+// Saved forward activations of one block. GPT-2 packs q/k/v into one projection (qkv); Llama has
+// separate projections and rotates q, k (q_rot, k_rot).
+struct Transformer::BlockActs {
+  BlockActs(const ModelConfig& c, int64_t B, int64_t T) {
+    const int64_t N = B * T, C = c.hidden_size, F = c.intermediate_size;
+    const int64_t D = c.head_dim(), Hq = c.num_heads, Hkv = c.num_kv_heads;
+    norm1 = Tensor(Shape{N, C});
+    mean1 = Tensor(Shape{N});
+    rstd1 = Tensor(Shape{N});
+    q = Tensor(Shape{N, Hq * D});
+    k = Tensor(Shape{N, Hkv * D});
+    v = Tensor(Shape{N, Hkv * D});
+    att = Tensor(Shape{B, Hq, T, T});
+    attn_y = Tensor(Shape{N, Hq * D});
+    x2 = Tensor(Shape{N, C});
+    norm2 = Tensor(Shape{N, C});
+    mean2 = Tensor(Shape{N});
+    rstd2 = Tensor(Shape{N});
+    up = Tensor(Shape{N, F});
+    act = Tensor(Shape{N, F});
+    if (c.arch == Arch::kGpt2) {
+      qkv = Tensor(Shape{N, 3 * C});
+    } else {
+      q_rot = Tensor(Shape{N, Hq * D});
+      k_rot = Tensor(Shape{N, Hkv * D});
+      gate = Tensor(Shape{N, F});
+    }
+  }
+  Tensor norm1, mean1, rstd1;  // (N, C), (N), (N): ln_1 / input_layernorm
+  Tensor qkv;                  // GPT-2 (N, 3C)
+  Tensor q, k, v;              // (N, Hq*D), (N, Hkv*D), (N, Hkv*D)
+  Tensor q_rot, k_rot;         // Llama: after RoPE
+  Tensor att;                  // (B, Hq, T, T) softmax probabilities
+  Tensor attn_y;               // (N, Hq*D) attention output before the output projection
+  Tensor x2;                   // (N, C) residual after attention
+  Tensor norm2, mean2, rstd2;  // ln_2 / post_attention_layernorm
+  Tensor gate;                 // Llama (N, F) gate projection
+  Tensor up;                   // (N, F) GPT-2 c_fc output / Llama up projection
+  Tensor act;                  // (N, F) GPT-2 gelu(up) / Llama silu(gate) * up
+};
+
+// Gradient scratch shared by all blocks (only one block is in backward at a time).
+struct Transformer::BlockScratch {
+  BlockScratch(const ModelConfig& c, int64_t B, int64_t T) {
+    const int64_t N = B * T, C = c.hidden_size, F = c.intermediate_size;
+    const int64_t D = c.head_dim(), Hq = c.num_heads, Hkv = c.num_kv_heads;
+    dnorm = Tensor(Shape{N, C});
+    dq = Tensor(Shape{N, Hq * D});
+    dk = Tensor(Shape{N, Hkv * D});
+    dv = Tensor(Shape{N, Hkv * D});
+    dattn_y = Tensor(Shape{N, Hq * D});
+    dact = Tensor(Shape{N, F});
+    dup = Tensor(Shape{N, F});
+    dgate = Tensor(Shape{N, F});
+    if (c.arch == Arch::kGpt2) dqkv = Tensor(Shape{N, 3 * C});
+  }
+  Tensor dnorm, dq, dk, dv, dqkv, dattn_y, dact, dup, dgate;
+};
+
+}  // namespace zero::model

@@ -1,0 +1,455 @@
+// ModelConfig <-> HF config.json (GPT-2 and the Llama family), built-in presets, and exact
+// parameter counts (the numel sum PyTorch reports for GPT2LMHeadModel / LlamaForCausalLM & co).
+#include "model/model_config.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+
+namespace zero::model {
+namespace {
+
+using nlohmann::json;
+
+const char* json_type_name(const json& v) {
+  if (v.is_null()) return "null";
+  if (v.is_boolean()) return "a boolean";
+  if (v.is_number_integer() || v.is_number_unsigned()) return "an integer";
+  if (v.is_number_float()) return "a float";
+  if (v.is_string()) return "a string";
+  if (v.is_array()) return "an array";
+  return "an object";
+}
+
+// Typed key readers. Every error names the source file and the key.
+class Reader {
+ public:
+  Reader(const json& j, std::string_view source) : j_(j), source_(source) {}
+
+  const json* find(const std::string& key) const {
+    auto it = j_.find(key);
+    return it == j_.end() ? nullptr : &*it;
+  }
+
+  Status type_error(const std::string& key, const char* want, const json& got) const {
+    return invalid_argument("{}: {}: expected {}, got {}", source_, key, want, json_type_name(got));
+  }
+
+  // A positive integer; integral floats (e.g. 4096.0) are accepted.
+  StatusOr<int64_t> positive_int(const std::string& key, std::optional<int64_t> fallback) const {
+    const json* v = find(key);
+    if (v == nullptr || v->is_null()) {
+      if (fallback) return *fallback;
+      return invalid_argument("{}: {}: missing (required for model_type \"{}\")", source_, key,
+                              j_.value("model_type", std::string("?")));
+    }
+    int64_t out = 0;
+    if (v->is_number_integer() || v->is_number_unsigned()) {
+      out = v->get<int64_t>();
+    } else if (v->is_number_float() && std::floor(v->get<double>()) == v->get<double>() &&
+               std::fabs(v->get<double>()) < 9e15) {
+      out = static_cast<int64_t>(v->get<double>());
+    } else {
+      return type_error(key, "a positive integer", *v);
+    }
+    if (out <= 0) return invalid_argument("{}: {}: must be positive, got {}", source_, key, out);
+    return out;
+  }
+
+  StatusOr<double> positive_number(const std::string& key, std::optional<double> fallback) const {
+    const json* v = find(key);
+    if (v == nullptr || v->is_null()) {
+      if (fallback) return *fallback;
+      return invalid_argument("{}: {}: missing", source_, key);
+    }
+    if (!v->is_number()) return type_error(key, "a number", *v);
+    double out = v->get<double>();
+    if (!(out > 0) || !std::isfinite(out)) {
+      return invalid_argument("{}: {}: must be a positive finite number, got {}", source_, key,
+                              out);
+    }
+    return out;
+  }
+
+  StatusOr<bool> boolean(const std::string& key, bool fallback) const {
+    const json* v = find(key);
+    if (v == nullptr || v->is_null()) return fallback;
+    if (!v->is_boolean()) return type_error(key, "true or false", *v);
+    return v->get<bool>();
+  }
+
+  StatusOr<std::string> string(const std::string& key, const std::string& fallback) const {
+    const json* v = find(key);
+    if (v == nullptr || v->is_null()) return fallback;
+    if (!v->is_string()) return type_error(key, "a string", *v);
+    return v->get<std::string>();
+  }
+
+  std::string_view source() const { return source_; }
+
+ private:
+  const json& j_;
+  std::string_view source_;
+};
+
+// The HF class names we can load for each model_type (causal LMs only).
+const char* causal_lm_class(std::string_view model_type) {
+  if (model_type == "gpt2") return "GPT2LMHeadModel";
+  if (model_type == "llama") return "LlamaForCausalLM";
+  if (model_type == "mistral") return "MistralForCausalLM";
+  if (model_type == "qwen2") return "Qwen2ForCausalLM";
+  return nullptr;
+}
+
+Status check_architectures(const json& j, std::string_view source, std::string_view model_type) {
+  auto it = j.find("architectures");
+  if (it == j.end() || it->is_null()) return ok_status();
+  if (!it->is_array()) {
+    return invalid_argument("{}: architectures: expected an array of strings, got {}", source,
+                            json_type_name(*it));
+  }
+  const std::string want = causal_lm_class(model_type);
+  for (const json& a : *it) {
+    if (!a.is_string()) {
+      return invalid_argument("{}: architectures: expected an array of strings, got {} inside",
+                              source, json_type_name(a));
+    }
+    if (a.get<std::string>() != want) {
+      return unimplemented(
+          "{}: architectures: \"{}\" is not supported for model_type \"{}\" (only {})", source,
+          a.get<std::string>(), model_type, want);
+    }
+  }
+  return ok_status();
+}
+
+Status parse_gpt2(const Reader& r, ModelConfig& c) {
+  c.arch = Arch::kGpt2;
+  ZERO_ASSIGN_OR_RETURN(c.vocab_size, r.positive_int("vocab_size", std::nullopt));
+  ZERO_ASSIGN_OR_RETURN(c.max_position_embeddings, r.positive_int("n_positions", std::nullopt));
+  ZERO_ASSIGN_OR_RETURN(c.hidden_size, r.positive_int("n_embd", std::nullopt));
+  ZERO_ASSIGN_OR_RETURN(c.num_layers, r.positive_int("n_layer", std::nullopt));
+  ZERO_ASSIGN_OR_RETURN(c.num_heads, r.positive_int("n_head", std::nullopt));
+  c.num_kv_heads = c.num_heads;
+  ZERO_ASSIGN_OR_RETURN(c.intermediate_size, r.positive_int("n_inner", 4 * c.hidden_size));
+  ZERO_ASSIGN_OR_RETURN(c.norm_eps, r.positive_number("layer_norm_epsilon", 1e-5));
+  ZERO_ASSIGN_OR_RETURN(c.hidden_act, r.string("activation_function", "gelu_new"));
+  if (c.hidden_act != "gelu_new" && c.hidden_act != "gelu_pytorch_tanh") {
+    return unimplemented(
+        "{}: activation_function: \"{}\" is not supported (gelu_new or gelu_pytorch_tanh)",
+        r.source(), c.hidden_act);
+  }
+  ZERO_ASSIGN_OR_RETURN(c.tie_word_embeddings, r.boolean("tie_word_embeddings", true));
+  // attention_bias / mlp_bias stay false: they describe the Llama family only (GPT-2 always has
+  // biases on c_attn / c_proj / c_fc).
+  return ok_status();
+}
+
+Status parse_rope_scaling(const json& j, std::string_view source, ModelConfig& c) {
+  c.rope_scaling = kernels::cpu::RopeScaling{};
+  auto it = j.find("rope_scaling");
+  if (it == j.end() || it->is_null()) return ok_status();
+  if (!it->is_object()) {
+    return invalid_argument("{}: rope_scaling: expected null or an object, got {}", source,
+                            json_type_name(*it));
+  }
+  Reader r(*it, source);
+  std::string type_key = it->contains("rope_type") ? "rope_type" : "type";
+  ZERO_ASSIGN_OR_RETURN(std::string type, r.string(type_key, ""));
+  if (type == "default") return ok_status();
+  if (type != "llama3") {
+    return unimplemented("{}: rope_scaling.{}: \"{}\" is not supported (only \"llama3\")", source,
+                         type_key, type);
+  }
+  auto sub = [&](const char* key) { return fmt::format("rope_scaling.{}", key); };
+  auto field = [&](const char* key) -> StatusOr<double> {
+    auto v = r.positive_number(key, std::nullopt);
+    if (!v.ok()) return v.status().with_context(sub(key));
+    return v;
+  };
+  c.rope_scaling.type = "llama3";
+  ZERO_ASSIGN_OR_RETURN(c.rope_scaling.factor, field("factor"));
+  ZERO_ASSIGN_OR_RETURN(c.rope_scaling.low_freq_factor, field("low_freq_factor"));
+  ZERO_ASSIGN_OR_RETURN(c.rope_scaling.high_freq_factor, field("high_freq_factor"));
+  auto orig = r.positive_int("original_max_position_embeddings", std::nullopt);
+  if (!orig.ok()) return orig.status().with_context(sub("original_max_position_embeddings"));
+  c.rope_scaling.original_max_position_embeddings = *orig;
+  return ok_status();
+}
+
+Status parse_llama_family(const json& j, const Reader& r, ModelConfig& c) {
+  c.arch = Arch::kLlama;
+  ZERO_ASSIGN_OR_RETURN(c.vocab_size, r.positive_int("vocab_size", std::nullopt));
+  ZERO_ASSIGN_OR_RETURN(c.hidden_size, r.positive_int("hidden_size", std::nullopt));
+  ZERO_ASSIGN_OR_RETURN(c.num_layers, r.positive_int("num_hidden_layers", std::nullopt));
+  ZERO_ASSIGN_OR_RETURN(c.num_heads, r.positive_int("num_attention_heads", std::nullopt));
+  ZERO_ASSIGN_OR_RETURN(c.num_kv_heads, r.positive_int("num_key_value_heads", c.num_heads));
+  ZERO_ASSIGN_OR_RETURN(c.intermediate_size, r.positive_int("intermediate_size", std::nullopt));
+  ZERO_ASSIGN_OR_RETURN(c.max_position_embeddings,
+                        r.positive_int("max_position_embeddings", std::nullopt));
+  ZERO_ASSIGN_OR_RETURN(c.norm_eps, r.positive_number("rms_norm_eps", 1e-6));
+  ZERO_ASSIGN_OR_RETURN(c.rope_theta, r.positive_number("rope_theta", 10000.0));
+  ZERO_RETURN_IF_ERROR(parse_rope_scaling(j, r.source(), c));
+  ZERO_ASSIGN_OR_RETURN(c.tie_word_embeddings, r.boolean("tie_word_embeddings", false));
+  ZERO_ASSIGN_OR_RETURN(c.hidden_act, r.string("hidden_act", "silu"));
+  if (c.hidden_act != "silu") {
+    return unimplemented("{}: hidden_act: \"{}\" is not supported (only \"silu\")", r.source(),
+                         c.hidden_act);
+  }
+  if (c.model_type == "qwen2") {
+    c.attention_bias = true;  // Qwen2 always has q/k/v biases (and none on o_proj)
+    c.mlp_bias = false;
+    ZERO_ASSIGN_OR_RETURN(bool sliding, r.boolean("use_sliding_window", false));
+    if (sliding) {
+      return unimplemented("{}: use_sliding_window: true is not supported", r.source());
+    }
+  } else if (c.model_type == "mistral") {
+    c.attention_bias = false;  // MistralAttention has no biases
+    c.mlp_bias = false;
+  } else {
+    ZERO_ASSIGN_OR_RETURN(c.attention_bias, r.boolean("attention_bias", false));
+    ZERO_ASSIGN_OR_RETURN(c.mlp_bias, r.boolean("mlp_bias", false));
+  }
+  if (c.hidden_size % c.num_heads != 0) {
+    return invalid_argument("{}: num_attention_heads: {} does not divide hidden_size {}",
+                            r.source(), c.num_heads, c.hidden_size);
+  }
+  if (c.num_heads % c.num_kv_heads != 0) {
+    return invalid_argument("{}: num_key_value_heads: {} does not divide num_attention_heads {}",
+                            r.source(), c.num_kv_heads, c.num_heads);
+  }
+  if (c.head_dim() % 2 != 0) {
+    return invalid_argument("{}: hidden_size / num_attention_heads = {} must be even for RoPE",
+                            r.source(), c.head_dim());
+  }
+  const json* head_dim = r.find("head_dim");
+  if (head_dim != nullptr && !head_dim->is_null()) {
+    ZERO_ASSIGN_OR_RETURN(int64_t hd, r.positive_int("head_dim", std::nullopt));
+    if (hd != c.head_dim()) {
+      return unimplemented(
+          "{}: head_dim: {} != hidden_size / num_attention_heads = {} is not supported", r.source(),
+          hd, c.head_dim());
+    }
+  }
+  return ok_status();
+}
+
+json rope_scaling_to_json(const kernels::cpu::RopeScaling& s) {
+  if (s.type == "default") return nullptr;
+  return json{{"rope_type", s.type},
+              {"factor", s.factor},
+              {"low_freq_factor", s.low_freq_factor},
+              {"high_freq_factor", s.high_freq_factor},
+              {"original_max_position_embeddings", s.original_max_position_embeddings}};
+}
+
+ModelConfig gpt2_preset(int64_t vocab, int64_t positions, int64_t embd, int64_t layers,
+                        int64_t heads) {
+  ModelConfig c;
+  c.arch = Arch::kGpt2;
+  c.model_type = "gpt2";
+  c.vocab_size = vocab;
+  c.max_position_embeddings = positions;
+  c.hidden_size = embd;
+  c.num_layers = layers;
+  c.num_heads = heads;
+  c.num_kv_heads = heads;
+  c.intermediate_size = 4 * embd;
+  c.norm_eps = 1e-5;
+  c.tie_word_embeddings = true;
+  c.hidden_act = "gelu_new";
+  return c;
+}
+
+ModelConfig llama_preset(int64_t vocab, int64_t hidden, int64_t layers, int64_t heads,
+                         int64_t kv_heads, int64_t intermediate, int64_t max_positions,
+                         double rope_theta, bool tied) {
+  ModelConfig c;
+  c.arch = Arch::kLlama;
+  c.model_type = "llama";
+  c.vocab_size = vocab;
+  c.hidden_size = hidden;
+  c.num_layers = layers;
+  c.num_heads = heads;
+  c.num_kv_heads = kv_heads;
+  c.intermediate_size = intermediate;
+  c.max_position_embeddings = max_positions;
+  c.norm_eps = 1e-5;
+  c.rope_theta = rope_theta;
+  c.tie_word_embeddings = tied;
+  c.attention_bias = false;
+  c.mlp_bias = false;
+  c.hidden_act = "silu";
+  return c;
+}
+
+}  // namespace
+
+StatusOr<ModelConfig> model_config_from_json(const nlohmann::json& j,
+                                             std::string_view source_name) {
+  if (!j.is_object()) {
+    return invalid_argument("{}: expected a JSON object, got {}", source_name, json_type_name(j));
+  }
+  Reader r(j, source_name);
+  ModelConfig c;
+  c.original = j;
+  const json* model_type = r.find("model_type");
+  if (model_type == nullptr) return invalid_argument("{}: model_type: missing", source_name);
+  if (!model_type->is_string()) return r.type_error("model_type", "a string", *model_type);
+  c.model_type = model_type->get<std::string>();
+  if (causal_lm_class(c.model_type) == nullptr) {
+    return unimplemented("{}: model_type: \"{}\" is not supported (gpt2, llama, mistral, qwen2)",
+                         source_name, c.model_type);
+  }
+  ZERO_RETURN_IF_ERROR(check_architectures(j, source_name, c.model_type));
+  if (c.model_type == "gpt2") {
+    ZERO_RETURN_IF_ERROR(parse_gpt2(r, c));
+  } else {
+    ZERO_RETURN_IF_ERROR(parse_llama_family(j, r, c));
+  }
+  if (c.hidden_size % c.num_heads != 0) {
+    return invalid_argument("{}: number of heads {} does not divide the hidden size {}",
+                            source_name, c.num_heads, c.hidden_size);
+  }
+  ZERO_ASSIGN_OR_RETURN(c.initializer_range, r.positive_number("initializer_range", 0.02));
+  return c;
+}
+
+StatusOr<ModelConfig> load_model_config(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path file = path;
+  if (fs::is_directory(file, ec)) file /= "config.json";
+  std::ifstream in(file);
+  if (!in) return not_found("{}: cannot open model config", file.string());
+  std::stringstream buf;
+  buf << in.rdbuf();
+  json j;
+  try {
+    j = json::parse(buf.str());
+  } catch (const json::parse_error& e) {
+    return invalid_argument("{}: invalid JSON: {}", file.string(), e.what());
+  }
+  return model_config_from_json(j, file.string());
+}
+
+nlohmann::json model_config_to_json(const ModelConfig& c) {
+  json j = c.original.is_object() ? c.original : json::object();
+  j["model_type"] = c.model_type;
+  j["architectures"] = json::array({causal_lm_class(c.model_type)});
+  j["vocab_size"] = c.vocab_size;
+  j["initializer_range"] = c.initializer_range;
+  j["tie_word_embeddings"] = c.tie_word_embeddings;
+  if (c.arch == Arch::kGpt2) {
+    j["n_positions"] = c.max_position_embeddings;
+    if (j.contains("n_ctx")) j["n_ctx"] = c.max_position_embeddings;
+    j["n_embd"] = c.hidden_size;
+    j["n_layer"] = c.num_layers;
+    j["n_head"] = c.num_heads;
+    if (c.intermediate_size == 4 * c.hidden_size) {
+      j["n_inner"] = nullptr;
+    } else {
+      j["n_inner"] = c.intermediate_size;
+    }
+    j["layer_norm_epsilon"] = c.norm_eps;
+    j["activation_function"] = c.hidden_act;
+    return j;
+  }
+  j["hidden_size"] = c.hidden_size;
+  j["num_hidden_layers"] = c.num_layers;
+  j["num_attention_heads"] = c.num_heads;
+  j["num_key_value_heads"] = c.num_kv_heads;
+  j["intermediate_size"] = c.intermediate_size;
+  j["max_position_embeddings"] = c.max_position_embeddings;
+  j["rms_norm_eps"] = c.norm_eps;
+  j["rope_theta"] = c.rope_theta;
+  j["rope_scaling"] = rope_scaling_to_json(c.rope_scaling);
+  j["hidden_act"] = c.hidden_act;
+  if (j.contains("head_dim")) j["head_dim"] = c.head_dim();
+  if (c.model_type == "llama") {
+    j["attention_bias"] = c.attention_bias;
+    j["mlp_bias"] = c.mlp_bias;
+  }
+  return j;
+}
+
+std::vector<std::string> preset_names() {
+  return {"gpt2-tiny",  "gpt2-124m",  "gpt2-350m", "gpt2-774m",
+          "gpt2-1558m", "llama-tiny", "llama-1b",  "llama-8b"};
+}
+
+StatusOr<ModelConfig> preset_model_config(std::string_view name) {
+  if (name.starts_with("preset:")) name.remove_prefix(7);
+  // gpt2-tiny: byte-level vocabulary (256), 64-token context, C=64, 2 layers, 4 heads: ~0.12M
+  // parameters, trains in seconds on a CPU (unit tests, the quick-start demo).
+  if (name == "gpt2-tiny") return gpt2_preset(256, 64, 64, 2, 4);
+  if (name == "gpt2-124m") return gpt2_preset(50257, 1024, 768, 12, 12);
+  if (name == "gpt2-350m") return gpt2_preset(50257, 1024, 1024, 24, 16);
+  if (name == "gpt2-774m") return gpt2_preset(50257, 1024, 1280, 36, 20);
+  if (name == "gpt2-1558m") return gpt2_preset(50257, 1024, 1600, 48, 25);
+  if (name == "llama-tiny") return llama_preset(256, 64, 2, 4, 2, 172, 128, 10000.0, false);
+  if (name == "llama-1b") {  // Llama-3.2-1B shape
+    ModelConfig c = llama_preset(128256, 2048, 16, 32, 8, 8192, 131072, 500000.0, true);
+    c.rope_scaling.type = "llama3";
+    c.rope_scaling.factor = 32.0;
+    c.rope_scaling.low_freq_factor = 1.0;
+    c.rope_scaling.high_freq_factor = 4.0;
+    c.rope_scaling.original_max_position_embeddings = 8192;
+    return c;
+  }
+  if (name == "llama-8b") {  // Meta-Llama-3-8B shape
+    return llama_preset(128256, 4096, 32, 32, 8, 14336, 8192, 500000.0, false);
+  }
+  std::string known;
+  for (const std::string& n : preset_names()) known += (known.empty() ? "" : ", ") + n;
+  return invalid_argument("preset:{}: unknown model preset (known: {})", name, known);
+}
+
+ParamCounts count_params(const ModelConfig& c) {
+  const int64_t C = c.hidden_size;
+  const int64_t I = c.intermediate_size;
+  const int64_t V = c.vocab_size;
+  ParamCounts p;
+  // Each module's own parameters (DeepSpeed's largest-layer definition is the max of these).
+  std::vector<int64_t> modules;
+  const int64_t token_embedding = V * C;
+  modules.push_back(token_embedding);
+  p.embedding = token_embedding;
+  if (c.arch == Arch::kGpt2) {
+    const int64_t position_embedding = c.max_position_embeddings * C;
+    modules.push_back(position_embedding);
+    p.embedding += position_embedding;
+    const int64_t ln = 2 * C;                  // weight + bias
+    const int64_t c_attn = C * 3 * C + 3 * C;  // fused qkv (Conv1D) + bias
+    const int64_t attn_proj = C * C + C;
+    const int64_t c_fc = C * I + I;
+    const int64_t mlp_proj = I * C + C;
+    modules.insert(modules.end(), {ln, c_attn, attn_proj, c_fc, mlp_proj});
+    p.per_block = 2 * ln + c_attn + attn_proj + c_fc + mlp_proj;
+    p.final_norm = 2 * C;
+  } else {
+    const int64_t q_numel = c.num_heads * c.head_dim();
+    const int64_t kv_numel = c.num_kv_heads * c.head_dim();
+    const bool qkv_bias = c.attention_bias;
+    const bool o_bias = c.attention_bias && c.model_type != "qwen2";
+    const int64_t q_proj = C * q_numel + (qkv_bias ? q_numel : 0);
+    const int64_t kv_proj = C * kv_numel + (qkv_bias ? kv_numel : 0);  // k_proj and v_proj each
+    const int64_t o_proj = q_numel * C + (o_bias ? C : 0);
+    const int64_t up_proj = C * I + (c.mlp_bias ? I : 0);  // gate_proj and up_proj each
+    const int64_t down_proj = I * C + (c.mlp_bias ? C : 0);
+    const int64_t norm = C;
+    modules.insert(modules.end(), {q_proj, kv_proj, o_proj, up_proj, down_proj, norm});
+    p.per_block = q_proj + 2 * kv_proj + o_proj + 2 * up_proj + down_proj + 2 * norm;
+    p.final_norm = C;
+  }
+  p.head = c.tie_word_embeddings ? 0 : V * C;  // lm_head has no bias; tied shares wte
+  if (!c.tie_word_embeddings) modules.push_back(p.head);
+  p.total = p.embedding + c.num_layers * p.per_block + p.final_norm + p.head;
+  p.largest_layer = *std::max_element(modules.begin(), modules.end());
+  return p;
+}
+
+}  // namespace zero::model

@@ -1,0 +1,217 @@
+// Transformer forward/backward: the orchestration over units. Block math lives in
+// gpt2_block.cc and llama_block.cc. Legend: N = B*T rows, C hidden, V vocab.
+#include "model/transformer.h"
+
+#include <cstring>
+
+#include "kernels/cross_entropy/cross_entropy.h"
+#include "kernels/encoder/encoder.h"
+#include "kernels/layernorm/layernorm.h"
+#include "kernels/matmul/matmul.h"
+#include "kernels/rmsnorm/rmsnorm.h"
+#include "kernels/rope/rope.h"
+#include "model/block_acts.h"
+
+namespace zero::model {
+
+namespace k = kernels::cpu;
+
+Transformer::Transformer(const ModelConfig& config, TransformerOptions options)
+    : layout_(config), options_(options) {}
+
+Transformer::~Transformer() = default;
+
+void Transformer::ensure_buffers(int64_t B, int64_t T) {
+  if (B == B_ && T == T_) return;
+  const ModelConfig& c = layout_.config();
+  B_ = B;
+  T_ = T;
+  const int64_t N = B * T, C = c.hidden_size;
+  residual_.clear();
+  for (int l = 0; l <= c.num_layers; ++l) residual_.emplace_back(Shape{N, C});
+  acts_.clear();
+  int n_acts = options_.activation_checkpointing ? 1 : static_cast<int>(c.num_layers);
+  for (int l = 0; l < n_acts; ++l) acts_.push_back(std::make_unique<BlockActs>(c, B, T));
+  scratch_ = std::make_unique<BlockScratch>(c, B, T);
+  final_norm_ = Tensor(Shape{N, C});
+  final_mean_ = Tensor(Shape{N});
+  final_rstd_ = Tensor(Shape{N});
+  logits_ = Tensor(Shape{N, c.vocab_size});
+  losses_ = Tensor(Shape{N});
+  dresidual_a_ = Tensor(Shape{N, C});
+  dresidual_b_ = Tensor(Shape{N, C});
+  if (c.arch == Arch::kLlama) {
+    const int64_t D = c.head_dim();
+    rope_cos_ = Tensor(Shape{T, D / 2});
+    rope_sin_ = Tensor(Shape{T, D / 2});
+    k::rope_tables(rope_cos_.f32(), rope_sin_.f32(),
+                   k::rope_inv_freq(D, c.rope_theta, c.rope_scaling), T);
+  }
+}
+
+float Transformer::forward(ParamAccess& params, const int32_t* tokens, const int32_t* targets,
+                           int64_t B, int64_t T) {
+  const ModelConfig& c = layout_.config();
+  ZERO_CHECK(T >= 1 && (c.arch != Arch::kGpt2 || T <= c.max_position_embeddings),
+             "sequence length ", T, " exceeds max_position_embeddings ", c.max_position_embeddings);
+  ensure_buffers(B, T);
+  const int64_t N = B * T, C = c.hidden_size, V = c.vocab_size;
+  tokens_.assign(tokens, tokens + N);
+  if (targets) {
+    targets_.assign(targets, targets + N);
+  } else {
+    targets_.assign(static_cast<size_t>(N), k::kIgnoreIndex);
+  }
+
+  // Embedding unit.
+  const int emb = layout_.embedding_unit();
+  {
+    const UnitSpec& u = layout_.unit(emb);
+    const float* w = params.acquire(emb);
+    const ParamSpec* wpe = u.find(ParamKind::kPositionEmbedding);
+    k::encoder_forward(residual_[0].f32(), tokens_.data(),
+                       w + u.param(ParamKind::kTokenEmbedding).offset,
+                       wpe ? w + wpe->offset : nullptr, B, T, C, V);
+    params.release(emb);
+  }
+
+  // Blocks.
+  for (int l = 0; l < c.num_layers; ++l) {
+    const int unit = layout_.block_unit(l);
+    const float* w = params.acquire(unit);
+    BlockActs& a = *acts_[options_.activation_checkpointing ? 0 : static_cast<size_t>(l)];
+    block_forward(l, w, residual_[static_cast<size_t>(l)].f32(),
+                  residual_[static_cast<size_t>(l) + 1].f32(), a);
+    params.release(unit);
+  }
+
+  // Final norm + head (the tied head reads the embedding unit).
+  const int fin = layout_.final_unit();
+  const UnitSpec& fu = layout_.unit(fin);
+  const float* fw = params.acquire(fin);
+  const float* xL = residual_.back().f32();
+  if (c.arch == Arch::kGpt2) {
+    k::layernorm_forward(final_norm_.f32(), final_mean_.f32(), final_rstd_.f32(), xL,
+                         fw + fu.param(ParamKind::kFinalNormWeight).offset,
+                         fw + fu.param(ParamKind::kFinalNormBias).offset, N, C,
+                         static_cast<float>(c.norm_eps));
+  } else {
+    k::rmsnorm_forward(final_norm_.f32(), final_rstd_.f32(), xL,
+                       fw + fu.param(ParamKind::kFinalNormWeight).offset, N, C,
+                       static_cast<float>(c.norm_eps));
+  }
+  const float* head = nullptr;
+  if (const ParamSpec* lm = fu.find(ParamKind::kLmHead)) {
+    head = fw + lm->offset;
+    k::matmul_forward(logits_.f32(), final_norm_.f32(), head, static_cast<const float*>(nullptr), N,
+                      C, V);
+  } else {
+    const float* ew = params.acquire(emb);
+    head = ew + layout_.unit(emb).param(ParamKind::kTokenEmbedding).offset;
+    k::matmul_forward(logits_.f32(), final_norm_.f32(), head, static_cast<const float*>(nullptr), N,
+                      C, V);
+    params.release(emb);
+  }
+  params.release(fin);
+
+  counted_targets_ = 0;
+  for (int32_t t : targets_) counted_targets_ += (t != k::kIgnoreIndex);
+  if (!targets) return 0.0f;
+  k::cross_entropy_forward(losses_.f32(), logits_.f32(), targets_.data(), N, V);
+  double sum = 0.0;
+  for (int64_t n = 0; n < N; ++n) sum += losses_.f32()[n];
+  return counted_targets_ > 0 ? static_cast<float>(sum / static_cast<double>(counted_targets_))
+                              : 0.0f;
+}
+
+void Transformer::backward(ParamAccess& params, GradSink& grads, float dloss_per_token) {
+  const ModelConfig& c = layout_.config();
+  const int64_t B = B_, T = T_, N = B * T, C = c.hidden_size, V = c.vocab_size;
+  ZERO_CHECK(N > 0, "backward called before forward");
+
+  // Loss -> logits, in place (the logits buffer becomes dlogits).
+  std::vector<float> dloss(static_cast<size_t>(N), dloss_per_token);
+  k::cross_entropy_backward(logits_.f32(), logits_.f32(), targets_.data(), dloss.data(), N, V);
+
+  // Final unit: head then norm.
+  const int emb = layout_.embedding_unit();
+  const int fin = layout_.final_unit();
+  const UnitSpec& fu = layout_.unit(fin);
+  const float* fw = params.acquire(fin);
+  float* fdw = grads.grad_buffer(fin);
+  float* dnorm = dresidual_b_.f32();
+  std::memset(dnorm, 0, static_cast<size_t>(N * C) * sizeof(float));
+  if (const ParamSpec* lm = fu.find(ParamKind::kLmHead)) {
+    k::matmul_backward(dnorm, fdw + lm->offset, static_cast<float*>(nullptr), logits_.f32(),
+                       final_norm_.f32(), fw + lm->offset, N, C, V);
+  } else {
+    const float* ew = params.acquire(emb);
+    const int64_t off = layout_.unit(emb).param(ParamKind::kTokenEmbedding).offset;
+    k::matmul_backward(dnorm, grads.grad_buffer(emb) + off, static_cast<float*>(nullptr),
+                       logits_.f32(), final_norm_.f32(), ew + off, N, C, V);
+    params.release(emb);
+  }
+  float* dx = dresidual_a_.f32();
+  std::memset(dx, 0, static_cast<size_t>(N * C) * sizeof(float));
+  const float* xL = residual_.back().f32();
+  const int64_t wn = fu.param(ParamKind::kFinalNormWeight).offset;
+  if (c.arch == Arch::kGpt2) {
+    const int64_t bn = fu.param(ParamKind::kFinalNormBias).offset;
+    k::layernorm_backward(dx, fdw + wn, fdw + bn, dnorm, xL, fw + wn, final_mean_.f32(),
+                          final_rstd_.f32(), N, C);
+  } else {
+    k::rmsnorm_backward(dx, fdw + wn, dnorm, xL, fw + wn, final_rstd_.f32(), N, C);
+  }
+  params.release(fin);
+  grads.grad_ready(fin);
+
+  // Blocks in reverse; dout lives in `dx`, the block writes its input gradient into `dnext`.
+  float* dnext = dresidual_b_.f32();
+  for (int l = static_cast<int>(c.num_layers) - 1; l >= 0; --l) {
+    const int unit = layout_.block_unit(l);
+    const float* w = params.acquire(unit);
+    float* dw = grads.grad_buffer(unit);
+    BlockActs& a = *acts_[options_.activation_checkpointing ? 0 : static_cast<size_t>(l)];
+    const float* x = residual_[static_cast<size_t>(l)].f32();
+    if (options_.activation_checkpointing) {
+      // Recompute this block's activations from its saved input; the output goes to scratch (dnext
+      // is overwritten by the backward below anyway).
+      block_forward(l, w, x, dnext, a);
+    }
+    block_backward(l, w, dw, x, dx, a);  // dx: in = d(output), out = d(input)
+    params.release(unit);
+    grads.grad_ready(unit);
+  }
+
+  // Embedding unit.
+  {
+    const UnitSpec& u = layout_.unit(emb);
+    float* dw = grads.grad_buffer(emb);
+    const ParamSpec* wpe = u.find(ParamKind::kPositionEmbedding);
+    k::encoder_backward(dw + u.param(ParamKind::kTokenEmbedding).offset,
+                        wpe ? dw + wpe->offset : nullptr, dx, tokens_.data(), B, T, C, V);
+    grads.grad_ready(emb);
+  }
+}
+
+void Transformer::block_forward(int layer, const float* w, const float* x, float* out,
+                                BlockActs& a) {
+  const UnitSpec& u = layout_.unit(layout_.block_unit(layer));
+  if (layout_.config().arch == Arch::kGpt2) {
+    gpt2_block_forward(u, w, x, out, a);
+  } else {
+    llama_block_forward(u, w, x, out, a);
+  }
+}
+
+void Transformer::block_backward(int layer, const float* w, float* dw, const float* x, float* dx,
+                                 BlockActs& a) {
+  const UnitSpec& u = layout_.unit(layout_.block_unit(layer));
+  if (layout_.config().arch == Arch::kGpt2) {
+    gpt2_block_backward(u, w, dw, x, dx, a);
+  } else {
+    llama_block_backward(u, w, dw, x, dx, a);
+  }
+}
+
+}  // namespace zero::model

@@ -1,0 +1,76 @@
+// Transformer: forward and backward of GPT-2 and Llama-family decoder models, written as kernel
+// calls over units (embedding, blocks, final). Parameters come from a ParamAccess, gradients go to
+// a GradSink. Legend: B batch, T time, C hidden, V vocab, F mlp hidden, Hq/Hkv heads, D head dim, N
+// = B*T.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/tensor.h"
+#include "model/param_access.h"
+#include "model/param_layout.h"
+
+namespace zero::model {
+
+struct TransformerOptions {
+  // Keep only each block's input during forward; recompute the block in backward.
+  bool activation_checkpointing = false;
+};
+
+class Transformer {
+ public:
+  Transformer(const ModelConfig& config, TransformerOptions options = {});
+  ~Transformer();
+  Transformer(const Transformer&) = delete;
+  Transformer& operator=(const Transformer&) = delete;
+
+  const ModelLayout& layout() const { return layout_; }
+
+  // Runs the forward pass over tokens (B, T). With targets (B, T) returns the mean token
+  // cross-entropy over targets != -100 (0 if none); without, returns 0 and only computes logits.
+  // REQUIRES: T <= max_position_embeddings (GPT-2), tokens in [0, V).
+  float forward(ParamAccess& params, const int32_t* tokens, const int32_t* targets, int64_t B,
+                int64_t T);
+  // Number of targets counted by the last forward.
+  int64_t counted_targets() const { return counted_targets_; }
+  // Logits (B, T, V) of the last forward; invalidated by backward (it reuses the buffer).
+  const float* logits() const { return logits_.f32(); }
+  // Backward of the last forward's loss, with d(loss)/d(token loss) = dloss_per_token for every
+  // counted target (e.g. 1 / (counted tokens × micro-steps) × loss scale). Accumulates gradients.
+  void backward(ParamAccess& params, GradSink& grads, float dloss_per_token);
+
+ private:
+  struct BlockActs;
+  struct BlockScratch;
+  void ensure_buffers(int64_t B, int64_t T);
+  void block_forward(int layer, const float* w, const float* x_NC, float* out_NC, BlockActs& a);
+  void block_backward(int layer, const float* w, float* dw, const float* x_NC, float* dx_NC,
+                      BlockActs& a);
+  void gpt2_block_forward(const UnitSpec& u, const float* w, const float* x, float* out,
+                          BlockActs& a);
+  void gpt2_block_backward(const UnitSpec& u, const float* w, float* dw, const float* x, float* dx,
+                           BlockActs& a);
+  void llama_block_forward(const UnitSpec& u, const float* w, const float* x, float* out,
+                           BlockActs& a);
+  void llama_block_backward(const UnitSpec& u, const float* w, float* dw, const float* x, float* dx,
+                            BlockActs& a);
+
+  ModelLayout layout_;
+  TransformerOptions options_;
+  int64_t B_ = 0, T_ = 0;
+  int64_t counted_targets_ = 0;
+  std::vector<int32_t> tokens_, targets_;
+  // Residual stream: block l reads residual_[l] and writes residual_[l + 1] (N, C).
+  std::vector<Tensor> residual_;
+  std::vector<std::unique_ptr<BlockActs>> acts_;  // one per block (one shared if checkpointing)
+  std::unique_ptr<BlockScratch> scratch_;
+  Tensor final_norm_, final_mean_, final_rstd_;  // (N, C), (N), (N)
+  Tensor logits_;                                // (N, V); holds dlogits after backward
+  Tensor losses_;                                // (N)
+  Tensor dresidual_a_, dresidual_b_;             // (N, C) ping-pong gradient buffers
+  Tensor rope_cos_, rope_sin_;                   // (T, D/2)
+};
+
+}  // namespace zero::model

@@ -1,0 +1,106 @@
+// Adam / AdamW CPU update (see adam.h for the exact per-element formula).
+#include "optim/adam.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/check.h"
+
+namespace zero::optim {
+
+AdamScalars adam_scalars(const AdamArgs& args) {
+  // Scalars in double, rounded once to float: the per-element math is fp32 like DeepSpeed's.
+  double bc1 = 1.0;
+  double bc2 = 1.0;
+  if (args.bias_correction) {
+    bc1 = 1.0 - std::pow(static_cast<double>(args.beta1), static_cast<double>(args.step));
+    bc2 = 1.0 - std::pow(static_cast<double>(args.beta2), static_cast<double>(args.step));
+  }
+  AdamScalars s;
+  s.step_size = static_cast<float>(-static_cast<double>(args.lr) / bc1);
+  s.inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(bc2));
+  s.decoupled_decay = args.adam_w_mode
+                          ? static_cast<float>(-static_cast<double>(args.lr) * args.weight_decay)
+                          : 0.f;
+  s.l2_decay = args.adam_w_mode ? 0.f : args.weight_decay;
+  return s;
+}
+
+namespace {
+
+// Stores the updated fp32 params of [begin, end) as 16-bit.
+void store_16bit(const float* param, void* dst, DType dtype, int64_t begin, int64_t end) {
+  if (dtype == DType::kBF16) {
+    auto* out = static_cast<bf16*>(dst);
+    for (int64_t i = begin; i < end; ++i) out[i] = float_to_bf16(param[i]);
+  } else {
+    auto* out = static_cast<f16*>(dst);
+    for (int64_t i = begin; i < end; ++i) out[i] = float_to_f16(param[i]);
+  }
+}
+
+template <bool kL2, bool kDecoupled>
+void adam_loop(const AdamScalars& s, const AdamArgs& args, const AdamShard& shard,
+               float grad_scale) {
+  const float beta1 = args.beta1;
+  const float beta2 = args.beta2;
+  const float one_minus_beta1 = 1.0f - beta1;
+  const float one_minus_beta2 = 1.0f - beta2;
+  const float eps = args.eps;
+  float* __restrict__ p = shard.param;
+  const float* __restrict__ g_in = shard.grad;
+  float* __restrict__ m = shard.exp_avg;
+  float* __restrict__ v = shard.exp_avg_sq;
+
+  // Fixed-size tiles so the 16-bit copy happens while the tile is still in cache.
+  constexpr int64_t kTileNumel = 1 << 14;
+  const int64_t num_tiles = (shard.numel + kTileNumel - 1) / kTileNumel;
+#pragma omp parallel for schedule(static)
+  for (int64_t tile = 0; tile < num_tiles; ++tile) {
+    const int64_t begin = tile * kTileNumel;
+    const int64_t end = std::min(shard.numel, begin + kTileNumel);
+#pragma omp simd
+    for (int64_t i = begin; i < end; ++i) {
+      float g = g_in[i] * grad_scale;
+      float pi = p[i];
+      if constexpr (kL2) g = g + s.l2_decay * pi;
+      const float mi = beta1 * m[i] + one_minus_beta1 * g;
+      const float vi = beta2 * v[i] + one_minus_beta2 * (g * g);
+      const float denom = std::sqrt(vi) * s.inv_sqrt_bc2 + eps;
+      if constexpr (kDecoupled) pi = pi + s.decoupled_decay * pi;
+      p[i] = pi + s.step_size * (mi / denom);
+      m[i] = mi;
+      v[i] = vi;
+    }
+    if (shard.param_16bit != nullptr) {
+      store_16bit(p, shard.param_16bit, shard.param_16bit_dtype, begin, end);
+    }
+  }
+}
+
+}  // namespace
+
+void adam_update(const AdamArgs& args, const AdamShard& shard, float grad_scale) {
+  ZERO_CHECK(args.step >= 1, "adam step counter must be >= 1, got ", args.step);
+  ZERO_CHECK(shard.numel >= 0, "negative numel ", shard.numel);
+  if (shard.numel == 0) return;
+  ZERO_CHECK(shard.param && shard.grad && shard.exp_avg && shard.exp_avg_sq,
+             "adam_update: null buffer");
+  ZERO_CHECK(shard.param_16bit == nullptr || shard.param_16bit_dtype != DType::kF32,
+             "param_16bit must be bf16 or f16");
+
+  const AdamScalars s = adam_scalars(args);
+  // Decay terms are compiled out when unused (as DeepSpeed branches on wd > 0), so 0 * inf never
+  // turns a finite update into NaN.
+  const bool l2 = s.l2_decay != 0.f;
+  const bool decoupled = s.decoupled_decay != 0.f;
+  if (l2) {
+    adam_loop<true, false>(s, args, shard, grad_scale);
+  } else if (decoupled) {
+    adam_loop<false, true>(s, args, shard, grad_scale);
+  } else {
+    adam_loop<false, false>(s, args, shard, grad_scale);
+  }
+}
+
+}  // namespace zero::optim

@@ -1,0 +1,164 @@
+// The single-rank engine against PyTorch (tests/fixtures/golden): 10 AdamW steps, and the 60-step
+// curve with AdamW + WarmupDecayLR + clipping, with and without a micro-batch / accumulation split.
+#include "runtime/engine.h"
+
+#include <cmath>
+#include <fstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "core/safetensors.h"
+#include "core/storage.h"
+#include "data/batch_sampler.h"
+#include "data/token_dataset.h"
+#include "model/hf_checkpoint.h"
+
+namespace zero::runtime {
+namespace {
+
+const std::string kGolden = std::string(ZERO_SOURCE_DIR) + "/tests/fixtures/golden/";
+
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream f(path);
+  return nlohmann::json::parse(f);
+}
+
+// Builds an engine from a golden model directory with the given optimizer and schedule.
+std::unique_ptr<Engine> make_engine(const std::string& name, const nlohmann::json& optimizer_params,
+                                    const std::string& scheduler_type,
+                                    const nlohmann::json& scheduler_params, double clipping,
+                                    std::unique_ptr<model::HfWeightReader>& reader_out) {
+  auto config = model::load_model_config(kGolden + name);
+  EXPECT_TRUE(config.ok());
+  EngineOptions o;
+  o.model_config = *config;
+  auto spec = optim::optimizer_spec_from_json("AdamW", optimizer_params);
+  EXPECT_TRUE(spec.ok()) << spec.status().to_string();
+  o.optimizer = *spec;
+  if (!scheduler_type.empty()) {
+    auto sched = optim::LrSchedule::from_json(scheduler_type, scheduler_params, spec->lr);
+    EXPECT_TRUE(sched.ok()) << sched.status().to_string();
+    o.schedule = *sched;
+  } else {
+    o.schedule = optim::LrSchedule::constant(spec->lr);
+  }
+  o.gradient_clipping = clipping;
+  model::ModelLayout layout(o.model_config);
+  auto reader = model::HfWeightReader::open(*default_storage(), kGolden + name, layout);
+  EXPECT_TRUE(reader.ok()) << reader.status().to_string();
+  reader_out = std::move(*reader);
+  model::HfWeightReader* r = reader_out.get();
+  auto engine = Engine::create(std::move(o), [r](int u, float* dst, int64_t numel) {
+    return r->read_unit_range(u, 0, numel, dst);
+  });
+  EXPECT_TRUE(engine.ok()) << engine.status().to_string();
+  return std::move(*engine);
+}
+
+class GoldenAdamW10 : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GoldenAdamW10, LossesMatchPyTorch) {
+  const std::string name = GetParam();
+  nlohmann::json ref = read_json(kGolden + name + "/adamw10.json");
+  std::unique_ptr<model::HfWeightReader> reader;
+  auto engine = make_engine(
+      name, {{"lr", 1e-2}, {"betas", {0.9, 0.95}}, {"eps", 1e-8}, {"weight_decay", 0.1}}, "", {},
+      0.0, reader);
+  auto step = SafetensorsReader::open(*default_storage(), kGolden + name + "/step.safetensors");
+  ASSERT_TRUE(step.ok());
+  MicroBatch mb;
+  mb.batch = 2;
+  mb.seq = 16;
+  mb.tokens.resize(32);
+  mb.targets.resize(32);
+  ASSERT_TRUE(step->read("input_ids", mb.tokens.data(), 128).ok());
+  ASSERT_TRUE(step->read("labels", mb.targets.data(), 128).ok());
+  for (int k = 0; k < 10; ++k) {
+    auto r = engine->train_step({mb});
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    const double want = ref["losses"][k].get<double>();
+    EXPECT_NEAR(r->loss, want, 1e-5 * std::fabs(want)) << "step " << k + 1;
+    EXPECT_FALSE(r->skipped);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, GoldenAdamW10, ::testing::Values("gpt2_tiny", "llama_tiny"));
+
+struct CurveCase {
+  std::string model;
+  int64_t micro_batch;  // with TBS = 4: accumulation = 4 / micro_batch
+};
+
+void PrintTo(const CurveCase& c, std::ostream* os) {
+  *os << c.model << " micro_batch=" << c.micro_batch;
+}
+
+class GoldenCurve : public ::testing::TestWithParam<CurveCase> {};
+
+TEST_P(GoldenCurve, SixtyStepsMatchPyTorch) {
+  const CurveCase c = GetParam();
+  nlohmann::json ref = read_json(kGolden + c.model + "/curve60.json");
+  const nlohmann::json& sched = ref["lr_scheduler"];
+  nlohmann::json sched_params = {{"warmup_min_lr", sched["warmup_min_lr"]},
+                                 {"warmup_max_lr", sched["warmup_max_lr"]},
+                                 {"warmup_num_steps", sched["warmup_num_steps"]},
+                                 {"total_num_steps", sched["total_num_steps"]},
+                                 {"warmup_type", sched["warmup_type"]}};
+  std::unique_ptr<model::HfWeightReader> reader;
+  auto engine =
+      make_engine(c.model,
+                  {{"lr", sched["warmup_max_lr"]},
+                   {"betas", ref["betas"]},
+                   {"eps", ref["eps"]},
+                   {"weight_decay", ref["weight_decay"]}},
+                  "WarmupDecayLR", sched_params, ref["gradient_clipping"].get<double>(), reader);
+  const int64_t T = 16, TBS = 4;
+  TokenDatasetOptions dopts;
+  dopts.block_size = T;
+  dopts.vocab_size = 67;
+  auto data = TokenDataset::open(*default_storage(), kGolden + "tokens.bin", dopts);
+  ASSERT_TRUE(data.ok()) << data.status().to_string();
+  BatchSamplerConfig sc;
+  sc.num_samples = data->num_samples();
+  sc.train_batch_size = TBS;
+  sc.micro_batch_size = c.micro_batch;
+  auto sampler = GlobalBatchSampler::create(sc);
+  ASSERT_TRUE(sampler.ok()) << sampler.status().to_string();
+  for (int64_t s = 0; s < 60; ++s) {
+    std::vector<MicroBatch> mbs;
+    for (int64_t m = 0; m < sampler->grad_accum_steps(); ++m) {
+      MicroBatch mb;
+      mb.batch = c.micro_batch;
+      mb.seq = T;
+      mb.tokens.resize(static_cast<size_t>(c.micro_batch * T));
+      mb.targets.resize(mb.tokens.size());
+      std::vector<int64_t> samples = sampler->micro_batch(s, m, 0);
+      for (size_t i = 0; i < samples.size(); ++i) {
+        ASSERT_TRUE(
+            data->get_sample(samples[i], mb.tokens.data() + i * T, mb.targets.data() + i * T).ok());
+      }
+      mbs.push_back(std::move(mb));
+    }
+    auto r = engine->train_step(mbs);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    const nlohmann::json& row = ref["steps_log"][static_cast<size_t>(s)];
+    const double want_loss = row["loss"].get<double>();
+    EXPECT_NEAR(r->loss, want_loss, 1e-4 * std::fabs(want_loss)) << "step " << s + 1;
+    EXPECT_NEAR(r->lr, row["lr"].get<double>(), 1e-12 + 1e-9 * row["lr"].get<double>())
+        << "step " << s + 1;
+    EXPECT_NEAR(r->grad_norm, row["grad_norm"].get<double>(), 1e-4 * row["grad_norm"].get<double>())
+        << "step " << s + 1;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Curves, GoldenCurve,
+                         ::testing::Values(CurveCase{"gpt2_tiny", 4}, CurveCase{"gpt2_tiny", 2},
+                                           CurveCase{"llama_tiny", 4}, CurveCase{"llama_tiny", 1}),
+                         [](const auto& info) {
+                           return info.param.model + "_micro" +
+                                  std::to_string(info.param.micro_batch);
+                         });
+
+}  // namespace
+}  // namespace zero::runtime

@@ -1,0 +1,44 @@
+// MetricsWriter: OUT/metrics.jsonl, one JSON object per optimizer step (docs/design.md §2), written
+// by rank 0 only. Floats are printed in shortest round-trip form so they read back exactly.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+#include "core/status.h"
+
+namespace zero::runtime {
+
+struct StepMetrics {
+  int64_t step = 0;        // optimizer steps completed, 1-based, continuing across resume
+  double loss = 0.0;       // mean token cross-entropy over the global batch, before the update
+  double lr = 0.0;         // the rate used by this step's update
+  double grad_norm = 0.0;  // global, before clipping (unscaled)
+  double loss_scale = 1.0;
+  bool skipped = false;    // overflow: the update was skipped
+  int64_t tokens = 0;      // tokens in this step's global batch
+  double elapsed_s = 0.0;  // wall time since the start of this run
+};
+
+// One JSON line (no trailing newline).
+std::string metrics_json_line(const StepMetrics& m);
+
+class MetricsWriter {
+ public:
+  MetricsWriter() = default;
+  ~MetricsWriter();
+  MetricsWriter(const MetricsWriter&) = delete;
+  MetricsWriter& operator=(const MetricsWriter&) = delete;
+
+  // Opens (appends to) `path`; `truncate` starts a fresh file.
+  Status open(const std::string& path, bool truncate);
+  // Appends one line and flushes (a crash loses at most the line being written).
+  Status write(const StepMetrics& m);
+
+ private:
+  std::FILE* file_ = nullptr;
+  std::string path_;
+};
+
+}  // namespace zero::runtime

@@ -1,0 +1,60 @@
+# `zero estimate` end to end: DeepSpeed's T0_3B tables (HF DeepSpeed docs, seed 002) reproduced to
+# the printed digit, the --json rows, model configs / presets, and bad input exiting 2.
+set(_est_fix ${PROJECT_SOURCE_DIR}/tests/fixtures/estimate)
+set(_est_t0 --params 2783959040 --largest_layer_params 65798144 --stage 3)
+# The seed text lost DeepSpeed's alignment spaces, so squeeze runs of spaces before comparing.
+set(_est_squeeze "sed -e 's/^ *//' -e 's/  */ /g'")
+
+foreach(_gpus 1 2)
+  list(JOIN _est_t0 " " _est_t0_str)
+  add_test(NAME cli.estimate.t0_3b_stage3_${_gpus}gpu
+           COMMAND sh -c "'$<TARGET_FILE:zero>' estimate ${_est_t0_str} --num_gpus_per_node \
+${_gpus} | ${_est_squeeze} | diff - '${_est_fix}/t0_3b_stage3_${_gpus}gpu.txt' && echo MATCH")
+  set_tests_properties(cli.estimate.t0_3b_stage3_${_gpus}gpu PROPERTIES LABELS unit
+                       PASS_REGULAR_EXPRESSION "^MATCH\n$")
+  add_test(NAME cli.estimate.t0_3b_stage3_${_gpus}gpu_json
+           COMMAND sh -c "'$<TARGET_FILE:zero>' estimate ${_est_t0_str} --num_gpus_per_node \
+${_gpus} --json | diff - '${_est_fix}/t0_3b_stage3_${_gpus}gpu.json' && echo MATCH")
+  set_tests_properties(cli.estimate.t0_3b_stage3_${_gpus}gpu_json PROPERTIES LABELS unit
+                       PASS_REGULAR_EXPRESSION "^MATCH\n$")
+endforeach()
+
+# Exact DeepSpeed alignment (f" {cpu:7.2f}GB | {gpu:6.2f}GB | {options}").
+add_test(NAME cli.estimate.t0_3b_aligned COMMAND zero estimate ${_est_t0})
+set_tests_properties(cli.estimate.t0_3b_aligned PROPERTIES LABELS unit PASS_REGULAR_EXPRESSION
+  "\n  per CPU  \\|  per GPU \\|   Options\n.*\n    0\\.37GB \\|  46\\.91GB \\| offload_param=none, ")
+
+# No --stage: both tables, stage 2 first (reference §4.3: 62.23 / 5.19 and 15.56 / 51.86).
+add_test(NAME cli.estimate.both_stages
+         COMMAND zero estimate --params 2783959040 --largest_layer_params 65798144)
+set_tests_properties(cli.estimate.both_stages PROPERTIES LABELS unit PASS_REGULAR_EXPRESSION
+  "^ZeRO stage 2.*   62\\.23GB \\|   5\\.19GB \\| offload_optimizer=cpu \n   15\\.56GB \\|  51\\.86GB \\| offload_optimizer=none\n\nZeRO stage 3.*zero_init=0\n$")
+
+# Stage 2 only, 8 GPUs (reference §4.3: 124.45 / 5.19 and 124.45 / 11.02); L is accepted and
+# unused; --json rows carry no offload_param / zero_init.
+add_test(NAME cli.estimate.stage2_json
+         COMMAND zero estimate --params 2783959040 --largest_layer_params 1 --stage 2
+                 --num_gpus_per_node 8 --json)
+set_tests_properties(cli.estimate.stage2_json PROPERTIES LABELS unit PASS_REGULAR_EXPRESSION
+  "^\\[\n  {\"stage\":2,\"offload_optimizer\":\"cpu\",\"cpu_bytes\":133630033920,\"gpu_bytes\":5567918080},\n  {\"stage\":2,\"offload_optimizer\":\"none\",\"cpu_bytes\":133630033920,\"gpu_bytes\":11831825920}\n\\]\n$")
+
+# From a config.json (GPT-2 124M, tied head counted once) and from a preset (Llama-3.2-1B shape).
+add_test(NAME cli.estimate.model_gpt2
+         COMMAND zero estimate --model ${PROJECT_SOURCE_DIR}/tests/fixtures/models/gpt2 --stage 3)
+set_tests_properties(cli.estimate.model_gpt2 PROPERTIES LABELS unit PASS_REGULAR_EXPRESSION
+  "124439808 params .*largest layer 38597376 params.*SW: Model with 124M total params, 38M largest")
+add_test(NAME cli.estimate.model_preset
+         COMMAND zero estimate --model preset:llama-1b --stage 3 --json)
+set_tests_properties(cli.estimate.model_preset PROPERTIES LABELS unit PASS_REGULAR_EXPRESSION
+  "^\\[\n  {\"stage\":3,\"offload_optimizer\":\"cpu\",\"offload_param\":\"cpu\",\"zero_init\":true,\"cpu_bytes\":33366988800,\"gpu_bytes\":1050673152},")
+
+# Bad input exits 2.
+foreach(_bad "--params 100" "--params 10 --largest_layer_params 20 --stage 3"
+             "--params abc --stage 2" "--model preset:nope" "--params 1000 --stage 4"
+             "--params 1000 --num_gpus_per_node 0 --stage 2" "")
+  string(MAKE_C_IDENTIFIER "x${_bad}" _bad_id)
+  add_test(NAME cli.estimate.bad_${_bad_id}
+           COMMAND sh -c "'$<TARGET_FILE:zero>' estimate ${_bad}; echo rc=$?")
+  set_tests_properties(cli.estimate.bad_${_bad_id} PROPERTIES LABELS unit
+                       PASS_REGULAR_EXPRESSION "rc=2\n$")
+endforeach()
