@@ -79,9 +79,12 @@ class Tensor {
   TensorView view() const { return TensorView{buffer_.get(), dtype_, shape_, Device::kCpu}; }
   const Shape& shape() const { return shape_; }
   DType dtype() const { return dtype_; }
-  int64_t numel() const { return shape_.numel(); }
+  // 0 for an empty (default-constructed) tensor.
+  int64_t numel() const { return buffer_ ? shape_.numel() : 0; }
   size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_bytes(dtype_); }
   void* data() const { return buffer_.get(); }
+  // True for a default-constructed (unallocated) tensor.
+  bool empty() const { return buffer_ == nullptr; }
   float* f32() const { return view().f32(); }
 
  private:

@@ -1,11 +1,13 @@
-// The single-rank engine: train_step reads as its phases (docs/design.md §5).
+// The engine: train_step reads as its phases (docs/design.md §5).
 #include "runtime/engine.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include <spdlog/spdlog.h>
 
+#include "comm/self_communicator.h"
 #include "kernels/norm/norm.h"
 #include "model/param_layout.h"
 #include "optim/adam.h"
@@ -14,102 +16,82 @@
 
 namespace zero::runtime {
 
-// The model's view of the parameters: the working copy, always resident on one rank.
-class Engine::WorkingParams : public model::ParamAccess {
- public:
-  explicit WorkingParams(std::vector<UnitState>& units) : units_(units) {}
-  const float* acquire(int u) override { return units_[static_cast<size_t>(u)].working.f32(); }
-  void release(int) override {}
-
- private:
-  std::vector<UnitState>& units_;
-};
-
-// Each micro-step's unit gradient is produced in grad_micro, rounded to the model dtype when it is
-// 16-bit (what a 16-bit backward hands over), then added to the fp32 accumulator.
-class Engine::AccumulatingGrads : public model::GradSink {
- public:
-  AccumulatingGrads(std::vector<UnitState>& units, DType dtype) : units_(units), dtype_(dtype) {}
-  float* grad_buffer(int u) override { return units_[static_cast<size_t>(u)].grad_micro.f32(); }
-  void grad_ready(int u) override {
-    UnitState& s = units_[static_cast<size_t>(u)];
-    float* micro = s.grad_micro.f32();
-    float* acc = s.grad_accum.f32();
-    const int64_t n = s.grad_micro.numel();
-    const DType dtype = dtype_;
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; ++i) {
-      acc[i] += round_to_dtype(micro[i], dtype);
-      micro[i] = 0.0f;
-    }
-  }
-
- private:
-  std::vector<UnitState>& units_;
-  DType dtype_;
-};
-
 Engine::Engine(EngineOptions options) : options_(std::move(options)) {}
-Engine::~Engine() = default;
 
-StatusOr<std::unique_ptr<Engine>> Engine::create(EngineOptions options, const UnitInitFn& init) {
+Engine::~Engine() {
+  // The coordinator and reducer wait for their in-flight collectives; destroy them before the
+  // communicator they use.
+  params_.reset();
+  grads_.reset();
+}
+
+StatusOr<std::unique_ptr<Engine>> Engine::create(EngineOptions options, const UnitInitFn& init,
+                                                 Communicator* comm) {
   std::unique_ptr<Engine> e(new Engine(std::move(options)));
-  e->model_ =
-      std::make_unique<model::Transformer>(e->options_.model_config, e->options_.transformer);
+  if (comm == nullptr) {
+    e->own_comm_ = std::make_unique<SelfCommunicator>();
+    comm = e->own_comm_.get();
+  }
+  e->comm_ = comm;
+  EngineOptions& o = e->options_;
+  o.zero.model_dtype = o.dtype;
+  if (o.zero.stage < 0 || o.zero.stage > 3) {
+    return invalid_argument("zero_optimization.stage: {} is not a ZeRO stage (0, 1, 2 or 3)",
+                            o.zero.stage);
+  }
+  if (o.optimizer.kind == optim::OptimizerKind::kLamb && o.zero.stage >= 1 &&
+      comm->world_size() > 1) {
+    return unimplemented(
+        "optimizer.type: Lamb with ZeRO stage {} across {} ranks is not supported (its per-tensor "
+        "trust ratio needs whole tensors; use stage 0)",
+        o.zero.stage, comm->world_size());
+  }
+  e->model_ = std::make_unique<model::Transformer>(o.model_config, o.transformer);
   const model::ModelLayout& layout = e->model_->layout();
+  e->shard_layout_ =
+      std::make_unique<sharding::ShardLayout>(layout, comm->world_size(), comm->rank());
+  e->params_ =
+      std::make_unique<sharding::ParamCoordinator>(*e->shard_layout_, *comm, o.zero, e->memory_);
+  e->grads_ = std::make_unique<sharding::GradReducer>(*e->shard_layout_, *comm, o.zero, e->memory_);
+
+  // Master weights and optimizer state: this rank's partition only (the full unit at stage 0).
   e->units_.resize(static_cast<size_t>(layout.num_units()));
   for (int u = 0; u < layout.num_units(); ++u) {
-    const model::UnitSpec& spec = layout.unit(u);
     UnitState& s = e->units_[static_cast<size_t>(u)];
-    const Shape shape{spec.numel};
-    s.master = Tensor(shape);
-    s.working = Tensor(shape);
-    s.exp_avg = Tensor(shape);
-    s.exp_avg_sq = Tensor(shape);
-    s.grad_accum = Tensor(shape);
-    s.grad_micro = Tensor(shape);
-    for (const auto& p : spec.params) s.tensor_offsets.push_back(p.offset);
-    s.tensor_offsets.push_back(spec.numel);
-    ZERO_RETURN_IF_ERROR(init(u, s.master.f32(), spec.numel));
-    e->refresh_working(u);
+    const int64_t begin = e->partition_begin(u), numel = e->partition_numel(u);
+    s.master = Tensor(Shape{numel});
+    s.exp_avg = Tensor(Shape{numel});
+    s.exp_avg_sq = Tensor(Shape{numel});
+    e->memory_.master_bytes += static_cast<int64_t>(s.master.nbytes());
+    e->memory_.optimizer_state_bytes += static_cast<int64_t>(2 * s.exp_avg.nbytes());
+    ZERO_RETURN_IF_ERROR(
+        init(u, begin, begin + numel, s.master.f32())
+            .with_context(fmt::format("initialising unit {}", layout.unit(u).name)));
+    ZERO_RETURN_IF_ERROR(e->params_->set_values(u, s.master.f32()));
   }
-  e->working_params_ = std::make_unique<WorkingParams>(e->units_);
-  e->grads_ = std::make_unique<AccumulatingGrads>(e->units_, e->options_.dtype);
+  ZERO_RETURN_IF_ERROR(e->params_->finish_updates());
+
   // Loss scaling exists only for fp16; bf16 and fp32 run at scale 1 (non-finite steps still skip).
-  const bool fp16 = e->options_.dtype == DType::kF16;
-  e->scaler_ = std::make_unique<optim::LossScaler>(fp16 ? e->options_.loss_scaler
-                                                        : optim::LossScalerConfig{});
+  const bool fp16 = o.dtype == DType::kF16;
+  e->scaler_ =
+      std::make_unique<optim::LossScaler>(fp16 ? o.loss_scaler : optim::LossScalerConfig{});
   return e;
 }
 
-model::ParamAccess& Engine::params() { return *working_params_; }
-
-void Engine::refresh_working(int u) {
-  UnitState& s = units_[static_cast<size_t>(u)];
-  const float* m = s.master.f32();
-  float* w = s.working.f32();
-  const int64_t n = s.master.numel();
-  const DType dtype = options_.dtype;
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) w[i] = round_to_dtype(m[i], dtype);
-}
-
-void Engine::zero_grads() {
-  for (auto& s : units_) std::memset(s.grad_accum.data(), 0, s.grad_accum.nbytes());
-}
+model::ParamAccess& Engine::params() { return *params_; }
 
 StatusOr<StepResult> Engine::train_step(const std::vector<MicroBatch>& micro_batches) {
   ZERO_CHECK(!micro_batches.empty(), "train_step needs at least one micro-batch");
   StepResult r;
   r.loss_scale = scaler_->scale();
-  for (const auto& mb : micro_batches) r.tokens += mb.batch * mb.seq;
+  for (const auto& mb : micro_batches) r.tokens += mb.batch * mb.seq * comm_->world_size();
 
-  zero_grads();
-  r.loss = forward_backward(micro_batches, static_cast<float>(r.loss_scale));
+  ZERO_ASSIGN_OR_RETURN(r.loss, forward_backward(micro_batches, static_cast<float>(r.loss_scale)));
+  ZERO_RETURN_IF_ERROR(grads_->finish_step());
 
   double norm_scaled = 0.0;
   bool overflow = false;
-  global_norm(&norm_scaled, &overflow);
+  ZERO_RETURN_IF_ERROR(global_norm(&norm_scaled, &overflow));
   const optim::GradScaling scaling =
       optim::grad_scaling(norm_scaled, r.loss_scale, options_.gradient_clipping);
   overflow = overflow || !scaling.finite;
@@ -120,60 +102,81 @@ StatusOr<StepResult> Engine::train_step(const std::vector<MicroBatch>& micro_bat
   if (overflow) {
     // The step is skipped without touching master weights, moments or the schedule.
     r.skipped = true;
-    spdlog::warn("{}", optim::overflow_log_line(0, scaler_->config().mode, scale_update));
+    if (comm_->rank() == 0) {
+      spdlog::warn("{}", optim::overflow_log_line(0, scaler_->config().mode, scale_update));
+    }
     return r;
   }
   r.lr = options_.schedule.next_lr();
-  apply_update(r.lr, scaling.grad_multiplier);
+  ZERO_RETURN_IF_ERROR(apply_update(r.lr, scaling.grad_multiplier));
   options_.schedule.on_successful_update();
   return r;
 }
 
-double Engine::forward_backward(const std::vector<MicroBatch>& micro_batches, float loss_scale) {
-  // DeepSpeed scales each micro-step's loss by 1/GAS; the per-token gradient also carries the mean
-  // over the micro-batch's counted tokens and the loss scale.
-  const double gas = static_cast<double>(micro_batches.size());
+StatusOr<double> Engine::forward_backward(const std::vector<MicroBatch>& micro_batches,
+                                          float loss_scale) {
+  // DeepSpeed scales each micro-step's loss by 1/GAS and averages gradients over ranks; here the
+  // per-token gradient carries both (and the loss scale), so reductions are plain sums.
+  const int gas = static_cast<int>(micro_batches.size());
+  const double world = static_cast<double>(comm_->world_size());
+  grads_->begin_step(gas);
   double loss_sum = 0.0;
-  for (const auto& mb : micro_batches) {
-    float loss =
-        model_->forward(*working_params_, mb.tokens.data(), mb.targets.data(), mb.batch, mb.seq);
-    loss_sum += loss;
+  for (int m = 0; m < gas; ++m) {
+    const MicroBatch& mb = micro_batches[static_cast<size_t>(m)];
+    params_->begin_micro_step();
+    grads_->begin_micro_step(m);
+    loss_sum += model_->forward(*params_, mb.tokens.data(), mb.targets.data(), mb.batch, mb.seq);
     const int64_t counted = model_->counted_targets();
-    if (counted == 0) continue;
-    const float dloss = static_cast<float>(loss_scale / (static_cast<double>(counted) * gas));
-    model_->backward(*working_params_, *grads_, dloss);
+    const double dloss =
+        counted > 0 ? loss_scale / (static_cast<double>(counted) * gas * world) : 0.0;
+    model_->backward(*params_, *grads_, static_cast<float>(dloss));
+    ZERO_RETURN_IF_ERROR(params_->status());
   }
-  return loss_sum / gas;
+  // The loss of the global batch: mean over this rank's micro-steps, then over ranks.
+  float loss = static_cast<float>(loss_sum / gas);
+  ZERO_RETURN_IF_ERROR(comm_->all_reduce(&loss, 1, DType::kF32, ReduceOp::kSum));
+  return static_cast<double>(loss) / world;
 }
 
-void Engine::global_norm(double* norm_scaled, bool* nonfinite) const {
+Status Engine::global_norm(double* norm_scaled, bool* nonfinite) {
+  // Each rank sums squares over the real elements of its own shard of every unit (its partition at
+  // stages 1–3; the matching slice of the full gradient at stage 0), so every element counts once.
   double sum_sq = 0.0;
   bool bad = false;
-  for (const auto& s : units_) {
-    kernels::cpu::SumSquares part =
-        kernels::cpu::sum_squares(s.grad_accum.f32(), s.grad_accum.numel());
+  for (int u = 0; u < shard_layout_->num_units(); ++u) {
+    const int64_t skip = shard_layout_->shard_begin(u) - grads_->partition_begin(u);
+    const int64_t n = shard_layout_->shard_data_numel(u, comm_->rank());
+    kernels::cpu::SumSquares part = kernels::cpu::sum_squares(grads_->partition(u) + skip, n);
     sum_sq += part.sum_sq;
     bad = bad || part.nonfinite;
   }
-  *nonfinite = bad || !std::isfinite(sum_sq);
-  *norm_scaled = std::sqrt(sum_sq);
+  float buf[2] = {static_cast<float>(sum_sq), bad ? 1.0f : 0.0f};
+  ZERO_RETURN_IF_ERROR(comm_->all_reduce(buf, 2, DType::kF32, ReduceOp::kSum));
+  *nonfinite = buf[1] > 0.0f || !std::isfinite(buf[0]);
+  *norm_scaled = std::sqrt(static_cast<double>(buf[0]));
+  return ok_status();
 }
 
-void Engine::apply_update(double lr, float grad_multiplier) {
+Status Engine::apply_update(double lr, float grad_multiplier) {
   ++optimizer_updates_;
   const optim::OptimizerSpec& spec = options_.optimizer;
   std::optional<optim::Betas> betas = options_.schedule.betas_at(optimizer_updates_);
   const model::ModelLayout& layout = model_->layout();
   for (int u = 0; u < layout.num_units(); ++u) {
     UnitState& s = units_[static_cast<size_t>(u)];
+    const int64_t pbegin = grads_->partition_begin(u), pend = pbegin + grads_->partition_numel(u);
+    const float* grad = grads_->partition(u);
+    // Each parameter's piece inside the partition, with its own weight-decay group.
     for (const auto& p : layout.unit(u).params) {
+      const int64_t lo = std::max(pbegin, p.offset), hi = std::min(pend, p.offset + p.numel());
+      if (lo >= hi) continue;
       const double wd = model::decays(p.kind) ? spec.weight_decay : 0.0;
       optim::AdamShard shard;
-      shard.param = s.master.f32() + p.offset;
-      shard.grad = s.grad_accum.f32() + p.offset;
-      shard.exp_avg = s.exp_avg.f32() + p.offset;
-      shard.exp_avg_sq = s.exp_avg_sq.f32() + p.offset;
-      shard.numel = p.numel();
+      shard.param = s.master.f32() + (lo - pbegin);
+      shard.grad = grad + (lo - pbegin);
+      shard.exp_avg = s.exp_avg.f32() + (lo - pbegin);
+      shard.exp_avg_sq = s.exp_avg_sq.f32() + (lo - pbegin);
+      shard.numel = hi - lo;
       if (spec.kind == optim::OptimizerKind::kAdam) {
         optim::AdamArgs args = spec.adam_args(lr, optimizer_updates_, wd);
         if (betas) {
@@ -187,12 +190,13 @@ void Engine::apply_update(double lr, float grad_multiplier) {
           args.beta1 = static_cast<float>(betas->beta1);
           args.beta2 = static_cast<float>(betas->beta2);
         }
-        const int64_t offsets[2] = {0, p.numel()};
+        const int64_t offsets[2] = {0, shard.numel};
         optim::lamb_update(args, shard, offsets, grad_multiplier);
       }
     }
-    refresh_working(u);
+    ZERO_RETURN_IF_ERROR(params_->set_values(u, s.master.f32()));
   }
+  return params_->finish_updates();
 }
 
 }  // namespace zero::runtime

@@ -10,6 +10,7 @@
 #include <optional>
 #include <vector>
 
+#include "comm/communicator.h"
 #include "core/status.h"
 #include "core/tensor.h"
 #include "model/param_access.h"
@@ -17,6 +18,10 @@
 #include "optim/loss_scaler.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer_spec.h"
+#include "sharding/grad_reducer.h"
+#include "sharding/param_coordinator.h"
+#include "sharding/shard_layout.h"
+#include "sharding/zero_options.h"
 
 namespace zero::runtime {
 
@@ -28,6 +33,7 @@ struct EngineOptions {
   optim::LrSchedule schedule = optim::LrSchedule::constant(1e-3);
   optim::LossScalerConfig loss_scaler;  // only used for fp16
   double gradient_clipping = 0.0;       // 0: off
+  sharding::ZeroOptions zero;  // stage, overlap, buckets, stage-3 limits (model_dtype := dtype)
 };
 
 // One micro-batch of this rank: tokens and targets, (B, T) each.
@@ -47,12 +53,16 @@ struct StepResult {
   int64_t tokens = 0;
 };
 
-// Fills unit u's full flat fp32 buffer with its initial values.
-using UnitInitFn = std::function<Status(int u, float* dst, int64_t numel)>;
+// Fills elements [begin, end) of unit u's flat fp32 buffer (zeros past the unit's numel): what
+// model::init_unit_range and HfWeightReader::read_unit_range do. Under ZeRO each rank asks only for
+// its partition, so a model is never materialised whole on one rank.
+using UnitInitFn = std::function<Status(int u, int64_t begin, int64_t end, float* dst)>;
 
 class Engine {
  public:
-  static StatusOr<std::unique_ptr<Engine>> create(EngineOptions options, const UnitInitFn& init);
+  // `comm` is the data-parallel group (not owned; must outlive the engine); null = a world of one.
+  static StatusOr<std::unique_ptr<Engine>> create(EngineOptions options, const UnitInitFn& init,
+                                                  Communicator* comm = nullptr);
   ~Engine();
 
   // Forward + backward over every micro-batch (gradient accumulation), then the update.
@@ -64,37 +74,39 @@ class Engine {
   const model::ModelLayout& layout() const { return model_->layout(); }
   // The working parameters (model dtype values) as a ParamAccess, e.g. for generation.
   model::ParamAccess& params();
-  // fp32 master weights of unit u.
+  // This rank's partition of unit u's fp32 master weights: elements
+  // [partition_begin(u), partition_begin(u) + partition_numel(u)) of the padded unit.
   const float* master(int u) const { return units_[static_cast<size_t>(u)].master.f32(); }
+  int64_t partition_begin(int u) const { return grads_->partition_begin(u); }
+  int64_t partition_numel(int u) const { return grads_->partition_numel(u); }
+  const sharding::ShardLayout& shard_layout() const { return *shard_layout_; }
+  const sharding::MemoryAccounting& memory() const { return memory_; }
+  Communicator& comm() { return *comm_; }
   const optim::LossScaler& loss_scaler() const { return *scaler_; }
   const optim::LrSchedule& schedule() const { return options_.schedule; }
 
  private:
   struct UnitState {
-    Tensor master;      // fp32 master weights
-    Tensor working;     // fp32 values as the model sees them (rounded to the model dtype)
-    Tensor exp_avg;     // Adam / Lamb first moment
-    Tensor exp_avg_sq;  // second moment
-    Tensor grad_accum;  // fp32 gradient accumulated over micro-steps (scaled by the loss scale)
-    Tensor grad_micro;  // one micro-step's gradient, as the model produces it
-    std::vector<int64_t> tensor_offsets;  // parameter boundaries (Lamb trust ratios)
+    Tensor master;      // fp32 master weights of this rank's partition
+    Tensor exp_avg;     // Adam / Lamb first moment (partition)
+    Tensor exp_avg_sq;  // second moment (partition)
   };
-  class WorkingParams;
-  class AccumulatingGrads;
 
   explicit Engine(EngineOptions options);
-  void zero_grads();
   // Phases of a step.
-  double forward_backward(const std::vector<MicroBatch>& micro_batches, float loss_scale);
-  void global_norm(double* norm_scaled, bool* nonfinite) const;
-  void apply_update(double lr, float grad_multiplier);
-  void refresh_working(int u);
+  StatusOr<double> forward_backward(const std::vector<MicroBatch>& micro_batches, float loss_scale);
+  Status global_norm(double* norm_scaled, bool* nonfinite);
+  Status apply_update(double lr, float grad_multiplier);
 
   EngineOptions options_;
+  std::unique_ptr<Communicator> own_comm_;  // the world of one when none was given
+  Communicator* comm_ = nullptr;
   std::unique_ptr<model::Transformer> model_;
+  std::unique_ptr<sharding::ShardLayout> shard_layout_;
+  sharding::MemoryAccounting memory_;
   std::vector<UnitState> units_;
-  std::unique_ptr<WorkingParams> working_params_;
-  std::unique_ptr<AccumulatingGrads> grads_;
+  std::unique_ptr<sharding::ParamCoordinator> params_;
+  std::unique_ptr<sharding::GradReducer> grads_;
   std::unique_ptr<optim::LossScaler> scaler_;
   int64_t global_step_ = 0;
   int64_t optimizer_updates_ = 0;  // successful updates (Adam's step counter)

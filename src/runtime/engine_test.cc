@@ -49,8 +49,8 @@ std::unique_ptr<Engine> make_engine(const std::string& name, const nlohmann::jso
   EXPECT_TRUE(reader.ok()) << reader.status().to_string();
   reader_out = std::move(*reader);
   model::HfWeightReader* r = reader_out.get();
-  auto engine = Engine::create(std::move(o), [r](int u, float* dst, int64_t numel) {
-    return r->read_unit_range(u, 0, numel, dst);
+  auto engine = Engine::create(std::move(o), [r](int u, int64_t begin, int64_t end, float* dst) {
+    return r->read_unit_range(u, begin, end, dst);
   });
   EXPECT_TRUE(engine.ok()) << engine.status().to_string();
   return std::move(*engine);

@@ -1,0 +1,199 @@
+// NcclCommunicator implementation (compiled only with NCCL).
+#include "comm/nccl_communicator.h"
+
+#if defined(ZERO_WITH_NCCL)
+
+#include <chrono>
+#include <climits>
+#include <thread>
+
+#include "comm/comm_handle.h"
+#include "comm/nccl_bootstrap.h"
+#include "comm/nccl_check.h"
+
+namespace zero {
+namespace {
+
+ncclDataType_t nccl_type(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return ncclFloat32;
+    case DType::kBF16: return ncclBfloat16;
+    case DType::kF16: return ncclFloat16;
+  }
+  return ncclFloat32;
+}
+
+// The completion of one NCCL call: a CUDA event (owned) recorded after it on the comm stream.
+class EventCompletion final : public CommCompletion {
+ public:
+  EventCompletion(cudaEvent_t event, ncclComm_t comm, int device, int64_t timeout_ms,
+                  std::shared_ptr<std::atomic<bool>> failed, std::string what)
+      : event_(event),
+        comm_(comm),
+        device_(device),
+        timeout_ms_(timeout_ms),
+        failed_(std::move(failed)),
+        what_(std::move(what)) {}
+  ~EventCompletion() override { cudaEventDestroy(event_); }
+
+  Status wait() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (result_) return *result_;
+    cudaSetDevice(device_);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms_);
+    // Why poll instead of cudaEventSynchronize: a dead peer must become an error, not a hang.
+    for (;;) {
+      const cudaError_t q = cudaEventQuery(event_);
+      if (q == cudaSuccess) {
+        result_ = ok_status();
+        break;
+      }
+      if (q != cudaErrorNotReady) {
+        result_ = internal_error("{}: {}", what_, cudaGetErrorString(q));
+        break;
+      }
+      ncclResult_t async_error = ncclSuccess;
+      ncclCommGetAsyncError(comm_, &async_error);
+      if (async_error != ncclSuccess && async_error != ncclInProgress) {
+        result_ = internal_error("{}: NCCL error {}", what_, ncclGetErrorString(async_error));
+        break;
+      }
+      if (std::chrono::steady_clock::now() >= deadline) {
+        result_ = Status(StatusCode::kDeadlineExceeded,
+                         fmt::format("{} did not complete within {} ms", what_, timeout_ms_));
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    if (!result_->ok()) failed_->store(true);
+    return *result_;
+  }
+
+  bool done() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return result_.has_value() || cudaEventQuery(event_) != cudaErrorNotReady;
+  }
+
+ private:
+  std::mutex mu_;
+  cudaEvent_t event_;
+  ncclComm_t comm_;
+  int device_;
+  int64_t timeout_ms_;
+  std::shared_ptr<std::atomic<bool>> failed_;
+  std::string what_;
+  std::optional<Status> result_;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::create(MpiCommunicator& bootstrap,
+                                                                     int64_t timeout_ms) {
+  std::unique_ptr<NcclCommunicator> comm(new NcclCommunicator());
+  comm->timeout_ms_.store(timeout_ms > 0 ? timeout_ms : bootstrap.timeout_ms());
+  ZERO_RETURN_IF_ERROR(comm->init(bootstrap));
+  return comm;
+}
+
+Status NcclCommunicator::init(MpiCommunicator& bootstrap) {
+  rank_ = bootstrap.rank();
+  world_size_ = bootstrap.world_size();
+  local_rank_ = bootstrap.local_rank();
+  local_world_size_ = bootstrap.local_world_size();
+  int device_count = 0;
+  CUDA_CHECK(cudaGetDeviceCount(&device_count));
+  if (device_count == 0) return failed_precondition("rank {}: no CUDA device", rank_);
+  device_ = local_rank_ % device_count;
+  CUDA_CHECK(cudaSetDevice(device_));
+  ZERO_ASSIGN_OR_RETURN(ncclUniqueId id, exchange_nccl_id(bootstrap));
+  NCCL_CHECK(ncclCommInitRank(&comm_, world_size_, id, rank_));
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  CUDA_CHECK(cudaMalloc(&barrier_scratch_, sizeof(float)));
+  CUDA_CHECK(cudaMemset(barrier_scratch_, 0, sizeof(float)));
+  return ok_status();
+}
+
+NcclCommunicator::~NcclCommunicator() {
+  cudaSetDevice(device_);
+  if (comm_ != nullptr) {
+    if (failed_->load()) {
+      ncclCommAbort(comm_);  // peers may be gone: do not wait for them
+    } else {
+      // Why sync: in-flight collectives still use the communicator and caller buffers.
+      if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+      ncclCommDestroy(comm_);
+    }
+  }
+  if (barrier_scratch_ != nullptr) cudaFree(barrier_scratch_);
+  if (stream_ != nullptr) cudaStreamDestroy(stream_);
+}
+
+CommHandle NcclCommunicator::finish(CommKind kind, ncclResult_t result, const char* call) {
+  const uint64_t seq = next_seq_++;
+  std::string what = fmt::format("rank {}: {} #{}", rank_, comm_kind_name(kind), seq);
+  if (result != ncclSuccess) {
+    failed_->store(true);
+    return CommHandle::ready(
+        internal_error("{}: {} failed: {}", what, call, ncclGetErrorString(result)));
+  }
+  cudaEvent_t event = nullptr;
+  cudaError_t err = cudaEventCreateWithFlags(&event, cudaEventDisableTiming);
+  if (err == cudaSuccess) err = cudaEventRecord(event, stream_);
+  if (err != cudaSuccess) {
+    if (event != nullptr) cudaEventDestroy(event);
+    return CommHandle::ready(
+        internal_error("{}: recording its event failed: {}", what, cudaGetErrorString(err)));
+  }
+  return CommHandle(std::make_shared<EventCompletion>(event, comm_, device_, timeout_ms_.load(),
+                                                      failed_, std::move(what)));
+}
+
+CommHandle NcclCommunicator::all_reduce_async(void* buf, size_t numel, DType dtype, ReduceOp op) {
+  record(CommKind::kAllReduce, comm_payload_bytes(CommKind::kAllReduce, numel, dtype, world_size_));
+  return finish(CommKind::kAllReduce,
+                ncclAllReduce(buf, buf, numel, nccl_type(dtype),
+                              op == ReduceOp::kSum ? ncclSum : ncclMax, comm_, stream_),
+                "ncclAllReduce");
+}
+
+CommHandle NcclCommunicator::reduce_scatter_async(const void* in, void* out, size_t block_numel,
+                                                  DType dtype) {
+  record(CommKind::kReduceScatter,
+         comm_payload_bytes(CommKind::kReduceScatter, block_numel, dtype, world_size_));
+  return finish(CommKind::kReduceScatter,
+                ncclReduceScatter(in, out, block_numel, nccl_type(dtype), ncclSum, comm_, stream_),
+                "ncclReduceScatter");
+}
+
+CommHandle NcclCommunicator::all_gather_async(const void* in, void* out, size_t block_numel,
+                                              DType dtype) {
+  record(CommKind::kAllGather,
+         comm_payload_bytes(CommKind::kAllGather, block_numel, dtype, world_size_));
+  return finish(CommKind::kAllGather,
+                ncclAllGather(in, out, block_numel, nccl_type(dtype), comm_, stream_),
+                "ncclAllGather");
+}
+
+CommHandle NcclCommunicator::broadcast_async(void* buf, size_t numel, DType dtype, int root) {
+  if (root < 0 || root >= world_size_) {
+    return CommHandle::ready(
+        invalid_argument("broadcast: root {} outside world of {} ranks", root, world_size_));
+  }
+  record(CommKind::kBroadcast, comm_payload_bytes(CommKind::kBroadcast, numel, dtype, world_size_));
+  return finish(CommKind::kBroadcast,
+                ncclBroadcast(buf, buf, numel, nccl_type(dtype), root, comm_, stream_),
+                "ncclBroadcast");
+}
+
+CommHandle NcclCommunicator::barrier_async() {
+  // NCCL has no barrier: a one-element all-reduce completes only once every rank issued it.
+  record(CommKind::kBarrier, 0);
+  return finish(
+      CommKind::kBarrier,
+      ncclAllReduce(barrier_scratch_, barrier_scratch_, 1, ncclFloat32, ncclSum, comm_, stream_),
+      "ncclAllReduce (barrier)");
+}
+
+}  // namespace zero
+
+#endif  // ZERO_WITH_NCCL

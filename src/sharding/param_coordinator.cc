@@ -1,0 +1,207 @@
+// Parameter residency under ZeRO stages 0–3 (see param_coordinator.h).
+#include "sharding/param_coordinator.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/check.h"
+
+namespace zero::sharding {
+
+namespace {
+void copy_rounded(float* dst, const float* src, int64_t n, DType dtype) {
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) dst[i] = round_to_dtype(src[i], dtype);
+}
+}  // namespace
+
+ParamCoordinator::ParamCoordinator(const ShardLayout& layout, Communicator& comm,
+                                   const ZeroOptions& options, MemoryAccounting& memory)
+    : layout_(layout), comm_(comm), options_(options), memory_(memory) {
+  units_.resize(static_cast<size_t>(layout.num_units()));
+  int64_t persistent_numel = 0;
+  for (int u = 0; u < layout.num_units(); ++u) {
+    Unit& unit = units_[static_cast<size_t>(u)];
+    const UnitShardInfo& info = layout.unit(u);
+    if (options_.stage < 3) {
+      unit.full = Tensor(Shape{info.padded_numel});
+      memory_.param_bytes += static_cast<int64_t>(unit.full.nbytes());
+    } else {
+      unit.shard = Tensor(Shape{info.shard_numel});
+      memory_.param_bytes += static_cast<int64_t>(unit.shard.nbytes());
+      // Small units stay gathered (DeepSpeed's persistence thresholds, applied per unit).
+      if (info.numel <= options_.param_persistence_threshold_numel &&
+          persistent_numel + info.numel <= options_.model_persistence_threshold_numel) {
+        unit.persistent = true;
+        persistent_numel += info.numel;
+      }
+    }
+  }
+}
+
+ParamCoordinator::~ParamCoordinator() {
+  // Outstanding gathers write into our buffers: let them finish before the buffers go away.
+  for (auto& u : units_) {
+    if (u.has_pending) (void)u.pending.wait();
+  }
+}
+
+void ParamCoordinator::note_status(const Status& s) {
+  if (!s.ok() && status_.ok()) status_ = s;
+}
+
+Status ParamCoordinator::set_values(int u, const float* values) {
+  Unit& unit = units_[static_cast<size_t>(u)];
+  const UnitShardInfo& info = layout_.unit(u);
+  if (unit.has_pending) wait_pending(u);
+  if (options_.stage == 0) {
+    copy_rounded(unit.full.f32(), values, info.padded_numel, options_.model_dtype);
+    return ok_status();
+  }
+  if (options_.stage == 3) {
+    copy_rounded(unit.shard.f32(), values, info.shard_numel, options_.model_dtype);
+    // Gathered copies now hold old values: drop them (persistent ones are gathered again on use).
+    if (unit.gathered && !unit.persistent) free_gathered(u);
+    unit.gathered = false;
+    return ok_status();
+  }
+  // Stages 1–2: install the own shard, then make the full unit current on every rank.
+  const int64_t P = info.shard_numel;
+  float* full = unit.full.f32();
+  copy_rounded(full + layout_.shard_begin(u), values, P, options_.model_dtype);
+  if (options_.allgather_partitions) {
+    unit.pending = comm_.all_gather_async(full + layout_.shard_begin(u), full,
+                                          static_cast<size_t>(P), DType::kF32);
+  } else {
+    // DeepSpeed's allgather_partitions=false: every owner broadcasts its shard. Handles complete in
+    // issue order, so waiting for the last one covers them all.
+    for (int r = 0; r < layout_.world_size(); ++r) {
+      unit.pending = comm_.broadcast_async(full + layout_.shard_begin(u, r), static_cast<size_t>(P),
+                                           DType::kF32, r);
+    }
+  }
+  unit.has_pending = true;
+  if (!options_.overlap_comm) wait_pending(u);
+  return status_;
+}
+
+Status ParamCoordinator::finish_updates() {
+  for (int u = 0; u < layout_.num_units(); ++u) {
+    if (units_[static_cast<size_t>(u)].has_pending) wait_pending(u);
+  }
+  return status_;
+}
+
+void ParamCoordinator::begin_micro_step() {
+  if (options_.stage < 3) return;
+  if (!trace_recorded_ && !trace_.empty()) trace_recorded_ = true;
+  if (!trace_valid_) {
+    // The access order changed (it should not): record it again, without prefetching meanwhile.
+    trace_.clear();
+    trace_recorded_ = false;
+    trace_valid_ = true;
+  }
+  trace_pos_ = 0;
+}
+
+void ParamCoordinator::wait_pending(int u) {
+  Unit& unit = units_[static_cast<size_t>(u)];
+  // Why: the buffer is about to be read (acquire) or rewritten (set_values); the gather must land.
+  note_status(unit.pending.wait());
+  unit.has_pending = false;
+}
+
+void ParamCoordinator::gather_async(int u) {
+  Unit& unit = units_[static_cast<size_t>(u)];
+  const UnitShardInfo& info = layout_.unit(u);
+  if (unit.full.empty()) {
+    unit.full = Tensor(Shape{info.padded_numel});
+    live_gathered_numel_ += info.padded_numel;
+    live_gathered_units_ += 1;
+    memory_.peak_gathered_param_bytes =
+        std::max(memory_.peak_gathered_param_bytes, live_gathered_numel_ * 4);
+    memory_.peak_gathered_units = std::max(memory_.peak_gathered_units, live_gathered_units_);
+  }
+  const int64_t P = info.shard_numel;
+  float* full = unit.full.f32();
+  if (options_.allgather_partitions) {
+    unit.pending =
+        comm_.all_gather_async(unit.shard.f32(), full, static_cast<size_t>(P), DType::kF32);
+  } else {
+    // Owner broadcasts: the owner's shard is first copied into place.
+    std::memcpy(full + layout_.shard_begin(u), unit.shard.f32(), static_cast<size_t>(P) * 4);
+    for (int r = 0; r < layout_.world_size(); ++r) {
+      unit.pending = comm_.broadcast_async(full + layout_.shard_begin(u, r), static_cast<size_t>(P),
+                                           DType::kF32, r);
+    }
+  }
+  unit.has_pending = true;
+  unit.gathered = true;
+  unit.gathers += 1;
+}
+
+void ParamCoordinator::free_gathered(int u) {
+  Unit& unit = units_[static_cast<size_t>(u)];
+  if (unit.has_pending) wait_pending(u);
+  if (unit.full.empty()) return;
+  live_gathered_numel_ -= unit.full.numel();
+  live_gathered_units_ -= 1;
+  unit.full = Tensor();
+  unit.gathered = false;
+}
+
+bool ParamCoordinator::reused_soon(int u, size_t trace_pos) const {
+  if (!trace_recorded_ || !trace_valid_) return false;
+  if (live_gathered_numel_ > options_.max_live_numel) return false;
+  int64_t distance = 0;
+  for (size_t i = trace_pos; i < trace_.size(); ++i) {
+    if (trace_[i] == u) return distance <= options_.max_reuse_distance_numel;
+    distance += layout_.unit(trace_[i]).numel;
+  }
+  return false;
+}
+
+void ParamCoordinator::prefetch_after(size_t trace_pos) {
+  int64_t budget = options_.prefetch_bucket_numel;
+  for (size_t i = trace_pos + 1; i < trace_.size(); ++i) {
+    const int v = trace_[i];
+    Unit& next = units_[static_cast<size_t>(v)];
+    if (next.gathered) continue;
+    const UnitShardInfo& info = layout_.unit(v);
+    if (info.numel > budget) break;
+    if (live_gathered_numel_ + info.padded_numel > options_.max_live_numel) break;
+    gather_async(v);
+    budget -= info.numel;
+  }
+}
+
+const float* ParamCoordinator::acquire(int u) {
+  Unit& unit = units_[static_cast<size_t>(u)];
+  if (options_.stage < 3) {
+    if (unit.has_pending) wait_pending(u);
+    return unit.full.f32();
+  }
+  if (!trace_recorded_) {
+    trace_.push_back(u);
+  } else if (trace_pos_ >= trace_.size() || trace_[trace_pos_] != u) {
+    trace_valid_ = false;
+  }
+  if (!unit.gathered) gather_async(u);
+  if (unit.has_pending) wait_pending(u);
+  unit.refcount += 1;
+  if (trace_recorded_ && trace_valid_) prefetch_after(trace_pos_);
+  trace_pos_ += 1;
+  return unit.full.f32();
+}
+
+void ParamCoordinator::release(int u) {
+  if (options_.stage < 3) return;
+  Unit& unit = units_[static_cast<size_t>(u)];
+  ZERO_CHECK(unit.refcount > 0, "release of unit ", u, " that is not acquired");
+  unit.refcount -= 1;
+  if (unit.refcount > 0 || unit.persistent) return;
+  if (reused_soon(u, trace_pos_)) return;
+  free_gathered(u);
+}
+
+}  // namespace zero::sharding

@@ -1,0 +1,81 @@
+// ParamCoordinator: the model's ParamAccess under ZeRO. Stages 0–2 keep every unit's working values
+// resident. Stage 3 keeps only this rank's shard and gathers a unit just in time on acquire(),
+// prefetches the next units of the recorded access trace (within the prefetch bucket and the live
+// limit), and releases gathered units after use unless persistent or reused soon. The trace is
+// fixed by the model's unit order, so every rank issues the same collectives in the same order.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "core/status.h"
+#include "core/tensor.h"
+#include "model/param_access.h"
+#include "sharding/shard_layout.h"
+#include "sharding/zero_options.h"
+
+namespace zero::sharding {
+
+class ParamCoordinator : public model::ParamAccess {
+ public:
+  // `initial_shard(u, dst)` fills this rank's shard of unit u (shard_numel values, padding zero).
+  // Stages 0–2 then gather every unit once (the working copy is full).
+  ParamCoordinator(const ShardLayout& layout, Communicator& comm, const ZeroOptions& options,
+                   MemoryAccounting& memory);
+  ~ParamCoordinator() override;
+
+  // Installs the master values of this rank's shard of unit u (rounded to the model dtype), and
+  // makes them visible: stages 0–2 gather the full unit (all-gather or owner broadcasts); stage 3
+  // marks gathered copies stale. Stage 0 passes the full unit (every rank holds it).
+  Status set_values(int u, const float* values);
+  // Completes the gathers set_values started (stages 1–2 with overlap issue them asynchronously).
+  Status finish_updates();
+
+  // A new micro-step starts: the access trace position goes back to the start.
+  void begin_micro_step();
+
+  const float* acquire(int u) override;
+  void release(int u) override;
+  // First error of a collective issued inside acquire() (which cannot return a Status).
+  const Status& status() const { return status_; }
+
+  // Number of gathers issued for unit u so far (tests).
+  int64_t gathers(int u) const { return units_[static_cast<size_t>(u)].gathers; }
+
+ private:
+  struct Unit {
+    Tensor shard;        // stage 3: own shard (shard_numel)
+    Tensor full;         // stages 0–2: always; stage 3: while gathered (padded_numel)
+    CommHandle pending;  // an in-flight gather into `full`
+    bool has_pending = false;
+    bool gathered = false;  // stage 3: `full` holds current values
+    bool persistent = false;
+    int refcount = 0;
+    int64_t gathers = 0;
+  };
+  void gather_async(int u);
+  void wait_pending(int u);
+  void free_gathered(int u);
+  void prefetch_after(size_t trace_pos);
+  bool reused_soon(int u, size_t trace_pos) const;
+  void note_status(const Status& s);
+
+  const ShardLayout& layout_;
+  Communicator& comm_;
+  ZeroOptions options_;
+  MemoryAccounting& memory_;
+  std::vector<Unit> units_;
+  // Stage 3: the order of acquire() calls in one micro-step, recorded on the first one.
+  std::vector<int> trace_;
+  bool trace_recorded_ = false;
+  bool trace_valid_ = true;
+  size_t trace_pos_ = 0;
+  int64_t live_gathered_numel_ = 0;
+  int live_gathered_units_ = 0;
+  Status status_;
+};
+
+}  // namespace zero::sharding

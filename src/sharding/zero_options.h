@@ -1,0 +1,42 @@
+// ZeroOptions: the zero_optimization settings the sharding layer acts on (resolved from ds_config),
+// in numel (DeepSpeed's bucket sizes count elements, not bytes).
+#pragma once
+
+#include <cstdint>
+#include <limits>
+
+#include "core/dtype.h"
+
+namespace zero::sharding {
+
+struct ZeroOptions {
+  int stage = 0;
+  // Reduce / gather unit k on the communication thread while unit k−1 computes.
+  bool overlap_comm = false;
+  // false: all-reduce the gradients, then keep the own shard (DeepSpeed's meaning).
+  bool reduce_scatter = true;
+  // false: each owner broadcasts its shard instead of one all-gather.
+  bool allgather_partitions = true;
+  int64_t reduce_bucket_numel = 500'000'000;
+  // Stage 3.
+  int64_t prefetch_bucket_numel = 50'000'000;
+  int64_t max_live_numel = 1'000'000'000;
+  int64_t max_reuse_distance_numel = 1'000'000'000;
+  int64_t param_persistence_threshold_numel = 100'000;
+  int64_t model_persistence_threshold_numel = std::numeric_limits<int64_t>::max();
+  // Model (16-bit) dtype: gradients handed over by backward are rounded to it.
+  DType model_dtype = DType::kF32;
+};
+
+// Bytes a rank holds, by class (persistent allocations), and the transient peaks.
+struct MemoryAccounting {
+  int64_t master_bytes = 0;               // fp32 master weights
+  int64_t optimizer_state_bytes = 0;      // exp_avg + exp_avg_sq
+  int64_t grad_bytes = 0;                 // persistent fp32 gradient accumulators
+  int64_t param_bytes = 0;                // resident working parameters (full units or shards)
+  int64_t peak_transient_grad_bytes = 0;  // micro-step gradient buffers in flight
+  int64_t peak_gathered_param_bytes = 0;  // stage 3: gathered units alive at once
+  int peak_gathered_units = 0;
+};
+
+}  // namespace zero::sharding
