@@ -1,11 +1,88 @@
-// `zero launch`: placeholder until its issue lands.
+// `zero launch [options] -- COMMAND...`: DeepSpeed's launcher options turned into an mpirun (or
+// srun) command line, printed and then run; the logic lives in cli/launcher.h.
+#include <cstdio>
+#include <memory>
+#include <string>
+
 #include "cli/commands.h"
+#include "cli/launcher.h"
 
 namespace zero::cli {
+namespace {
+
+struct LaunchArgs {
+  LaunchOptions options;
+  std::string launcher = "openmpi";
+  bool dry_run = false;
+};
+
+void run_launch(LaunchArgs& args, CLI::App* cmd, int& exit_code) {
+  LaunchOptions& options = args.options;
+  options.launcher = args.launcher == "slurm" ? LauncherKind::kSlurm : LauncherKind::kOpenMpi;
+  options.hostfile_given = cmd->count("--hostfile") > 0;
+  auto env = gather_launch_environment(options.hostfile_path);
+  if (!env.ok()) {
+    std::fprintf(stderr, "zero launch: error: %s\n", env.status().message().c_str());
+    exit_code = 2;
+    return;
+  }
+  auto plan = build_launch_plan(options, *env);
+  if (!plan.ok()) {
+    std::fprintf(stderr, "zero launch: error: %s\n", plan.status().message().c_str());
+    exit_code = 2;
+    return;
+  }
+  // A dry run's output is the command itself; a real run keeps stdout for the ranks.
+  std::FILE* out = args.dry_run ? stdout : stderr;
+  std::fprintf(out, "zero launch: %s\n", shell_join(plan->argv).c_str());
+  std::fflush(out);
+  if (args.dry_run) {
+    exit_code = 0;
+    return;
+  }
+  auto status = run_and_wait(plan->argv);
+  if (!status.ok()) {
+    std::fprintf(stderr, "zero launch: error: %s\n", status.status().message().c_str());
+    exit_code = 1;
+    return;
+  }
+  exit_code = *status;
+}
+
+}  // namespace
 
 void add_launch_command(CLI::App& app, int& exit_code) {
-  add_unimplemented_command(app, exit_code, "launch", "start ranks through mpirun / srun",
-                            "planned: ZeRO stages across processes");
+  auto args = std::make_shared<LaunchArgs>();
+  LaunchOptions& o = args->options;
+  CLI::App* cmd =
+      app.add_subcommand("launch",
+                         "start ranks through mpirun / srun with DeepSpeed's launcher options: "
+                         "zero launch [options] -- zero train ...");
+  cmd->add_option("--num_gpus,--num-gpus,--num_accelerators", o.num_gpus,
+                  "ranks per host: the first N slots of each host (default: all GPUs; on a "
+                  "machine without GPUs, N CPU ranks, default 1)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--num_nodes,--num-nodes", o.num_nodes, "use the first N hosts of the hostfile")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("-H,--hostfile", o.hostfile_path,
+                  "MPI-style hostfile, lines 'hostname slots=N' (default /job/hostfile; when "
+                  "absent, this machine only)");
+  cmd->add_option("-i,--include", o.include,
+                  "resources to use: host[:slot,slot]@host..., e.g. worker-0@worker-1:0,2");
+  cmd->add_option("-e,--exclude", o.exclude, "resources to leave out, same syntax as --include");
+  cmd->add_option("--master_addr,--master-addr", o.master_addr,
+                  "MASTER_ADDR for the ranks (default 127.0.0.1 on one host, else the first host)");
+  cmd->add_option("--master_port,--master-port", o.master_port, "MASTER_PORT for the ranks")
+      ->default_val(29500);
+  cmd->add_option("--launcher", args->launcher, "openmpi (mpirun) or slurm (srun)")
+      ->check(CLI::IsMember({"openmpi", "slurm"}));
+  cmd->add_option("--launcher_args,--launcher-args", o.launcher_args,
+                  "extra arguments for mpirun/srun, split like a shell would");
+  cmd->add_flag("--dry_run,--dry-run", args->dry_run, "print the command, do not run it");
+  cmd->add_option("command", o.command,
+                  "what each rank runs (after --); a leading 'zero' is "
+                  "replaced by this binary's path");
+  cmd->callback([args, cmd, &exit_code] { run_launch(*args, cmd, exit_code); });
 }
 
 }  // namespace zero::cli

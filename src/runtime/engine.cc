@@ -200,3 +200,26 @@ Status Engine::apply_update(double lr, float grad_multiplier) {
 }
 
 }  // namespace zero::runtime
+
+namespace zero::runtime {
+
+Status Engine::restore(const RestoreState& state) {
+  global_step_ = state.global_step;
+  optimizer_updates_ = state.optimizer_updates;
+  if (!state.schedule_state.is_null()) {
+    ZERO_RETURN_IF_ERROR(options_.schedule.restore(state.schedule_state));
+  }
+  if (!state.loss_scaler_state.is_null()) {
+    ZERO_RETURN_IF_ERROR(scaler_->restore(state.loss_scaler_state));
+  }
+  for (int u = 0; u < shard_layout_->num_units(); ++u) {
+    UnitState& s = units_[static_cast<size_t>(u)];
+    const int64_t begin = partition_begin(u), end = begin + partition_numel(u);
+    ZERO_RETURN_IF_ERROR(
+        state.read_partition(u, begin, end, s.master.f32(), s.exp_avg.f32(), s.exp_avg_sq.f32()));
+    ZERO_RETURN_IF_ERROR(params_->set_values(u, s.master.f32()));
+  }
+  return params_->finish_updates();
+}
+
+}  // namespace zero::runtime

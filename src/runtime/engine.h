@@ -10,6 +10,8 @@
 #include <optional>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "comm/communicator.h"
 #include "core/status.h"
 #include "core/tensor.h"
@@ -79,6 +81,27 @@ class Engine {
   const float* master(int u) const { return units_[static_cast<size_t>(u)].master.f32(); }
   int64_t partition_begin(int u) const { return grads_->partition_begin(u); }
   int64_t partition_numel(int u) const { return grads_->partition_numel(u); }
+  // Optimizer state of this rank's partition of unit u (same range as master()).
+  const float* exp_avg(int u) const { return units_[static_cast<size_t>(u)].exp_avg.f32(); }
+  const float* exp_avg_sq(int u) const { return units_[static_cast<size_t>(u)].exp_avg_sq.f32(); }
+  // Successful optimizer updates so far (Adam's step counter; skipped steps do not count).
+  int64_t optimizer_updates() const { return optimizer_updates_; }
+  const EngineOptions& options() const { return options_; }
+
+  // Everything a checkpoint restores besides the model config: counters, schedule, loss scaler,
+  // and a reader filling this rank's partition [begin, end) of unit u's master weights and moments.
+  struct RestoreState {
+    int64_t global_step = 0;
+    int64_t optimizer_updates = 0;
+    nlohmann::json schedule_state;     // optim::LrSchedule::state()
+    nlohmann::json loss_scaler_state;  // optim::LossScaler::state()
+    std::function<Status(int u, int64_t begin, int64_t end, float* master, float* exp_avg,
+                         float* exp_avg_sq)>
+        read_partition;
+  };
+  // Replaces the training state (collective: every rank calls it; working parameters are
+  // refreshed).
+  Status restore(const RestoreState& state);
   const sharding::ShardLayout& shard_layout() const { return *shard_layout_; }
   const sharding::MemoryAccounting& memory() const { return memory_; }
   Communicator& comm() { return *comm_; }
