@@ -1,12 +1,76 @@
-// `zero bench`: placeholder until its issue lands.
+// `zero bench`: micro benchmarks that print ratios against a baseline measured in the same run.
+//   adam  offload CPU Adam vs STREAM triad, the scalar reference and PyTorch (docs/offload.md)
+//   aio   NVMe swapper read/write vs fio on the same file system (docs/nvme.md)
+#include <cstdio>
+#include <memory>
+#include <string>
+
 #include "cli/commands.h"
+#include "offload/aio_benchmark.h"
+#include "offload/cpu_adam_benchmark.h"
 
 namespace zero::cli {
+namespace {
+
+void add_adam(CLI::App* bench, int& exit_code) {
+  auto opts = std::make_shared<offload::AdamBenchOptions>();
+  auto isa = std::make_shared<std::string>("auto");
+  CLI::App* adam = bench->add_subcommand("adam", "CPU Adam vs STREAM triad, reference, PyTorch");
+  adam->add_option("--numel", opts->numel, "parameters (fp32 state = 16 B each)");
+  adam->add_option("--threads", opts->threads, "OpenMP threads (0: OMP_NUM_THREADS)");
+  adam->add_option("--iters", opts->iters, "timed steps per configuration");
+  adam->add_option("--param-16bit", opts->param_16bit, "16-bit param copy: bf16, f16 or none");
+  adam->add_option("--isa", *isa, "auto, scalar, avx2 or avx512");
+  adam->add_flag("!--no-reference", opts->scalar_reference, "skip optim::adam_update");
+  adam->add_flag("!--no-torch", opts->torch, "skip the PyTorch comparison");
+  adam->add_option("--python", opts->python, "python with torch");
+  adam->add_option("--torch-script", opts->torch_script,
+                   "default: <source>/tools/bench_adam_torch.py");
+  adam->callback([opts, isa, &exit_code] {
+    if (!offload::parse_cpu_isa(*isa, &opts->isa)) {
+      std::fprintf(stderr, "error: zero bench adam: unknown --isa %s\n", isa->c_str());
+      exit_code = 2;
+      return;
+    }
+    exit_code = offload::run_adam_benchmark(*opts);
+  });
+}
+
+void add_aio(CLI::App* bench, int& exit_code) {
+  auto opts = std::make_shared<offload::AioBenchOptions>();
+  auto size_mib = std::make_shared<uint64_t>(1024);
+  CLI::App* aio = bench->add_subcommand("aio", "NVMe swapper read/write GB/s next to fio");
+  aio->add_option("--dir", opts->dir, "directory on the NVMe (default /tmp)");
+  aio->add_option("--size-mib", *size_mib, "bytes per pass in MiB (default 1024)");
+  aio->add_option("--block-size", opts->aio.block_size_bytes, "aio.block_size in bytes");
+  aio->add_option("--queue-depth", opts->aio.queue_depth, "aio.queue_depth");
+  aio->add_option("--intra-op-parallelism", opts->aio.intra_op_parallelism, "worker threads");
+  aio->add_flag("--single-submit", opts->aio.single_submit, "one submit per block");
+  aio->add_option("--overlap-events", opts->aio.overlap_events,
+                  "keep the ring full (default true)");
+  aio->add_option("--repeats", opts->repeats, "passes; the median is reported");
+  aio->add_option("--fio", opts->fio_path, "fio binary (default /usr/bin/fio)");
+  aio->add_flag(
+      "--no-fio", [opts](int64_t) { opts->run_fio = false; }, "skip fio");
+  aio->callback([opts, size_mib, &exit_code] {
+    opts->file_bytes = *size_mib << 20;
+    exit_code = offload::run_aio_benchmark(*opts);
+  });
+}
+
+}  // namespace
 
 void add_bench_command(CLI::App& app, int& exit_code) {
-  add_unimplemented_command(app, exit_code, "bench",
-                            "micro and step benchmarks (adam, aio, comm, step)",
-                            "planned: offload and CUDA issues");
+  CLI::App* bench =
+      app.add_subcommand("bench", "micro and step benchmarks (adam, aio; comm and step planned)");
+  bench->require_subcommand(1);
+  add_adam(bench, exit_code);
+  add_aio(bench, exit_code);
+  add_unimplemented_command(*bench, exit_code, "comm", "collective bandwidth per ZeRO stage",
+                            "planned: bench/ step benchmarks");
+  add_unimplemented_command(*bench, exit_code, "step",
+                            "training step time per stage and world size",
+                            "planned: bench/ step benchmarks");
 }
 
 }  // namespace zero::cli

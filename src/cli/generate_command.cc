@@ -1,11 +1,110 @@
-// `zero generate`: placeholder until its issue lands.
+// `zero generate`: sample text from a trained model (HF directory or preset). With a byte-level
+// vocabulary (256) the prompt is text and the output is printed as text; otherwise prompts and
+// outputs are token ids.
+#include <cstdio>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
 #include "cli/commands.h"
+#include "comm/self_communicator.h"
+#include "runtime/engine.h"
+#include "runtime/generate.h"
+#include "runtime/model_source.h"
 
 namespace zero::cli {
+namespace {
+
+struct GenerateArgs {
+  std::string model;
+  std::string prompt;
+  std::string prompt_tokens;  // "1,2,3"
+  runtime::SamplingOptions sampling;
+};
+
+void print_token(int32_t token, void* ctx) {
+  const bool bytes = *static_cast<bool*>(ctx);
+  if (bytes) {
+    std::fputc(static_cast<unsigned char>(token), stdout);
+  } else {
+    std::printf(" %d", token);
+  }
+  std::fflush(stdout);
+}
+
+int run_generate(GenerateArgs& a) {
+  auto source = runtime::ModelSource::open(a.model, a.sampling.seed);
+  if (!source.ok()) {
+    std::fprintf(stderr, "error: --model %s: %s\n", a.model.c_str(),
+                 source.status().message().c_str());
+    return 2;
+  }
+  const model::ModelConfig& mc = (*source)->config();
+  bool bytes = mc.vocab_size == 256;
+  std::vector<int32_t> tokens;
+  if (!a.prompt_tokens.empty()) {
+    std::stringstream ss(a.prompt_tokens);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+      int64_t id = std::stoll(item);
+      if (id < 0 || id >= mc.vocab_size) {
+        std::fprintf(stderr,
+                     "error: --prompt_tokens: id %lld is outside the vocabulary [0, %lld)\n",
+                     static_cast<long long>(id), static_cast<long long>(mc.vocab_size));
+        return 2;
+      }
+      tokens.push_back(static_cast<int32_t>(id));
+    }
+    bytes = false;
+  } else if (bytes) {
+    for (unsigned char ch : a.prompt) tokens.push_back(ch);
+  } else if (!a.prompt.empty()) {
+    std::fprintf(stderr,
+                 "error: --prompt needs a byte-level model (vocab_size 256); this one has %lld "
+                 "tokens: pass --prompt_tokens with ids from your tokenizer\n",
+                 static_cast<long long>(mc.vocab_size));
+    return 2;
+  }
+  if (tokens.empty()) tokens.push_back(bytes ? '\n' : 0);
+
+  // Inference on one rank: the engine holds the weights (stage 0, no optimizer steps taken).
+  runtime::EngineOptions o;
+  o.model_config = mc;
+  SelfCommunicator self;
+  auto engine = runtime::Engine::create(o, (*source)->init_fn(), &self);
+  if (!engine.ok()) {
+    std::fprintf(stderr, "error: %s\n", engine.status().message().c_str());
+    return 1;
+  }
+  if (bytes) {
+    std::fwrite(a.prompt.data(), 1, a.prompt.size(), stdout);
+  } else {
+    for (int32_t t : tokens) std::printf(" %d", t);
+  }
+  runtime::generate((*engine)->model(), (*engine)->params(), tokens, a.sampling, print_token,
+                    &bytes);
+  std::printf("\n");
+  return 0;
+}
+
+}  // namespace
 
 void add_generate_command(CLI::App& app, int& exit_code) {
-  add_unimplemented_command(app, exit_code, "generate", "generate text from a trained model",
-                            "planned: training core / ZeRO-Inference");
+  auto a = std::make_shared<GenerateArgs>();
+  CLI::App* g = app.add_subcommand("generate", "sample text from a trained model");
+  g->add_option("--model", a->model, "HF model directory (e.g. OUTPUT_DIR/final) or preset:NAME")
+      ->required();
+  g->add_option("--prompt", a->prompt, "prompt text (byte-level models)");
+  g->add_option("--prompt_tokens,--prompt-tokens", a->prompt_tokens,
+                "prompt as comma-separated token ids");
+  g->add_option("--max_new_tokens,--max-new-tokens", a->sampling.max_new_tokens,
+                "tokens to generate (default 100)");
+  g->add_option("--temperature", a->sampling.temperature,
+                "softmax temperature; 0 = greedy (default 1)");
+  g->add_option("--top_k,--top-k", a->sampling.top_k, "sample among the k most likely (0 = all)");
+  g->add_option("--seed", a->sampling.seed, "sampling seed (default 1)");
+  g->callback([a, &exit_code] { exit_code = run_generate(*a); });
 }
 
 }  // namespace zero::cli

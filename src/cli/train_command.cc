@@ -1,11 +1,154 @@
-// `zero train`: placeholder until its issue lands.
+// `zero train`: HF-Trainer-style flags over a DeepSpeed config (docs/design.md §2). Run alone it is
+// world size 1; under mpirun / srun / `zero launch` every rank runs it and the world comes from
+// MPI.
+#include <cstdlib>
+#include <memory>
+
 #include "cli/commands.h"
+#include "comm/mpi_communicator.h"
+#include "comm/mpi_runtime.h"
+#include "comm/self_communicator.h"
+#include "runtime/trainer.h"
 
 namespace zero::cli {
+namespace {
+
+// True when a launcher started this process as one rank of several (Open MPI, PMI, Slurm).
+bool launched_as_rank() {
+  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"}) {
+    if (std::getenv(var) != nullptr) return true;
+  }
+  return false;
+}
+
+// Registers `--name` and `--name-with-dashes` for an optional flag (a flag counts only when given).
+template <typename T>
+CLI::Option* add_optional(CLI::App* app, const std::string& name, std::optional<T>& target,
+                          const std::string& help) {
+  std::string dashed = name;
+  for (auto& ch : dashed) {
+    if (ch == '_') ch = '-';
+  }
+  std::string names = "--" + name;
+  if (dashed != name) names += ",--" + dashed;
+  return app->add_option(names, target, help);
+}
+
+template <typename T>
+CLI::Option* add_value(CLI::App* app, const std::string& name, T& target, const std::string& help) {
+  std::string dashed = name;
+  for (auto& ch : dashed) {
+    if (ch == '_') ch = '-';
+  }
+  std::string names = "--" + name;
+  if (dashed != name) names += ",--" + dashed;
+  return app->add_option(names, target, help);
+}
+
+CLI::Option* add_bool_flag(CLI::App* app, const std::string& name, bool& target,
+                           const std::string& help) {
+  std::string dashed = name;
+  for (auto& ch : dashed) {
+    if (ch == '_') ch = '-';
+  }
+  std::string names = "--" + name;
+  if (dashed != name) names += ",--" + dashed;
+  return app->add_flag(names, target, help);
+}
+
+}  // namespace
 
 void add_train_command(CLI::App& app, int& exit_code) {
-  add_unimplemented_command(app, exit_code, "train", "train or fine-tune a model with ZeRO",
-                            "planned: training core");
+  auto a = std::make_shared<runtime::TrainArgs>();
+  CLI::App* t = app.add_subcommand(
+      "train",
+      "train or fine-tune a model with ZeRO (world size 1 alone; N ranks under mpirun / zero "
+      "launch)");
+  t->footer(
+      "Flags named like the HF TrainingArguments resolve \"auto\" values of the config; a flag "
+      "counts only when given,\nand one that contradicts an explicit config value is an error "
+      "naming both. Metrics go to OUTPUT_DIR/metrics.jsonl\n(one JSON object per optimizer step). "
+      "Data order is sequential by default (HF shuffles; pass --data_order shuffle).");
+  add_value(t, "deepspeed", a->deepspeed, "ds_config.json (or url-safe base64 of its JSON)");
+  add_value(t, "model", a->model, "HF model directory (config.json + safetensors) or preset:NAME")
+      ->required();
+  add_value(t, "train_file", a->train_file,
+            "token stream: raw uint16 (nanoGPT .bin), llm.c headered file, or text with "
+            "--data_dtype uint8")
+      ->required();
+  add_optional(
+      t, "data_dtype", a->data_dtype,
+      "uint8 (bytes as tokens) | uint16 | uint32 (default: uint16, or the llm.c header's)");
+  add_value(t, "data_order", a->data_order, "sequential (default) | shuffle (per epoch, --seed)");
+  add_value(t, "output_dir", a->output_dir, "where metrics.jsonl, checkpoints and final/ go")
+      ->required();
+  add_bool_flag(t, "overwrite_output_dir", a->overwrite_output_dir,
+                "replace an earlier run's metrics in output_dir");
+  add_value(t, "block_size", a->block_size,
+            "tokens per sample T (default: the model's context, at most 1024)");
+  add_value(t, "max_steps", a->max_steps, "optimizer steps to run (total, across resumes)");
+  add_optional(t, "num_train_epochs", a->num_train_epochs, "epochs, when --max_steps is not given");
+  add_value(t, "seed", a->seed, "seed for presets' initialisation and data shuffling (default 42)");
+  add_value(t, "logging_steps", a->logging_steps,
+            "progress line every N steps (default: steps_per_print, else 10)");
+  add_bool_flag(t, "save_final", a->save_final,
+                "write the trained model as HF safetensors to OUTPUT_DIR/final");
+  add_optional(t, "save_dtype", a->save_dtype,
+               "dtype of --save_final weights: fp32 (default) | bf16 | fp16");
+  add_bool_flag(t, "gradient_checkpointing", a->gradient_checkpointing,
+                "recompute each block in backward instead of storing its activations");
+  add_optional(t, "resume_from_checkpoint", a->resume_from_checkpoint,
+               "continue from a checkpoint directory (not available yet)");
+  add_value(t, "save_steps", a->save_steps, "save a checkpoint every N steps (not available yet)");
+  add_optional(t, "save_total_limit", a->save_total_limit, "keep at most K checkpoints");
+  add_value(t, "device", a->device, "cpu (the CUDA backend is not available yet)");
+  add_bool_flag(t, "quiet", a->quiet, "no live progress line");
+  add_optional(t, "per_device_train_batch_size", a->per_device_train_batch_size,
+               "train_micro_batch_size_per_gpu");
+  add_optional(t, "gradient_accumulation_steps", a->gradient_accumulation_steps,
+               "gradient_accumulation_steps");
+  add_optional(t, "learning_rate", a->learning_rate,
+               "optimizer.params.lr (and the warmup schedules' warmup_max_lr)");
+  add_optional(t, "weight_decay", a->weight_decay, "optimizer.params.weight_decay");
+  add_optional(t, "adam_beta1", a->adam_beta1, "optimizer.params.betas[0]");
+  add_optional(t, "adam_beta2", a->adam_beta2, "optimizer.params.betas[1]");
+  add_optional(t, "adam_epsilon", a->adam_epsilon, "optimizer.params.eps");
+  add_optional(t, "max_grad_norm", a->max_grad_norm, "gradient_clipping");
+  add_optional(t, "warmup_steps", a->warmup_steps, "scheduler.params.warmup_num_steps");
+  add_optional(t, "lr_scheduler_type", a->lr_scheduler_type,
+               "without a scheduler block: linear (default) | cosine | constant | "
+               "constant_with_warmup");
+  add_optional(t, "bf16", a->bf16, "bf16.enabled (true/false)")
+      ->expected(0, 1)
+      ->default_str("true");
+  add_optional(t, "fp16", a->fp16, "fp16.enabled (true/false)")
+      ->expected(0, 1)
+      ->default_str("true");
+  // A flag repeated on the command line: the last one wins (as with argparse).
+  for (CLI::Option* opt : t->get_options())
+    opt->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  t->callback([a, &exit_code] {
+    if (!launched_as_rank()) {
+      SelfCommunicator self;
+      exit_code = runtime::run_training(*a, self);
+      return;
+    }
+    int argc = 0;
+    char** argv = nullptr;
+    auto mpi = MpiRuntime::create(&argc, &argv);
+    if (!mpi.ok()) {
+      std::fprintf(stderr, "error: %s\n", mpi.status().message().c_str());
+      exit_code = 1;
+      return;
+    }
+    auto world = MpiCommunicator::create_world(**mpi);
+    if (!world.ok()) {
+      std::fprintf(stderr, "error: %s\n", world.status().message().c_str());
+      exit_code = 1;
+      return;
+    }
+    exit_code = runtime::run_training(*a, **world);
+  });
 }
 
 }  // namespace zero::cli

@@ -11,7 +11,8 @@
 namespace zero::kernels::testing {
 
 // Uniform values in [lo, hi) from a fixed seed.
-inline std::vector<double> random_vector(int64_t n, uint64_t seed, double lo = -1.0, double hi = 1.0) {
+inline std::vector<double> random_vector(int64_t n, uint64_t seed, double lo = -1.0,
+                                         double hi = 1.0) {
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> dist(lo, hi);
   std::vector<double> v(static_cast<size_t>(n));
@@ -23,8 +24,8 @@ inline std::vector<float> to_float(const std::vector<double>& v) {
   return std::vector<float>(v.begin(), v.end());
 }
 
-// Central finite difference of a scalar loss L(x) w.r.t. every element of `x` (modified in place and
-// restored). Step h is relative to the magnitude: h = eps * max(1, |x_i|).
+// Central finite difference of a scalar loss L(x) w.r.t. every element of `x` (modified in place
+// and restored). Step h is relative to the magnitude: h = eps * max(1, |x_i|).
 inline std::vector<double> numeric_grad(std::vector<double>& x, const std::function<double()>& loss,
                                         double eps = 1e-6) {
   std::vector<double> g(x.size());

@@ -377,7 +377,7 @@ nlohmann::json model_config_to_json(const ModelConfig& c) {
 }
 
 std::vector<std::string> preset_names() {
-  return {"gpt2-tiny",  "gpt2-124m",  "gpt2-350m", "gpt2-774m",
+  return {"gpt2-tiny",  "gpt2-mini",  "gpt2-124m", "gpt2-350m", "gpt2-774m",
           "gpt2-1558m", "llama-tiny", "llama-1b",  "llama-8b"};
 }
 
@@ -386,6 +386,9 @@ StatusOr<ModelConfig> preset_model_config(std::string_view name) {
   // gpt2-tiny: byte-level vocabulary (256), 64-token context, C=64, 2 layers, 4 heads: ~0.12M
   // parameters, trains in seconds on a CPU (unit tests, the quick-start demo).
   if (name == "gpt2-tiny") return gpt2_preset(256, 64, 64, 2, 4);
+  // gpt2-mini: byte-level, 128-token context, C=128, 4 layers, 4 heads: ~0.8M parameters, the
+  // quick start's model (a couple of minutes on 2 CPU cores to readable character-level text).
+  if (name == "gpt2-mini") return gpt2_preset(256, 128, 128, 4, 4);
   if (name == "gpt2-124m") return gpt2_preset(50257, 1024, 768, 12, 12);
   if (name == "gpt2-350m") return gpt2_preset(50257, 1024, 1024, 24, 16);
   if (name == "gpt2-774m") return gpt2_preset(50257, 1024, 1280, 36, 20);

@@ -13,7 +13,10 @@ namespace {
 // JSON has no inf/NaN: print them as null (a skipped step's norm may be non-finite).
 std::string json_number(double v) {
   if (!std::isfinite(v)) return "null";
-  return fmt::format("{}", v);
+  // Shortest round-trip form, always with a fraction or exponent so it reads back as a float.
+  std::string s = fmt::format("{}", v);
+  if (s.find_first_of(".e") == std::string::npos) s += ".0";
+  return s;
 }
 }  // namespace
 

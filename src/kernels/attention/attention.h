@@ -1,6 +1,7 @@
 // Causal scaled-dot-product attention with grouped-query heads (Hq query heads share Hkv key/value
 // heads, Hq % Hkv == 0; Hq == Hkv is plain multi-head). Scale 1/sqrt(D).
-// Legend: B batch, T time, Hq / Hkv heads, D head_dim. q/out are (B, T, Hq, D); k/v are (B, T, Hkv, D).
+// Legend: B batch, T time, Hq / Hkv heads, D head_dim. q/out are (B, T, Hq, D); k/v are (B, T, Hkv,
+// D).
 #pragma once
 
 #include <cstdint>

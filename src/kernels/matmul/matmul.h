@@ -1,6 +1,6 @@
-// Dense layer: out = inp · weight^T + bias, weights in nn.Linear layout (out_features, in_features).
-// GPT-2's Conv1D [in, out] weights are transposed at load/save time, so every model uses this layout.
-// Legend: N = rows (B*T), C = in_features, OC = out_features.
+// Dense layer: out = inp · weight^T + bias, weights in nn.Linear layout (out_features,
+// in_features). GPT-2's Conv1D [in, out] weights are transposed at load/save time, so every model
+// uses this layout. Legend: N = rows (B*T), C = in_features, OC = out_features.
 #pragma once
 
 #include <cstdint>
@@ -12,8 +12,8 @@ template <typename T>
 void matmul_forward(T* out, const T* inp, const T* weight, const T* bias, int64_t N, int64_t C,
                     int64_t OC);
 
-// Accumulates: dinp(N, C) += dout · weight; dweight(OC, C) += dout^T · inp; dbias(OC) += Σ_rows dout.
-// Any of dinp / dweight / dbias may be null (not needed).
+// Accumulates: dinp(N, C) += dout · weight; dweight(OC, C) += dout^T · inp; dbias(OC) += Σ_rows
+// dout. Any of dinp / dweight / dbias may be null (not needed).
 template <typename T>
 void matmul_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight,
                      int64_t N, int64_t C, int64_t OC);

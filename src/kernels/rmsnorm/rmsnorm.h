@@ -1,4 +1,5 @@
-// RMSNorm over the last dim (Llama): out = inp * rsqrt(mean(inp²) + eps) * weight. Legend: N rows, C channels.
+// RMSNorm over the last dim (Llama): out = inp * rsqrt(mean(inp²) + eps) * weight. Legend: N rows,
+// C channels.
 #pragma once
 
 #include <cstdint>

@@ -31,7 +31,7 @@ void rope_forward(T* out, const T* inp, const T* cos_TD2, const T* sin_TD2, int6
 
 // dinp = R^T dout (the rotation transposed). Overwrites dinp; dinp may alias dout.
 template <typename T>
-void rope_backward(T* dinp, const T* dout, const T* cos_TD2, const T* sin_TD2, int64_t B, int64_t T_,
-                   int64_t H, int64_t D);
+void rope_backward(T* dinp, const T* dout, const T* cos_TD2, const T* sin_TD2, int64_t B,
+                   int64_t T_, int64_t H, int64_t D);
 
 }  // namespace zero::kernels::cpu

@@ -1,0 +1,232 @@
+// CPU Adam benchmark: bytes-per-second against a same-size STREAM triad, the scalar reference
+// optim::adam_update and (when importable) torch.optim.AdamW via tools/bench_adam_torch.py.
+#include "offload/cpu_adam_benchmark.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/build_info.h"
+#include "core/tensor.h"
+#include "optim/adam.h"
+
+namespace zero::offload {
+namespace {
+
+// Median and best step time. The best is reported too: on a shared 2-core host the median
+// includes whatever else was running.
+struct Timing {
+  double median;
+  double best;
+};
+
+Timing time_steps(int iters, const std::function<void(int)>& body) {
+  body(0);  // warm-up: page faults, thread pool start
+  std::vector<double> times;
+  for (int i = 1; i <= iters; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    body(i);
+    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(times.begin(), times.end());
+  return {times[times.size() / 2], times.front()};
+}
+
+// A cheap deterministic fill in [-1, 1), parallel so pages are first touched by the workers.
+void fill(float* x, int64_t n, uint32_t seed, float scale, bool positive) {
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ seed * 40503u;
+    h ^= h >> 15;
+    h *= 2246822519u;
+    h ^= h >> 13;
+    const float u = static_cast<float>(h >> 8) * (1.0f / 8388608.0f) - 1.0f;
+    x[i] = scale * (positive ? u * u : u);
+  }
+}
+
+struct TorchResult {
+  bool ran = false;
+  double params_per_s = 0;
+  std::string output;
+};
+
+TorchResult run_torch(const AdamBenchOptions& o, int threads) {
+  TorchResult r;
+  const std::string probe = o.python + " -c 'import torch' >/dev/null 2>&1";
+  if (std::system(probe.c_str()) != 0) {
+    r.output = "torch not importable with " + o.python + ": skipped\n";
+    return r;
+  }
+  const std::string script = o.torch_script.empty()
+                                 ? std::string(ZERO_SOURCE_ROOT) + "/tools/bench_adam_torch.py"
+                                 : o.torch_script;
+  const std::string cmd = o.python + " " + script + " --numel " + std::to_string(o.numel) +
+                          " --threads " + std::to_string(threads) + " --iters " +
+                          std::to_string(o.iters) + " 2>&1";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (pipe == nullptr) return r;
+  char line[512];
+  while (std::fgets(line, sizeof(line), pipe) != nullptr) {
+    r.output += line;
+    double v = 0;
+    // The script's machine-readable line: the foreach=True AdamW rate.
+    if (std::sscanf(line, "RESULT adamw_foreach_params_per_s=%lf", &v) == 1) {
+      r.params_per_s = v;
+      r.ran = true;
+    }
+  }
+  pclose(pipe);
+  return r;
+}
+
+}  // namespace
+
+int run_adam_benchmark(const AdamBenchOptions& o) {
+  if (o.numel <= 0 || o.iters <= 0) {
+    std::fprintf(stderr, "bench adam: numel and iters must be positive\n");
+    return 2;
+  }
+  const bool no_copy = o.param_16bit == "none";
+  const std::optional<DType> copy_dtype =
+      no_copy ? std::optional<DType>(DType::kBF16) : parse_dtype(o.param_16bit);  // bf16: unused
+  if (!copy_dtype || *copy_dtype == DType::kF32) {
+    std::fprintf(stderr, "bench adam: --param-16bit must be bf16, f16 or none\n");
+    return 2;
+  }
+  const CpuIsa isa = o.isa == CpuIsa::kAuto ? best_cpu_isa() : o.isa;
+  if (!cpu_isa_supported(isa)) {
+    std::fprintf(stderr, "bench adam: this CPU lacks %s\n", std::string(cpu_isa_name(isa)).c_str());
+    return 2;
+  }
+  const int saved_threads = omp_get_max_threads();
+  const int threads = o.threads > 0 ? o.threads : saved_threads;
+  omp_set_num_threads(threads);  // the scalar reference and the triad use the default team
+
+  const int64_t n = o.numel;
+  const size_t f32_bytes = static_cast<size_t>(n) * 4;
+  AlignedBuffer p = aligned_alloc_bytes(f32_bytes), g = aligned_alloc_bytes(f32_bytes),
+                m = aligned_alloc_bytes(f32_bytes), v = aligned_alloc_bytes(f32_bytes),
+                half = aligned_alloc_bytes(static_cast<size_t>(n) * 2);
+  optim::AdamShard shard;
+  shard.param = reinterpret_cast<float*>(p.get());
+  shard.grad = reinterpret_cast<float*>(g.get());
+  shard.exp_avg = reinterpret_cast<float*>(m.get());
+  shard.exp_avg_sq = reinterpret_cast<float*>(v.get());
+  shard.numel = n;
+  fill(shard.param, n, 1, 1.f, false);
+  fill(const_cast<float*>(shard.grad), n, 2, 1024.f, false);
+  fill(shard.exp_avg, n, 3, 0.1f, false);
+  fill(shard.exp_avg_sq, n, 4, 0.01f, true);
+  optim::AdamShard with_copy = shard;
+  with_copy.param_16bit = half.get();
+  with_copy.param_16bit_dtype = *copy_dtype;
+
+  optim::AdamArgs args;
+  args.weight_decay = 0.01f;
+  const float grad_scale = 1.f / 1024.f;
+  CpuAdamOptions copts;
+  copts.isa = isa;
+  copts.num_threads = threads;
+  int64_t step = 0;
+  auto ours = [&](const optim::AdamShard& s) {
+    return time_steps(o.iters, [&](int) {
+      args.step = ++step;
+      cpu_adam_update(args, s, grad_scale, copts);
+    });
+  };
+  auto reference = [&](const optim::AdamShard& s) {
+    return time_steps(o.iters, [&](int) {
+      args.step = ++step;
+      optim::adam_update(args, s, grad_scale);
+    });
+  };
+
+  // STREAM triad over three arrays whose total size equals the four fp32 Adam arrays.
+  const int64_t tn = n * 4 / 3;
+  const size_t t_bytes = static_cast<size_t>(tn) * 4;
+  AlignedBuffer ta = aligned_alloc_bytes(t_bytes), tb = aligned_alloc_bytes(t_bytes),
+                tc = aligned_alloc_bytes(t_bytes);
+  float* a = reinterpret_cast<float*>(ta.get());
+  float* b = reinterpret_cast<float*>(tb.get());
+  float* c = reinterpret_cast<float*>(tc.get());
+  fill(a, tn, 5, 1.f, false);
+  fill(b, tn, 6, 1.f, false);
+  fill(c, tn, 7, 1.f, false);
+  const Timing triad = time_steps(o.iters, [&](int it) {
+    const float scalar = 1.0f + 1e-3f * static_cast<float>(it);
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < tn; ++i) a[i] = b[i] + scalar * c[i];
+  });
+  // STREAM's convention: 3 x 4 B per element (the write-allocate read of `a` is not counted).
+  const double triad_gbs = 12.0 * static_cast<double>(tn) / triad.median / 1e9;
+
+  struct Row {
+    std::string name;
+    Timing t;
+    double bytes_per_elem;
+  };
+  std::vector<Row> rows;
+  const std::string copy_name = "+" + std::string(dtype_name(*copy_dtype)) + " copy";
+  rows.push_back({"cpu_adam " + std::string(cpu_isa_name(isa)), ours(shard), 28});
+  if (!no_copy) {
+    rows.push_back(
+        {"cpu_adam " + std::string(cpu_isa_name(isa)) + " " + copy_name, ours(with_copy), 30});
+  }
+  Timing ref_s{}, ref_copy_s{};
+  if (o.scalar_reference) {
+    ref_s = reference(shard);
+    rows.push_back({"optim::adam_update (reference)", ref_s, 28});
+    if (!no_copy) {
+      ref_copy_s = reference(with_copy);
+      rows.push_back({"optim::adam_update (reference) " + copy_name, ref_copy_s, 30});
+    }
+  }
+
+  std::printf("## CPU Adam benchmark\n\n");
+  std::printf(
+      "numel %lld (%.0f MiB fp32 state in 4 arrays), threads %d, isa %s, %d timed steps each\n\n",
+      static_cast<long long>(n), 16.0 * static_cast<double>(n) / (1 << 20), threads,
+      std::string(cpu_isa_name(isa)).c_str(), o.iters);
+  std::printf(
+      "| kernel | ms/step (median) | ms/step (best) | Gparams/s | GB/s (28 B/param, 30 with "
+      "copy) | vs triad |\n");
+  std::printf("|---|---:|---:|---:|---:|---:|\n");
+  for (const Row& r : rows) {
+    const double gbs = r.bytes_per_elem * static_cast<double>(n) / r.t.median / 1e9;
+    std::printf("| %s | %.2f | %.2f | %.3f | %.1f | %.2f |\n", r.name.c_str(), r.t.median * 1e3,
+                r.t.best * 1e3, static_cast<double>(n) / r.t.median / 1e9, gbs, gbs / triad_gbs);
+  }
+  std::printf("| STREAM triad (3 arrays, same total bytes) | %.2f | %.2f | | %.1f | 1.00 |\n\n",
+              triad.median * 1e3, triad.best * 1e3, triad_gbs);
+  std::printf(
+      "Rates use the median. GB/s counts each array once (in-place writes need no extra\n"
+      "read); the triad counts 12 B/element as STREAM does.\n\n");
+  const double ours_pps = static_cast<double>(n) / rows[0].t.median;
+  if (o.scalar_reference) {
+    std::printf("cpu_adam / reference speed-up: %.2fx", ref_s.median / rows[0].t.median);
+    if (!no_copy) {
+      std::printf(" (%s: %.2fx)", copy_name.c_str(), ref_copy_s.median / rows[1].t.median);
+    }
+    std::printf("\n");
+  }
+  if (o.torch) {
+    const TorchResult t = run_torch(o, threads);
+    std::printf("\n%s", t.output.c_str());
+    if (t.ran && t.params_per_s > 0) {
+      std::printf("cpu_adam / torch AdamW(foreach=True) speed-up: %.2fx\n",
+                  ours_pps / t.params_per_s);
+    }
+  }
+  omp_set_num_threads(saved_threads);
+  return 0;
+}
+
+}  // namespace zero::offload

@@ -1,0 +1,252 @@
+// cpu_adam_update against the scalar reference optim::adam_update: bitwise on every ISA path,
+// Adam/AdamW modes, bias correction, 16-bit copies (incl. NaN, subnormal, overflow), odd sizes.
+#include "offload/cpu_adam.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+namespace zero::offload {
+namespace {
+
+// Four fp32 state arrays plus a 16-bit copy, with one element of slack so tests can misalign.
+struct State {
+  std::vector<float> p, g, m, v;
+  std::vector<uint16_t> out;
+  int64_t n = 0;
+  int64_t offset = 0;
+
+  optim::AdamShard shard(DType out_dtype, bool with_out) {
+    optim::AdamShard s;
+    s.param = p.data() + offset;
+    s.grad = g.data() + offset;
+    s.exp_avg = m.data() + offset;
+    s.exp_avg_sq = v.data() + offset;
+    s.numel = n;
+    s.param_16bit = with_out ? out.data() + offset : nullptr;
+    s.param_16bit_dtype = out_dtype;
+    return s;
+  }
+};
+
+// Random state with special values sprinkled in: NaN grads (with payloads and both signs), and
+// elements whose update is exactly zero so the stored param is a chosen 16-bit edge case.
+State make_state(int64_t n, int64_t offset, uint32_t seed) {
+  State st;
+  st.n = n;
+  st.offset = offset;
+  const size_t total = static_cast<size_t>(n + offset);
+  st.p.resize(total);
+  st.g.resize(total);
+  st.m.resize(total);
+  st.v.resize(total);
+  st.out.assign(total, 0xdead);
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  for (size_t i = 0; i < total; ++i) {
+    st.p[i] = normal(rng);
+    st.g[i] = normal(rng) * 1024.f;  // still multiplied by a loss scale of 1024
+    st.m[i] = normal(rng) * 0.1f;
+    st.v[i] = std::abs(normal(rng)) * 0.01f;
+  }
+  const float edge[] = {1e-40f,
+                        -3e-39f,
+                        1e-7f,
+                        -5.96e-8f,
+                        3e-8f,
+                        6.1e-5f,
+                        65519.f,
+                        65520.f,
+                        -70000.f,
+                        1e30f,
+                        1.00390625f,
+                        1.01171875f,
+                        1.0009765625f * 1.0004882812f,
+                        std::numeric_limits<float>::infinity(),
+                        -std::numeric_limits<float>::infinity(),
+                        0.f,
+                        -0.f};
+  size_t k = 0;
+  for (size_t i = offset; i < total; i += 13) {
+    const uint32_t r = rng();
+    if (r % 3 == 0) {
+      // NaN gradient with a payload and a random sign.
+      st.g[i] = bits_float((r & 0x80000000u) | 0x7f800000u | ((r >> 3) & 0x3fffffu) | 1u);
+    } else {
+      st.g[i] = 0.f;
+      st.m[i] = 0.f;
+      st.v[i] = 0.f;
+      st.p[i] = edge[k++ % (sizeof(edge) / sizeof(edge[0]))];
+    }
+  }
+  return st;
+}
+
+void expect_same(const State& a, const State& b, bool with_out, const char* what) {
+  const size_t o = static_cast<size_t>(a.offset);
+  const size_t n = static_cast<size_t>(a.n);
+  for (size_t i = 0; i < n; ++i) {
+    if (std::memcmp(&a.p[o + i], &b.p[o + i], 4) != 0) {
+      ADD_FAILURE() << what << ": first param difference at " << i << ": " << a.p[o + i] << " vs "
+                    << b.p[o + i];
+      break;
+    }
+  }
+  EXPECT_EQ(std::memcmp(a.m.data() + o, b.m.data() + o, n * 4), 0) << what << ": exp_avg differs";
+  EXPECT_EQ(std::memcmp(a.v.data() + o, b.v.data() + o, n * 4), 0)
+      << what << ": exp_avg_sq differs";
+  if (with_out) {
+    EXPECT_EQ(std::memcmp(a.out.data() + o, b.out.data() + o, n * 2), 0)
+        << what << ": 16-bit copy differs";
+  }
+  // Nothing outside [offset, offset + n) is touched.
+  for (size_t i = 0; i < o; ++i) EXPECT_EQ(b.out[i], 0xdead);
+}
+
+std::vector<CpuIsa> supported_isas() {
+  std::vector<CpuIsa> isas;
+  for (CpuIsa isa : {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512}) {
+    if (cpu_isa_supported(isa)) isas.push_back(isa);
+  }
+  return isas;
+}
+
+TEST(CpuAdam, IsaNames) {
+  for (CpuIsa isa : {CpuIsa::kAuto, CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512}) {
+    CpuIsa parsed = CpuIsa::kScalar;
+    ASSERT_TRUE(parse_cpu_isa(cpu_isa_name(isa), &parsed));
+    EXPECT_EQ(parsed, isa);
+  }
+  CpuIsa unused;
+  EXPECT_FALSE(parse_cpu_isa("sse9", &unused));
+  EXPECT_TRUE(cpu_isa_supported(best_cpu_isa()));
+  if (!cpu_isa_supported(CpuIsa::kAvx512)) GTEST_LOG_(INFO) << "AVX-512 path not testable here";
+  if (!cpu_isa_supported(CpuIsa::kAvx2)) GTEST_LOG_(INFO) << "AVX2 path not testable here";
+}
+
+// Every (mode, bias correction, 16-bit copy, ISA, size, alignment) against optim::adam_update.
+TEST(CpuAdam, BitwiseEqualToScalarReference) {
+  const int64_t sizes[] = {0, 1, 7, 8, 15, 16, 17, 31, 33, 100, 1000, 65537};
+  struct Mode {
+    bool adam_w;
+    float wd;
+  };
+  const Mode modes[] = {{true, 0.01f}, {false, 0.01f}, {true, 0.f}};
+  for (CpuIsa isa : supported_isas()) {
+    for (int64_t n : sizes) {
+      for (const Mode& mode : modes) {
+        for (bool bias_correction : {true, false}) {
+          for (int out_kind = 0; out_kind < 3; ++out_kind) {
+            const bool with_out = out_kind != 0;
+            const DType out_dtype = out_kind == 2 ? DType::kF16 : DType::kBF16;
+            const int64_t offset = (n + out_kind) % 3;  // misaligned starts too
+            optim::AdamArgs args;
+            args.lr = 3e-3f;
+            args.weight_decay = mode.wd;
+            args.adam_w_mode = mode.adam_w;
+            args.bias_correction = bias_correction;
+            args.step = 1 + n % 5;
+            State ref = make_state(n, offset, static_cast<uint32_t>(n * 7 + out_kind));
+            State got = ref;
+            optim::adam_update(args, ref.shard(out_dtype, with_out), 1.f / 1024.f);
+            CpuAdamOptions opts;
+            opts.isa = isa;
+            opts.tile_numel = 64;  // many tiles even for small sizes
+            cpu_adam_update(args, got.shard(out_dtype, with_out), 1.f / 1024.f, opts);
+            const std::string what =
+                std::string(cpu_isa_name(isa)) + " n=" + std::to_string(n) +
+                " adamw=" + std::to_string(mode.adam_w) + " wd=" + std::to_string(mode.wd) +
+                " bc=" + std::to_string(bias_correction) + " out=" + std::to_string(out_kind);
+            expect_same(ref, got, with_out, what.c_str());
+            if (HasFailure()) return;
+          }
+        }
+      }
+    }
+  }
+}
+
+// The 16-bit copy equals core/dtype.h's conversions of the updated fp32 params.
+TEST(CpuAdam, SixteenBitCopyMatchesDtypeConversions) {
+  for (CpuIsa isa : supported_isas()) {
+    for (DType dtype : {DType::kBF16, DType::kF16}) {
+      State st = make_state(1001, 0, 99);
+      optim::AdamArgs args;
+      CpuAdamOptions opts;
+      opts.isa = isa;
+      cpu_adam_update(args, st.shard(dtype, true), 1.f, opts);
+      for (size_t i = 0; i < st.p.size(); ++i) {
+        const uint16_t want =
+            dtype == DType::kBF16 ? float_to_bf16(st.p[i]).bits : float_to_f16(st.p[i]).bits;
+        ASSERT_EQ(st.out[i], want)
+            << cpu_isa_name(isa) << " " << dtype_name(dtype) << " at " << i << " value " << st.p[i]
+            << " bits " << std::hex << float_bits(st.p[i]);
+      }
+    }
+  }
+}
+
+// Results do not depend on the thread count or the tiling.
+TEST(CpuAdam, ThreadAndTileIndependent) {
+  const int64_t n = 1000003;
+  optim::AdamArgs args;
+  args.weight_decay = 0.1f;
+  args.step = 3;
+  State base = make_state(n, 0, 5);
+  State ref = base;
+  optim::adam_update(args, ref.shard(DType::kBF16, true), 0.5f);
+  for (CpuIsa isa : supported_isas()) {
+    for (int threads : {1, 2, 3}) {
+      for (int64_t tile : {int64_t{1}, int64_t{1000}, int64_t{1} << 16, int64_t{1} << 22}) {
+        State got = base;
+        CpuAdamOptions opts;
+        opts.isa = isa;
+        opts.num_threads = threads;
+        opts.tile_numel = tile;
+        cpu_adam_update(args, got.shard(DType::kBF16, true), 0.5f, opts);
+        const std::string what = std::string(cpu_isa_name(isa)) +
+                                 " threads=" + std::to_string(threads) +
+                                 " tile=" + std::to_string(tile);
+        expect_same(ref, got, true, what.c_str());
+      }
+    }
+  }
+}
+
+// Several consecutive steps stay bitwise on the reference trajectory.
+TEST(CpuAdam, MultiStepTrajectory) {
+  State ref = make_state(4099, 1, 11);
+  State got = ref;
+  optim::AdamArgs args;
+  args.weight_decay = 0.01f;
+  for (int64_t step = 1; step <= 10; ++step) {
+    args.step = step;
+    optim::adam_update(args, ref.shard(DType::kF16, true), 1.f / 1024.f);
+    cpu_adam_update(args, got.shard(DType::kF16, true), 1.f / 1024.f);
+  }
+  expect_same(ref, got, true, "10 steps");
+}
+
+TEST(CpuAdam, RejectsUnsupportedIsaAndBadArgs) {
+  State st = make_state(8, 0, 1);
+  optim::AdamArgs args;
+  args.step = 0;
+  EXPECT_DEATH(cpu_adam_update(args, st.shard(DType::kBF16, false), 1.f), "step");
+  args.step = 1;
+  CpuAdamOptions opts;
+  opts.tile_numel = 0;
+  EXPECT_DEATH(cpu_adam_update(args, st.shard(DType::kBF16, false), 1.f, opts), "tile_numel");
+  for (CpuIsa isa : {CpuIsa::kAvx2, CpuIsa::kAvx512}) {
+    if (cpu_isa_supported(isa)) continue;
+    opts = {};
+    opts.isa = isa;
+    EXPECT_DEATH(cpu_adam_update(args, st.shard(DType::kBF16, false), 1.f, opts), "supported");
+  }
+}
+
+}  // namespace
+}  // namespace zero::offload

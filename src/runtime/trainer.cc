@@ -1,0 +1,573 @@
+// `zero train`: config resolution, data, engine, the step loop, metrics and logs.
+#include "runtime/trainer.h"
+
+#include <omp.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "config/ds_config.h"
+#include "config/effective.h"
+#include "config/loader.h"
+#include "config/validate.h"
+#include "core/storage.h"
+#include "data/batch_sampler.h"
+#include "data/token_dataset.h"
+#include "model/hf_checkpoint.h"
+#include "optim/loss_scaler.h"
+#include "runtime/csv_monitor.h"
+#include "runtime/metrics.h"
+#include "runtime/model_source.h"
+
+namespace zero::runtime {
+
+namespace {
+
+using config::Json;
+
+// A failure with its exit status: 2 = bad input, 1 = runtime failure.
+struct Failure {
+  int exit_code;
+  Status status;
+};
+
+// Everything the run needs, resolved from the config, the flags and the model.
+struct Plan {
+  config::EffectiveConfig effective;
+  config::DsConfig ds;
+  int64_t micro_batch = 0, grad_accum = 0, train_batch = 0;
+  EngineOptions engine;
+  std::vector<std::string> notes;  // warnings to print once on rank 0
+};
+
+// Optimizer / scheduler params written in the file or set by a flag (DeepSpeed passes exactly
+// those to the constructor; defaults the effective config added are not part of the call).
+Json given_params(const config::EffectiveConfig& eff, const std::string& block) {
+  Json out = Json::object();
+  const Json& params = eff.json[block]["params"];
+  for (auto it = params.begin(); it != params.end(); ++it) {
+    if (eff.origin(block + ".params." + it.key()) != config::Origin::kDefault) {
+      out[it.key()] = it.value();
+    }
+  }
+  return out;
+}
+
+bool has_path(const Json& j, const std::string& a, const std::string& b) {
+  return j.contains(a) && j[a].is_object() && j[a].contains(b);
+}
+
+// HF's lr_scheduler_type mapped to the DeepSpeed schedule the HF integration would configure.
+StatusOr<Json> scheduler_for_flag(const std::string& type) {
+  if (type == "linear") {
+    return Json{{"type", "WarmupDecayLR"},
+                {"params",
+                 {{"warmup_min_lr", 0},
+                  {"warmup_max_lr", "auto"},
+                  {"warmup_num_steps", "auto"},
+                  {"total_num_steps", "auto"},
+                  {"warmup_type", "linear"}}}};
+  }
+  if (type == "cosine") {
+    return Json{{"type", "WarmupCosineLR"},
+                {"params",
+                 {{"warmup_num_steps", "auto"},
+                  {"total_num_steps", "auto"},
+                  {"warmup_min_ratio", 0},
+                  {"cos_min_ratio", 0},
+                  {"warmup_type", "linear"}}}};
+  }
+  if (type == "constant_with_warmup") {
+    return Json{{"type", "WarmupLR"},
+                {"params",
+                 {{"warmup_min_lr", 0},
+                  {"warmup_max_lr", "auto"},
+                  {"warmup_num_steps", "auto"},
+                  {"warmup_type", "linear"}}}};
+  }
+  if (type == "constant") return Json();
+  return invalid_argument(
+      "--lr_scheduler_type: \"{}\" is not one of linear, cosine, constant, constant_with_warmup",
+      type);
+}
+
+StatusOr<Plan> make_plan(const TrainArgs& args, const model::ModelConfig& model, int world) {
+  Plan plan;
+  Json doc = Json::object();
+  std::string config_name = "(no --deepspeed config)";
+  if (!args.deepspeed.empty()) {
+    ZERO_ASSIGN_OR_RETURN(config::LoadedConfig loaded, config::load_ds_config_file(args.deepspeed));
+    config_name = args.deepspeed;
+    config::ValidationReport report = config::validate_ds_config(loaded.json, {}, &loaded.sources);
+    for (const auto& d : report.diagnostics) {
+      if (d.severity == config::Severity::kWarning)
+        plan.notes.push_back(config::format_diagnostic(d));
+    }
+    if (!report.ok()) {
+      std::string all;
+      for (const auto& d : report.diagnostics) {
+        if (d.severity == config::Severity::kError) all += config::format_diagnostic(d) + "\n";
+      }
+      return invalid_argument("{}: invalid DeepSpeed config:\n{}", config_name, all);
+    }
+    doc = std::move(loaded.json);
+  }
+  // What the HF Trainer adds when the config leaves the optimizer / scheduler to it.
+  if (!doc.contains("optimizer")) {
+    doc["optimizer"] = {
+        {"type", "AdamW"},
+        {"params", {{"lr", "auto"}, {"betas", "auto"}, {"eps", "auto"}, {"weight_decay", "auto"}}}};
+  }
+  if (!doc.contains("scheduler")) {
+    ZERO_ASSIGN_OR_RETURN(Json sched,
+                          scheduler_for_flag(args.lr_scheduler_type.value_or("linear")));
+    if (!sched.is_null()) doc["scheduler"] = sched;
+  } else if (args.lr_scheduler_type) {
+    return invalid_argument("--lr_scheduler_type {} contradicts scheduler.type in {} (remove one)",
+                            *args.lr_scheduler_type, config_name);
+  }
+  ZERO_ASSIGN_OR_RETURN(plan.effective, config::build_effective_config(doc));
+  config::EffectiveConfig& eff = plan.effective;
+
+  // Flags given on the command line fill "auto" (or absent) values; contradictions are errors.
+  auto flag = [&](const std::string& path, const Json& value, const char* name) -> Status {
+    return config::resolve_from_flag(eff, path, value, name);
+  };
+  const std::string sched_type = eff.json["scheduler"]["type"].is_string()
+                                     ? eff.json["scheduler"]["type"].get<std::string>()
+                                     : "";
+  const bool sched_has_max_lr = sched_type == "WarmupLR" || sched_type == "WarmupDecayLR";
+  const bool sched_has_total = sched_type == "WarmupDecayLR" || sched_type == "WarmupCosineLR";
+  if (args.per_device_train_batch_size) {
+    ZERO_RETURN_IF_ERROR(flag("train_micro_batch_size_per_gpu", *args.per_device_train_batch_size,
+                              "--per_device_train_batch_size"));
+  }
+  if (args.gradient_accumulation_steps) {
+    ZERO_RETURN_IF_ERROR(flag("gradient_accumulation_steps", *args.gradient_accumulation_steps,
+                              "--gradient_accumulation_steps"));
+  }
+  if (args.learning_rate) {
+    ZERO_RETURN_IF_ERROR(flag("optimizer.params.lr", *args.learning_rate, "--learning_rate"));
+    if (sched_has_max_lr) {
+      ZERO_RETURN_IF_ERROR(
+          flag("scheduler.params.warmup_max_lr", *args.learning_rate, "--learning_rate"));
+    }
+  }
+  if (args.weight_decay) {
+    ZERO_RETURN_IF_ERROR(
+        flag("optimizer.params.weight_decay", *args.weight_decay, "--weight_decay"));
+  }
+  if (args.adam_beta1 || args.adam_beta2) {
+    const Json& cur = eff.json["optimizer"]["params"]["betas"];
+    const bool explicit_betas = cur.is_array() && cur.size() == 2;
+    double b1 = args.adam_beta1.value_or(explicit_betas ? cur[0].get<double>() : 0.9);
+    double b2 = args.adam_beta2.value_or(explicit_betas ? cur[1].get<double>() : 0.999);
+    ZERO_RETURN_IF_ERROR(flag("optimizer.params.betas", Json::array({b1, b2}),
+                              args.adam_beta1 ? "--adam_beta1" : "--adam_beta2"));
+  }
+  if (args.adam_epsilon) {
+    ZERO_RETURN_IF_ERROR(flag("optimizer.params.eps", *args.adam_epsilon, "--adam_epsilon"));
+  }
+  if (args.max_grad_norm) {
+    ZERO_RETURN_IF_ERROR(flag("gradient_clipping", *args.max_grad_norm, "--max_grad_norm"));
+  }
+  if (args.warmup_steps && !sched_type.empty()) {
+    ZERO_RETURN_IF_ERROR(
+        flag("scheduler.params.warmup_num_steps", *args.warmup_steps, "--warmup_steps"));
+  }
+  if (sched_has_total) {
+    ZERO_RETURN_IF_ERROR(flag("scheduler.params.total_num_steps", args.max_steps, "--max_steps"));
+  }
+  if (args.bf16) ZERO_RETURN_IF_ERROR(flag("bf16.enabled", *args.bf16, "--bf16"));
+  if (args.fp16) ZERO_RETURN_IF_ERROR(flag("fp16.enabled", *args.fp16, "--fp16"));
+
+  // "auto" values no flag resolved take the TrainingArguments defaults (what HF would pass), or
+  // the model-derived values HF computes for the ZeRO buckets.
+  const double hidden = static_cast<double>(model.hidden_size);
+  const double lr_now = eff.json["optimizer"]["params"]["lr"].is_number()
+                            ? eff.json["optimizer"]["params"]["lr"].get<double>()
+                            : 5e-5;
+  const std::map<std::string, Json> defaults = {
+      {"train_micro_batch_size_per_gpu", 8},
+      {"gradient_accumulation_steps", 1},
+      {"optimizer.params.lr", 5e-5},
+      {"optimizer.params.betas", Json::array({0.9, 0.999})},
+      {"optimizer.params.eps", 1e-8},
+      {"optimizer.params.weight_decay", 0.0},
+      {"gradient_clipping", 1.0},
+      {"scheduler.params.warmup_num_steps", 0},
+      {"scheduler.params.warmup_max_lr", lr_now},
+      {"scheduler.params.warmup_min_lr", 0},
+      {"scheduler.params.total_num_steps", args.max_steps},
+      {"bf16.enabled", false},
+      {"fp16.enabled", false},
+      {"zero_optimization.reduce_bucket_size", static_cast<int64_t>(hidden * hidden)},
+      {"zero_optimization.stage3_prefetch_bucket_size",
+       static_cast<int64_t>(0.9 * hidden * hidden)},
+      {"zero_optimization.stage3_param_persistence_threshold", static_cast<int64_t>(10 * hidden)},
+  };
+  for (const std::string& path : config::unresolved_auto_paths(eff)) {
+    if (path == "train_batch_size") continue;  // derived below from the triad
+    auto it = defaults.find(path);
+    if (it == defaults.end()) {
+      return invalid_argument("{}: \"auto\" has no flag or default to resolve it (write a value)",
+                              path);
+    }
+    ZERO_RETURN_IF_ERROR(config::resolve_from_flag(eff, path, it->second, "(default)"));
+  }
+
+  // Batch triad with the real world size (DeepSpeed's derivation and messages).
+  config::BatchTriad given;
+  auto get_int = [&](const char* key) -> std::optional<int64_t> {
+    const Json& v = eff.json[key];
+    if (v.is_number_integer()) return v.get<int64_t>();
+    return std::nullopt;
+  };
+  given.train_batch_size = get_int("train_batch_size");
+  given.micro_batch_per_gpu = get_int("train_micro_batch_size_per_gpu");
+  given.gradient_accumulation_steps = get_int("gradient_accumulation_steps");
+  if (!given.train_batch_size && !given.micro_batch_per_gpu) {
+    given.micro_batch_per_gpu = 8;  // TrainingArguments' per_device_train_batch_size default
+  }
+  std::string triad_path;
+  auto triad = config::derive_batch_triad(given, world, &triad_path);
+  if (!triad.ok()) return invalid_argument("{}: {}", triad_path, triad.status().message());
+  plan.micro_batch = *triad->micro_batch_per_gpu;
+  plan.grad_accum = *triad->gradient_accumulation_steps;
+  plan.train_batch = *triad->train_batch_size;
+
+  ZERO_ASSIGN_OR_RETURN(plan.ds, config::make_ds_config(eff));
+  const config::DsConfig& ds = plan.ds;
+
+  EngineOptions& o = plan.engine;
+  o.model_config = model;
+  o.transformer.activation_checkpointing = args.gradient_checkpointing;
+  o.dtype = ds.bf16_enabled.value   ? DType::kBF16
+            : ds.fp16.enabled.value ? DType::kF16
+                                    : DType::kF32;
+  o.gradient_clipping = ds.gradient_clipping.value;
+  const std::string opt_type = ds.optimizer.type.value.value_or("AdamW");
+  ZERO_ASSIGN_OR_RETURN(o.optimizer,
+                        optim::optimizer_spec_from_json(opt_type, given_params(eff, "optimizer")));
+  if (sched_type.empty()) {
+    o.schedule = optim::LrSchedule::constant(o.optimizer.lr);
+  } else {
+    ZERO_ASSIGN_OR_RETURN(
+        o.schedule,
+        optim::LrSchedule::from_json(sched_type, given_params(eff, "scheduler"), o.optimizer.lr));
+  }
+  if (o.dtype == DType::kF16) {
+    // The raw block (not the effective one): DeepSpeed's defaults depend on which keys were
+    // written.
+    Json fp16 = doc.contains("fp16") ? doc["fp16"] : Json::object();
+    fp16["enabled"] = true;
+    ZERO_ASSIGN_OR_RETURN(o.loss_scaler, optim::loss_scaler_config_from_fp16_json(fp16));
+  }
+  const config::ZeroConfig& z = ds.zero;
+  sharding::ZeroOptions& zo = o.zero;
+  zo.stage = static_cast<int>(z.stage.value);
+  zo.overlap_comm = z.overlap_comm.value;
+  zo.reduce_scatter = z.reduce_scatter.value;
+  const Json& zjson = eff.json["zero_optimization"];
+  if (zjson.contains("allgather_partitions") && zjson["allgather_partitions"].is_boolean()) {
+    zo.allgather_partitions = zjson["allgather_partitions"].get<bool>();
+  }
+  zo.reduce_bucket_numel = z.reduce_bucket_size.value;
+  zo.prefetch_bucket_numel = z.prefetch_bucket_size.value;
+  zo.max_live_numel = z.max_live_parameters.value;
+  zo.max_reuse_distance_numel = z.max_reuse_distance.value;
+  zo.param_persistence_threshold_numel = z.param_persistence_threshold.value;
+  zo.model_persistence_threshold_numel = z.model_persistence_threshold.value;
+  // Known settings this build does not act on: say so once, never drop them silently.
+  if (z.offload_optimizer.device.value != config::OffloadDevice::kNone) {
+    plan.notes.push_back(
+        "warning: zero_optimization.offload_optimizer.device: optimizer offload is not wired into "
+        "the engine yet; the optimizer state stays in this rank's memory (results are identical)");
+  }
+  if (z.offload_param.device.value != config::OffloadDevice::kNone) {
+    plan.notes.push_back(
+        "warning: zero_optimization.offload_param.device: parameter offload is not wired into the "
+        "engine yet; parameter shards stay in this rank's memory (results are identical)");
+  }
+  if (ds.communication_data_type.value && *ds.communication_data_type.value != DType::kF32) {
+    plan.notes.push_back(
+        "warning: communication_data_type: the CPU backend reduces in fp32 (the value is exact "
+        "there; it matters on GPUs)");
+  }
+  return plan;
+}
+
+std::optional<TokenDType> parse_token_dtype(const std::optional<std::string>& s) {
+  if (!s) return std::nullopt;
+  if (*s == "uint8") return TokenDType::kUint8;
+  if (*s == "uint16") return TokenDType::kUint16;
+  if (*s == "uint32") return TokenDType::kUint32;
+  return std::nullopt;
+}
+
+std::string format_duration(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  int64_t s = static_cast<int64_t>(seconds + 0.5);
+  if (s >= 3600) return fmt::format("{}h{:02d}m", s / 3600, (s % 3600) / 60);
+  if (s >= 60) return fmt::format("{}m{:02d}s", s / 60, s % 60);
+  return fmt::format("{}s", s);
+}
+
+// Gathers every unit's full fp32 master values (collective), for the final model save.
+Status gather_master(Engine& engine, std::vector<std::vector<float>>& units) {
+  const sharding::ShardLayout& layout = engine.shard_layout();
+  units.resize(static_cast<size_t>(layout.num_units()));
+  for (int u = 0; u < layout.num_units(); ++u) {
+    const sharding::UnitShardInfo& info = layout.unit(u);
+    auto& full = units[static_cast<size_t>(u)];
+    full.assign(static_cast<size_t>(info.padded_numel), 0.0f);
+    if (engine.partition_numel(u) == info.padded_numel) {  // stage 0: every rank holds all of it
+      std::copy(engine.master(u), engine.master(u) + info.padded_numel, full.begin());
+      continue;
+    }
+    ZERO_RETURN_IF_ERROR(engine.comm().all_gather(
+        engine.master(u), full.data(), static_cast<size_t>(info.shard_numel), DType::kF32));
+  }
+  return ok_status();
+}
+
+int fail(const Failure& f, int rank) {
+  std::fprintf(stderr, "error: %s%s\n", rank > 0 ? fmt::format("rank {}: ", rank).c_str() : "",
+               f.status.message().c_str());
+  return f.exit_code;
+}
+
+}  // namespace
+
+int run_training(const TrainArgs& args, Communicator& comm) {
+  const int rank = comm.rank(), world = comm.world_size();
+  const bool lead = rank == 0;
+  auto bad = [&](const Status& s) { return fail({2, s}, rank); };
+  auto broken = [&](const Status& s) { return fail({1, s}, rank); };
+
+  // Compute threads: this rank's share of the host's cores (OMP_NUM_THREADS wins when set).
+  omp_set_num_threads(default_compute_threads(comm));
+
+  if (args.device != "cpu") {
+    return bad(
+        unimplemented("--device {}: this build trains on the CPU only (the CUDA backend "
+                      "is not available yet)",
+                      args.device));
+  }
+  if (args.resume_from_checkpoint || args.save_steps > 0) {
+    return bad(unimplemented(
+        "{}: sharded checkpoints are not available in this build yet (use --save_final)",
+        args.resume_from_checkpoint ? "--resume_from_checkpoint" : "--save_steps"));
+  }
+  if (args.output_dir.empty()) return bad(invalid_argument("--output_dir is required"));
+  auto source = ModelSource::open(args.model, args.seed);
+  if (!source.ok()) return bad(source.status().with_context("--model " + args.model));
+  const model::ModelConfig& mc = (*source)->config();
+
+  const int64_t block =
+      args.block_size > 0 ? args.block_size : std::min<int64_t>(1024, mc.max_position_embeddings);
+  if (mc.arch == model::Arch::kGpt2 && block > mc.max_position_embeddings) {
+    return bad(invalid_argument("--block_size {} exceeds the model's n_positions {}", block,
+                                mc.max_position_embeddings));
+  }
+  TokenDatasetOptions dopts;
+  dopts.block_size = block;
+  dopts.vocab_size = mc.vocab_size;
+  dopts.dtype = parse_token_dtype(args.data_dtype);
+  if (args.data_dtype && !dopts.dtype) {
+    return bad(
+        invalid_argument("--data_dtype {}: expected uint8, uint16 or uint32", *args.data_dtype));
+  }
+  auto data = TokenDataset::open(*default_storage(), args.train_file, dopts);
+  if (!data.ok()) return bad(data.status());
+
+  // Steps: --max_steps, or epochs over the samples.
+  TrainArgs resolved_args = args;
+  auto plan_or = make_plan(resolved_args, mc, world);
+  if (!plan_or.ok()) return bad(plan_or.status());
+  Plan& plan = *plan_or;
+  int64_t max_steps = args.max_steps;
+  if (max_steps <= 0 && args.num_train_epochs) {
+    max_steps = static_cast<int64_t>(
+        std::ceil(*args.num_train_epochs * static_cast<double>(data->num_samples()) /
+                  static_cast<double>(plan.train_batch)));
+  }
+  if (max_steps <= 0)
+    return bad(invalid_argument("--max_steps (or --num_train_epochs) is required"));
+
+  BatchSamplerConfig sc;
+  sc.num_samples = data->num_samples();
+  sc.train_batch_size = plan.train_batch;
+  sc.micro_batch_size = plan.micro_batch;
+  sc.world_size = world;
+  sc.seed = args.seed;
+  if (args.data_order == "shuffle") {
+    sc.order = DataOrder::kShuffle;
+  } else if (args.data_order != "sequential") {
+    return bad(
+        invalid_argument("--data_order {}: expected sequential or shuffle", args.data_order));
+  }
+  auto sampler = GlobalBatchSampler::create(sc);
+  if (!sampler.ok()) return bad(sampler.status());
+
+  // Output directory and monitors (rank 0 only writes).
+  MetricsWriter metrics;
+  std::unique_ptr<CsvMonitor> csv;
+  if (lead) {
+    const std::string metrics_path = args.output_dir + "/metrics.jsonl";
+    if (std::filesystem::exists(metrics_path) && !args.overwrite_output_dir) {
+      return bad(failed_precondition(
+          "{} already holds a run (metrics.jsonl); pass --overwrite_output_dir to replace it",
+          args.output_dir));
+    }
+    Status s = default_storage()->make_dirs(args.output_dir);
+    if (!s.ok()) return bad(s);
+    s = metrics.open(metrics_path, /*truncate=*/true);
+    if (!s.ok()) return bad(s);
+    if (plan.ds.csv_monitor.enabled.value) {
+      csv = std::make_unique<CsvMonitor>(plan.ds.csv_monitor.output_path.value,
+                                         plan.ds.csv_monitor.job_name.value);
+    }
+  }
+
+  const int64_t steps_per_print =
+      plan.ds.steps_per_print.value.value_or(args.logging_steps > 0 ? args.logging_steps : 10);
+  const int64_t log_every = args.logging_steps > 0 ? args.logging_steps : steps_per_print;
+  if (lead) {
+    for (const auto& n : plan.notes) std::fprintf(stderr, "%s\n", n.c_str());
+    std::printf("zero train: %s, %s params, world size %d, ZeRO stage %d, %s\n",
+                (*source)->description().c_str(),
+                fmt::format("{:.2f}M", static_cast<double>(count_params(mc).total) / 1e6).c_str(),
+                world, plan.engine.zero.stage, std::string(dtype_name(plan.engine.dtype)).c_str());
+    std::printf(
+        "zero train: data %s: %lld tokens, %lld samples of %lld; batch %lld = micro %lld x "
+        "accumulation %lld x world %d; %lld steps\n",
+        args.train_file.c_str(), static_cast<long long>(data->num_tokens()),
+        static_cast<long long>(data->num_samples()), static_cast<long long>(block),
+        static_cast<long long>(plan.train_batch), static_cast<long long>(plan.micro_batch),
+        static_cast<long long>(plan.grad_accum), world, static_cast<long long>(max_steps));
+    std::printf("zero train: effective DeepSpeed config:\n%s\n",
+                config::render_effective_config(plan.effective).c_str());
+    std::fflush(stdout);
+  }
+
+  EngineOptions engine_options = plan.engine;
+  auto engine_or = Engine::create(std::move(engine_options), (*source)->init_fn(), &comm);
+  if (!engine_or.ok()) return bad(engine_or.status());
+  Engine& engine = **engine_or;
+
+  const bool tty = lead && !args.quiet && isatty(STDOUT_FILENO);
+  const auto start = std::chrono::steady_clock::now();
+  double window_tokens = 0;
+  auto window_start = start;
+  std::vector<MicroBatch> micro(static_cast<size_t>(plan.grad_accum));
+  for (int64_t step = 0; step < max_steps; ++step) {
+    for (int64_t m = 0; m < plan.grad_accum; ++m) {
+      MicroBatch& mb = micro[static_cast<size_t>(m)];
+      mb.batch = plan.micro_batch;
+      mb.seq = block;
+      mb.tokens.resize(static_cast<size_t>(plan.micro_batch * block));
+      mb.targets.resize(mb.tokens.size());
+      std::vector<int64_t> samples = sampler->micro_batch(step, m, rank);
+      for (size_t i = 0; i < samples.size(); ++i) {
+        Status s = data->get_sample(samples[i], mb.tokens.data() + i * block,
+                                    mb.targets.data() + i * block);
+        if (!s.ok()) return bad(s);
+      }
+    }
+    auto result = engine.train_step(micro);
+    if (!result.ok()) return broken(result.status());
+    const auto now = std::chrono::steady_clock::now();
+    const double elapsed = std::chrono::duration<double>(now - start).count();
+    window_tokens += static_cast<double>(result->tokens);
+    if (!lead) continue;
+
+    StepMetrics sm;
+    sm.step = step + 1;
+    sm.loss = result->loss;
+    sm.lr = result->lr;
+    sm.grad_norm = result->grad_norm;
+    sm.loss_scale = result->loss_scale;
+    sm.skipped = result->skipped;
+    sm.tokens = result->tokens;
+    sm.elapsed_s = elapsed;
+    Status s = metrics.write(sm);
+    if (!s.ok()) return broken(s);
+    if (csv) {
+      const int64_t samples_seen = (step + 1) * plan.train_batch;
+      s = csv->write("Train/Samples/train_loss", samples_seen, result->loss);
+      if (s.ok()) s = csv->write("Train/Samples/lr", samples_seen, result->lr);
+      if (s.ok() && plan.engine.dtype == DType::kF16) {
+        s = csv->write("Train/Samples/loss_scale", samples_seen, result->loss_scale);
+      }
+      if (!s.ok()) return broken(s);
+    }
+    if ((step + 1) % steps_per_print == 0 && plan.ds.steps_per_print.value) {
+      // DeepSpeed's periodic line (engine._report_progress).
+      std::printf("[Rank 0] step=%lld, skipped=%s, lr=[%g], mom=[(%g, %g)]\n",
+                  static_cast<long long>(step + 1), result->skipped ? "True" : "False", result->lr,
+                  plan.engine.optimizer.beta1, plan.engine.optimizer.beta2);
+    }
+    const bool last = step + 1 == max_steps;
+    if ((step + 1) % log_every == 0 || last || tty) {
+      const double window_s = std::chrono::duration<double>(now - window_start).count();
+      const double tok_s = window_s > 0 ? window_tokens / window_s : 0.0;
+      const double eta =
+          elapsed / static_cast<double>(step + 1) * static_cast<double>(max_steps - step - 1);
+      std::string line = fmt::format(
+          "step {}/{} | loss {:.4f} | lr {:.3e} | grad norm {:.3f}{} | {:.0f} tok/s | ETA {}",
+          step + 1, max_steps, result->loss, result->lr, result->grad_norm,
+          result->skipped ? " | skipped" : "", tok_s, format_duration(eta));
+      const bool persist = (step + 1) % log_every == 0 || last;
+      if (tty) {
+        std::printf("\r\033[K%s%s", line.c_str(), persist ? "\n" : "");
+      } else {
+        std::printf("%s\n", line.c_str());
+      }
+      std::fflush(stdout);
+      if (persist) {
+        window_tokens = 0;
+        window_start = now;
+      }
+    }
+  }
+
+  if (args.save_final) {
+    std::vector<std::vector<float>> units;
+    Status s = gather_master(engine, units);
+    if (!s.ok()) return broken(s);
+    if (lead) {
+      model::HfSaveOptions save;
+      if (args.save_dtype) {
+        auto d = parse_dtype(*args.save_dtype);
+        if (!d)
+          return bad(
+              invalid_argument("--save_dtype {}: expected fp32, bf16 or fp16", *args.save_dtype));
+        save.dtype = *d;
+      }
+      const std::string dir = args.output_dir + "/final";
+      s = model::save_hf_model(
+          *default_storage(), dir, engine.layout(),
+          [&](int u) { return units[static_cast<size_t>(u)].data(); }, save);
+      if (!s.ok()) return broken(s);
+      std::printf("zero train: saved the model to %s (HF safetensors, %s)\n", dir.c_str(),
+                  std::string(dtype_name(save.dtype)).c_str());
+    }
+  }
+  if (lead) {
+    const double total =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::printf("zero train: %lld steps in %s; metrics in %s/metrics.jsonl\n",
+                static_cast<long long>(max_steps), format_duration(total).c_str(),
+                args.output_dir.c_str());
+  }
+  return 0;
+}
+
+}  // namespace zero::runtime

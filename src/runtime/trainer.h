@@ -1,0 +1,58 @@
+// The `zero train` job: resolve the ds_config against the HF-Trainer-style flags, build the data
+// stream, the model and the engine for this rank, run the steps, write metrics.jsonl and logs (rank
+// 0 only), and save the final model. The flags are optional<> because a flag counts only when it
+// was given on the command line (docs/design.md §2).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "comm/communicator.h"
+#include "core/status.h"
+
+namespace zero::runtime {
+
+struct TrainArgs {
+  std::string deepspeed;  // ds_config path (or base64); empty: an empty config
+  std::string model;      // HF directory or preset:NAME
+  std::string train_file;
+  std::optional<std::string> data_dtype;  // uint8 | uint16 | uint32
+  std::string data_order = "sequential";  // sequential | shuffle
+  std::string output_dir;
+  bool overwrite_output_dir = false;
+  int64_t block_size = 0;  // 0: the model's context length, at most 1024
+  int64_t max_steps = 0;
+  std::optional<double> num_train_epochs;
+  uint64_t seed = 42;
+  int64_t logging_steps = 0;  // 0: DeepSpeed's steps_per_print (or 10)
+  bool save_final = false;
+  std::optional<std::string> save_dtype;  // fp32 | bf16 | fp16 for --save_final
+  bool gradient_checkpointing = false;
+  std::optional<std::string> resume_from_checkpoint;
+  int64_t save_steps = 0;
+  std::optional<int64_t> save_total_limit;
+  std::string device = "cpu";
+  bool quiet = false;  // no live progress line (tests, logs)
+
+  // TrainingArguments flags resolving "auto" config values.
+  std::optional<int64_t> per_device_train_batch_size;
+  std::optional<int64_t> gradient_accumulation_steps;
+  std::optional<double> learning_rate;
+  std::optional<double> weight_decay;
+  std::optional<double> adam_beta1;
+  std::optional<double> adam_beta2;
+  std::optional<double> adam_epsilon;
+  std::optional<double> max_grad_norm;
+  std::optional<int64_t> warmup_steps;
+  std::optional<std::string>
+      lr_scheduler_type;  // linear | cosine | constant | constant_with_warmup
+  std::optional<bool> bf16;
+  std::optional<bool> fp16;
+};
+
+// Runs the job on this rank of `comm`. Returns 0 on success, 2 for bad input (config, flags,
+// files), 1 for a failure during training; errors are printed on stderr naming what is wrong.
+int run_training(const TrainArgs& args, Communicator& comm);
+
+}  // namespace zero::runtime

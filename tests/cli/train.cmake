@@ -1,0 +1,49 @@
+# `zero train` end to end: the real binary on the golden token stream, flags vs config, errors,
+# and the same run across ranks (mpirun and zero launch) matching the single-rank metrics.
+set(_zt_data ${PROJECT_SOURCE_DIR}/tests/fixtures/golden/tokens.bin)
+set(_zt_out ${CMAKE_BINARY_DIR}/test_out/train)
+set(_zt_common --model preset:gpt2-tiny --train_file ${_zt_data} --block_size 16
+    --per_device_train_batch_size 4 --max_steps 8 --learning_rate 1e-3 --quiet --overwrite_output_dir)
+list(JOIN _zt_common " " _zt_common)
+
+add_test(NAME cli.train.single
+         COMMAND sh -c "$<TARGET_FILE:zero> train ${_zt_common} --output_dir ${_zt_out}/single --save_final >/dev/null && test $(wc -l < ${_zt_out}/single/metrics.jsonl) -eq 8 && test -f ${_zt_out}/single/final/model.safetensors")
+set_tests_properties(cli.train.single PROPERTIES LABELS unit)
+
+add_test(NAME cli.train.generate_from_final
+         COMMAND $<TARGET_FILE:zero> generate --model ${_zt_out}/single/final --prompt_tokens 1,2,3 --max_new_tokens 5)
+set_tests_properties(cli.train.generate_from_final PROPERTIES LABELS unit DEPENDS cli.train.single
+                     PASS_REGULAR_EXPRESSION " 1 2 3 [0-9]+ [0-9]+ [0-9]+ [0-9]+ [0-9]+")
+
+# An explicit config value contradicted by a flag: exit 2 naming both.
+file(WRITE ${CMAKE_BINARY_DIR}/test_out/lr_conflict.json
+     "{\"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 3e-4}}}")
+add_test(NAME cli.train.flag_contradicts_config
+         COMMAND sh -c "$<TARGET_FILE:zero> train ${_zt_common} --deepspeed ${CMAKE_BINARY_DIR}/test_out/lr_conflict.json --output_dir ${_zt_out}/conflict 2>&1; test $? -eq 2")
+set_tests_properties(cli.train.flag_contradicts_config PROPERTIES LABELS unit
+                     PASS_REGULAR_EXPRESSION "--learning_rate.*optimizer.params.lr|optimizer.params.lr.*--learning_rate")
+
+# A typo DeepSpeed would ignore stops the run.
+file(WRITE ${CMAKE_BINARY_DIR}/test_out/typo.json "{\"gradient_clipin\": 1.0}")
+add_test(NAME cli.train.config_typo
+         COMMAND sh -c "$<TARGET_FILE:zero> train ${_zt_common} --deepspeed ${CMAKE_BINARY_DIR}/test_out/typo.json --output_dir ${_zt_out}/typo 2>&1; test $? -eq 2")
+set_tests_properties(cli.train.config_typo PROPERTIES LABELS unit
+                     PASS_REGULAR_EXPRESSION "gradient_clipin.*gradient_clipping")
+
+# Token ids beyond the model's vocabulary are refused with the position.
+add_test(NAME cli.train.vocab_too_small
+         COMMAND sh -c "$<TARGET_FILE:zero> train --model preset:gpt2-tiny --train_file ${PROJECT_SOURCE_DIR}/README.md --data_dtype uint16 --block_size 16 --max_steps 2 --quiet --overwrite_output_dir --output_dir ${_zt_out}/vocab 2>&1; test $? -eq 2")
+set_tests_properties(cli.train.vocab_too_small PROPERTIES LABELS unit
+                     PASS_REGULAR_EXPRESSION "token id [0-9]+ at position [0-9]+ is >= vocab_size 256")
+
+# ZeRO-3 on 2 ranks (mpirun) and through zero launch reproduce the single-rank curve.
+add_test(NAME cli.train.zero3_np2_matches_single
+         COMMAND sh -c "${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root --bind-to none -np 2 $<TARGET_FILE:zero> train ${_zt_common} --deepspeed ${PROJECT_SOURCE_DIR}/examples/ds_config_zero3.json --output_dir ${_zt_out}/zero3 >/dev/null && $<TARGET_FILE:zero> train ${_zt_common} --deepspeed ${PROJECT_SOURCE_DIR}/examples/ds_config_zero3.json --per_device_train_batch_size 8 --output_dir ${_zt_out}/zero3_single >/dev/null && /usr/bin/python3 ${PROJECT_SOURCE_DIR}/tools/compare_metrics.py ${_zt_out}/zero3/metrics.jsonl ${_zt_out}/zero3_single/metrics.jsonl 1e-5")
+set_tests_properties(cli.train.zero3_np2_matches_single PROPERTIES LABELS mpi TIMEOUT 300
+                     ENVIRONMENT "OMP_NUM_THREADS=1;OMP_WAIT_POLICY=passive")
+
+add_test(NAME cli.train.launch_np2_zero3
+         COMMAND sh -c "$<TARGET_FILE:zero> launch --num_gpus 2 -- zero train ${_zt_common} --deepspeed ${PROJECT_SOURCE_DIR}/examples/ds_config_zero3.json --output_dir ${_zt_out}/launch >/dev/null 2>&1 && /usr/bin/python3 ${PROJECT_SOURCE_DIR}/tools/compare_metrics.py ${_zt_out}/launch/metrics.jsonl ${_zt_out}/zero3/metrics.jsonl 1e-6")
+set_tests_properties(cli.train.launch_np2_zero3 PROPERTIES LABELS mpi TIMEOUT 300
+                     DEPENDS cli.train.zero3_np2_matches_single
+                     ENVIRONMENT "OMP_NUM_THREADS=1;OMP_WAIT_POLICY=passive")
