@@ -14,6 +14,8 @@ export OMP_WAIT_POLICY=passive
 if command -v ccache >/dev/null; then
   export CMAKE_CXX_COMPILER_LAUNCHER=ccache CMAKE_C_COMPILER_LAUNCHER=ccache
   export CMAKE_CUDA_COMPILER_LAUNCHER=ccache
+  # Paths relative to the checkout, so a fresh clone reuses earlier compilations.
+  export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 fi
 
 step() { printf '\n== %s (%s)\n' "$1" "$(date +%T)"; }
