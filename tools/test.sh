@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Builds and runs every test: the release build (CUDA too when nvcc exists) with all ctest labels
-# (unit, mpi, slow), the format check, the sanitizer presets (ASan+UBSan, TSan: unit tests plus the
-# two-rank test labelled "sanitize"), and the libFuzzer targets for a bounded time.
-# Usage: tools/test.sh [--quick]   (--quick: release build and its tests only)
+# Builds and runs every test:
+#   1. format check;
+#   2. the release build (CUDA too when nvcc exists) with every ctest label (unit, mpi, slow);
+#   3. the clang sanitizer build (ASan + UBSan, the `fuzz` preset): unit tests, the two-rank tests
+#      labelled `sanitize`, and every libFuzzer target for ZERO_FUZZ_SECONDS (default 30) seconds;
+#   4. ThreadSanitizer on the threaded code (communication thread, overlap): tests labelled `tsan`.
+# Usage: tools/test.sh [--quick]   (--quick: steps 1-2 only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 quick=0
@@ -31,27 +34,32 @@ ctest --preset release -j "$jobs"
 
 if [[ $quick -eq 1 ]]; then exit 0; fi
 
-for preset in asan-ubsan tsan; do
-  step "$preset build"
-  cmake --preset "$preset" >/dev/null
-  cmake --build --preset "$preset" -j "$jobs"
-  step "$preset tests"
-  ctest --preset "$preset" -j "$jobs"
-done
-
-step "fuzz (bounded)"
+step "sanitizer build (clang, ASan + UBSan, fuzz targets)"
 cmake --preset fuzz >/dev/null
 cmake --build --preset fuzz -j "$jobs"
+step "sanitizer tests"
+ctest --preset fuzz -j "$jobs"
+
+step "fuzz (bounded)"
 fuzz_seconds=${ZERO_FUZZ_SECONDS:-30}
 shopt -s nullglob
 for f in build/fuzz/fuzz/*_fuzz; do
   name=$(basename "$f")
   corpus=tests/fixtures/fuzz/${name%_fuzz}
-  mkdir -p "build/fuzz/corpus/$name"
+  scratch=build/fuzz/corpus/$name
+  mkdir -p "$scratch"
   seeds=()
   [[ -d "$corpus" ]] && seeds+=("$corpus")
   echo "$name: ${fuzz_seconds}s"
-  "$f" -max_total_time="$fuzz_seconds" -rss_limit_mb=2048 -print_final_stats=0 \
-    "build/fuzz/corpus/$name" "${seeds[@]}" 2>&1 | tail -n 3
+  # New inputs go to the scratch corpus (first directory); the committed seeds stay untouched.
+  "$f" -max_total_time="$fuzz_seconds" -rss_limit_mb=2048 -print_final_stats=1 \
+    "$scratch" "${seeds[@]}" 2>&1 | tail -n 4
 done
-echo "fuzz: done"
+
+step "ThreadSanitizer build (threaded code)"
+cmake --preset tsan >/dev/null
+mapfile -t tsan_targets < <(sed -n 's/^tsan_target: //p' tests/tsan_targets.txt)
+cmake --build --preset tsan -j "$jobs" --target "${tsan_targets[@]}"
+step "ThreadSanitizer tests"
+ctest --preset tsan -j "$jobs"
+echo "all tests passed"

@@ -6,8 +6,10 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/world.h"
 #include "offload/aio_benchmark.h"
 #include "offload/cpu_adam_benchmark.h"
+#include "runtime/step_benchmark.h"
 
 namespace zero::cli {
 namespace {
@@ -58,19 +60,42 @@ void add_aio(CLI::App* bench, int& exit_code) {
   });
 }
 
+void add_step(CLI::App* bench, int& exit_code) {
+  auto opts = std::make_shared<runtime::StepBenchOptions>();
+  CLI::App* step = bench->add_subcommand(
+      "step",
+      "training-step time per ZeRO stage, overlap_comm off vs on (run under mpirun for N ranks)");
+  step->add_option("--model", opts->model,
+                   "preset:NAME or an HF directory (default preset:gpt2-tiny)");
+  step->add_option("--stages", opts->stages, "stages to time (default 0 1 2 3)");
+  step->add_option("--micro_batch,--micro-batch", opts->micro_batch, "per-rank micro-batch");
+  step->add_option("--grad_accum,--grad-accum", opts->grad_accum, "micro-steps per step");
+  step->add_option("--block_size,--block-size", opts->block_size, "tokens per sample");
+  step->add_option("--steps", opts->steps, "timed steps per configuration");
+  step->add_option("--warmup", opts->warmup, "untimed steps first");
+  step->add_flag("--bf16", opts->bf16, "bf16 model dtype");
+  step->callback([opts, &exit_code] {
+    auto world = make_world();
+    if (!world.ok()) {
+      std::fprintf(stderr, "error: %s\n", world.status().message().c_str());
+      exit_code = 1;
+      return;
+    }
+    exit_code = runtime::run_step_benchmark(*opts, *world->comm);
+  });
+}
+
 }  // namespace
 
 void add_bench_command(CLI::App& app, int& exit_code) {
   CLI::App* bench =
-      app.add_subcommand("bench", "micro and step benchmarks (adam, aio; comm and step planned)");
+      app.add_subcommand("bench", "micro and step benchmarks (adam, aio, step; comm planned)");
   bench->require_subcommand(1);
   add_adam(bench, exit_code);
   add_aio(bench, exit_code);
   add_unimplemented_command(*bench, exit_code, "comm", "collective bandwidth per ZeRO stage",
-                            "planned: bench/ step benchmarks");
-  add_unimplemented_command(*bench, exit_code, "step",
-                            "training step time per stage and world size",
-                            "planned: bench/ step benchmarks");
+                            "planned: a later release");
+  add_step(bench, exit_code);
 }
 
 }  // namespace zero::cli

@@ -1,12 +1,131 @@
-// `zero ckpt`: placeholder until its issue lands.
+// `zero ckpt`: checkpoints offline (docs/formats/checkpoint.md).
+//   zero ckpt to-fp32 CKPT_DIR OUT_DIR [--tag T] [--max_shard_size 5GB]
+//       consolidated fp32 HF safetensors + config.json, one unit in memory at a time
+//   zero ckpt info CKPT_DIR [--tag T]     what the checkpoint holds
+//   zero ckpt verify CKPT_DIR [--tag T]   checksums and completeness of every file
+// Exit status: 0 ok, 2 bad input (no checkpoint, bad flags, corrupted data), 1 I/O failure.
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "checkpoint/checkpoint.h"
 #include "cli/commands.h"
+#include "model/hf_checkpoint.h"
 
 namespace zero::cli {
+namespace {
+
+struct CkptArgs {
+  std::string dir;
+  std::string out;
+  std::string tag;
+  std::string max_shard_size = "5GB";
+};
+
+int fail(const Status& s) {
+  std::fprintf(stderr, "error: %s\n", s.to_string().c_str());
+  return s.code() == StatusCode::kIoError || s.code() == StatusCode::kResourceExhausted ? 1 : 2;
+}
+
+std::unique_ptr<checkpoint::LoadedCheckpoint> open_or_report(const CkptArgs& a, int& exit_code) {
+  auto ck = checkpoint::open_checkpoint(*default_storage(), a.dir, a.tag);
+  if (!ck.ok()) {
+    exit_code = fail(ck.status());
+    return nullptr;
+  }
+  return std::move(*ck);
+}
+
+int run_to_fp32(const CkptArgs& a) {
+  auto bytes = model::parse_size_bytes(a.max_shard_size);
+  if (!bytes.ok()) return fail(bytes.status());
+  int code = 0;
+  auto ck = open_or_report(a, code);
+  if (!ck) return code;
+  Status s = checkpoint::consolidate_to_hf(*default_storage(), *ck, a.out, *bytes);
+  if (!s.ok()) return fail(s);
+  std::printf("wrote %s (fp32, from %s)\n", a.out.c_str(), ck->tag_dir().c_str());
+  return 0;
+}
+
+int run_info(const CkptArgs& a) {
+  int code = 0;
+  auto ck = open_or_report(a, code);
+  if (!ck) return code;
+  const nlohmann::json& m = ck->manifest();
+  int64_t numel = 0;
+  for (int u = 0; u < ck->num_units(); ++u) numel += ck->unit_numel(u);
+  uint64_t bytes = 0;
+  for (const auto& f : ck->files()) bytes += f.bytes;
+  std::printf("checkpoint:   %s\n", ck->tag_dir().c_str());
+  std::printf("format:       %s v%d\n", m.value("format", "").c_str(),
+              m.value("format_version", 0));
+  std::printf("tag:          %s\n", ck->tag().c_str());
+  std::printf("world size:   %d\n", ck->world_size());
+  std::printf("zero stage:   %d\n", ck->stage());
+  std::printf("dtypes:       %s\n", m.value("dtypes", nlohmann::json::object()).dump().c_str());
+  std::printf("model:        %s, %d units, %lld parameters\n",
+              ck->model_config().value("model_type", "?").c_str(), ck->num_units(),
+              static_cast<long long>(numel));
+  for (const char* key : {"global_step", "optimizer_updates"}) {
+    if (ck->state().contains(key)) {
+      std::printf("%-13s %s\n", (std::string(key) + ":").c_str(), ck->state()[key].dump().c_str());
+    }
+  }
+  std::printf("state keys:  ");
+  for (auto it = ck->state().begin(); it != ck->state().end(); ++it) {
+    std::printf(" %s", it.key().c_str());
+  }
+  std::printf("\nfiles:        %zu, %llu bytes\n", ck->files().size(),
+              static_cast<unsigned long long>(bytes));
+  for (const auto& f : ck->files()) {
+    std::printf("  %-24s %12llu bytes  xxh3 %016llx\n", f.name.c_str(),
+                static_cast<unsigned long long>(f.bytes), static_cast<unsigned long long>(f.xxh3));
+  }
+  return 0;
+}
+
+int run_verify(const CkptArgs& a) {
+  int code = 0;
+  auto ck = open_or_report(a, code);
+  if (!ck) return code;
+  Status s = ck->verify();
+  if (!s.ok()) return fail(s);
+  std::printf("ok: %s (%zu files, checksums and coverage verified)\n", ck->tag_dir().c_str(),
+              ck->files().size());
+  return 0;
+}
+
+void add_dir_and_tag(CLI::App* cmd, CkptArgs& a) {
+  cmd->add_option("CKPT_DIR", a.dir, "checkpoint directory (holding `latest`) or a tag directory")
+      ->required();
+  cmd->add_option("--tag", a.tag, "tag to read instead of the one `latest` names");
+}
+
+}  // namespace
 
 void add_ckpt_command(CLI::App& app, int& exit_code) {
-  add_unimplemented_command(app, exit_code, "ckpt",
-                            "inspect, verify and consolidate checkpoints (to-fp32, info, verify)",
-                            "planned: checkpoints");
+  CLI::App* ckpt = app.add_subcommand(
+      "ckpt", "inspect, verify and consolidate checkpoints (to-fp32, info, verify)");
+  ckpt->require_subcommand(1);
+  auto args = std::make_shared<CkptArgs>();
+
+  CLI::App* to_fp32 = ckpt->add_subcommand(
+      "to-fp32", "write consolidated fp32 HF safetensors + config.json from a sharded checkpoint");
+  add_dir_and_tag(to_fp32, *args);
+  to_fp32->add_option("OUT_DIR", args->out, "output directory")->required();
+  to_fp32->add_option("--max_shard_size,--max-shard-size", args->max_shard_size,
+                      "largest output file, as HF counts it (default 5GB)");
+  to_fp32->callback([args, &exit_code] { exit_code = run_to_fp32(*args); });
+
+  CLI::App* info = ckpt->add_subcommand("info", "what a checkpoint holds");
+  add_dir_and_tag(info, *args);
+  info->callback([args, &exit_code] { exit_code = run_info(*args); });
+
+  CLI::App* verify =
+      ckpt->add_subcommand("verify", "check every file's size, checksum and coverage");
+  add_dir_and_tag(verify, *args);
+  verify->callback([args, &exit_code] { exit_code = run_verify(*args); });
 }
 
 }  // namespace zero::cli

@@ -5,21 +5,11 @@
 #include <memory>
 
 #include "cli/commands.h"
-#include "comm/mpi_communicator.h"
-#include "comm/mpi_runtime.h"
-#include "comm/self_communicator.h"
+#include "cli/world.h"
 #include "runtime/trainer.h"
 
 namespace zero::cli {
 namespace {
-
-// True when a launcher started this process as one rank of several (Open MPI, PMI, Slurm).
-bool launched_as_rank() {
-  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"}) {
-    if (std::getenv(var) != nullptr) return true;
-  }
-  return false;
-}
 
 // Registers `--name` and `--name-with-dashes` for an optional flag (a flag counts only when given).
 template <typename T>
@@ -97,10 +87,13 @@ void add_train_command(CLI::App& app, int& exit_code) {
                "dtype of --save_final weights: fp32 (default) | bf16 | fp16");
   add_bool_flag(t, "gradient_checkpointing", a->gradient_checkpointing,
                 "recompute each block in backward instead of storing its activations");
-  add_optional(t, "resume_from_checkpoint", a->resume_from_checkpoint,
-               "continue from a checkpoint directory (not available yet)");
-  add_value(t, "save_steps", a->save_steps, "save a checkpoint every N steps (not available yet)");
-  add_optional(t, "save_total_limit", a->save_total_limit, "keep at most K checkpoints");
+  add_optional(
+      t, "resume_from_checkpoint", a->resume_from_checkpoint,
+      "continue from OUTPUT_DIR (its `latest`) or one tag directory; any world size or stage");
+  add_value(t, "save_steps", a->save_steps,
+            "save a sharded checkpoint (OUTPUT_DIR/global_step<N>) every N steps");
+  add_optional(t, "save_total_limit", a->save_total_limit,
+               "keep at most K checkpoints (older ones pruned after a newer one is published)");
   add_value(t, "device", a->device, "cpu (the CUDA backend is not available yet)");
   add_bool_flag(t, "quiet", a->quiet, "no live progress line");
   add_optional(t, "per_device_train_batch_size", a->per_device_train_batch_size,
@@ -128,26 +121,13 @@ void add_train_command(CLI::App& app, int& exit_code) {
   for (CLI::Option* opt : t->get_options())
     opt->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   t->callback([a, &exit_code] {
-    if (!launched_as_rank()) {
-      SelfCommunicator self;
-      exit_code = runtime::run_training(*a, self);
-      return;
-    }
-    int argc = 0;
-    char** argv = nullptr;
-    auto mpi = MpiRuntime::create(&argc, &argv);
-    if (!mpi.ok()) {
-      std::fprintf(stderr, "error: %s\n", mpi.status().message().c_str());
-      exit_code = 1;
-      return;
-    }
-    auto world = MpiCommunicator::create_world(**mpi);
+    auto world = make_world();
     if (!world.ok()) {
       std::fprintf(stderr, "error: %s\n", world.status().message().c_str());
       exit_code = 1;
       return;
     }
-    exit_code = runtime::run_training(*a, **world);
+    exit_code = runtime::run_training(*a, *world->comm);
   });
 }
 

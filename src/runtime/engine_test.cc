@@ -13,6 +13,7 @@
 #include "data/batch_sampler.h"
 #include "data/token_dataset.h"
 #include "model/hf_checkpoint.h"
+#include "optim/loss_scaler.h"
 
 namespace zero::runtime {
 namespace {
@@ -159,6 +160,86 @@ INSTANTIATE_TEST_SUITE_P(Curves, GoldenCurve,
                            return info.param.model + "_micro" +
                                   std::to_string(info.param.micro_batch);
                          });
+
+}  // namespace
+}  // namespace zero::runtime
+
+namespace zero::runtime {
+namespace {
+
+// Runs `steps` steps of the golden gpt2_tiny curve with the given model dtype and loss scaler.
+std::vector<StepResult> run_mixed(DType dtype, const optim::LossScalerConfig& scaler, int steps,
+                                  bool same_batch = false) {
+  auto config = model::load_model_config(kGolden + "gpt2_tiny");
+  EngineOptions o;
+  o.model_config = *config;
+  o.dtype = dtype;
+  o.loss_scaler = scaler;
+  o.optimizer = *optim::optimizer_spec_from_json("AdamW", {{"lr", 3e-3}, {"weight_decay", 0.1}});
+  o.schedule = optim::LrSchedule::constant(3e-3);
+  o.gradient_clipping = 1.0;
+  model::ModelLayout layout(o.model_config);
+  auto reader = model::HfWeightReader::open(*default_storage(), kGolden + "gpt2_tiny", layout);
+  model::HfWeightReader* r = reader->get();
+  auto engine = Engine::create(std::move(o), [r](int u, int64_t b, int64_t e, float* dst) {
+    return r->read_unit_range(u, b, e, dst);
+  });
+  TokenDatasetOptions dopts;
+  dopts.block_size = 16;
+  dopts.vocab_size = 67;
+  auto data = TokenDataset::open(*default_storage(), kGolden + "tokens.bin", dopts);
+  std::vector<StepResult> out;
+  for (int s = 0; s < steps; ++s) {
+    MicroBatch mb;
+    mb.batch = 4;
+    mb.seq = 16;
+    mb.tokens.resize(64);
+    mb.targets.resize(64);
+    for (int i = 0; i < 4; ++i) {
+      EXPECT_TRUE(data->get_sample((same_batch ? 0 : s * 4) + i, mb.tokens.data() + i * 16,
+                                   mb.targets.data() + i * 16)
+                      .ok());
+    }
+    auto res = (*engine)->train_step({mb});
+    EXPECT_TRUE(res.ok()) << res.status().to_string();
+    out.push_back(*res);
+  }
+  return out;
+}
+
+TEST(MixedPrecision, Bf16FollowsTheFp32Curve) {
+  auto fp32 = run_mixed(DType::kF32, {}, 20);
+  auto bf16 = run_mixed(DType::kBF16, {}, 20);
+  for (size_t s = 0; s < fp32.size(); ++s) {
+    EXPECT_FALSE(bf16[s].skipped);
+    EXPECT_EQ(bf16[s].loss_scale, 1.0);
+    EXPECT_NEAR(bf16[s].loss, fp32[s].loss, 2e-2 * fp32[s].loss) << "step " << s + 1;
+  }
+  EXPECT_LT(bf16.back().loss, bf16.front().loss);
+}
+
+TEST(MixedPrecision, Fp16OverflowSkipsStepsAndHalvesTheScale) {
+  // DeepSpeed's minimal fp16 block: initial scale 2^32, hysteresis 1. Gradients times 2^32 overflow
+  // fp16, so the first steps are skipped (weights untouched) while the scale halves each time.
+  auto scaler = optim::loss_scaler_config_from_fp16_json({{"enabled", true}});
+  ASSERT_TRUE(scaler.ok());
+  auto fp16 = run_mixed(DType::kF16, *scaler, 30, /*same_batch=*/true);
+  auto fp32 = run_mixed(DType::kF32, {}, 1);
+  ASSERT_TRUE(fp16[0].skipped);
+  EXPECT_EQ(fp16[0].loss_scale, 4294967296.0);
+  EXPECT_EQ(fp16[1].loss_scale, 2147483648.0);
+  EXPECT_EQ(fp16[0].lr, 0.0);
+  EXPECT_TRUE(std::isnan(fp16[0].grad_norm));
+  int skipped = 0;
+  while (skipped < 30 && fp16[static_cast<size_t>(skipped)].skipped) ++skipped;
+  ASSERT_GT(skipped, 1);
+  ASSERT_LT(skipped, 30);
+  // Skipped steps did not move the weights: on the same batch, the first applied step sees the
+  // initial loss exactly.
+  EXPECT_EQ(fp16[static_cast<size_t>(skipped)].loss, fp16[0].loss);
+  EXPECT_NEAR(fp16[0].loss, fp32[0].loss, 1e-2 * fp32[0].loss);
+  EXPECT_LT(fp16.back().loss, fp16[static_cast<size_t>(skipped)].loss);
+}
 
 }  // namespace
 }  // namespace zero::runtime

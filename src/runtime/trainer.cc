@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "checkpoint/checkpoint.h"
 #include "config/ds_config.h"
 #include "config/effective.h"
 #include "config/loader.h"
@@ -319,20 +320,64 @@ std::string format_duration(double seconds) {
   return fmt::format("{}s", s);
 }
 
-// Gathers every unit's full fp32 master values (collective), for the final model save.
-Status gather_master(Engine& engine, std::vector<std::vector<float>>& units) {
-  const sharding::ShardLayout& layout = engine.shard_layout();
-  units.resize(static_cast<size_t>(layout.num_units()));
-  for (int u = 0; u < layout.num_units(); ++u) {
-    const sharding::UnitShardInfo& info = layout.unit(u);
-    auto& full = units[static_cast<size_t>(u)];
-    full.assign(static_cast<size_t>(info.padded_numel), 0.0f);
-    if (engine.partition_numel(u) == info.padded_numel) {  // stage 0: every rank holds all of it
-      std::copy(engine.master(u), engine.master(u) + info.padded_numel, full.begin());
-      continue;
+std::vector<checkpoint::UnitPartition> partitions(const Engine& e) {
+  std::vector<checkpoint::UnitPartition> p;
+  for (int u = 0; u < e.layout().num_units(); ++u) {
+    p.push_back(
+        {e.partition_begin(u), e.partition_numel(u), e.master(u), e.exp_avg(u), e.exp_avg_sq(u)});
+  }
+  return p;
+}
+
+nlohmann::json sampler_json(const SamplerState& s) {
+  return {{"next_step", s.next_step},
+          {"seed", s.seed},
+          {"order", std::string(data_order_name(s.order))},
+          {"num_samples", s.num_samples},
+          {"train_batch_size", s.train_batch_size}};
+}
+
+SamplerState sampler_from_json(const nlohmann::json& j) {
+  SamplerState s;
+  s.next_step = j.value("next_step", int64_t{0});
+  s.seed = j.value("seed", uint64_t{0});
+  s.order = j.value("order", std::string("sequential")) == "shuffle" ? DataOrder::kShuffle
+                                                                     : DataOrder::kSequential;
+  s.num_samples = j.value("num_samples", int64_t{0});
+  s.train_batch_size = j.value("train_batch_size", int64_t{0});
+  return s;
+}
+
+// Keeps the metrics lines of steps <= `last_step` (a resumed run continues the same file).
+Status truncate_metrics(const std::string& path, int64_t last_step) {
+  if (!std::filesystem::exists(path)) return ok_status();
+  ZERO_ASSIGN_OR_RETURN(std::string text, read_file(*default_storage(), path));
+  std::string kept;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    std::string line = text.substr(pos, end - pos);
+    pos = end + 1;
+    if (line.empty()) continue;
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.contains("step")) continue;  // a torn last line from a crash
+    if (j["step"].get<int64_t>() <= last_step) kept += line + "\n";
+  }
+  return write_file_atomically(*default_storage(), path, kept);
+}
+
+// Removes OUT/latest and every OUT/global_step<N> directory (a run being overwritten).
+Status remove_checkpoints(const std::string& out_dir) {
+  Storage& storage = *default_storage();
+  if (!storage.file_exists(out_dir)) return ok_status();
+  ZERO_ASSIGN_OR_RETURN(std::vector<std::string> names, storage.list_dir(out_dir));
+  const std::string latest = out_dir + "/latest";
+  if (storage.file_exists(latest)) ZERO_RETURN_IF_ERROR(storage.remove_file(latest));
+  for (const auto& name : names) {
+    if (name.rfind("global_step", 0) == 0) {
+      ZERO_RETURN_IF_ERROR(storage.remove_dir(out_dir + "/" + name));
     }
-    ZERO_RETURN_IF_ERROR(engine.comm().all_gather(
-        engine.master(u), full.data(), static_cast<size_t>(info.shard_numel), DType::kF32));
   }
   return ok_status();
 }
@@ -359,11 +404,6 @@ int run_training(const TrainArgs& args, Communicator& comm) {
         unimplemented("--device {}: this build trains on the CPU only (the CUDA backend "
                       "is not available yet)",
                       args.device));
-  }
-  if (args.resume_from_checkpoint || args.save_steps > 0) {
-    return bad(unimplemented(
-        "{}: sharded checkpoints are not available in this build yet (use --save_final)",
-        args.resume_from_checkpoint ? "--resume_from_checkpoint" : "--save_steps"));
   }
   if (args.output_dir.empty()) return bad(invalid_argument("--output_dir is required"));
   auto source = ModelSource::open(args.model, args.seed);
@@ -416,19 +456,51 @@ int run_training(const TrainArgs& args, Communicator& comm) {
   auto sampler = GlobalBatchSampler::create(sc);
   if (!sampler.ok()) return bad(sampler.status());
 
+  // Resume: the checkpoint's manifest says where the run stands (every rank opens it).
+  std::unique_ptr<checkpoint::LoadedCheckpoint> resume;
+  int64_t start_step = 0;
+  if (args.resume_from_checkpoint) {
+    auto ck = checkpoint::open_checkpoint(*default_storage(), *args.resume_from_checkpoint);
+    if (!ck.ok()) return bad(ck.status().with_context("--resume_from_checkpoint"));
+    resume = std::move(*ck);
+    model::ModelLayout layout(mc);
+    Status s = resume->check_compatible(layout);
+    if (!s.ok()) return bad(s.with_context(*args.resume_from_checkpoint));
+    const SamplerState saved = sampler_from_json(resume->state()["sampler"]);
+    s = sampler->check_resume(saved);
+    if (!s.ok()) return bad(s.with_context(*args.resume_from_checkpoint));
+    start_step = saved.next_step;
+    if (start_step >= max_steps) {
+      return bad(
+          invalid_argument("--resume_from_checkpoint: the checkpoint is at step {}, and "
+                           "--max_steps is {} (it counts the total steps)",
+                           start_step, max_steps));
+    }
+  }
+
   // Output directory and monitors (rank 0 only writes).
   MetricsWriter metrics;
   std::unique_ptr<CsvMonitor> csv;
   if (lead) {
     const std::string metrics_path = args.output_dir + "/metrics.jsonl";
-    if (std::filesystem::exists(metrics_path) && !args.overwrite_output_dir) {
+    if (std::filesystem::exists(metrics_path) && !args.overwrite_output_dir && !resume) {
       return bad(failed_precondition(
-          "{} already holds a run (metrics.jsonl); pass --overwrite_output_dir to replace it",
+          "{} already holds a run (metrics.jsonl); pass --overwrite_output_dir to replace it or "
+          "--resume_from_checkpoint to continue it",
           args.output_dir));
     }
     Status s = default_storage()->make_dirs(args.output_dir);
     if (!s.ok()) return bad(s);
-    s = metrics.open(metrics_path, /*truncate=*/true);
+    if (resume) {
+      s = truncate_metrics(metrics_path, start_step);
+      if (!s.ok()) return bad(s);
+    } else if (args.overwrite_output_dir) {
+      // A fresh run replaces the old one: its checkpoints go too, so a later save onto an existing
+      // tag (which is a no-op by contract) cannot leave a stale checkpoint under a new run's name.
+      s = remove_checkpoints(args.output_dir);
+      if (!s.ok()) return bad(s);
+    }
+    s = metrics.open(metrics_path, /*truncate=*/!resume);
     if (!s.ok()) return bad(s);
     if (plan.ds.csv_monitor.enabled.value) {
       csv = std::make_unique<CsvMonitor>(plan.ds.csv_monitor.output_path.value,
@@ -461,13 +533,60 @@ int run_training(const TrainArgs& args, Communicator& comm) {
   auto engine_or = Engine::create(std::move(engine_options), (*source)->init_fn(), &comm);
   if (!engine_or.ok()) return bad(engine_or.status());
   Engine& engine = **engine_or;
+  if (resume) {
+    Engine::RestoreState st;
+    const nlohmann::json& state = resume->state();
+    st.global_step = state.value("global_step", int64_t{0});
+    st.optimizer_updates = state.value("optimizer_updates", int64_t{0});
+    st.schedule_state = state.value("schedule", nlohmann::json());
+    st.loss_scaler_state = state.value("loss_scaler", nlohmann::json());
+    const checkpoint::LoadedCheckpoint* ck = resume.get();
+    st.read_partition = [ck](int u, int64_t b, int64_t e, float* m, float* v1, float* v2) {
+      return ck->read_partition(u, b, e, m, v1, v2);
+    };
+    Status s = engine.restore(st);
+    if (!s.ok()) return bad(s.with_context(*args.resume_from_checkpoint));
+    if (lead) {
+      std::printf("zero train: resumed from %s (step %lld, saved at world size %d, stage %d)\n",
+                  resume->tag_dir().c_str(), static_cast<long long>(start_step),
+                  resume->world_size(), resume->stage());
+    }
+    resume.reset();
+  }
+  auto tag_validation = checkpoint::parse_tag_validation(
+      plan.effective.json["checkpoint"].value("tag_validation", std::string("Warn")));
+  if (!tag_validation.ok()) return bad(tag_validation.status());
+  auto save = [&](int64_t next_step) -> Status {
+    checkpoint::SaveRequest r;
+    r.out_dir = args.output_dir;
+    r.tag = checkpoint::default_tag(engine.global_step());
+    r.layout = &engine.layout();
+    r.shard_layout = &engine.shard_layout();
+    r.stage = plan.engine.zero.stage;
+    r.model_dtype = plan.engine.dtype;
+    r.partitions = partitions(engine);
+    r.state = {{"global_step", engine.global_step()},
+               {"optimizer_updates", engine.optimizer_updates()},
+               {"schedule", engine.schedule().state()},
+               {"loss_scaler", engine.loss_scaler().state()},
+               {"sampler", sampler_json(sampler->state(next_step))},
+               {"rng", {{"seed", args.seed}}}};
+    r.effective_config = plan.effective.json;
+    r.save_total_limit = static_cast<int>(args.save_total_limit.value_or(0));
+    r.tag_validation = *tag_validation;
+    r.node_local_storage = plan.ds.checkpoint.use_node_local_storage.value;
+    ZERO_ASSIGN_OR_RETURN(checkpoint::SaveResult res,
+                          checkpoint::save_checkpoint(*default_storage(), comm, r));
+    if (lead && !res.skipped) std::printf("zero train: saved checkpoint %s\n", res.tag_dir.c_str());
+    return ok_status();
+  };
 
   const bool tty = lead && !args.quiet && isatty(STDOUT_FILENO);
   const auto start = std::chrono::steady_clock::now();
   double window_tokens = 0;
   auto window_start = start;
   std::vector<MicroBatch> micro(static_cast<size_t>(plan.grad_accum));
-  for (int64_t step = 0; step < max_steps; ++step) {
+  for (int64_t step = start_step; step < max_steps; ++step) {
     for (int64_t m = 0; m < plan.grad_accum; ++m) {
       MicroBatch& mb = micro[static_cast<size_t>(m)];
       mb.batch = plan.micro_batch;
@@ -483,6 +602,10 @@ int run_training(const TrainArgs& args, Communicator& comm) {
     }
     auto result = engine.train_step(micro);
     if (!result.ok()) return broken(result.status());
+    if (args.save_steps > 0 && (step + 1) % args.save_steps == 0) {
+      Status s = save(step + 1);
+      if (!s.ok()) return broken(s.with_context("saving a checkpoint"));
+    }
     const auto now = std::chrono::steady_clock::now();
     const double elapsed = std::chrono::duration<double>(now - start).count();
     window_tokens += static_cast<double>(result->tokens);
@@ -539,25 +662,24 @@ int run_training(const TrainArgs& args, Communicator& comm) {
   }
 
   if (args.save_final) {
-    std::vector<std::vector<float>> units;
-    Status s = gather_master(engine, units);
-    if (!s.ok()) return broken(s);
-    if (lead) {
-      model::HfSaveOptions save;
-      if (args.save_dtype) {
-        auto d = parse_dtype(*args.save_dtype);
-        if (!d)
-          return bad(
-              invalid_argument("--save_dtype {}: expected fp32, bf16 or fp16", *args.save_dtype));
-        save.dtype = *d;
+    DType save_dtype = DType::kF32;
+    if (args.save_dtype) {
+      auto d = parse_dtype(*args.save_dtype);
+      if (!d) {
+        return bad(
+            invalid_argument("--save_dtype {}: expected fp32, bf16 or fp16", *args.save_dtype));
       }
-      const std::string dir = args.output_dir + "/final";
-      s = model::save_hf_model(
-          *default_storage(), dir, engine.layout(),
-          [&](int u) { return units[static_cast<size_t>(u)].data(); }, save);
-      if (!s.ok()) return broken(s);
+      save_dtype = *d;
+    }
+    // Gathered unit by unit (peak memory one unit); rank 0 writes.
+    const std::string dir = args.output_dir + "/final";
+    Status s =
+        checkpoint::save_model_weights(*default_storage(), comm, dir, engine.layout(),
+                                       engine.shard_layout(), partitions(engine), save_dtype);
+    if (!s.ok()) return broken(s.with_context("saving the final model"));
+    if (lead) {
       std::printf("zero train: saved the model to %s (HF safetensors, %s)\n", dir.c_str(),
-                  std::string(dtype_name(save.dtype)).c_str());
+                  std::string(dtype_name(save_dtype)).c_str());
     }
   }
   if (lead) {

@@ -2,6 +2,7 @@
 #include "sharding/grad_reducer.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "core/check.h"
@@ -116,7 +117,10 @@ void GradReducer::reduce_full_unit(int u) {
 void GradReducer::complete(int u) {
   Unit& unit = units_[static_cast<size_t>(u)];
   // Why: the result is consumed (accumulated) or the buffer reused right after this.
+  const auto t0 = std::chrono::steady_clock::now();
   Status s = unit.pending.wait();
+  memory_.comm_wait_s +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!s.ok() && status_.ok()) status_ = s;
   unit.has_pending = false;
   auto it = std::find(in_flight_.begin(), in_flight_.end(), u);

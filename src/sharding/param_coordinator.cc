@@ -2,6 +2,7 @@
 #include "sharding/param_coordinator.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "core/check.h"
@@ -107,7 +108,10 @@ void ParamCoordinator::begin_micro_step() {
 void ParamCoordinator::wait_pending(int u) {
   Unit& unit = units_[static_cast<size_t>(u)];
   // Why: the buffer is about to be read (acquire) or rewritten (set_values); the gather must land.
+  const auto t0 = std::chrono::steady_clock::now();
   note_status(unit.pending.wait());
+  memory_.comm_wait_s +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   unit.has_pending = false;
 }
 

@@ -37,6 +37,9 @@ struct MemoryAccounting {
   int64_t peak_transient_grad_bytes = 0;  // micro-step gradient buffers in flight
   int64_t peak_gathered_param_bytes = 0;  // stage 3: gathered units alive at once
   int peak_gathered_units = 0;
+  // Time the compute thread spent blocked waiting for collectives (the communication that was not
+  // hidden behind compute), cumulative.
+  double comm_wait_s = 0.0;
 };
 
 }  // namespace zero::sharding

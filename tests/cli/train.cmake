@@ -47,3 +47,18 @@ add_test(NAME cli.train.launch_np2_zero3
 set_tests_properties(cli.train.launch_np2_zero3 PROPERTIES LABELS mpi TIMEOUT 300
                      DEPENDS cli.train.zero3_np2_matches_single
                      ENVIRONMENT "OMP_NUM_THREADS=1;OMP_WAIT_POLICY=passive")
+
+# Checkpoints: save every 4 steps, resume from step 4 in another directory: steps 5..8 are
+# bit-identical; resume the single-rank stage-1 checkpoint on 2 ranks at stage 3 (resharding).
+add_test(NAME cli.train.save_and_resume
+         COMMAND sh -c "$<TARGET_FILE:zero> train ${_zt_common} --save_steps 4 --output_dir ${_zt_out}/ckpt >/dev/null && test -f ${_zt_out}/ckpt/global_step8/manifest.json && test \"$(cat ${_zt_out}/ckpt/latest)\" = global_step8 && rm -rf ${_zt_out}/resumed && $<TARGET_FILE:zero> train ${_zt_common} --resume_from_checkpoint ${_zt_out}/ckpt/global_step4 --output_dir ${_zt_out}/resumed >/dev/null && head -n 1 ${_zt_out}/resumed/metrics.jsonl | grep -q 'step.: 5,' && /usr/bin/python3 ${PROJECT_SOURCE_DIR}/tools/compare_metrics.py ${_zt_out}/resumed/metrics.jsonl ${_zt_out}/ckpt/metrics.jsonl 0")
+set_tests_properties(cli.train.save_and_resume PROPERTIES LABELS unit)
+
+# The example ZeRO-3 config with stage 1: the same optimizer and schedule on both sides.
+file(READ ${PROJECT_SOURCE_DIR}/examples/ds_config_zero3.json _zt_z3)
+string(REPLACE "\"stage\": 3" "\"stage\": 1" _zt_z1 "${_zt_z3}")
+file(WRITE ${CMAKE_BINARY_DIR}/test_out/stage1.json "${_zt_z1}")
+add_test(NAME cli.train.resume_resharded_np2_stage3
+         COMMAND sh -c "$<TARGET_FILE:zero> train ${_zt_common} --per_device_train_batch_size 8 --deepspeed ${CMAKE_BINARY_DIR}/test_out/stage1.json --save_steps 4 --output_dir ${_zt_out}/s1 >/dev/null && rm -rf ${_zt_out}/s3 && ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root --bind-to none -np 2 $<TARGET_FILE:zero> train ${_zt_common} --deepspeed ${PROJECT_SOURCE_DIR}/examples/ds_config_zero3.json --resume_from_checkpoint ${_zt_out}/s1/global_step4 --output_dir ${_zt_out}/s3 >/dev/null && /usr/bin/python3 ${PROJECT_SOURCE_DIR}/tools/compare_metrics.py ${_zt_out}/s3/metrics.jsonl ${_zt_out}/s1/metrics.jsonl 1e-5")
+set_tests_properties(cli.train.resume_resharded_np2_stage3 PROPERTIES LABELS mpi TIMEOUT 300
+                     ENVIRONMENT "OMP_NUM_THREADS=1;OMP_WAIT_POLICY=passive")

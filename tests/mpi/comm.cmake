@@ -17,7 +17,7 @@ foreach(n 2 3 4)
   add_test(NAME mpi.comm.np${n} COMMAND ${_zero_mpirun} -np ${n} $<TARGET_FILE:comm_mpitest>)
   set(_labels mpi)
   if(n EQUAL 2)
-    list(APPEND _labels sanitize)
+    list(APPEND _labels sanitize tsan)
   endif()
   set_tests_properties(mpi.comm.np${n} PROPERTIES LABELS "${_labels}" TIMEOUT 120
                        ENVIRONMENT "${_zero_mpi_env}")

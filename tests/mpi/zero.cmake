@@ -9,7 +9,7 @@ foreach(n 1 2 3 4)
                    $<TARGET_FILE:zero_parity_mpitest>)
   set(_labels mpi)
   if(n EQUAL 2)
-    list(APPEND _labels sanitize)
+    list(APPEND _labels sanitize tsan)
   endif()
   set_tests_properties(mpi.zero.np${n} PROPERTIES LABELS "${_labels}" TIMEOUT 600
                        ENVIRONMENT "OMP_NUM_THREADS=1;OMP_WAIT_POLICY=passive")

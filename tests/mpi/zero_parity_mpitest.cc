@@ -333,6 +333,41 @@ TEST(Memory, PartitionsShrinkByTheWorldSize) {
   }
 }
 
+TEST(Loading, Stage3KeepsOnlyTheShardAndEqualsASingleRankLoad) {
+  const int world = g_world->world_size();
+  RunConfig c;
+  c.model = "llama_tiny";
+  c.stage = 3;
+  std::unique_ptr<model::HfWeightReader> reader;
+  auto engine = make_engine(c, g_world, reader);
+  const sharding::ShardLayout& layout = engine->shard_layout();
+  const sharding::MemoryAccounting& mem = engine->memory();
+  // Nothing was gathered while loading, and the resident bytes are this rank's shards: a 1/world
+  // share of the model (plus padding), never a whole unit more.
+  EXPECT_EQ(mem.peak_gathered_param_bytes, 0);
+  int64_t largest_unit = 0;
+  for (int u = 0; u < layout.num_units(); ++u) {
+    largest_unit = std::max(largest_unit, layout.unit(u).padded_numel * 4);
+  }
+  const int64_t model_bytes = layout.total_numel() * 4;
+  EXPECT_LE(mem.master_bytes, model_bytes / world + largest_unit);
+  EXPECT_LE(mem.param_bytes, model_bytes / world + largest_unit);
+  // The shards equal the matching slices of a single-rank load.
+  std::unique_ptr<model::HfWeightReader> reader1;
+  auto single = make_engine(c, nullptr, reader1);
+  for (int u = 0; u < layout.num_units(); ++u) {
+    const int64_t begin = engine->partition_begin(u);
+    const int64_t data = layout.shard_data_numel(u, g_world->rank());
+    for (int64_t i = data; i < engine->partition_numel(u); ++i) {
+      ASSERT_EQ(engine->master(u)[i], 0.0f) << "padding of unit " << u;
+    }
+    for (int64_t i = 0; i < data; ++i) {
+      ASSERT_EQ(engine->master(u)[i], single->master(u)[begin + i])
+          << "unit " << u << " elem " << i;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace zero
 

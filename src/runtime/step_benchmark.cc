@@ -1,0 +1,124 @@
+// Step benchmark over synthetic tokens (fixed seed), every stage × overlap off/on.
+#include "runtime/step_benchmark.h"
+
+#include <omp.h>
+
+#include <chrono>
+#include <cstdio>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "runtime/engine.h"
+#include "runtime/model_source.h"
+
+namespace zero::runtime {
+
+namespace {
+
+struct Measured {
+  double step_s = 0;        // mean over timed steps, slowest rank
+  double comm_wait_s = 0;   // per step, blocked on collectives (slowest rank)
+  int64_t state_bytes = 0;  // master + optimizer + grads + resident params (this rank)
+};
+
+StatusOr<Measured> measure(const StepBenchOptions& o, const ModelSource& source, int stage,
+                           bool overlap, Communicator& comm, int64_t block) {
+  EngineOptions eo;
+  eo.model_config = source.config();
+  eo.dtype = o.bf16 ? DType::kBF16 : DType::kF32;
+  ZERO_ASSIGN_OR_RETURN(eo.optimizer, optim::optimizer_spec_from_json(
+                                          "AdamW", {{"lr", 1e-4}, {"weight_decay", 0.1}}));
+  eo.schedule = optim::LrSchedule::constant(1e-4);
+  eo.gradient_clipping = 1.0;
+  eo.zero.stage = stage;
+  eo.zero.overlap_comm = overlap;
+  ZERO_ASSIGN_OR_RETURN(auto engine, Engine::create(std::move(eo), source.init_fn(), &comm));
+  const int64_t V = source.config().vocab_size;
+  std::mt19937 rng(1234 + static_cast<unsigned>(comm.rank()));
+  std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(V - 1));
+  std::vector<MicroBatch> micro(static_cast<size_t>(o.grad_accum));
+  for (auto& mb : micro) {
+    mb.batch = o.micro_batch;
+    mb.seq = block;
+    mb.tokens.resize(static_cast<size_t>(o.micro_batch * block));
+    mb.targets.resize(mb.tokens.size());
+    for (auto& t : mb.tokens) t = tok(rng);
+    for (auto& t : mb.targets) t = tok(rng);
+  }
+  for (int i = 0; i < o.warmup; ++i) ZERO_RETURN_IF_ERROR(engine->train_step(micro).status());
+  // Why: start the timed window together on every rank.
+  ZERO_RETURN_IF_ERROR(comm.barrier());
+  const double wait0 = engine->memory().comm_wait_s;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < o.steps; ++i) ZERO_RETURN_IF_ERROR(engine->train_step(micro).status());
+  float local[2] = {
+      static_cast<float>(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / o.steps),
+      static_cast<float>((engine->memory().comm_wait_s - wait0) / o.steps)};
+  ZERO_RETURN_IF_ERROR(comm.all_reduce(local, 2, DType::kF32, ReduceOp::kMax));
+  Measured m;
+  m.step_s = local[0];
+  m.comm_wait_s = local[1];
+  const sharding::MemoryAccounting& mem = engine->memory();
+  m.state_bytes = mem.master_bytes + mem.optimizer_state_bytes + mem.grad_bytes + mem.param_bytes;
+  return m;
+}
+
+}  // namespace
+
+int run_step_benchmark(const StepBenchOptions& o, Communicator& comm) {
+  omp_set_num_threads(default_compute_threads(comm));
+  const bool lead = comm.rank() == 0;
+  auto source = ModelSource::open(o.model, 42);
+  if (!source.ok()) {
+    std::fprintf(stderr, "error: --model %s: %s\n", o.model.c_str(),
+                 source.status().message().c_str());
+    return 2;
+  }
+  const model::ModelConfig& mc = (*source)->config();
+  const int64_t block =
+      o.block_size > 0 ? o.block_size : std::min<int64_t>(256, mc.max_position_embeddings);
+  const int64_t tokens_per_step = o.micro_batch * o.grad_accum * block * comm.world_size();
+  if (lead) {
+    std::printf(
+        "zero bench step: %s (%.2fM params), world %d, %d threads/rank, micro %lld x accum "
+        "%lld x T %lld = %lld tokens/step, %s\n",
+        o.model.c_str(), static_cast<double>(count_params(mc).total) / 1e6, comm.world_size(),
+        omp_get_max_threads(), static_cast<long long>(o.micro_batch),
+        static_cast<long long>(o.grad_accum), static_cast<long long>(block),
+        static_cast<long long>(tokens_per_step), o.bf16 ? "bf16" : "fp32");
+    std::printf("%-6s %-8s %10s %10s %12s %14s %12s\n", "stage", "overlap", "step ms", "tokens/s",
+                "comm wait ms", "hidden ms/step", "state MiB");
+  }
+  for (int stage : o.stages) {
+    Measured off, on;
+    for (bool overlap : {false, true}) {
+      auto m = measure(o, **source, stage, overlap, comm, block);
+      if (!m.ok()) {
+        std::fprintf(stderr, "error: rank %d: stage %d: %s\n", comm.rank(), stage,
+                     m.status().message().c_str());
+        return 1;
+      }
+      (overlap ? on : off) = *m;
+    }
+    if (!lead) continue;
+    for (bool overlap : {false, true}) {
+      const Measured& m = overlap ? on : off;
+      std::string hidden = overlap ? fmt::format("{:.2f}", 1e3 * (off.comm_wait_s - on.comm_wait_s))
+                                   : std::string("-");
+      std::printf("%-6d %-8s %10.2f %10.0f %12.2f %14s %12.2f\n", stage, overlap ? "on" : "off",
+                  1e3 * m.step_s, static_cast<double>(tokens_per_step) / m.step_s,
+                  1e3 * m.comm_wait_s, hidden.c_str(),
+                  static_cast<double>(m.state_bytes) / (1 << 20));
+    }
+  }
+  if (lead) {
+    std::printf(
+        "comm wait: time the compute thread blocked on collectives; hidden: how much of it "
+        "overlap_comm removed (same run, same data)\n");
+  }
+  return 0;
+}
+
+}  // namespace zero::runtime

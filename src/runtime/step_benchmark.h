@@ -1,0 +1,28 @@
+// `zero bench step`: training-step time per ZeRO stage on this world (run it under mpirun / zero
+// launch for several ranks), with overlap_comm off and on measured in the same run, so the time the
+// communication thread hid behind compute is a measured difference, not a guess.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.h"
+
+namespace zero::runtime {
+
+struct StepBenchOptions {
+  std::string model = "preset:gpt2-tiny";
+  std::vector<int> stages = {0, 1, 2, 3};
+  int64_t micro_batch = 4;  // per rank
+  int64_t grad_accum = 1;
+  int64_t block_size = 0;  // 0: min(context, 256)
+  int steps = 10;          // timed steps per configuration
+  int warmup = 2;
+  bool bf16 = false;
+};
+
+// Prints a table on rank 0; returns 0, or 1 on failure.
+int run_step_benchmark(const StepBenchOptions& options, Communicator& comm);
+
+}  // namespace zero::runtime
