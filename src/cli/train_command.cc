@@ -11,39 +11,24 @@
 namespace zero::cli {
 namespace {
 
-// Registers `--name` and `--name-with-dashes` for an optional flag (a flag counts only when given).
-template <typename T>
-CLI::Option* add_optional(CLI::App* app, const std::string& name, std::optional<T>& target,
-                          const std::string& help) {
+// "--name" plus "--name-with-dashes" (HF accepts both spellings).
+std::string flag_names(const std::string& name) {
   std::string dashed = name;
   for (auto& ch : dashed) {
     if (ch == '_') ch = '-';
   }
-  std::string names = "--" + name;
-  if (dashed != name) names += ",--" + dashed;
-  return app->add_option(names, target, help);
+  return dashed == name ? "--" + name : "--" + name + ",--" + dashed;
 }
 
+// An option stored in `target`; std::optional targets stay empty unless the flag is given.
 template <typename T>
 CLI::Option* add_value(CLI::App* app, const std::string& name, T& target, const std::string& help) {
-  std::string dashed = name;
-  for (auto& ch : dashed) {
-    if (ch == '_') ch = '-';
-  }
-  std::string names = "--" + name;
-  if (dashed != name) names += ",--" + dashed;
-  return app->add_option(names, target, help);
+  return app->add_option(flag_names(name), target, help);
 }
 
 CLI::Option* add_bool_flag(CLI::App* app, const std::string& name, bool& target,
                            const std::string& help) {
-  std::string dashed = name;
-  for (auto& ch : dashed) {
-    if (ch == '_') ch = '-';
-  }
-  std::string names = "--" + name;
-  if (dashed != name) names += ",--" + dashed;
-  return app->add_flag(names, target, help);
+  return app->add_flag(flag_names(name), target, help);
 }
 
 }  // namespace
@@ -66,9 +51,8 @@ void add_train_command(CLI::App& app, int& exit_code) {
             "token stream: raw uint16 (nanoGPT .bin), llm.c headered file, or text with "
             "--data_dtype uint8")
       ->required();
-  add_optional(
-      t, "data_dtype", a->data_dtype,
-      "uint8 (bytes as tokens) | uint16 | uint32 (default: uint16, or the llm.c header's)");
+  add_value(t, "data_dtype", a->data_dtype,
+            "uint8 (bytes as tokens) | uint16 | uint32 (default: uint16, or the llm.c header's)");
   add_value(t, "data_order", a->data_order, "sequential (default) | shuffle (per epoch, --seed)");
   add_value(t, "output_dir", a->output_dir, "where metrics.jsonl, checkpoints and final/ go")
       ->required();
@@ -77,46 +61,42 @@ void add_train_command(CLI::App& app, int& exit_code) {
   add_value(t, "block_size", a->block_size,
             "tokens per sample T (default: the model's context, at most 1024)");
   add_value(t, "max_steps", a->max_steps, "optimizer steps to run (total, across resumes)");
-  add_optional(t, "num_train_epochs", a->num_train_epochs, "epochs, when --max_steps is not given");
+  add_value(t, "num_train_epochs", a->num_train_epochs, "epochs, when --max_steps is not given");
   add_value(t, "seed", a->seed, "seed for presets' initialisation and data shuffling (default 42)");
   add_value(t, "logging_steps", a->logging_steps,
             "progress line every N steps (default: steps_per_print, else 10)");
   add_bool_flag(t, "save_final", a->save_final,
                 "write the trained model as HF safetensors to OUTPUT_DIR/final");
-  add_optional(t, "save_dtype", a->save_dtype,
-               "dtype of --save_final weights: fp32 (default) | bf16 | fp16");
+  add_value(t, "save_dtype", a->save_dtype,
+            "dtype of --save_final weights: fp32 (default) | bf16 | fp16");
   add_bool_flag(t, "gradient_checkpointing", a->gradient_checkpointing,
                 "recompute each block in backward instead of storing its activations");
-  add_optional(
+  add_value(
       t, "resume_from_checkpoint", a->resume_from_checkpoint,
       "continue from OUTPUT_DIR (its `latest`) or one tag directory; any world size or stage");
   add_value(t, "save_steps", a->save_steps,
             "save a sharded checkpoint (OUTPUT_DIR/global_step<N>) every N steps");
-  add_optional(t, "save_total_limit", a->save_total_limit,
-               "keep at most K checkpoints (older ones pruned after a newer one is published)");
+  add_value(t, "save_total_limit", a->save_total_limit,
+            "keep at most K checkpoints (older ones pruned after a newer one is published)");
   add_value(t, "device", a->device, "cpu (the CUDA backend is not available yet)");
   add_bool_flag(t, "quiet", a->quiet, "no live progress line");
-  add_optional(t, "per_device_train_batch_size", a->per_device_train_batch_size,
-               "train_micro_batch_size_per_gpu");
-  add_optional(t, "gradient_accumulation_steps", a->gradient_accumulation_steps,
-               "gradient_accumulation_steps");
-  add_optional(t, "learning_rate", a->learning_rate,
-               "optimizer.params.lr (and the warmup schedules' warmup_max_lr)");
-  add_optional(t, "weight_decay", a->weight_decay, "optimizer.params.weight_decay");
-  add_optional(t, "adam_beta1", a->adam_beta1, "optimizer.params.betas[0]");
-  add_optional(t, "adam_beta2", a->adam_beta2, "optimizer.params.betas[1]");
-  add_optional(t, "adam_epsilon", a->adam_epsilon, "optimizer.params.eps");
-  add_optional(t, "max_grad_norm", a->max_grad_norm, "gradient_clipping");
-  add_optional(t, "warmup_steps", a->warmup_steps, "scheduler.params.warmup_num_steps");
-  add_optional(t, "lr_scheduler_type", a->lr_scheduler_type,
-               "without a scheduler block: linear (default) | cosine | constant | "
-               "constant_with_warmup");
-  add_optional(t, "bf16", a->bf16, "bf16.enabled (true/false)")
-      ->expected(0, 1)
-      ->default_str("true");
-  add_optional(t, "fp16", a->fp16, "fp16.enabled (true/false)")
-      ->expected(0, 1)
-      ->default_str("true");
+  add_value(t, "per_device_train_batch_size", a->per_device_train_batch_size,
+            "train_micro_batch_size_per_gpu");
+  add_value(t, "gradient_accumulation_steps", a->gradient_accumulation_steps,
+            "gradient_accumulation_steps");
+  add_value(t, "learning_rate", a->learning_rate,
+            "optimizer.params.lr (and the warmup schedules' warmup_max_lr)");
+  add_value(t, "weight_decay", a->weight_decay, "optimizer.params.weight_decay");
+  add_value(t, "adam_beta1", a->adam_beta1, "optimizer.params.betas[0]");
+  add_value(t, "adam_beta2", a->adam_beta2, "optimizer.params.betas[1]");
+  add_value(t, "adam_epsilon", a->adam_epsilon, "optimizer.params.eps");
+  add_value(t, "max_grad_norm", a->max_grad_norm, "gradient_clipping");
+  add_value(t, "warmup_steps", a->warmup_steps, "scheduler.params.warmup_num_steps");
+  add_value(t, "lr_scheduler_type", a->lr_scheduler_type,
+            "without a scheduler block: linear (default) | cosine | constant | "
+            "constant_with_warmup");
+  add_value(t, "bf16", a->bf16, "bf16.enabled (true/false)")->expected(0, 1)->default_str("true");
+  add_value(t, "fp16", a->fp16, "fp16.enabled (true/false)")->expected(0, 1)->default_str("true");
   // A flag repeated on the command line: the last one wins (as with argparse).
   for (CLI::Option* opt : t->get_options())
     opt->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);

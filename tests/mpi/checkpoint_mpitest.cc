@@ -8,7 +8,9 @@
 //              another world size / stage and continues within 1e-5 relative of the single-rank
 //              uninterrupted curve.
 #include <gtest/gtest.h>
+
 #include <unistd.h>
+#include "mpi_test_main.h"
 
 #include <cmath>
 #include <cstdio>
@@ -319,22 +321,7 @@ TEST(Reshard, Resume) {
 }  // namespace zero
 
 int main(int argc, char** argv) {
-  auto runtime = zero::MpiRuntime::create(&argc, &argv);
-  if (!runtime.ok()) {
-    std::fprintf(stderr, "%s\n", runtime.status().to_string().c_str());
-    return 2;
-  }
-  ::testing::InitGoogleTest(&argc, argv);
-  int rc = 0;
-  {
-    zero::MpiCommunicatorOptions options;
-    options.timeout_ms = 120'000;  // a desynchronised test fails instead of hanging
-    auto world = zero::MpiCommunicator::create_world(**runtime, options);
-    ZERO_CHECK(world.ok(), world.status().to_string());
-    zero::g_world = world->get();
-    if (zero::g_world->rank() != 0) GTEST_FLAG_SET(brief, true);
-    rc = RUN_ALL_TESTS();
-    if (rc != 0) std::fprintf(stderr, "rank %d: tests FAILED\n", zero::g_world->rank());
-  }
-  return rc;
+  return zero::testing::run_mpi_tests(
+      argc, argv, 120'000,
+      [](zero::MpiRuntime& /*runtime*/, zero::MpiCommunicator& world) { zero::g_world = &world; });
 }

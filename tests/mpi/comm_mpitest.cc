@@ -3,6 +3,8 @@
 // the detection of a peer that does not arrive (collective timeout).
 #include <gtest/gtest.h>
 
+#include "mpi_test_main.h"
+
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -201,25 +203,9 @@ TEST(Timeout, LatePeerIsNamed) {
 }  // namespace zero
 
 int main(int argc, char** argv) {
-  auto runtime = zero::MpiRuntime::create(&argc, &argv);
-  if (!runtime.ok()) {
-    std::fprintf(stderr, "%s\n", runtime.status().to_string().c_str());
-    return 2;
-  }
-  ::testing::InitGoogleTest(&argc, argv);
-  int rc = 0;
-  {
-    zero::MpiCommunicatorOptions options;
-    options.timeout_ms = 60'000;  // a test bug that desynchronises ranks fails instead of hanging
-    auto world = zero::MpiCommunicator::create_world(**runtime, options);
-    ZERO_CHECK(world.ok(), world.status().to_string());
-    zero::g_runtime = runtime->get();
-    zero::g_world = world->get();
-    if (zero::g_world->rank() != 0) {
-      GTEST_FLAG_SET(brief, true);  // only rank 0 prints progress; every rank prints failures
-    }
-    rc = RUN_ALL_TESTS();
-    if (rc != 0) std::fprintf(stderr, "rank %d: tests FAILED\n", zero::g_world->rank());
-  }
-  return rc;
+  return zero::testing::run_mpi_tests(argc, argv, 60'000,
+                                      [](zero::MpiRuntime& runtime, zero::MpiCommunicator& world) {
+                                        zero::g_runtime = &runtime;
+                                        zero::g_world = &world;
+                                      });
 }
