@@ -383,8 +383,11 @@ Status remove_checkpoints(const std::string& out_dir) {
 }
 
 int fail(const Failure& f, int rank) {
-  std::fprintf(stderr, "error: %s%s\n", rank > 0 ? fmt::format("rank {}: ", rank).c_str() : "",
-               f.status.message().c_str());
+  const std::string& msg = f.status.message();
+  // Name the rank unless the message already does (communicator errors start with "rank R:").
+  const bool named = msg.rfind("rank ", 0) == 0;
+  std::fprintf(stderr, "error: %s%s\n",
+               rank > 0 && !named ? fmt::format("rank {}: ", rank).c_str() : "", msg.c_str());
   return f.exit_code;
 }
 

@@ -62,3 +62,11 @@ add_test(NAME cli.train.resume_resharded_np2_stage3
          COMMAND sh -c "$<TARGET_FILE:zero> train ${_zt_common} --per_device_train_batch_size 8 --deepspeed ${CMAKE_BINARY_DIR}/test_out/stage1.json --save_steps 4 --output_dir ${_zt_out}/s1 >/dev/null && rm -rf ${_zt_out}/s3 && ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root --bind-to none -np 2 $<TARGET_FILE:zero> train ${_zt_common} --deepspeed ${PROJECT_SOURCE_DIR}/examples/ds_config_zero3.json --resume_from_checkpoint ${_zt_out}/s1/global_step4 --output_dir ${_zt_out}/s3 >/dev/null && /usr/bin/python3 ${PROJECT_SOURCE_DIR}/tools/compare_metrics.py ${_zt_out}/s3/metrics.jsonl ${_zt_out}/s1/metrics.jsonl 1e-5")
 set_tests_properties(cli.train.resume_resharded_np2_stage3 PROPERTIES LABELS mpi TIMEOUT 300
                      ENVIRONMENT "OMP_NUM_THREADS=1;OMP_WAIT_POLICY=passive")
+
+# A rank stopped with SIGSTOP mid-run: the other exits non-zero within the collective timeout
+# naming it, and the job ends instead of hanging.
+add_test(NAME cli.train.stopped_rank_is_named
+         COMMAND ${PROJECT_SOURCE_DIR}/tests/cli/fault_stop_rank.sh $<TARGET_FILE:zero>
+                 ${MPIEXEC_EXECUTABLE} ${_zt_data} ${CMAKE_BINARY_DIR}/test_out/fault)
+set_tests_properties(cli.train.stopped_rank_is_named PROPERTIES LABELS mpi TIMEOUT 120
+                     PASS_REGULAR_EXPRESSION "PASS: exit")
