@@ -12,7 +12,7 @@ namespace zero::detail {
 template <typename... Args>
 [[noreturn]] void check_failed(const char* file, int line, const char* cond, const Args&... args) {
   std::ostringstream os;
-  (os << ... << args);
+  ((os << args), ...);  // comma fold: an empty pack is a no-op, not a bare `os`
   std::fprintf(stderr, "zero: internal error at %s:%d: check failed: %s %s\n", file, line, cond,
                os.str().c_str());
   std::fflush(stderr);

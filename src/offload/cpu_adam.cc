@@ -1,6 +1,8 @@
 // CPU Adam dispatch (run-time ISA choice, OpenMP over tiles) and the portable scalar kernel.
 #include "offload/cpu_adam.h"
 
+#include <cpuid.h>
+
 #include <omp.h>
 
 #include <algorithm>
@@ -34,12 +36,19 @@ bool parse_cpu_isa(std::string_view name, CpuIsa* isa) {
   return false;
 }
 
+// F16C from CPUID leaf 1 (ECX bit 29): clang 14's __builtin_cpu_supports does not know "f16c".
+bool cpu_has_f16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return false;
+  return (ecx & (1u << 29)) != 0;
+}
+
 bool cpu_isa_supported(CpuIsa isa) {
   // __builtin_cpu_supports also checks that the OS saves the YMM/ZMM state (XCR0).
   switch (isa) {
     case CpuIsa::kAuto:
     case CpuIsa::kScalar: return true;
-    case CpuIsa::kAvx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+    case CpuIsa::kAvx2: return __builtin_cpu_supports("avx2") && cpu_has_f16c();
     case CpuIsa::kAvx512:
       return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512vl");

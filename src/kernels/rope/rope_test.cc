@@ -87,7 +87,7 @@ struct RopeShape {
 class RopeShapes : public ::testing::TestWithParam<RopeShape> {};
 
 TEST_P(RopeShapes, ForwardMatchesRotateHalf) {
-  const auto [B, T, H, D] = GetParam();
+  const int64_t B = GetParam().B, T = GetParam().T, H = GetParam().H, D = GetParam().D;
   const int64_t D2 = D / 2, n = B * T * H * D;
   const auto inv = rope_inv_freq(D, 10000.0, RopeScaling{});
   std::vector<double> cos_TD2(T * D2), sin_TD2(T * D2);
@@ -112,7 +112,7 @@ TEST_P(RopeShapes, ForwardMatchesRotateHalf) {
 }
 
 TEST_P(RopeShapes, RotationPreservesPairNorms) {
-  const auto [B, T, H, D] = GetParam();
+  const int64_t B = GetParam().B, T = GetParam().T, H = GetParam().H, D = GetParam().D;
   const int64_t D2 = D / 2, n = B * T * H * D;
   const auto inv = rope_inv_freq(D, 10000.0, RopeScaling{});
   std::vector<double> cos_TD2(T * D2), sin_TD2(T * D2);
@@ -130,7 +130,7 @@ TEST_P(RopeShapes, RotationPreservesPairNorms) {
 }
 
 TEST_P(RopeShapes, BackwardMatchesFiniteDifferences) {
-  const auto [B, T, H, D] = GetParam();
+  const int64_t B = GetParam().B, T = GetParam().T, H = GetParam().H, D = GetParam().D;
   const int64_t D2 = D / 2, n = B * T * H * D;
   const auto inv = rope_inv_freq(D, 10000.0, RopeScaling{});
   std::vector<double> cos_TD2(T * D2), sin_TD2(T * D2);
@@ -149,7 +149,7 @@ TEST_P(RopeShapes, BackwardMatchesFiniteDifferences) {
 }
 
 TEST_P(RopeShapes, OutputMayAliasInput) {
-  const auto [B, T, H, D] = GetParam();
+  const int64_t B = GetParam().B, T = GetParam().T, H = GetParam().H, D = GetParam().D;
   const int64_t D2 = D / 2, n = B * T * H * D;
   const auto inv = rope_inv_freq(D, 10000.0, RopeScaling{});
   std::vector<float> cos_TD2(T * D2), sin_TD2(T * D2);
