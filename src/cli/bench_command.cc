@@ -9,6 +9,7 @@
 #include "cli/world.h"
 #include "offload/aio_benchmark.h"
 #include "offload/cpu_adam_benchmark.h"
+#include "runtime/ckpt_benchmark.h"
 #include "runtime/step_benchmark.h"
 
 namespace zero::cli {
@@ -85,17 +86,38 @@ void add_step(CLI::App* bench, int& exit_code) {
   });
 }
 
+void add_ckpt(CLI::App* bench, int& exit_code) {
+  auto opts = std::make_shared<runtime::CkptBenchOptions>();
+  CLI::App* ck = bench->add_subcommand(
+      "ckpt", "checkpoint save/load time and bytes read per rank when resharding");
+  ck->add_option("--model", opts->model,
+                 "preset:NAME or an HF directory (default preset:gpt2-mini)");
+  ck->add_option("--dir", opts->dir, "checkpoint directory (default: a temporary one)");
+  ck->add_option("--stage", opts->stage, "ZeRO stage of the saving run (default 3)");
+  ck->add_option("--load_worlds,--load-worlds", opts->load_worlds, "world sizes to load at");
+  ck->callback([opts, &exit_code] {
+    auto world = make_world();
+    if (!world.ok()) {
+      std::fprintf(stderr, "error: %s\n", world.status().message().c_str());
+      exit_code = 1;
+      return;
+    }
+    exit_code = runtime::run_ckpt_benchmark(*opts, *world->comm);
+  });
+}
+
 }  // namespace
 
 void add_bench_command(CLI::App& app, int& exit_code) {
-  CLI::App* bench =
-      app.add_subcommand("bench", "micro and step benchmarks (adam, aio, step; comm planned)");
+  CLI::App* bench = app.add_subcommand(
+      "bench", "micro and step benchmarks (adam, aio, step, ckpt; comm planned)");
   bench->require_subcommand(1);
   add_adam(bench, exit_code);
   add_aio(bench, exit_code);
   add_unimplemented_command(*bench, exit_code, "comm", "collective bandwidth per ZeRO stage",
                             "planned: a later release");
   add_step(bench, exit_code);
+  add_ckpt(bench, exit_code);
 }
 
 }  // namespace zero::cli

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 #include <spdlog/spdlog.h>
@@ -10,6 +11,8 @@
 #include "comm/self_communicator.h"
 #include "kernels/norm/norm.h"
 #include "model/param_layout.h"
+#include "offload/cpu_adam.h"
+#include "offload/nvme_swapper.h"
 #include "optim/adam.h"
 #include "optim/grad_clip.h"
 #include "optim/lamb.h"
@@ -23,6 +26,8 @@ Engine::~Engine() {
   // communicator they use.
   params_.reset();
   grads_.reset();
+  // The swapper waits for in-flight I/O on the staging buffers and removes its files.
+  swapper_.reset();
 }
 
 StatusOr<std::unique_ptr<Engine>> Engine::create(EngineOptions options, const UnitInitFn& init,
@@ -46,6 +51,29 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(EngineOptions options, const Un
         "trust ratio needs whole tensors; use stage 0)",
         o.zero.stage, comm->world_size());
   }
+  OffloadOptions& off = o.offload;
+  if (off.optimizer != OptimizerOffload::kNone && o.zero.stage == 0) {
+    return invalid_argument(
+        "zero_optimization.offload_optimizer.device: optimizer offload needs ZeRO stage 1, 2 or 3 "
+        "(zero_optimization.stage is 0)");
+  }
+  if (off.optimizer == OptimizerOffload::kNvme && o.zero.stage < 3) {
+    if (comm->rank() == 0) {
+      spdlog::warn(
+          "zero_optimization.offload_optimizer.device: \"nvme\" is treated as \"cpu\" below ZeRO "
+          "stage 3 (zero_optimization.stage is {}); DeepSpeed does the same",
+          o.zero.stage);
+    }
+    off.optimizer = OptimizerOffload::kCpu;
+  }
+  if (off.optimizer == OptimizerOffload::kNvme) {
+    if (off.nvme_path.empty()) {
+      return invalid_argument(
+          "zero_optimization.offload_optimizer.nvme_path: missing: required when "
+          "zero_optimization.offload_optimizer.device is \"nvme\"");
+    }
+    ZERO_RETURN_IF_ERROR(offload::validate_aio_config(off.aio).with_context("aio"));
+  }
   e->model_ = std::make_unique<model::Transformer>(o.model_config, o.transformer);
   const model::ModelLayout& layout = e->model_->layout();
   e->shard_layout_ =
@@ -56,18 +84,35 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(EngineOptions options, const Un
 
   // Master weights and optimizer state: this rank's partition only (the full unit at stage 0).
   e->units_.resize(static_cast<size_t>(layout.num_units()));
-  for (int u = 0; u < layout.num_units(); ++u) {
-    UnitState& s = e->units_[static_cast<size_t>(u)];
-    const int64_t begin = e->partition_begin(u), numel = e->partition_numel(u);
-    s.master = Tensor(Shape{numel});
-    s.exp_avg = Tensor(Shape{numel});
-    s.exp_avg_sq = Tensor(Shape{numel});
-    e->memory_.master_bytes += static_cast<int64_t>(s.master.nbytes());
-    e->memory_.optimizer_state_bytes += static_cast<int64_t>(2 * s.exp_avg.nbytes());
-    ZERO_RETURN_IF_ERROR(
-        init(u, begin, begin + numel, s.master.f32())
-            .with_context(fmt::format("initialising unit {}", layout.unit(u).name)));
-    ZERO_RETURN_IF_ERROR(e->params_->set_values(u, s.master.f32()));
+  if (off.optimizer == OptimizerOffload::kNvme) {
+    // Each unit's initial state goes through a staging set straight into the swap files.
+    ZERO_RETURN_IF_ERROR(e->setup_nvme());
+    Staging& st = e->staging_[0];
+    for (int u = 0; u < layout.num_units(); ++u) {
+      const int64_t begin = e->partition_begin(u), numel = e->partition_numel(u);
+      ZERO_RETURN_IF_ERROR(
+          init(u, begin, begin + numel, st.master.get())
+              .with_context(fmt::format("initialising unit {}", layout.unit(u).name)));
+      ZERO_RETURN_IF_ERROR(e->params_->set_values(u, st.master.get()));
+      std::memset(st.exp_avg.get(), 0, static_cast<size_t>(numel) * sizeof(float));
+      std::memset(st.exp_avg_sq.get(), 0, static_cast<size_t>(numel) * sizeof(float));
+      ZERO_RETURN_IF_ERROR(e->submit_swap(u, st, /*write=*/true));
+      ZERO_RETURN_IF_ERROR(wait_tickets(*e->swapper_, &st.writes));
+    }
+  } else {
+    for (int u = 0; u < layout.num_units(); ++u) {
+      UnitState& s = e->units_[static_cast<size_t>(u)];
+      const int64_t begin = e->partition_begin(u), numel = e->partition_numel(u);
+      s.master = Tensor(Shape{numel});
+      s.exp_avg = Tensor(Shape{numel});
+      s.exp_avg_sq = Tensor(Shape{numel});
+      e->memory_.master_bytes += static_cast<int64_t>(s.master.nbytes());
+      e->memory_.optimizer_state_bytes += static_cast<int64_t>(2 * s.exp_avg.nbytes());
+      ZERO_RETURN_IF_ERROR(
+          init(u, begin, begin + numel, s.master.f32())
+              .with_context(fmt::format("initialising unit {}", layout.unit(u).name)));
+      ZERO_RETURN_IF_ERROR(e->params_->set_values(u, s.master.f32()));
+    }
   }
   ZERO_RETURN_IF_ERROR(e->params_->finish_updates());
 
@@ -157,46 +202,197 @@ Status Engine::global_norm(double* norm_scaled, bool* nonfinite) {
   return ok_status();
 }
 
+void Engine::update_unit(int u, double lr, float grad_multiplier,
+                         const std::optional<optim::Betas>& betas, float* master, float* exp_avg,
+                         float* exp_avg_sq) {
+  const optim::OptimizerSpec& spec = options_.optimizer;
+  const bool cpu_adam = options_.offload.optimizer != OptimizerOffload::kNone;
+  const int64_t pbegin = grads_->partition_begin(u), pend = pbegin + grads_->partition_numel(u);
+  const float* grad = grads_->partition(u);
+  // Each parameter's piece inside the partition, with its own weight-decay group.
+  for (const auto& p : model_->layout().unit(u).params) {
+    const int64_t lo = std::max(pbegin, p.offset), hi = std::min(pend, p.offset + p.numel());
+    if (lo >= hi) continue;
+    const double wd = model::decays(p.kind) ? spec.weight_decay : 0.0;
+    optim::AdamShard shard;
+    shard.param = master + (lo - pbegin);
+    shard.grad = grad + (lo - pbegin);
+    shard.exp_avg = exp_avg + (lo - pbegin);
+    shard.exp_avg_sq = exp_avg_sq + (lo - pbegin);
+    shard.numel = hi - lo;
+    if (spec.kind == optim::OptimizerKind::kAdam) {
+      optim::AdamArgs args = spec.adam_args(lr, optimizer_updates_, wd);
+      if (betas) {
+        args.beta1 = static_cast<float>(betas->beta1);
+        args.beta2 = static_cast<float>(betas->beta2);
+      }
+      // Offloaded: DeepSpeedCPUAdam's role, bitwise equal to the scalar update.
+      if (cpu_adam) {
+        offload::cpu_adam_update(args, shard, grad_multiplier);
+      } else {
+        optim::adam_update(args, shard, grad_multiplier);
+      }
+    } else {
+      optim::LambArgs args = spec.lamb_args(lr, optimizer_updates_, wd);
+      if (betas) {
+        args.beta1 = static_cast<float>(betas->beta1);
+        args.beta2 = static_cast<float>(betas->beta2);
+      }
+      const int64_t offsets[2] = {0, shard.numel};
+      optim::lamb_update(args, shard, offsets, grad_multiplier);
+    }
+  }
+}
+
 Status Engine::apply_update(double lr, float grad_multiplier) {
   ++optimizer_updates_;
-  const optim::OptimizerSpec& spec = options_.optimizer;
+  if (swapper_) return apply_update_nvme(lr, grad_multiplier);
   std::optional<optim::Betas> betas = options_.schedule.betas_at(optimizer_updates_);
-  const model::ModelLayout& layout = model_->layout();
-  for (int u = 0; u < layout.num_units(); ++u) {
+  for (int u = 0; u < model_->layout().num_units(); ++u) {
     UnitState& s = units_[static_cast<size_t>(u)];
-    const int64_t pbegin = grads_->partition_begin(u), pend = pbegin + grads_->partition_numel(u);
-    const float* grad = grads_->partition(u);
-    // Each parameter's piece inside the partition, with its own weight-decay group.
-    for (const auto& p : layout.unit(u).params) {
-      const int64_t lo = std::max(pbegin, p.offset), hi = std::min(pend, p.offset + p.numel());
-      if (lo >= hi) continue;
-      const double wd = model::decays(p.kind) ? spec.weight_decay : 0.0;
-      optim::AdamShard shard;
-      shard.param = s.master.f32() + (lo - pbegin);
-      shard.grad = grad + (lo - pbegin);
-      shard.exp_avg = s.exp_avg.f32() + (lo - pbegin);
-      shard.exp_avg_sq = s.exp_avg_sq.f32() + (lo - pbegin);
-      shard.numel = hi - lo;
-      if (spec.kind == optim::OptimizerKind::kAdam) {
-        optim::AdamArgs args = spec.adam_args(lr, optimizer_updates_, wd);
-        if (betas) {
-          args.beta1 = static_cast<float>(betas->beta1);
-          args.beta2 = static_cast<float>(betas->beta2);
-        }
-        optim::adam_update(args, shard, grad_multiplier);
-      } else {
-        optim::LambArgs args = spec.lamb_args(lr, optimizer_updates_, wd);
-        if (betas) {
-          args.beta1 = static_cast<float>(betas->beta1);
-          args.beta2 = static_cast<float>(betas->beta2);
-        }
-        const int64_t offsets[2] = {0, shard.numel};
-        optim::lamb_update(args, shard, offsets, grad_multiplier);
-      }
-    }
+    update_unit(u, lr, grad_multiplier, betas, s.master.f32(), s.exp_avg.f32(), s.exp_avg_sq.f32());
     ZERO_RETURN_IF_ERROR(params_->set_values(u, s.master.f32()));
   }
   return params_->finish_updates();
+}
+
+namespace {
+
+constexpr const char* kSwapClasses[3] = {"master", "exp_avg", "exp_avg_sq"};
+
+std::shared_ptr<float> aligned_floats(int64_t numel) {
+  const uint64_t bytes =
+      offload::NvmeSwapper::slot_bytes(static_cast<uint64_t>(std::max<int64_t>(numel, 1)) * 4);
+  void* p = std::aligned_alloc(offload::kDirectIoAlignBytes, bytes);
+  ZERO_CHECK(p != nullptr, "out of memory allocating NVMe staging buffers");
+  std::memset(p, 0, bytes);
+  return std::shared_ptr<float>(static_cast<float*>(p), [](float* q) { std::free(q); });
+}
+
+}  // namespace
+
+Status Engine::setup_nvme() {
+  const OffloadOptions& off = options_.offload;
+  offload::NvmeSwapperOptions so;
+  so.nvme_path = off.nvme_path;
+  so.rank = comm_->rank();
+  so.aio = off.aio;
+  auto swapper = offload::NvmeSwapper::create(so);
+  if (!swapper.ok()) {
+    return swapper.status().with_context("zero_optimization.offload_optimizer.nvme_path");
+  }
+  swapper_ = std::move(*swapper);
+  uint64_t capacity = 0;
+  int64_t max_numel = 0;
+  for (int u = 0; u < model_->layout().num_units(); ++u) {
+    units_[static_cast<size_t>(u)].swap_offset = capacity;
+    const int64_t numel = partition_numel(u);
+    capacity += offload::NvmeSwapper::slot_bytes(static_cast<uint64_t>(numel) * 4);
+    max_numel = std::max(max_numel, numel);
+  }
+  for (const char* c : kSwapClasses) {
+    ZERO_RETURN_IF_ERROR(swapper_->add_file(c, std::max<uint64_t>(capacity, 1))
+                             .with_context("zero_optimization.offload_optimizer.nvme_path"));
+  }
+  const int sets = 1 + (off.pipeline_read ? 1 : 0) + (off.pipeline_write ? 1 : 0);
+  staging_.resize(static_cast<size_t>(sets));
+  for (Staging& st : staging_) {
+    st.master = aligned_floats(max_numel);
+    st.exp_avg = aligned_floats(max_numel);
+    st.exp_avg_sq = aligned_floats(max_numel);
+  }
+  // RAM: the staging sets only; the partitions themselves live in the swap files.
+  const int64_t set_bytes = static_cast<int64_t>(
+      offload::NvmeSwapper::slot_bytes(static_cast<uint64_t>(std::max<int64_t>(max_numel, 1)) * 4));
+  memory_.master_bytes += sets * set_bytes;
+  memory_.optimizer_state_bytes += 2 * sets * set_bytes;
+  memory_.offloaded_bytes += static_cast<int64_t>(3 * capacity);
+  return ok_status();
+}
+
+Status Engine::submit_swap(int u, Staging& st, bool write) {
+  const UnitState& s = units_[static_cast<size_t>(u)];
+  const size_t nbytes = static_cast<size_t>(partition_numel(u)) * sizeof(float);
+  if (nbytes == 0) return ok_status();
+  float* bufs[3] = {st.master.get(), st.exp_avg.get(), st.exp_avg_sq.get()};
+  for (int k = 0; k < 3; ++k) {
+    StatusOr<offload::Ticket> t =
+        write ? swapper_->submit_write(kSwapClasses[k], s.swap_offset, nbytes, bufs[k])
+              : swapper_->submit_read(kSwapClasses[k], s.swap_offset, nbytes, bufs[k]);
+    if (!t.ok()) return t.status();
+    (write ? st.writes : st.reads).push_back(t->id);
+  }
+  return ok_status();
+}
+
+Status Engine::wait_tickets(offload::NvmeSwapper& swapper, std::vector<uint64_t>* tickets) {
+  Status first = ok_status();
+  for (uint64_t id : *tickets) {
+    Status s = swapper.wait(offload::Ticket{id});
+    if (first.ok() && !s.ok()) first = s;
+  }
+  tickets->clear();
+  return first;
+}
+
+Status Engine::apply_update_nvme(double lr, float grad_multiplier) {
+  // Per unit: read master + moments into a staging set, update, install, write back. With
+  // pipeline_read the next unit's read is in flight during this update; with pipeline_write the
+  // previous unit's write-back is. Staging sets rotate, so a set is reused only after its
+  // write-back finished.
+  const OffloadOptions& off = options_.offload;
+  const std::optional<optim::Betas> betas = options_.schedule.betas_at(optimizer_updates_);
+  const int n = model_->layout().num_units();
+  const int sets = static_cast<int>(staging_.size());
+  auto start_read = [&](int u) -> Status {
+    Staging& st = staging_[static_cast<size_t>(u % sets)];
+    ZERO_RETURN_IF_ERROR(wait_tickets(*swapper_, &st.writes));
+    return submit_swap(u, st, /*write=*/false);
+  };
+  auto run = [&]() -> Status {
+    for (int u = 0; u < n; ++u) {
+      Staging& st = staging_[static_cast<size_t>(u % sets)];
+      if (u == 0 || !off.pipeline_read) ZERO_RETURN_IF_ERROR(start_read(u));
+      ZERO_RETURN_IF_ERROR(wait_tickets(*swapper_, &st.reads));
+      if (off.pipeline_read && u + 1 < n) ZERO_RETURN_IF_ERROR(start_read(u + 1));
+      update_unit(u, lr, grad_multiplier, betas, st.master.get(), st.exp_avg.get(),
+                  st.exp_avg_sq.get());
+      ZERO_RETURN_IF_ERROR(params_->set_values(u, st.master.get()));
+      ZERO_RETURN_IF_ERROR(submit_swap(u, st, /*write=*/true));
+      if (!off.pipeline_write) ZERO_RETURN_IF_ERROR(wait_tickets(*swapper_, &st.writes));
+    }
+    for (Staging& st : staging_) ZERO_RETURN_IF_ERROR(wait_tickets(*swapper_, &st.writes));
+    return ok_status();
+  };
+  Status s = run();
+  if (!s.ok()) {
+    // Leave no request in flight on the staging buffers.
+    (void)swapper_->wait_all();
+    for (Staging& st : staging_) {
+      st.reads.clear();
+      st.writes.clear();
+    }
+    return s.with_context("optimizer step on NVMe-offloaded state");
+  }
+  return params_->finish_updates();
+}
+
+Status Engine::read_partition_state(int u, float* master, float* exp_avg, float* exp_avg_sq) const {
+  const size_t nbytes = static_cast<size_t>(partition_numel(u)) * sizeof(float);
+  float* dst[3] = {master, exp_avg, exp_avg_sq};
+  const UnitState& s = units_[static_cast<size_t>(u)];
+  if (!swapper_) {
+    const float* src[3] = {s.master.f32(), s.exp_avg.f32(), s.exp_avg_sq.f32()};
+    for (int k = 0; k < 3; ++k) {
+      if (dst[k] != nullptr && nbytes > 0) std::memcpy(dst[k], src[k], nbytes);
+    }
+    return ok_status();
+  }
+  for (int k = 0; k < 3; ++k) {
+    if (dst[k] == nullptr || nbytes == 0) continue;
+    ZERO_RETURN_IF_ERROR(swapper_->read(kSwapClasses[k], s.swap_offset, nbytes, dst[k]));
+  }
+  return ok_status();
 }
 
 }  // namespace zero::runtime
@@ -215,6 +411,16 @@ Status Engine::restore(const RestoreState& state) {
   for (int u = 0; u < shard_layout_->num_units(); ++u) {
     UnitState& s = units_[static_cast<size_t>(u)];
     const int64_t begin = partition_begin(u), end = begin + partition_numel(u);
+    if (swapper_) {
+      // Through a staging set into the swap files.
+      Staging& st = staging_[0];
+      ZERO_RETURN_IF_ERROR(state.read_partition(u, begin, end, st.master.get(), st.exp_avg.get(),
+                                                st.exp_avg_sq.get()));
+      ZERO_RETURN_IF_ERROR(params_->set_values(u, st.master.get()));
+      ZERO_RETURN_IF_ERROR(submit_swap(u, st, /*write=*/true));
+      ZERO_RETURN_IF_ERROR(wait_tickets(*swapper_, &st.writes));
+      continue;
+    }
     ZERO_RETURN_IF_ERROR(
         state.read_partition(u, begin, end, s.master.f32(), s.exp_avg.f32(), s.exp_avg_sq.f32()));
     ZERO_RETURN_IF_ERROR(params_->set_values(u, s.master.f32()));

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -17,6 +18,7 @@
 #include "core/tensor.h"
 #include "model/param_access.h"
 #include "model/transformer.h"
+#include "offload/aio_config.h"
 #include "optim/loss_scaler.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer_spec.h"
@@ -25,7 +27,26 @@
 #include "sharding/shard_layout.h"
 #include "sharding/zero_options.h"
 
+namespace zero::offload {
+class NvmeSwapper;
+}  // namespace zero::offload
+
 namespace zero::runtime {
+
+// zero_optimization.offload_optimizer (+ the `aio` block): where the fp32 master weights and the
+// optimizer moments of this rank's partition live and which kernel updates them (docs/offload.md).
+enum class OptimizerOffload { kNone, kCpu, kNvme };
+
+struct OffloadOptions {
+  // kCpu: the vectorised CPU Adam (offload::cpu_adam_update; Lamb stays scalar), state in RAM.
+  // kNvme: as kCpu, and master + exp_avg + exp_avg_sq live in swap files under nvme_path (stage 3
+  // only; DeepSpeed treats nvme as cpu below stage 3 and so do we, with a warning).
+  OptimizerOffload optimizer = OptimizerOffload::kNone;
+  std::string nvme_path;        // swap directory (created if missing); required for kNvme
+  offload::AioConfig aio;       // the ds_config `aio` block
+  bool pipeline_read = false;   // read the next unit's state while this one updates
+  bool pipeline_write = false;  // write the previous unit's state back while this one updates
+};
 
 struct EngineOptions {
   model::ModelConfig model_config;
@@ -36,6 +57,7 @@ struct EngineOptions {
   optim::LossScalerConfig loss_scaler;  // only used for fp16
   double gradient_clipping = 0.0;       // 0: off
   sharding::ZeroOptions zero;  // stage, overlap, buckets, stage-3 limits (model_dtype := dtype)
+  OffloadOptions offload;
 };
 
 // One micro-batch of this rank: tokens and targets, (B, T) each.
@@ -78,12 +100,18 @@ class Engine {
   model::ParamAccess& params();
   // This rank's partition of unit u's fp32 master weights: elements
   // [partition_begin(u), partition_begin(u) + partition_numel(u)) of the padded unit.
+  // Null when the state lives on NVMe (state_on_nvme()): use read_partition_state instead.
   const float* master(int u) const { return units_[static_cast<size_t>(u)].master.f32(); }
   int64_t partition_begin(int u) const { return grads_->partition_begin(u); }
   int64_t partition_numel(int u) const { return grads_->partition_numel(u); }
   // Optimizer state of this rank's partition of unit u (same range as master()).
   const float* exp_avg(int u) const { return units_[static_cast<size_t>(u)].exp_avg.f32(); }
   const float* exp_avg_sq(int u) const { return units_[static_cast<size_t>(u)].exp_avg_sq.f32(); }
+  // Whether master weights and moments live in NVMe swap files (offload nvme at stage 3).
+  bool state_on_nvme() const { return swapper_ != nullptr; }
+  // Copies this rank's partition of unit u (partition_numel(u) floats each; any pointer may be
+  // null to skip it) from wherever it lives: RAM or the swap files. Not concurrent with steps.
+  Status read_partition_state(int u, float* master, float* exp_avg, float* exp_avg_sq) const;
   // Successful optimizer updates so far (Adam's step counter; skipped steps do not count).
   int64_t optimizer_updates() const { return optimizer_updates_; }
   const EngineOptions& options() const { return options_; }
@@ -110,9 +138,15 @@ class Engine {
 
  private:
   struct UnitState {
-    Tensor master;      // fp32 master weights of this rank's partition
-    Tensor exp_avg;     // Adam / Lamb first moment (partition)
-    Tensor exp_avg_sq;  // second moment (partition)
+    Tensor master;             // fp32 master weights of this rank's partition (empty on NVMe)
+    Tensor exp_avg;            // Adam / Lamb first moment (partition)
+    Tensor exp_avg_sq;         // second moment (partition)
+    uint64_t swap_offset = 0;  // byte offset of the partition in each swap file (NVMe)
+  };
+  // Staging for one unit's state read from / written to the swap files (4096-aligned).
+  struct Staging {
+    std::shared_ptr<float> master, exp_avg, exp_avg_sq;
+    std::vector<uint64_t> reads, writes;  // outstanding swapper tickets
   };
 
   explicit Engine(EngineOptions options);
@@ -120,6 +154,14 @@ class Engine {
   StatusOr<double> forward_backward(const std::vector<MicroBatch>& micro_batches, float loss_scale);
   Status global_norm(double* norm_scaled, bool* nonfinite);
   Status apply_update(double lr, float grad_multiplier);
+  // Updates one unit's partition in place (the optimizer math, shared by every placement).
+  void update_unit(int u, double lr, float grad_multiplier,
+                   const std::optional<optim::Betas>& betas, float* master, float* exp_avg,
+                   float* exp_avg_sq);
+  Status apply_update_nvme(double lr, float grad_multiplier);
+  Status setup_nvme();
+  Status submit_swap(int u, Staging& st, bool write);
+  static Status wait_tickets(offload::NvmeSwapper& swapper, std::vector<uint64_t>* tickets);
 
   EngineOptions options_;
   std::unique_ptr<Communicator> own_comm_;  // the world of one when none was given
@@ -128,6 +170,8 @@ class Engine {
   std::unique_ptr<sharding::ShardLayout> shard_layout_;
   sharding::MemoryAccounting memory_;
   std::vector<UnitState> units_;
+  std::unique_ptr<offload::NvmeSwapper> swapper_;  // state on NVMe; null otherwise
+  std::vector<Staging> staging_;                   // 1 + pipeline_read + pipeline_write sets
   std::unique_ptr<sharding::ParamCoordinator> params_;
   std::unique_ptr<sharding::GradReducer> grads_;
   std::unique_ptr<optim::LossScaler> scaler_;

@@ -2,7 +2,10 @@
 // curve with AdamW + WarmupDecayLR + clipping, with and without a micro-batch / accumulation split.
 #include "runtime/engine.h"
 
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 
 #include <gtest/gtest.h>
@@ -239,6 +242,235 @@ TEST(MixedPrecision, Fp16OverflowSkipsStepsAndHalvesTheScale) {
   EXPECT_EQ(fp16[static_cast<size_t>(skipped)].loss, fp16[0].loss);
   EXPECT_NEAR(fp16[0].loss, fp32[0].loss, 1e-2 * fp32[0].loss);
   EXPECT_LT(fp16.back().loss, fp16[static_cast<size_t>(skipped)].loss);
+}
+
+}  // namespace
+}  // namespace zero::runtime
+
+namespace zero::runtime {
+namespace {
+
+// Optimizer offload (docs/offload.md): the golden gpt2_tiny 60-step curve with the optimizer state
+// on the CPU (vectorised Adam) or in NVMe swap files must equal the in-memory engine bitwise.
+struct OffloadRun {
+  std::vector<double> losses;
+  std::vector<std::vector<float>> master, exp_avg, exp_avg_sq;  // final partitions
+  sharding::MemoryAccounting memory;
+};
+
+StatusOr<std::unique_ptr<Engine>> make_offload_engine(int stage, const OffloadOptions& offload,
+                                                      std::unique_ptr<model::HfWeightReader>& rd) {
+  nlohmann::json ref = read_json(kGolden + "gpt2_tiny/curve60.json");
+  const nlohmann::json& sched = ref["lr_scheduler"];
+  EngineOptions o;
+  o.model_config = *model::load_model_config(kGolden + "gpt2_tiny");
+  o.optimizer = *optim::optimizer_spec_from_json("AdamW", {{"lr", sched["warmup_max_lr"]},
+                                                           {"betas", ref["betas"]},
+                                                           {"eps", ref["eps"]},
+                                                           {"weight_decay", ref["weight_decay"]}});
+  o.schedule = *optim::LrSchedule::from_json("WarmupDecayLR",
+                                             {{"warmup_min_lr", sched["warmup_min_lr"]},
+                                              {"warmup_max_lr", sched["warmup_max_lr"]},
+                                              {"warmup_num_steps", sched["warmup_num_steps"]},
+                                              {"total_num_steps", sched["total_num_steps"]},
+                                              {"warmup_type", sched["warmup_type"]}},
+                                             o.optimizer.lr);
+  o.gradient_clipping = ref["gradient_clipping"].get<double>();
+  o.zero.stage = stage;
+  o.offload = offload;
+  model::ModelLayout layout(o.model_config);
+  auto reader = model::HfWeightReader::open(*default_storage(), kGolden + "gpt2_tiny", layout);
+  if (!reader.ok()) return reader.status();
+  rd = std::move(*reader);
+  model::HfWeightReader* r = rd.get();
+  return Engine::create(std::move(o), [r](int u, int64_t b, int64_t e, float* dst) {
+    return r->read_unit_range(u, b, e, dst);
+  });
+}
+
+OffloadRun run_offload(int stage, const OffloadOptions& offload, int steps = 60) {
+  OffloadRun out;
+  std::unique_ptr<model::HfWeightReader> reader;
+  auto engine = make_offload_engine(stage, offload, reader);
+  EXPECT_TRUE(engine.ok()) << engine.status().to_string();
+  if (!engine.ok()) return out;
+  Engine& e = **engine;
+  TokenDatasetOptions dopts;
+  dopts.block_size = 16;
+  dopts.vocab_size = 67;
+  auto data = TokenDataset::open(*default_storage(), kGolden + "tokens.bin", dopts);
+  for (int s = 0; s < steps; ++s) {
+    MicroBatch mb;
+    mb.batch = 4;
+    mb.seq = 16;
+    mb.tokens.resize(64);
+    mb.targets.resize(64);
+    for (int i = 0; i < 4; ++i) {
+      EXPECT_TRUE(data->get_sample((s * 4 + i) % data->num_samples(), mb.tokens.data() + i * 16,
+                                   mb.targets.data() + i * 16)
+                      .ok());
+    }
+    auto r = e.train_step({mb});
+    EXPECT_TRUE(r.ok()) << r.status().to_string();
+    if (!r.ok()) return out;
+    out.losses.push_back(r->loss);
+  }
+  for (int u = 0; u < e.layout().num_units(); ++u) {
+    const size_t n = static_cast<size_t>(e.partition_numel(u));
+    out.master.emplace_back(n);
+    out.exp_avg.emplace_back(n);
+    out.exp_avg_sq.emplace_back(n);
+    EXPECT_TRUE(e.read_partition_state(u, out.master.back().data(), out.exp_avg.back().data(),
+                                       out.exp_avg_sq.back().data())
+                    .ok());
+  }
+  out.memory = e.memory();
+  return out;
+}
+
+void expect_bitwise(const OffloadRun& got, const OffloadRun& want) {
+  ASSERT_EQ(got.losses.size(), want.losses.size());
+  for (size_t s = 0; s < want.losses.size(); ++s) {
+    EXPECT_EQ(got.losses[s], want.losses[s]) << "step " << s + 1;
+  }
+  ASSERT_EQ(got.master.size(), want.master.size());
+  for (size_t u = 0; u < want.master.size(); ++u) {
+    EXPECT_EQ(got.master[u], want.master[u]) << "unit " << u;
+    EXPECT_EQ(got.exp_avg[u], want.exp_avg[u]) << "unit " << u;
+    EXPECT_EQ(got.exp_avg_sq[u], want.exp_avg_sq[u]) << "unit " << u;
+  }
+}
+
+// A fresh directory under the system temp dir (removed by the caller).
+std::filesystem::path temp_dir(const std::string& tag) {
+  static int counter = 0;
+  auto p = std::filesystem::temp_directory_path() /
+           ("zero_engine_offload_" + std::to_string(::getpid()) + "_" + tag + "_" +
+            std::to_string(counter++));
+  std::filesystem::create_directories(p);
+  return p;
+}
+
+OffloadOptions nvme_options(const std::filesystem::path& dir, bool read, bool write) {
+  OffloadOptions off;
+  off.optimizer = OptimizerOffload::kNvme;
+  off.nvme_path = (dir / "swap").string();
+  off.pipeline_read = read;
+  off.pipeline_write = write;
+  return off;
+}
+
+TEST(OptimizerOffload, CpuAdamStage1IsBitwiseTheInMemoryCurve) {
+  OffloadRun base = run_offload(1, {});
+  OffloadOptions cpu;
+  cpu.optimizer = OptimizerOffload::kCpu;
+  OffloadRun off = run_offload(1, cpu);
+  expect_bitwise(off, base);
+  EXPECT_EQ(off.memory.offloaded_bytes, 0);
+  EXPECT_EQ(off.memory.master_bytes, base.memory.master_bytes);
+}
+
+TEST(OptimizerOffload, NvmeStage3IsBitwiseTheInMemoryCurveWithAndWithoutPipelining) {
+  OffloadRun base = run_offload(3, {});
+  for (int mode = 0; mode < 4; ++mode) {
+    const bool read = (mode & 1) != 0, write = (mode & 2) != 0;
+    SCOPED_TRACE("pipeline_read " + std::to_string(read) + " pipeline_write " +
+                 std::to_string(write));
+    const auto dir = temp_dir("nvme");
+    OffloadRun off = run_offload(3, nvme_options(dir, read, write));
+    expect_bitwise(off, base);
+    // Only the staging sets (one unit each) stay in RAM; the partitions live on disk.
+    size_t max_numel = 0;
+    for (const auto& m : base.master) max_numel = std::max(max_numel, m.size());
+    const int64_t sets = 1 + (read ? 1 : 0) + (write ? 1 : 0);
+    const int64_t slot = static_cast<int64_t>((max_numel * 4 + 4095) / 4096 * 4096);
+    EXPECT_EQ(off.memory.master_bytes, sets * slot);
+    EXPECT_EQ(off.memory.optimizer_state_bytes, 2 * sets * slot);
+    EXPECT_GE(off.memory.offloaded_bytes, 3 * base.memory.master_bytes);
+    // The swap directory (and its files) went with the engine.
+    EXPECT_FALSE(std::filesystem::exists(dir / "swap"));
+    std::filesystem::remove_all(dir);
+  }
+}
+
+TEST(OptimizerOffload, NvmeFilesExistWhileTheEngineLivesAndRestoreGoesThroughThem) {
+  const auto dir = temp_dir("files");
+  std::unique_ptr<model::HfWeightReader> reader;
+  auto engine = make_offload_engine(3, nvme_options(dir, true, true), reader);
+  ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+  EXPECT_TRUE((*engine)->state_on_nvme());
+  EXPECT_EQ((*engine)->master(0), nullptr);
+  EXPECT_TRUE(std::filesystem::exists(dir / "swap" / "zero_rank0_master.swp"));
+  EXPECT_TRUE(std::filesystem::exists(dir / "swap" / "zero_rank0_exp_avg_sq.swp"));
+  // restore() writes the given partitions to the files; read_partition_state reads them back.
+  Engine::RestoreState rs;
+  rs.global_step = 7;
+  rs.optimizer_updates = 7;
+  rs.read_partition = [](int u, int64_t b, int64_t e, float* m, float* a, float* v) {
+    for (int64_t i = 0; i < e - b; ++i) {
+      m[i] = static_cast<float>(u) + 0.25f * static_cast<float>(i % 7);
+      a[i] = 1e-3f * static_cast<float>(i % 5);
+      v[i] = 1e-6f * static_cast<float>(i % 3);
+    }
+    return ok_status();
+  };
+  ASSERT_TRUE((*engine)->restore(rs).ok());
+  for (int u = 0; u < (*engine)->layout().num_units(); ++u) {
+    const int64_t n = (*engine)->partition_numel(u);
+    std::vector<float> m(static_cast<size_t>(n)), a(m.size()), v(m.size());
+    ASSERT_TRUE((*engine)->read_partition_state(u, m.data(), a.data(), v.data()).ok());
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(m[static_cast<size_t>(i)],
+                static_cast<float>(u) + 0.25f * static_cast<float>(i % 7));
+      ASSERT_EQ(v[static_cast<size_t>(i)], 1e-6f * static_cast<float>(i % 3));
+    }
+  }
+  engine->reset();
+  EXPECT_FALSE(std::filesystem::exists(dir / "swap"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(OptimizerOffload, NvmeBelowStage3RunsAsCpu) {
+  const auto dir = temp_dir("below3");
+  std::unique_ptr<model::HfWeightReader> reader;
+  OffloadOptions off = nvme_options(dir, false, false);
+  off.nvme_path.clear();  // not needed: DeepSpeed treats nvme as cpu below stage 3
+  auto engine = make_offload_engine(2, off, reader);
+  ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+  EXPECT_FALSE((*engine)->state_on_nvme());
+  EXPECT_EQ((*engine)->options().offload.optimizer, OptimizerOffload::kCpu);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(OptimizerOffload, ConfigurationErrorsNameTheKey) {
+  std::unique_ptr<model::HfWeightReader> reader;
+  OffloadOptions cpu;
+  cpu.optimizer = OptimizerOffload::kCpu;
+  auto stage0 = make_offload_engine(0, cpu, reader);
+  ASSERT_FALSE(stage0.ok());
+  EXPECT_NE(stage0.status().message().find("zero_optimization.offload_optimizer.device"),
+            std::string::npos)
+      << stage0.status().to_string();
+
+  OffloadOptions no_path;
+  no_path.optimizer = OptimizerOffload::kNvme;
+  auto missing = make_offload_engine(3, no_path, reader);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("zero_optimization.offload_optimizer.nvme_path"),
+            std::string::npos)
+      << missing.status().to_string();
+
+  // A parent that cannot hold a directory (a regular file): a clear error, even as root.
+  const auto dir = temp_dir("bad");
+  { std::ofstream(dir / "file") << "x"; }
+  OffloadOptions bad;
+  bad.optimizer = OptimizerOffload::kNvme;
+  bad.nvme_path = (dir / "file" / "swap").string();
+  auto unusable = make_offload_engine(3, bad, reader);
+  ASSERT_FALSE(unusable.ok());
+  EXPECT_NE(unusable.status().to_string().find("nvme_path"), std::string::npos)
+      << unusable.status().to_string();
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
