@@ -98,8 +98,8 @@ int run_ckpt_benchmark(const CkptBenchOptions& o, Communicator& comm) {
     }
     std::snprintf(dir, sizeof dir, "%s", d.c_str());
   }
-  Status s = comm.broadcast(dir, sizeof dir, DType::kBF16 /* 2-byte elements */, 0);
-  (void)s;
+  // The name travels as 2-byte elements (broadcast moves bytes verbatim).
+  if (Status b = comm.broadcast(dir, sizeof dir / 2, DType::kBF16, 0); !b.ok()) return fail(b);
 
   checkpoint::SaveRequest r;
   r.out_dir = dir;
