@@ -8,6 +8,12 @@
 // Standard headers come first: inline functions defined after this pragma are AVX2 code, and a
 // COMDAT copy of a library inline compiled here could otherwise be picked by the linker for the
 // baseline translation units. No "fma": every path uses unfused multiply and add.
+#if defined(__clang__)
+// clang ignores GCC's target/optimize pragmas: give every function here the same target, and keep
+// a*b+c unfused like the scalar reference (bitwise equality).
+#pragma clang attribute push(__attribute__((target("avx2,f16c"))), apply_to = function)
+#pragma clang fp contract(off)
+#endif
 #pragma GCC push_options
 #pragma GCC target("avx2,f16c")
 #pragma GCC optimize("fp-contract=off")
@@ -135,3 +141,6 @@ void adam_tile_avx2(const AdamTileParams& c, const optim::AdamShard& s, int64_t 
 
 #pragma GCC diagnostic pop
 #pragma GCC pop_options
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif

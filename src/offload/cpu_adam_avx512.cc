@@ -8,6 +8,13 @@
 // Standard headers come first: inline functions defined after this pragma are AVX-512 code, and
 // a COMDAT copy of a library inline compiled here could otherwise be picked by the linker for the
 // baseline translation units.
+#if defined(__clang__)
+// clang ignores GCC's target/optimize pragmas: give every function here the same target, and keep
+// a*b+c unfused like the scalar reference (bitwise equality).
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx2,f16c"))), \
+                             apply_to = function)
+#pragma clang fp contract(off)
+#endif
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx2,f16c")
 // Same unfused operations as the scalar reference (GCC would otherwise contract to FMA).
@@ -136,3 +143,6 @@ void adam_tile_avx512(const AdamTileParams& c, const optim::AdamShard& s, int64_
 
 #pragma GCC diagnostic pop
 #pragma GCC pop_options
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif

@@ -60,10 +60,6 @@ Json given_params(const config::EffectiveConfig& eff, const std::string& block) 
   return out;
 }
 
-bool has_path(const Json& j, const std::string& a, const std::string& b) {
-  return j.contains(a) && j[a].is_object() && j[a].contains(b);
-}
-
 // HF's lr_scheduler_type mapped to the DeepSpeed schedule the HF integration would configure.
 StatusOr<Json> scheduler_for_flag(const std::string& type) {
   if (type == "linear") {

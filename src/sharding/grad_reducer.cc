@@ -32,9 +32,7 @@ GradReducer::GradReducer(const ShardLayout& layout, Communicator& comm, const Ze
 
 GradReducer::~GradReducer() {
   // In-flight collectives write into our buffers: finish them first.
-  for (auto& u : units_) {
-    if (u.has_pending) (void)u.pending.wait();
-  }
+  for (auto& b : in_flight_) (void)b.pending.wait();
 }
 
 Tensor GradReducer::take_buffer(int64_t numel) {
@@ -54,10 +52,15 @@ void GradReducer::begin_step(int num_micro_steps) {
   }
 }
 
-void GradReducer::begin_micro_step(int micro_step) { micro_step_ = micro_step; }
+void GradReducer::begin_micro_step(int micro_step) {
+  // The previous micro-step's backward is over: its last (partial) bucket goes out now.
+  if (options_.stage >= 2) flush_open();
+  micro_step_ = micro_step;
+}
 
 float* GradReducer::grad_buffer(int u) {
   Unit& unit = units_[static_cast<size_t>(u)];
+  if (unit.in_open) flush_open();
   // A previous micro-step's reduction may still read this unit's buffer.
   if (unit.has_pending) drain_until(u);
   if (unit.micro.empty()) unit.micro = take_buffer(layout_.unit(u).padded_numel);
@@ -76,7 +79,10 @@ void GradReducer::grad_ready(int u) {
     give_buffer(std::move(unit.micro));
     unit.micro = Tensor();
     // On the last micro-step this unit's gradient is final: with overlap, reduce it right away.
-    if (options_.overlap_comm && micro_step_ == num_micro_steps_ - 1) reduce_full_unit(u);
+    if (options_.overlap_comm && micro_step_ == num_micro_steps_ - 1) {
+      unit.reduced_this_step = true;
+      add_to_bucket(u);
+    }
     return;
   }
   // Stages 2–3: reduce this micro-step's gradient now; only the own shard is kept.
@@ -84,84 +90,168 @@ void GradReducer::grad_ready(int u) {
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < info.padded_numel; ++i) micro[i] = round_to_dtype(micro[i], dtype);
   }
-  const size_t P = static_cast<size_t>(info.shard_numel);
-  if (options_.reduce_scatter) {
-    unit.reduced = take_buffer(info.shard_numel);
-    unit.pending = comm_.reduce_scatter_async(micro, unit.reduced.f32(), P, DType::kF32);
-  } else {
-    // DeepSpeed's reduce_scatter=false: all-reduce the whole unit, keep the own shard.
-    unit.pending = comm_.all_reduce_async(micro, P * static_cast<size_t>(layout_.world_size()),
-                                          DType::kF32, ReduceOp::kSum);
-  }
-  unit.has_pending = true;
-  in_flight_.push_back(u);
-  if (!options_.overlap_comm) complete(u);
+  add_to_bucket(u);
 }
 
-void GradReducer::reduce_full_unit(int u) {
-  Unit& unit = units_[static_cast<size_t>(u)];
-  const UnitShardInfo& info = layout_.unit(u);
-  unit.reduced_this_step = true;
-  const size_t P = static_cast<size_t>(info.shard_numel);
-  if (options_.stage == 0 || !options_.reduce_scatter) {
-    unit.pending = comm_.all_reduce_async(unit.accum.f32(), static_cast<size_t>(info.padded_numel),
-                                          DType::kF32, ReduceOp::kSum);
-  } else {
-    unit.pending = comm_.reduce_scatter_async(unit.accum.f32(), unit.reduced.f32(), P, DType::kF32);
-  }
-  unit.has_pending = true;
-  in_flight_.push_back(u);
-  if (!options_.overlap_comm) complete(u);
+void GradReducer::add_to_bucket(int u) {
+  const int64_t numel = layout_.unit(u).padded_numel;
+  if (!open_.empty() && open_numel_ + numel > options_.reduce_bucket_numel) flush_open();
+  open_.push_back(u);
+  open_numel_ += numel;
+  units_[static_cast<size_t>(u)].in_open = true;
+  if (open_numel_ >= options_.reduce_bucket_numel) flush_open();
 }
 
-void GradReducer::complete(int u) {
-  Unit& unit = units_[static_cast<size_t>(u)];
+void GradReducer::flush_open() {
+  if (open_.empty()) return;
+  Bucket b;
+  b.units = std::move(open_);
+  open_.clear();
+  open_numel_ = 0;
+  for (int u : b.units) units_[static_cast<size_t>(u)].in_open = false;
+  issue(std::move(b));
+}
+
+void GradReducer::issue(Bucket b) {
+  const int world = layout_.world_size();
+  const bool single = b.units.size() == 1;
+  int64_t padded = 0, shard = 0;
+  for (int u : b.units) {
+    padded += layout_.unit(u).padded_numel;
+    shard += layout_.unit(u).shard_numel;
+  }
+  // The unit's buffer the collective reads: the micro-step gradient (stages 2–3) or the
+  // accumulator (stages 0–1).
+  auto src = [&](int u) -> float* {
+    Unit& unit = units_[static_cast<size_t>(u)];
+    return options_.stage <= 1 ? unit.accum.f32() : unit.micro.f32();
+  };
+  // Stages 2–3 hand the micro buffers back once packed; a single unit is reduced from its own.
+  auto release_micros = [&] {
+    if (options_.stage <= 1 || single) return;
+    for (int u : b.units) {
+      Unit& unit = units_[static_cast<size_t>(u)];
+      give_buffer(std::move(unit.micro));
+      unit.micro = Tensor();
+    }
+  };
+  const bool all_reduce = options_.stage == 0 || !options_.reduce_scatter;
+  if (all_reduce) {
+    float* buf = nullptr;
+    if (single) {
+      buf = src(b.units[0]);
+    } else {
+      b.in = take_buffer(padded);
+      int64_t off = 0;
+      for (int u : b.units) {
+        const int64_t n = layout_.unit(u).padded_numel;
+        std::memcpy(b.in.f32() + off, src(u), static_cast<size_t>(n) * 4);
+        off += n;
+      }
+      release_micros();
+      buf = b.in.f32();
+    }
+    b.pending =
+        comm_.all_reduce_async(buf, static_cast<size_t>(padded), DType::kF32, ReduceOp::kSum);
+  } else {
+    const float* in = nullptr;
+    if (single) {
+      in = src(b.units[0]);
+    } else {
+      // Rank-major: block r is [u1 shard r | u2 shard r | ...].
+      b.in = take_buffer(padded);
+      float* dst = b.in.f32();
+      for (int r = 0; r < world; ++r) {
+        for (int u : b.units) {
+          const int64_t P = layout_.unit(u).shard_numel;
+          std::memcpy(dst, src(u) + static_cast<int64_t>(r) * P, static_cast<size_t>(P) * 4);
+          dst += P;
+        }
+      }
+      release_micros();
+      in = b.in.f32();
+    }
+    float* out = nullptr;
+    if (options_.stage == 1 && single) {
+      out = units_[static_cast<size_t>(b.units[0])].reduced.f32();
+    } else {
+      b.out = take_buffer(shard);
+      out = b.out.f32();
+    }
+    b.pending = comm_.reduce_scatter_async(in, out, static_cast<size_t>(shard), DType::kF32);
+  }
+  for (int u : b.units) units_[static_cast<size_t>(u)].has_pending = true;
+  in_flight_.push_back(std::move(b));
+  if (!options_.overlap_comm) complete_front();
+}
+
+void GradReducer::complete_front() {
+  Bucket b = std::move(in_flight_.front());
+  in_flight_.pop_front();
   // Why: the result is consumed (accumulated) or the buffer reused right after this.
   const auto t0 = std::chrono::steady_clock::now();
-  Status s = unit.pending.wait();
+  Status s = b.pending.wait();
   memory_.comm_wait_s +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!s.ok() && status_.ok()) status_ = s;
-  unit.has_pending = false;
-  auto it = std::find(in_flight_.begin(), in_flight_.end(), u);
-  if (it != in_flight_.end()) in_flight_.erase(it);
-  if (options_.stage <= 1) {
-    if (options_.stage == 1 && !options_.reduce_scatter) {
-      std::memcpy(unit.reduced.f32(), unit.accum.f32() + layout_.shard_begin(u),
-                  unit.reduced.nbytes());
-    }
-    return;
-  }
-  const UnitShardInfo& info = layout_.unit(u);
-  const float* part =
-      options_.reduce_scatter ? unit.reduced.f32() : unit.micro.f32() + layout_.shard_begin(u);
-  float* acc = unit.accum.f32();
+  const bool single = b.units.size() == 1;
+  const bool all_reduce = options_.stage == 0 || !options_.reduce_scatter;
+  int64_t poff = 0, soff = 0;  // offsets of the unit in the packed input / the output
+  for (int u : b.units) {
+    Unit& unit = units_[static_cast<size_t>(u)];
+    const UnitShardInfo& info = layout_.unit(u);
+    unit.has_pending = false;
+    if (options_.stage <= 1) {
+      if (all_reduce) {
+        if (!single) {
+          std::memcpy(unit.accum.f32(), b.in.f32() + poff, unit.accum.nbytes());
+        }
+        if (options_.stage == 1) {
+          std::memcpy(unit.reduced.f32(), unit.accum.f32() + layout_.shard_begin(u),
+                      unit.reduced.nbytes());
+        }
+      } else if (!single) {
+        std::memcpy(unit.reduced.f32(), b.out.f32() + soff, unit.reduced.nbytes());
+      }
+    } else {
+      const float* part = nullptr;
+      if (all_reduce) {
+        part = (single ? unit.micro.f32() : b.in.f32() + poff) + layout_.shard_begin(u);
+      } else {
+        part = b.out.f32() + soff;
+      }
+      float* acc = unit.accum.f32();
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < info.shard_numel; ++i) acc[i] += part[i];
-  if (options_.reduce_scatter) {
-    give_buffer(std::move(unit.reduced));
-    unit.reduced = Tensor();
+      for (int64_t i = 0; i < info.shard_numel; ++i) acc[i] += part[i];
+      if (single) {
+        give_buffer(std::move(unit.micro));
+        unit.micro = Tensor();
+      }
+    }
+    poff += info.padded_numel;
+    soff += info.shard_numel;
   }
-  give_buffer(std::move(unit.micro));
-  unit.micro = Tensor();
+  if (!b.in.empty()) give_buffer(std::move(b.in));
+  if (!b.out.empty()) give_buffer(std::move(b.out));
 }
 
 void GradReducer::drain_until(int u) {
   // Collectives complete in issue order; completing the FIFO front first keeps that order.
-  while (!in_flight_.empty()) {
-    const int v = in_flight_.front();
-    complete(v);
-    if (v == u) break;
-  }
+  while (units_[static_cast<size_t>(u)].has_pending && !in_flight_.empty()) complete_front();
 }
 
 Status GradReducer::finish_step() {
   if (options_.stage <= 1) {
     for (int u = 0; u < layout_.num_units(); ++u) {
-      if (!units_[static_cast<size_t>(u)].reduced_this_step) reduce_full_unit(u);
+      Unit& unit = units_[static_cast<size_t>(u)];
+      if (!unit.reduced_this_step) {
+        unit.reduced_this_step = true;
+        add_to_bucket(u);
+      }
     }
   }
-  while (!in_flight_.empty()) complete(in_flight_.front());
+  flush_open();
+  while (!in_flight_.empty()) complete_front();
   return status_;
 }
 

@@ -6,6 +6,13 @@
 //   stage 2/3 reduce-scatter every micro-step as soon as the unit is ready; keep only the own shard
 // With overlap_comm the collectives run on the communication thread while backward goes on; on the
 // last micro-step, stages 0–1 reduce each unit as soon as it is final.
+// Buckets (DeepSpeed's reduce_bucket_size): consecutive units are coalesced into one collective
+// while their padded numel stays <= reduce_bucket_numel. A bucket is issued when the next unit
+// would not fit, when it is full, at the end of a micro-step's backward (stages 2–3) and at
+// finish_step(). A reduce-scatter bucket is packed rank-major ([u1 shard r | u2 shard r | ...] for
+// r = 0..N−1), so each rank's output block is its shards of all units; an all-reduce bucket is a
+// concatenation. A unit larger than the bucket is reduced alone, in place. Per element the
+// reduction is the same sum over ranks, so buckets change call counts, never bytes or results.
 #pragma once
 
 #include <cstdint>
@@ -49,14 +56,22 @@ class GradReducer : public model::GradSink {
   struct Unit {
     Tensor micro;    // this micro-step's gradient as backward writes it (padded_numel)
     Tensor accum;    // stages 0–1: full-unit accumulator; stages 2–3: own-shard accumulator
-    Tensor reduced;  // stage 1: reduce-scatter output; stages 2–3: one micro-step's reduced shard
-    CommHandle pending;
-    bool has_pending = false;
+    Tensor reduced;  // stage 1: this rank's reduced shard
+    bool in_open = false;            // in the bucket being filled
+    bool has_pending = false;        // an in-flight bucket still reads / writes this unit's buffers
     bool reduced_this_step = false;  // stages 0–1 reduced early (overlap on the last micro-step)
   };
-  void reduce_full_unit(int u);  // stages 0–1, once per step
-  void complete(int u);          // wait + post-process one in-flight reduction
-  void drain_until(int u);       // complete the FIFO up to and including u
+  struct Bucket {
+    std::vector<int> units;
+    Tensor in;   // packed input (empty: a single unit reduced straight from / into its buffer)
+    Tensor out;  // reduce-scatter output: this rank's shards of all units, back to back
+    CommHandle pending;
+  };
+  void add_to_bucket(int u);  // queue a ready unit; issues the bucket when it is full
+  void flush_open();          // issue the bucket being filled (if any)
+  void issue(Bucket b);
+  void complete_front();    // wait + post-process the oldest in-flight bucket
+  void drain_until(int u);  // complete buckets in issue order until u's is done
   Tensor take_buffer(int64_t numel);
   void give_buffer(Tensor t);
 
@@ -65,7 +80,9 @@ class GradReducer : public model::GradSink {
   ZeroOptions options_;
   MemoryAccounting& memory_;
   std::vector<Unit> units_;
-  std::deque<int> in_flight_;  // units with a pending collective, in issue order
+  std::vector<int> open_;  // units of the bucket being filled, in ready order
+  int64_t open_numel_ = 0;
+  std::deque<Bucket> in_flight_;  // issued buckets, in issue order
   int num_micro_steps_ = 1;
   int micro_step_ = 0;
   int64_t transient_bytes_ = 0;

@@ -44,6 +44,7 @@ struct RunConfig {
   int64_t reuse_distance = 1'000'000'000;
   int64_t max_live = 1'000'000'000;
   int64_t prefetch = 50'000'000;
+  int64_t reduce_bucket = 500'000'000;  // reduce_bucket_size (numel); the default: one bucket
   int steps = 60;
   runtime::OffloadOptions offload;  // offload_optimizer (+ aio)
 };
@@ -86,6 +87,7 @@ std::unique_ptr<runtime::Engine> make_engine(const RunConfig& c, Communicator* c
   o.zero.max_reuse_distance_numel = c.reuse_distance;
   o.zero.max_live_numel = c.max_live;
   o.zero.prefetch_bucket_numel = c.prefetch;
+  o.zero.reduce_bucket_numel = c.reduce_bucket;
   o.offload = c.offload;
   model::ModelLayout layout(o.model_config);
   auto r = model::HfWeightReader::open(*default_storage(), kGolden + c.model, layout);
@@ -250,7 +252,9 @@ TEST(Parity, OptimizerOffloadCpuAndNvme) {
     const std::vector<double>& want = oracle(c.model, c.tbs);
     std::vector<double> got = run_curve(c, g_world, [&](int, runtime::Engine& e) {
       on_nvme = e.state_on_nvme();
-      if (on_nvme) EXPECT_GT(e.memory().offloaded_bytes, 0) << what;
+      if (on_nvme) {
+        EXPECT_GT(e.memory().offloaded_bytes, 0) << what;
+      }
     });
     EXPECT_EQ(on_nvme, k.device == runtime::OptimizerOffload::kNvme && k.stage == 3) << what;
     ASSERT_EQ(got.size(), 20u);
@@ -321,6 +325,83 @@ TEST(WireVolume, PerStepBytesMatchTheStageFormulas) {
           EXPECT_EQ(s[CommKind::kReduceScatter].bytes, gas * psi) << what;
           EXPECT_EQ(s[CommKind::kAllReduce].bytes, scalars) << what;
           break;
+        }
+      }
+    }
+  }
+}
+
+// Gradient buckets (reduce_bucket_size): one unit per bucket, a few units per bucket and the whole
+// model in one bucket reproduce the single-rank curve, with and without overlap and accumulation.
+TEST(Parity, ReduceBucketsKeepTheCurve) {
+  const int world = g_world->world_size();
+  for (int stage : {0, 1, 2, 3}) {
+    for (int64_t bucket : {int64_t{1}, int64_t{15'000}, int64_t{1'000'000'000}}) {
+      for (bool overlap : {false, true}) {
+        RunConfig c;
+        c.stage = stage;
+        c.overlap = overlap;
+        c.tbs = tbs_for(world);
+        c.micro_batch = std::max<int64_t>(1, c.tbs / world / 2);
+        c.reduce_bucket = bucket;
+        c.steps = 20;
+        const std::vector<double>& want = oracle(c.model, c.tbs);
+        std::vector<double> got = run_curve(c, g_world);
+        for (size_t s = 0; s < got.size(); ++s) {
+          ASSERT_NEAR(got[s], want[s], 1e-5 * std::fabs(want[s]))
+              << describe(c, world) << " bucket " << bucket << ": step " << s + 1;
+        }
+      }
+    }
+  }
+}
+
+// Buckets coalesce collectives: the bytes per step are those of one collective per unit, the calls
+// drop (stage 2/3 with a bucket larger than the model: one reduce-scatter per micro-step; stage 1:
+// one per step), and the losses are bitwise those of per-unit reductions (the sum over ranks is
+// elementwise, packing does not reorder it).
+TEST(WireVolume, BucketsChangeCallsNotBytesOrLosses) {
+  const int world = g_world->world_size();
+  const int64_t tbs = tbs_for(world);
+  for (int stage : {0, 1, 2, 3}) {
+    for (bool reduce_scatter : {true, false}) {
+      if (!reduce_scatter && stage == 0) continue;
+      for (bool overlap : {false, true}) {
+        auto run = [&](int64_t bucket, CommStats& stats) {
+          RunConfig c;
+          c.stage = stage;
+          c.overlap = overlap;
+          c.reduce_scatter = reduce_scatter;
+          c.tbs = tbs;
+          c.micro_batch = 1;
+          c.steps = 3;
+          c.reduce_bucket = bucket;
+          return run_curve(c, g_world, [&](int, runtime::Engine& e) {
+            stats = e.comm().stats();
+            e.comm().reset_stats();
+          });
+        };
+        CommStats small, big;
+        const std::vector<double> per_unit = run(1, small);
+        const std::vector<double> one_bucket = run(1'000'000'000, big);
+        const std::string what = "stage " + std::to_string(stage) +
+                                 (reduce_scatter ? "" : " all-reduce") +
+                                 (overlap ? " overlap" : "");
+        ASSERT_EQ(per_unit.size(), one_bucket.size());
+        for (size_t s = 0; s < per_unit.size(); ++s) {
+          EXPECT_EQ(per_unit[s], one_bucket[s]) << what << ": step " << s + 1;
+        }
+        for (CommKind kind : {CommKind::kReduceScatter, CommKind::kAllReduce}) {
+          EXPECT_EQ(small[kind].bytes, big[kind].bytes) << what;
+        }
+        const int64_t gas = tbs / world;  // micro-batches of one sample
+        const int64_t reduce_calls_small =
+            small[CommKind::kReduceScatter].calls + small[CommKind::kAllReduce].calls;
+        const int64_t reduce_calls_big =
+            big[CommKind::kReduceScatter].calls + big[CommKind::kAllReduce].calls;
+        EXPECT_LT(reduce_calls_big, reduce_calls_small) << what;
+        if (reduce_scatter && stage >= 1) {
+          EXPECT_EQ(big[CommKind::kReduceScatter].calls, stage == 1 ? 1 : gas) << what;
         }
       }
     }
