@@ -10,10 +10,14 @@ function(_zero_collect_sources dir out_srcs out_tests out_fuzz)
   list(FILTER fuzz INCLUDE REGEX "_fuzz\\.cc$")
   set(srcs ${all})
   list(FILTER srcs EXCLUDE REGEX "_(test|fuzz|bench|main)\\.cc$")
+  # CUDA-only files: *.cu, host code *_cuda.cc and tests *_cuda_test.cc (they use the CUDA runtime).
   if(ZERO_WITH_CUDA)
     file(GLOB_RECURSE cu CONFIGURE_DEPENDS ${dir}/*.cu)
     list(FILTER cu EXCLUDE REGEX "_test\\.cu$")
     list(APPEND srcs ${cu})
+  else()
+    list(FILTER srcs EXCLUDE REGEX "_cuda\\.cc$")
+    list(FILTER tests EXCLUDE REGEX "_cuda_test\\.cc$")
   endif()
   set(${out_srcs} ${srcs} PARENT_SCOPE)
   set(${out_tests} ${tests} PARENT_SCOPE)
@@ -35,8 +39,22 @@ function(zero_add_test target)
   target_link_libraries(${target} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
   target_compile_definitions(${target} PRIVATE ZERO_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
   set_target_properties(${target} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
-  gtest_discover_tests(${target} DISCOVERY_MODE PRE_TEST PROPERTIES LABELS "${ARG_LABELS}"
-                       ENVIRONMENT "OMP_NUM_THREADS=2;OMP_WAIT_POLICY=passive")
+  # List-valued properties cannot go through gtest_discover_tests(PROPERTIES ...): CMake 3.25 flattens
+  # them (LABELS "unit;tsan" became LABELS unit plus a bogus property named tsan). A second include
+  # file, run by ctest after the discovered tests are defined, sets them from the test list instead.
+  gtest_discover_tests(${target} DISCOVERY_MODE PRE_TEST TEST_LIST ${target}_TESTS)
+  # ThreadSanitizer cannot see libgomp's barriers: one OpenMP thread there (the comm thread still runs).
+  set(omp_threads 2)
+  if("thread" IN_LIST ZERO_SANITIZE)
+    set(omp_threads 1)
+  endif()
+  set(props_file ${CMAKE_CURRENT_BINARY_DIR}/${target}_properties.cmake)
+  file(WRITE ${props_file}
+       "foreach(t IN LISTS ${target}_TESTS)\n"
+       "  set_tests_properties(\"\${t}\" PROPERTIES LABELS \"${ARG_LABELS}\"\n"
+       "    ENVIRONMENT \"OMP_NUM_THREADS=${omp_threads};OMP_WAIT_POLICY=passive\")\n"
+       "endforeach()\n")
+  set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${props_file})
 endfunction()
 
 function(_zero_add_tests_and_fuzz lib tests fuzz)
@@ -92,7 +110,9 @@ function(zero_add_kernels)
     add_library(zero_kernel_common INTERFACE)
   endif()
   get_target_property(_type zero_kernel_common TYPE)
+  set(_common_scope PUBLIC)
   if(_type STREQUAL "INTERFACE_LIBRARY")
+    set(_common_scope INTERFACE)
     target_include_directories(zero_kernel_common INTERFACE ${PROJECT_SOURCE_DIR}/src)
     target_link_libraries(zero_kernel_common INTERFACE ${ARG_DEPS})
   else()
@@ -100,6 +120,11 @@ function(zero_add_kernels)
     target_link_libraries(zero_kernel_common PUBLIC ${ARG_DEPS})
   endif()
   target_link_libraries(zero_kernels INTERFACE zero_kernel_common)
+  if(ZERO_WITH_CUDA)
+    # cuBLASLt for the matmuls (fused epilogues); every kernel library sees it through common.
+    target_link_libraries(zero_kernel_common ${_common_scope} CUDA::cublasLt CUDA::cublas)
+    target_compile_definitions(zero_kernel_common ${_common_scope} ZERO_CUDA_WITH_CUBLAS=1)
+  endif()
   foreach(d ${op_dirs})
     if(NOT IS_DIRECTORY ${d})
       continue()

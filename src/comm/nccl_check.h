@@ -1,5 +1,5 @@
-// CUDA_CHECK / NCCL_CHECK for the GPU communicator: map a failed call to a Status (with the call's
-// text and the library's error string) and return it from the enclosing function.
+// NCCL_CHECK for the GPU communicator (CUDA_CHECK comes from core/cuda/cuda_check.h): maps a failed
+// call to a Status (with the call's text and the library's error string) and returns it.
 #pragma once
 
 #if defined(ZERO_WITH_NCCL)
@@ -7,16 +7,8 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include "core/cuda/cuda_check.h"
 #include "core/status.h"
-
-#define CUDA_CHECK(expr)                                                                     \
-  do {                                                                                       \
-    const cudaError_t _zero_cuda_err = (expr);                                               \
-    if (_zero_cuda_err != cudaSuccess) {                                                     \
-      return ::zero::internal_error("{} failed: {} ({}:{})", #expr,                          \
-                                    cudaGetErrorString(_zero_cuda_err), __FILE__, __LINE__); \
-    }                                                                                        \
-  } while (0)
 
 #define NCCL_CHECK(expr)                                                                     \
   do {                                                                                       \

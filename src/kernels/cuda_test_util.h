@@ -1,0 +1,161 @@
+// Test helpers for CUDA kernels (the *_cuda_test.cc files beside each op): skipping without a GPU,
+// host <-> device copies in any storage dtype, and the comparisons of tolerance.h. Header-only;
+// only built with the CUDA backend.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "core/cuda/cuda_check.h"
+#include "core/device.h"
+#include "core/dtype.h"
+#include "kernels/tolerance.h"
+
+// Skips the test with the probe's reason when no GPU is usable (CUDA error 100 or 35, or no
+// device), so CI on GPU-less machines stays green while still compiling every .cu file.
+#define ZERO_SKIP_WITHOUT_GPU()                                   \
+  do {                                                            \
+    if (!::zero::probe_cuda().available) {                        \
+      GTEST_SKIP() << "no GPU: " << ::zero::probe_cuda().why_not; \
+    }                                                             \
+  } while (0)
+
+namespace zero::kernels::testing {
+
+// The storage dtype of a CUDA element type.
+template <typename T>
+constexpr DType dtype_of() {
+  if constexpr (std::is_same_v<T, float>) return DType::kF32;
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) return DType::kBF16;
+  if constexpr (std::is_same_v<T, __half>) return DType::kF16;
+}
+
+// Host float -> storage T, rounding to nearest even exactly as core/dtype.h does.
+template <typename T>
+std::vector<T> to_storage(const std::vector<float>& v) {
+  std::vector<T> out(v.size());
+  if constexpr (std::is_same_v<T, float>) {
+    out = v;
+  } else {
+    convert_from_f32(v.data(), out.data(), dtype_of<T>(), v.size());
+  }
+  return out;
+}
+
+template <typename T>
+std::vector<float> from_storage(const std::vector<T>& v) {
+  std::vector<float> out(v.size());
+  if constexpr (std::is_same_v<T, float>) {
+    out = v;
+  } else {
+    convert_to_f32(v.data(), dtype_of<T>(), out.data(), v.size());
+  }
+  return out;
+}
+
+// The values a kernel actually sees after rounding to T (the CPU reference runs on these).
+template <typename T>
+std::vector<float> rounded(const std::vector<float>& v) {
+  return from_storage(to_storage<T>(v));
+}
+
+// Owning device array for tests (cudaMalloc / cudaFree).
+template <typename T>
+class DeviceArray {
+ public:
+  explicit DeviceArray(size_t n) : n_(n) {
+    if (n > 0) CUDA_ABORT_IF_ERROR(cudaMalloc(&p_, n * sizeof(T)));
+    if (n > 0) CUDA_ABORT_IF_ERROR(cudaMemset(p_, 0, n * sizeof(T)));
+  }
+  explicit DeviceArray(const std::vector<T>& host) : DeviceArray(host.size()) { upload(host); }
+  ~DeviceArray() {
+    if (p_ != nullptr) cudaFree(p_);
+  }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+  void upload(const std::vector<T>& host) {
+    ASSERT_EQ(host.size(), n_);
+    if (n_ > 0) {
+      CUDA_ABORT_IF_ERROR(cudaMemcpy(p_, host.data(), n_ * sizeof(T), cudaMemcpyHostToDevice));
+    }
+  }
+  std::vector<T> download() const {
+    std::vector<T> host(n_);
+    // Why the device-wide sync: tests read results right after launching on some stream.
+    CUDA_ABORT_IF_ERROR(cudaDeviceSynchronize());
+    if (n_ > 0) {
+      CUDA_ABORT_IF_ERROR(cudaMemcpy(host.data(), p_, n_ * sizeof(T), cudaMemcpyDeviceToHost));
+    }
+    return host;
+  }
+  std::vector<float> download_f32() const { return from_storage(download()); }
+  T* get() const { return p_; }
+  size_t size() const { return n_; }
+
+ private:
+  T* p_ = nullptr;
+  size_t n_ = 0;
+};
+
+// Elementwise check |got - want| <= atol + rtol*|want|; reports the first few misses.
+inline ::testing::AssertionResult all_close(const std::vector<float>& got,
+                                            const std::vector<float>& want, Tolerance tol) {
+  if (got.size() != want.size()) {
+    return ::testing::AssertionFailure() << "size " << got.size() << " != " << want.size();
+  }
+  int misses = 0;
+  std::string first;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double g = got[i], w = want[i];
+    const bool both_nan = std::isnan(g) && std::isnan(w);
+    const bool same_inf = std::isinf(g) && std::isinf(w) && (g > 0) == (w > 0);
+    if (both_nan || same_inf) continue;
+    if (!(std::fabs(g - w) <= tol.atol + tol.rtol * std::fabs(w))) {
+      if (misses < 5) {
+        first += "\n  [" + std::to_string(i) + "] got " + std::to_string(g) + " want " +
+                 std::to_string(w);
+      }
+      ++misses;
+    }
+  }
+  if (misses == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << misses << " of " << got.size() << " elements out of tolerance (rtol " << tol.rtol
+         << ", atol " << tol.atol << "):" << first;
+}
+
+// ||got - want||_2 <= rtol * ||want||_2 (for accumulations over many terms).
+inline ::testing::AssertionResult norm_close(const std::vector<float>& got,
+                                             const std::vector<float>& want, double rtol) {
+  if (got.size() != want.size()) {
+    return ::testing::AssertionFailure() << "size " << got.size() << " != " << want.size();
+  }
+  double err = 0, ref = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double d = static_cast<double>(got[i]) - want[i];
+    err += d * d;
+    ref += static_cast<double>(want[i]) * want[i];
+  }
+  err = std::sqrt(err);
+  ref = std::sqrt(ref);
+  if (err <= rtol * ref + 1e-12) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << "relative error norm " << err / (ref > 0 ? ref : 1) << " > " << rtol;
+}
+
+// Odd shapes every kernel test sweeps (1-element, primes, 1xN, not multiples of warp/tile sizes).
+inline const std::vector<int64_t>& odd_sizes() {
+  static const std::vector<int64_t> sizes = {1, 3, 7, 31, 127, 257, 1031};
+  return sizes;
+}
+
+}  // namespace zero::kernels::testing
