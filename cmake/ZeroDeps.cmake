@@ -42,8 +42,13 @@ if(NOT ZERO_CUDA STREQUAL "OFF")
       set(CMAKE_CUDA_ARCHITECTURES 90)
     endif()
     enable_language(CUDA)
+    # CMake 3.25 does not know nvcc's C++20 flag ("requires the language dialect CUDA20 ... does
+    # not support this"): teach it. nvcc 12+ with GCC 12 compiles C++20 host and device code.
+    set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+    set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
     set(CMAKE_CUDA_STANDARD 20)
     set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+    string(APPEND CMAKE_CUDA_FLAGS " --expt-relaxed-constexpr -lineinfo")
     find_package(CUDAToolkit REQUIRED)
     set(ZERO_WITH_CUDA ON)
     find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})

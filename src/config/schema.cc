@@ -41,7 +41,6 @@ constexpr KeySpec kOffloadOptimizerKeys[] = {
     {.name = "ratio",
      .kind = kFloat,
      .default_json = "1.0",
-     .support = kUnimpl,
      .min = 0,
      .max = 1},
     flag("super_offload", "false", kUnimpl),

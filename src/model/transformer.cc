@@ -21,6 +21,23 @@ Transformer::Transformer(const ModelConfig& config, TransformerOptions options)
 
 Transformer::~Transformer() = default;
 
+int64_t Transformer::activation_bytes(const ModelConfig& c, const TransformerOptions& options,
+                                      int64_t B, int64_t T) {
+  // Mirrors ensure_buffers, BlockActs and BlockScratch (block_acts.h), in floats.
+  const int64_t N = B * T, C = c.hidden_size, F = c.intermediate_size, V = c.vocab_size;
+  const int64_t D = c.head_dim(), Hq = c.num_heads, Hkv = c.num_kv_heads;
+  const bool gpt2 = c.arch == Arch::kGpt2;
+  int64_t acts = 3 * N * C + 2 * N * 2 + N * Hq * D + 2 * N * Hkv * D + B * Hq * T * T +
+                 N * Hq * D + 2 * N * F;
+  acts += gpt2 ? N * 3 * C : N * Hq * D + N * Hkv * D + N * F;
+  int64_t scratch = N * C + 2 * N * Hq * D + 2 * N * Hkv * D + 3 * N * F + (gpt2 ? N * 3 * C : 0);
+  const int64_t blocks = options.activation_checkpointing ? 1 : c.num_layers;
+  int64_t floats =
+      (c.num_layers + 1) * N * C + blocks * acts + scratch + N * C + 2 * N + N * V + N + 2 * N * C;
+  if (!gpt2) floats += 2 * T * (D / 2);
+  return floats * static_cast<int64_t>(sizeof(float));
+}
+
 void Transformer::ensure_buffers(int64_t B, int64_t T) {
   if (B == B_ && T == T_) return;
   const ModelConfig& c = layout_.config();
@@ -47,6 +64,26 @@ void Transformer::ensure_buffers(int64_t B, int64_t T) {
     k::rope_tables(rope_cos_.f32(), rope_sin_.f32(),
                    k::rope_inv_freq(D, c.rope_theta, c.rope_scaling), T);
   }
+  int64_t bytes = 0;
+  auto add = [&](const Tensor& t) { bytes += static_cast<int64_t>(t.nbytes()); };
+  for (const Tensor& t : residual_) add(t);
+  for (const auto& a : acts_) {
+    for (const Tensor* t : {&a->norm1, &a->mean1, &a->rstd1, &a->qkv, &a->q, &a->k, &a->v,
+                            &a->q_rot, &a->k_rot, &a->att, &a->attn_y, &a->x2, &a->norm2, &a->mean2,
+                            &a->rstd2, &a->gate, &a->up, &a->act}) {
+      add(*t);
+    }
+  }
+  const BlockScratch& sc = *scratch_;
+  for (const Tensor* t :
+       {&sc.dnorm, &sc.dq, &sc.dk, &sc.dv, &sc.dqkv, &sc.dattn_y, &sc.dact, &sc.dup, &sc.dgate}) {
+    add(*t);
+  }
+  for (const Tensor* t : {&final_norm_, &final_mean_, &final_rstd_, &logits_, &losses_,
+                          &dresidual_a_, &dresidual_b_, &rope_cos_, &rope_sin_}) {
+    add(*t);
+  }
+  buffer_bytes_ = bytes;
 }
 
 float Transformer::forward(ParamAccess& params, const int32_t* tokens, const int32_t* targets,

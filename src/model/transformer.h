@@ -28,6 +28,13 @@ class Transformer {
 
   const ModelLayout& layout() const { return layout_; }
 
+  // Bytes of the activation and gradient-scratch buffers a forward/backward of (B, T) allocates
+  // (what ensure_buffers creates), for memory planning before anything is allocated.
+  static int64_t activation_bytes(const ModelConfig& config, const TransformerOptions& options,
+                                  int64_t B, int64_t T);
+  // Bytes of those buffers as allocated by the last forward (0 before the first).
+  int64_t buffer_bytes() const { return buffer_bytes_; }
+
   // Runs the forward pass over tokens (B, T). With targets (B, T) returns the mean token
   // cross-entropy over targets != -100 (0 if none); without, returns 0 and only computes logits.
   // REQUIRES: T <= max_position_embeddings (GPT-2), tokens in [0, V).
@@ -61,6 +68,7 @@ class Transformer {
   TransformerOptions options_;
   int64_t B_ = 0, T_ = 0;
   int64_t counted_targets_ = 0;
+  int64_t buffer_bytes_ = 0;
   std::vector<int32_t> tokens_, targets_;
   // Residual stream: block l reads residual_[l] and writes residual_[l + 1] (N, C).
   std::vector<Tensor> residual_;

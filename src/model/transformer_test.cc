@@ -141,6 +141,31 @@ TEST_P(GoldenStep, LogitsLossAndGradsMatchPyTorch) {
 INSTANTIATE_TEST_SUITE_P(Models, GoldenStep,
                          ::testing::Values("gpt2_tiny", "llama_tiny", "llama_tiny_llama3"));
 
+// Memory planning (runtime/memory_plan) relies on activation_bytes being exactly what a forward
+// allocates.
+TEST(Transformer, ActivationBytesPredictsTheAllocatedBuffers) {
+  for (const char* name : {"gpt2-tiny", "llama-tiny"}) {
+    for (bool ckpt : {false, true}) {
+      auto config = preset_model_config(name);
+      ASSERT_TRUE(config.ok());
+      TransformerOptions options;
+      options.activation_checkpointing = ckpt;
+      Transformer model(*config, options);
+      EXPECT_EQ(model.buffer_bytes(), 0);
+      const int64_t B = 3, T = 5;
+      std::vector<std::vector<float>> units;
+      for (const auto& u : model.layout().units()) {
+        units.emplace_back(static_cast<size_t>(u.numel), 0.01f);
+      }
+      ResidentParams params(std::move(units));
+      std::vector<int32_t> tokens(static_cast<size_t>(B * T), 1);
+      model.forward(params, tokens.data(), tokens.data(), B, T);
+      EXPECT_EQ(model.buffer_bytes(), Transformer::activation_bytes(*config, options, B, T))
+          << name << (ckpt ? " checkpointed" : "");
+    }
+  }
+}
+
 TEST(Transformer, CheckpointingIsBitwiseIdentical) {
   Loaded l = load("llama_tiny");
   auto step = SafetensorsReader::open(*default_storage(), kGolden + "llama_tiny/step.safetensors");

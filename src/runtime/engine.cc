@@ -78,17 +78,58 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(EngineOptions options, const Un
   const model::ModelLayout& layout = e->model_->layout();
   e->shard_layout_ =
       std::make_unique<sharding::ShardLayout>(layout, comm->world_size(), comm->rank());
-  e->params_ =
-      std::make_unique<sharding::ParamCoordinator>(*e->shard_layout_, *comm, o.zero, e->memory_);
+  if (off.param.device != sharding::ParamOffload::kNone && o.zero.stage < 3) {
+    if (comm->rank() == 0) {
+      spdlog::warn(
+          "zero_optimization.offload_param.device: parameter offload needs ZeRO stage 3 "
+          "(zero_optimization.stage is {}); ignored, as DeepSpeed does",
+          o.zero.stage);
+    }
+    off.param.device = sharding::ParamOffload::kNone;
+  }
+  if (off.param.device == sharding::ParamOffload::kNvme) {
+    ZERO_RETURN_IF_ERROR(offload::validate_aio_config(off.param.aio).with_context("aio"));
+  }
+  if (o.check_memory) {
+    // Why before any allocation: a shortfall must be a message naming the setting to change,
+    // not the kernel's OOM killer halfway through loading the model.
+    const MemoryNeeds needs =
+        plan_memory(o, *e->shard_layout_, o.planned_micro_batch, o.planned_seq_len);
+    const HostResources have = o.resources ? *o.resources : probe_host_resources();
+    Status fits = check_memory(needs, comm->local_world_size(), have);
+    if (!fits.ok()) return fits.with_context(fmt::format("rank {}", comm->rank()));
+  }
+  ZERO_ASSIGN_OR_RETURN(e->params_, sharding::ParamCoordinator::create(
+                                        *e->shard_layout_, *comm, o.zero, off.param, e->memory_));
+  if (const sharding::ParamStore* store = e->params_->store();
+      store != nullptr && !store->pin_warning().empty() && comm->rank() == 0) {
+    spdlog::warn(
+        "zero_optimization.offload_param.pin_memory: parameter shards stay pageable: {} (raise "
+        "`ulimit -l` to pin them)",
+        store->pin_warning());
+  }
   e->grads_ = std::make_unique<sharding::GradReducer>(*e->shard_layout_, *comm, o.zero, e->memory_);
 
   // Master weights and optimizer state: this rank's partition only (the full unit at stage 0).
-  e->units_.resize(static_cast<size_t>(layout.num_units()));
-  if (off.optimizer == OptimizerOffload::kNvme) {
+  // offload_optimizer.ratio picks which units the offloaded optimizer owns (a prefix).
+  const int num_units = layout.num_units();
+  if (!(off.ratio >= 0.0 && off.ratio <= 1.0)) {
+    return invalid_argument("zero_optimization.offload_optimizer.ratio: {} is not in [0, 1]",
+                            off.ratio);
+  }
+  e->offloaded_units_ = off.optimizer == OptimizerOffload::kNone
+                            ? 0
+                            : static_cast<int>(off.ratio * static_cast<double>(num_units));
+  e->units_.resize(static_cast<size_t>(num_units));
+  for (int u = 0; u < num_units; ++u) {
+    e->units_[static_cast<size_t>(u)].on_nvme =
+        off.optimizer == OptimizerOffload::kNvme && u < e->offloaded_units_;
+  }
+  if (e->offloaded_units_ > 0 && off.optimizer == OptimizerOffload::kNvme) {
     // Each unit's initial state goes through a staging set straight into the swap files.
     ZERO_RETURN_IF_ERROR(e->setup_nvme());
     Staging& st = e->staging_[0];
-    for (int u = 0; u < layout.num_units(); ++u) {
+    for (int u = 0; u < e->offloaded_units_; ++u) {
       const int64_t begin = e->partition_begin(u), numel = e->partition_numel(u);
       ZERO_RETURN_IF_ERROR(
           init(u, begin, begin + numel, st.master.get())
@@ -96,12 +137,15 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(EngineOptions options, const Un
       ZERO_RETURN_IF_ERROR(e->params_->set_values(u, st.master.get()));
       std::memset(st.exp_avg.get(), 0, static_cast<size_t>(numel) * sizeof(float));
       std::memset(st.exp_avg_sq.get(), 0, static_cast<size_t>(numel) * sizeof(float));
-      ZERO_RETURN_IF_ERROR(e->submit_swap(u, st, /*write=*/true));
+      // fast_init: the moments are zero and the preallocated files already read back as zeros.
+      ZERO_RETURN_IF_ERROR(e->submit_swap(u, st, /*write=*/true, /*master_only=*/off.fast_init));
       ZERO_RETURN_IF_ERROR(wait_tickets(*e->swapper_, &st.writes));
     }
-  } else {
-    for (int u = 0; u < layout.num_units(); ++u) {
+  }
+  {
+    for (int u = 0; u < num_units; ++u) {
       UnitState& s = e->units_[static_cast<size_t>(u)];
+      if (s.on_nvme) continue;
       const int64_t begin = e->partition_begin(u), numel = e->partition_numel(u);
       s.master = Tensor(Shape{numel});
       s.exp_avg = Tensor(Shape{numel});
@@ -115,12 +159,43 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(EngineOptions options, const Un
     }
   }
   ZERO_RETURN_IF_ERROR(e->params_->finish_updates());
+  if (off.pin_memory && e->offloaded_units_ > 0) ZERO_RETURN_IF_ERROR(e->pin_offloaded_state());
 
   // Loss scaling exists only for fp16; bf16 and fp32 run at scale 1 (non-finite steps still skip).
   const bool fp16 = o.dtype == DType::kF16;
   e->scaler_ =
       std::make_unique<optim::LossScaler>(fp16 ? o.loss_scaler : optim::LossScalerConfig{});
   return e;
+}
+
+Status Engine::pin_offloaded_state() {
+  std::string why_not;
+  auto pin = [&](void* data, size_t nbytes) {
+    if (data == nullptr || nbytes == 0) return;
+    pins_.emplace_back(data, nbytes);
+    if (!pins_.back().pinned() && why_not.empty()) why_not = pins_.back().why_not();
+    memory_.pinned_bytes += static_cast<int64_t>(pins_.back().nbytes());
+  };
+  for (int u = 0; u < offloaded_units_; ++u) {
+    UnitState& s = units_[static_cast<size_t>(u)];
+    if (s.on_nvme) continue;
+    pin(s.master.view().data, s.master.nbytes());
+    pin(s.exp_avg.view().data, s.exp_avg.nbytes());
+    pin(s.exp_avg_sq.view().data, s.exp_avg_sq.nbytes());
+  }
+  for (Staging& st : staging_) {
+    const size_t bytes = offload::NvmeSwapper::slot_bytes(staging_numel_ * sizeof(float));
+    pin(st.master.get(), bytes);
+    pin(st.exp_avg.get(), bytes);
+    pin(st.exp_avg_sq.get(), bytes);
+  }
+  if (!why_not.empty() && comm_->rank() == 0) {
+    spdlog::warn(
+        "zero_optimization.offload_optimizer.pin_memory: the offloaded optimizer state stays "
+        "pageable: {} (raise `ulimit -l` to pin it)",
+        why_not);
+  }
+  return ok_status();
 }
 
 model::ParamAccess& Engine::params() { return *params_; }
@@ -206,7 +281,7 @@ void Engine::update_unit(int u, double lr, float grad_multiplier,
                          const std::optional<optim::Betas>& betas, float* master, float* exp_avg,
                          float* exp_avg_sq) {
   const optim::OptimizerSpec& spec = options_.optimizer;
-  const bool cpu_adam = options_.offload.optimizer != OptimizerOffload::kNone;
+  const bool cpu_adam = u < offloaded_units_;
   const int64_t pbegin = grads_->partition_begin(u), pend = pbegin + grads_->partition_numel(u);
   const float* grad = grads_->partition(u);
   // Each parameter's piece inside the partition, with its own weight-decay group.
@@ -284,7 +359,7 @@ Status Engine::setup_nvme() {
   swapper_ = std::move(*swapper);
   uint64_t capacity = 0;
   int64_t max_numel = 0;
-  for (int u = 0; u < model_->layout().num_units(); ++u) {
+  for (int u = 0; u < offloaded_units_; ++u) {
     units_[static_cast<size_t>(u)].swap_offset = capacity;
     const int64_t numel = partition_numel(u);
     capacity += offload::NvmeSwapper::slot_bytes(static_cast<uint64_t>(numel) * 4);
@@ -294,6 +369,7 @@ Status Engine::setup_nvme() {
     ZERO_RETURN_IF_ERROR(swapper_->add_file(c, std::max<uint64_t>(capacity, 1))
                              .with_context("zero_optimization.offload_optimizer.nvme_path"));
   }
+  staging_numel_ = static_cast<uint64_t>(std::max<int64_t>(max_numel, 1));
   const int sets = 1 + (off.pipeline_read ? 1 : 0) + (off.pipeline_write ? 1 : 0);
   staging_.resize(static_cast<size_t>(sets));
   for (Staging& st : staging_) {
@@ -310,12 +386,12 @@ Status Engine::setup_nvme() {
   return ok_status();
 }
 
-Status Engine::submit_swap(int u, Staging& st, bool write) {
+Status Engine::submit_swap(int u, Staging& st, bool write, bool master_only) {
   const UnitState& s = units_[static_cast<size_t>(u)];
   const size_t nbytes = static_cast<size_t>(partition_numel(u)) * sizeof(float);
   if (nbytes == 0) return ok_status();
   float* bufs[3] = {st.master.get(), st.exp_avg.get(), st.exp_avg_sq.get()};
-  for (int k = 0; k < 3; ++k) {
+  for (int k = 0; k < (master_only ? 1 : 3); ++k) {
     StatusOr<offload::Ticket> t =
         write ? swapper_->submit_write(kSwapClasses[k], s.swap_offset, nbytes, bufs[k])
               : swapper_->submit_read(kSwapClasses[k], s.swap_offset, nbytes, bufs[k]);
@@ -342,7 +418,8 @@ Status Engine::apply_update_nvme(double lr, float grad_multiplier) {
   // write-back finished.
   const OffloadOptions& off = options_.offload;
   const std::optional<optim::Betas> betas = options_.schedule.betas_at(optimizer_updates_);
-  const int n = model_->layout().num_units();
+  // Units [0, offloaded_units_) live on NVMe; the rest (offload_optimizer.ratio < 1) in RAM.
+  const int n = offloaded_units_;
   const int sets = static_cast<int>(staging_.size());
   auto start_read = [&](int u) -> Status {
     Staging& st = staging_[static_cast<size_t>(u % sets)];
@@ -362,6 +439,12 @@ Status Engine::apply_update_nvme(double lr, float grad_multiplier) {
       if (!off.pipeline_write) ZERO_RETURN_IF_ERROR(wait_tickets(*swapper_, &st.writes));
     }
     for (Staging& st : staging_) ZERO_RETURN_IF_ERROR(wait_tickets(*swapper_, &st.writes));
+    for (int u = n; u < model_->layout().num_units(); ++u) {
+      UnitState& s = units_[static_cast<size_t>(u)];
+      update_unit(u, lr, grad_multiplier, betas, s.master.f32(), s.exp_avg.f32(),
+                  s.exp_avg_sq.f32());
+      ZERO_RETURN_IF_ERROR(params_->set_values(u, s.master.f32()));
+    }
     return ok_status();
   };
   Status s = run();
@@ -381,7 +464,7 @@ Status Engine::read_partition_state(int u, float* master, float* exp_avg, float*
   const size_t nbytes = static_cast<size_t>(partition_numel(u)) * sizeof(float);
   float* dst[3] = {master, exp_avg, exp_avg_sq};
   const UnitState& s = units_[static_cast<size_t>(u)];
-  if (!swapper_) {
+  if (!s.on_nvme) {
     const float* src[3] = {s.master.f32(), s.exp_avg.f32(), s.exp_avg_sq.f32()};
     for (int k = 0; k < 3; ++k) {
       if (dst[k] != nullptr && nbytes > 0) std::memcpy(dst[k], src[k], nbytes);
@@ -411,7 +494,7 @@ Status Engine::restore(const RestoreState& state) {
   for (int u = 0; u < shard_layout_->num_units(); ++u) {
     UnitState& s = units_[static_cast<size_t>(u)];
     const int64_t begin = partition_begin(u), end = begin + partition_numel(u);
-    if (swapper_) {
+    if (s.on_nvme) {
       // Through a staging set into the swap files.
       Staging& st = staging_[0];
       ZERO_RETURN_IF_ERROR(state.read_partition(u, begin, end, st.master.get(), st.exp_avg.get(),

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "comm/communicator.h"
+#include "core/pinned_memory.h"
 #include "core/status.h"
 #include "core/tensor.h"
 #include "model/param_access.h"
@@ -22,6 +23,7 @@
 #include "optim/loss_scaler.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer_spec.h"
+#include "runtime/memory_plan.h"
 #include "sharding/grad_reducer.h"
 #include "sharding/param_coordinator.h"
 #include "sharding/shard_layout.h"
@@ -46,6 +48,18 @@ struct OffloadOptions {
   offload::AioConfig aio;       // the ds_config `aio` block
   bool pipeline_read = false;   // read the next unit's state while this one updates
   bool pipeline_write = false;  // write the previous unit's state back while this one updates
+  // offload_optimizer.fast_init: initial moments are not written to NVMe (the preallocated swap
+  // files read back as zeros), a third of the initialisation I/O.
+  bool fast_init = false;
+  // offload_optimizer.pin_memory: page-lock the offloaded state kept in RAM (and the NVMe staging
+  // sets), best effort: a warning names RLIMIT_MEMLOCK when the lock is refused.
+  bool pin_memory = false;
+  // offload_optimizer.ratio: the fraction of units (DeepSpeed: of sub-groups) whose update runs
+  // in the offloaded optimizer; unit u is offloaded iff u < int(ratio * units). The others keep
+  // their state resident (on the device, on GPU builds) and use the device update.
+  double ratio = 1.0;
+  // offload_param (stage 3 only; below stage 3 it is ignored with a warning, as DeepSpeed does).
+  sharding::ParamOffloadOptions param;
 };
 
 struct EngineOptions {
@@ -58,6 +72,13 @@ struct EngineOptions {
   double gradient_clipping = 0.0;       // 0: off
   sharding::ZeroOptions zero;  // stage, overlap, buckets, stage-3 limits (model_dtype := dtype)
   OffloadOptions offload;
+  // Memory honesty (memory_plan.h): before allocating, the engine checks what this configuration
+  // needs per rank against the machine. The planned micro-batch sizes the activations (0: not
+  // counted); `resources` replaces the probe of this machine (tests).
+  bool check_memory = true;
+  int64_t planned_micro_batch = 0;
+  int64_t planned_seq_len = 0;
+  std::optional<HostResources> resources;
 };
 
 // One micro-batch of this rank: tokens and targets, (B, T) each.
@@ -100,7 +121,7 @@ class Engine {
   model::ParamAccess& params();
   // This rank's partition of unit u's fp32 master weights: elements
   // [partition_begin(u), partition_begin(u) + partition_numel(u)) of the padded unit.
-  // Null when the state lives on NVMe (state_on_nvme()): use read_partition_state instead.
+  // Null when the unit's state lives on NVMe (see state_on_nvme()): use read_partition_state.
   const float* master(int u) const { return units_[static_cast<size_t>(u)].master.f32(); }
   int64_t partition_begin(int u) const { return grads_->partition_begin(u); }
   int64_t partition_numel(int u) const { return grads_->partition_numel(u); }
@@ -142,6 +163,7 @@ class Engine {
     Tensor exp_avg;            // Adam / Lamb first moment (partition)
     Tensor exp_avg_sq;         // second moment (partition)
     uint64_t swap_offset = 0;  // byte offset of the partition in each swap file (NVMe)
+    bool on_nvme = false;      // state in the swap files (offload nvme, within ratio)
   };
   // Staging for one unit's state read from / written to the swap files (4096-aligned).
   struct Staging {
@@ -160,7 +182,9 @@ class Engine {
                    float* exp_avg_sq);
   Status apply_update_nvme(double lr, float grad_multiplier);
   Status setup_nvme();
-  Status submit_swap(int u, Staging& st, bool write);
+  Status pin_offloaded_state();
+  // master_only: only the master weights (fast_init's first write).
+  Status submit_swap(int u, Staging& st, bool write, bool master_only = false);
   static Status wait_tickets(offload::NvmeSwapper& swapper, std::vector<uint64_t>* tickets);
 
   EngineOptions options_;
@@ -171,7 +195,10 @@ class Engine {
   sharding::MemoryAccounting memory_;
   std::vector<UnitState> units_;
   std::unique_ptr<offload::NvmeSwapper> swapper_;  // state on NVMe; null otherwise
-  std::vector<Staging> staging_;                   // 1 + pipeline_read + pipeline_write sets
+  int offloaded_units_ = 0;  // units [0, k) use the offloaded optimizer (offload_optimizer.ratio)
+  std::vector<PinnedRange> pins_;  // offload_optimizer.pin_memory
+  std::vector<Staging> staging_;   // 1 + pipeline_read + pipeline_write sets
+  uint64_t staging_numel_ = 0;     // floats per staging buffer
   std::unique_ptr<sharding::ParamCoordinator> params_;
   std::unique_ptr<sharding::GradReducer> grads_;
   std::unique_ptr<optim::LossScaler> scaler_;

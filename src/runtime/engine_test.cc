@@ -259,7 +259,8 @@ struct OffloadRun {
 };
 
 StatusOr<std::unique_ptr<Engine>> make_offload_engine(int stage, const OffloadOptions& offload,
-                                                      std::unique_ptr<model::HfWeightReader>& rd) {
+                                                      std::unique_ptr<model::HfWeightReader>& rd,
+                                                      DType dtype = DType::kF32) {
   nlohmann::json ref = read_json(kGolden + "gpt2_tiny/curve60.json");
   const nlohmann::json& sched = ref["lr_scheduler"];
   EngineOptions o;
@@ -277,6 +278,10 @@ StatusOr<std::unique_ptr<Engine>> make_offload_engine(int stage, const OffloadOp
                                              o.optimizer.lr);
   o.gradient_clipping = ref["gradient_clipping"].get<double>();
   o.zero.stage = stage;
+  // Stage 3: no unit is persistent (the tiny model's units are all under the default threshold),
+  // so every unit is gathered on use and parameter offload has shards to move.
+  o.zero.param_persistence_threshold_numel = 0;
+  o.dtype = dtype;
   o.offload = offload;
   model::ModelLayout layout(o.model_config);
   auto reader = model::HfWeightReader::open(*default_storage(), kGolden + "gpt2_tiny", layout);
@@ -288,10 +293,11 @@ StatusOr<std::unique_ptr<Engine>> make_offload_engine(int stage, const OffloadOp
   });
 }
 
-OffloadRun run_offload(int stage, const OffloadOptions& offload, int steps = 60) {
+OffloadRun run_offload(int stage, const OffloadOptions& offload, int steps = 60,
+                       DType dtype = DType::kF32) {
   OffloadRun out;
   std::unique_ptr<model::HfWeightReader> reader;
-  auto engine = make_offload_engine(stage, offload, reader);
+  auto engine = make_offload_engine(stage, offload, reader, dtype);
   EXPECT_TRUE(engine.ok()) << engine.status().to_string();
   if (!engine.ok()) return out;
   Engine& e = **engine;
@@ -470,6 +476,162 @@ TEST(OptimizerOffload, ConfigurationErrorsNameTheKey) {
   ASSERT_FALSE(unusable.ok());
   EXPECT_NE(unusable.status().to_string().find("nvme_path"), std::string::npos)
       << unusable.status().to_string();
+  std::filesystem::remove_all(dir);
+}
+
+// offload_optimizer.ratio: units [0, int(ratio * units)) use the offloaded optimizer and keep
+// their state where it offloads to; the others stay resident. Results are bitwise unchanged.
+TEST(OptimizerOffload, RatioSplitsTheUnitsAndStaysBitwise) {
+  OffloadRun base = run_offload(3, {}, 20);
+  OffloadOptions cpu;
+  cpu.optimizer = OptimizerOffload::kCpu;
+  cpu.ratio = 0.5;
+  expect_bitwise(run_offload(3, cpu, 20), base);
+  const auto dir = temp_dir("ratio");
+  OffloadOptions nvme = nvme_options(dir, true, true);
+  nvme.ratio = 0.5;
+  OffloadRun half = run_offload(3, nvme, 20);
+  expect_bitwise(half, base);
+  OffloadRun all = run_offload(3, nvme_options(dir, true, true), 20);
+  EXPECT_GT(half.memory.offloaded_bytes, 0);
+  EXPECT_LT(half.memory.offloaded_bytes, all.memory.offloaded_bytes);
+  EXPECT_GT(half.memory.master_bytes, all.memory.master_bytes);  // the resident half
+  OffloadOptions none = nvme_options(dir, false, false);
+  none.ratio = 0.0;  // nothing offloaded: no swap files at all
+  OffloadRun zero = run_offload(3, none, 5);
+  EXPECT_EQ(zero.memory.offloaded_bytes, 0);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(OptimizerOffload, FastInitAndPinMemoryAreBitwise) {
+  OffloadRun base = run_offload(3, {}, 20);
+  const auto dir = temp_dir("fast_init");
+  OffloadOptions nvme = nvme_options(dir, true, false);
+  nvme.fast_init = true;
+  nvme.pin_memory = true;  // best effort: pinned, or a warning naming RLIMIT_MEMLOCK
+  expect_bitwise(run_offload(3, nvme, 20), base);
+  OffloadOptions cpu;
+  cpu.optimizer = OptimizerOffload::kCpu;
+  cpu.pin_memory = true;
+  expect_bitwise(run_offload(2, cpu, 20), run_offload(2, {}, 20));
+  std::filesystem::remove_all(dir);
+}
+
+OffloadOptions param_nvme(const std::filesystem::path& dir, int64_t max_in_cpu) {
+  OffloadOptions off;
+  off.param.device = sharding::ParamOffload::kNvme;
+  off.param.nvme_path = (dir / "params").string();
+  off.param.max_in_cpu_numel = max_in_cpu;
+  off.param.buffer_count = 2;
+  off.param.buffer_numel = 4096;  // several pieces per shard for the larger units
+  off.param.aio.block_size_bytes = 64 << 10;
+  return off;
+}
+
+// offload_param at stage 3: shards in host memory (cpu) or in an NVMe swap file (all of them, or
+// those beyond max_in_cpu), alone and with the optimizer state on NVMe too (ZeRO-Infinity), in
+// fp32 and bf16 (16-bit shards on disk): the curve and the final state are bitwise the
+// non-offloaded engine's.
+TEST(ParamOffload, Stage3CpuAndNvmeAreBitwiseTheInMemoryCurve) {
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    SCOPED_TRACE(std::string(dtype_name(dtype)));
+    OffloadRun base = run_offload(3, {}, 20, dtype);
+    OffloadOptions cpu;
+    cpu.param.device = sharding::ParamOffload::kCpu;
+    cpu.param.pin_memory = true;
+    expect_bitwise(run_offload(3, cpu, 20, dtype), base);
+
+    const auto dir = temp_dir("param");
+    int64_t total_numel = 0;
+    for (const auto& m : base.master) total_numel += static_cast<int64_t>(m.size());
+    for (int64_t max_in_cpu : {int64_t{0}, total_numel / 2}) {
+      SCOPED_TRACE("max_in_cpu " + std::to_string(max_in_cpu));
+      OffloadRun nvme = run_offload(3, param_nvme(dir, max_in_cpu), 20, dtype);
+      expect_bitwise(nvme, base);
+      EXPECT_GT(nvme.memory.offloaded_param_bytes, 0);
+      EXPECT_FALSE(std::filesystem::exists(dir / "params"));
+    }
+    OffloadOptions infinity = param_nvme(dir, 0);
+    infinity.optimizer = OptimizerOffload::kNvme;
+    infinity.nvme_path = (dir / "optimizer").string();
+    infinity.pipeline_read = infinity.pipeline_write = true;
+    OffloadRun both = run_offload(3, infinity, 20, dtype);
+    expect_bitwise(both, base);
+    EXPECT_GT(both.memory.offloaded_bytes, 0);
+    EXPECT_GT(both.memory.offloaded_param_bytes, 0);
+    std::filesystem::remove_all(dir);
+  }
+}
+
+TEST(ParamOffload, BelowStage3IsIgnoredWithAWarning) {
+  const auto dir = temp_dir("param_below3");
+  std::unique_ptr<model::HfWeightReader> reader;
+  auto engine = make_offload_engine(2, param_nvme(dir, 0), reader);
+  ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+  EXPECT_EQ((*engine)->options().offload.param.device, sharding::ParamOffload::kNone);
+  EXPECT_FALSE(std::filesystem::exists(dir / "params"));
+  std::filesystem::remove_all(dir);
+}
+
+// Memory honesty: a configuration that does not fit is refused before anything is allocated,
+// with the shortfall, the largest consumer and the setting to change.
+TEST(MemoryCheck, TooLittleMemoryIsRefusedNamingTheLargestPartAndItsSetting) {
+  std::unique_ptr<model::HfWeightReader> reader;
+  OffloadOptions none;
+  auto fits = make_offload_engine(1, none, reader);
+  ASSERT_TRUE(fits.ok()) << fits.status().to_string();
+  const EngineOptions& o = (*fits)->options();
+  const sharding::ShardLayout& layout = (*fits)->shard_layout();
+  const MemoryNeeds needs = plan_memory(o, layout, 4, 16);
+  EXPECT_GT(needs.optimizer_state, 0);
+  EXPECT_EQ(needs.optimizer_state, 2 * needs.master_weights);
+  EXPECT_EQ(needs.activations,
+            model::Transformer::activation_bytes(o.model_config, o.transformer, 4, 16));
+
+  HostResources small;
+  small.available_ram_bytes = needs.ram() - 1;
+  Status s = check_memory(needs, 1, small);
+  ASSERT_EQ(s.code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(s.message().find("not enough host memory"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("MemAvailable"), std::string::npos) << s.message();
+  // Two ranks on the node need twice as much.
+  small.available_ram_bytes = needs.ram();
+  EXPECT_TRUE(check_memory(needs, 1, small).ok());
+  EXPECT_EQ(check_memory(needs, 2, small).code(), StatusCode::kResourceExhausted);
+
+  // The engine itself refuses, naming the rank, before allocating.
+  EngineOptions refused = o;
+  refused.resources = HostResources{};
+  refused.resources->available_ram_bytes = 1024;
+  auto e = Engine::create(refused, [](int, int64_t, int64_t, float*) { return ok_status(); });
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(e.status().message().find("rank 0"), std::string::npos) << e.status().message();
+}
+
+TEST(MemoryCheck, SwapSpaceIsCheckedPerDirectoryNamingTheKey) {
+  const auto dir = temp_dir("disk");
+  std::unique_ptr<model::HfWeightReader> reader;
+  OffloadOptions off = param_nvme(dir, 0);
+  off.optimizer = OptimizerOffload::kNvme;
+  off.nvme_path = (dir / "optimizer").string();
+  auto fits = make_offload_engine(3, off, reader);
+  ASSERT_TRUE(fits.ok()) << fits.status().to_string();
+  const MemoryNeeds needs = plan_memory((*fits)->options(), (*fits)->shard_layout(), 0, 0);
+  ASSERT_EQ(needs.swap.size(), 2u);
+  HostResources have;
+  have.available_ram_bytes = int64_t{1} << 40;
+  have.free_disk_bytes = [](const std::string& path) -> StatusOr<int64_t> {
+    return path.find("optimizer") != std::string::npos ? int64_t{100} : int64_t{1} << 40;
+  };
+  Status s = check_memory(needs, 1, have);
+  ASSERT_EQ(s.code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(s.message().find("zero_optimization.offload_optimizer.nvme_path"), std::string::npos)
+      << s.message();
+  // In RAM the offloaded state is only staging: far less than without offload.
+  const MemoryNeeds resident = plan_memory((*fits)->options(), (*fits)->shard_layout(), 0, 0);
+  EXPECT_GT(resident.master_weights, 0);
+  fits->reset();
   std::filesystem::remove_all(dir);
 }
 

@@ -298,11 +298,21 @@ StatusOr<Plan> make_plan(const TrainArgs& args, const model::ModelConfig& model,
   off.aio.single_submit = ds.aio.single_submit.value;
   off.aio.overlap_events = ds.aio.overlap_events.value;
   off.aio.use_gds = ds.aio.use_gds.value;
-  if (z.offload_param.device.value != config::OffloadDevice::kNone) {
-    plan.notes.push_back(
-        "warning: zero_optimization.offload_param.device: parameter offload is not wired in yet; "
-        "parameter shards stay in this rank's memory (results are identical)");
-  }
+  off.fast_init = oo.fast_init.value;
+  off.pin_memory = oo.pin_memory.value;
+  off.ratio = oo.ratio.value;
+  // Parameter offload (stage 3): shards in host memory, or on NVMe beyond max_in_cpu.
+  const config::OffloadConfig& op = z.offload_param;
+  sharding::ParamOffloadOptions& po = off.param;
+  po.device = op.device.value == config::OffloadDevice::kCpu    ? sharding::ParamOffload::kCpu
+              : op.device.value == config::OffloadDevice::kNvme ? sharding::ParamOffload::kNvme
+                                                                : sharding::ParamOffload::kNone;
+  po.nvme_path = op.nvme_path.value.value_or("");
+  po.max_in_cpu_numel = op.max_in_cpu.value;
+  po.buffer_count = static_cast<int>(op.buffer_count.value);
+  po.buffer_numel = op.buffer_size.value;
+  po.pin_memory = op.pin_memory.value;
+  po.aio = off.aio;
   if (ds.communication_data_type.value && *ds.communication_data_type.value != DType::kF32) {
     plan.notes.push_back(
         "warning: communication_data_type: the CPU backend reduces in fp32 (the value is exact "
@@ -453,6 +463,8 @@ int run_training(const TrainArgs& args, Communicator& comm) {
   auto plan_or = make_plan(resolved_args, mc, world);
   if (!plan_or.ok()) return bad(plan_or.status());
   Plan& plan = *plan_or;
+  plan.engine.planned_micro_batch = plan.micro_batch;
+  plan.engine.planned_seq_len = block;
   int64_t max_steps = args.max_steps;
   if (max_steps <= 0 && args.num_train_epochs) {
     max_steps = static_cast<int64_t>(

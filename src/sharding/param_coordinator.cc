@@ -28,8 +28,6 @@ ParamCoordinator::ParamCoordinator(const ShardLayout& layout, Communicator& comm
       unit.full = Tensor(Shape{info.padded_numel});
       memory_.param_bytes += static_cast<int64_t>(unit.full.nbytes());
     } else {
-      unit.shard = Tensor(Shape{info.shard_numel});
-      memory_.param_bytes += static_cast<int64_t>(unit.shard.nbytes());
       // Small units stay gathered (DeepSpeed's persistence thresholds, applied per unit).
       if (info.numel <= options_.param_persistence_threshold_numel &&
           persistent_numel + info.numel <= options_.model_persistence_threshold_numel) {
@@ -38,6 +36,19 @@ ParamCoordinator::ParamCoordinator(const ShardLayout& layout, Communicator& comm
       }
     }
   }
+}
+
+StatusOr<std::unique_ptr<ParamCoordinator>> ParamCoordinator::create(
+    const ShardLayout& layout, Communicator& comm, const ZeroOptions& options,
+    const ParamOffloadOptions& offload, MemoryAccounting& memory) {
+  std::unique_ptr<ParamCoordinator> c(new ParamCoordinator(layout, comm, options, memory));
+  if (options.stage == 3) {
+    std::vector<bool> persistent;
+    for (const Unit& u : c->units_) persistent.push_back(u.persistent);
+    ZERO_ASSIGN_OR_RETURN(c->store_, ParamStore::create(layout, offload, persistent,
+                                                        options.model_dtype, comm.rank(), memory));
+  }
+  return c;
 }
 
 ParamCoordinator::~ParamCoordinator() {
@@ -60,11 +71,11 @@ Status ParamCoordinator::set_values(int u, const float* values) {
     return ok_status();
   }
   if (options_.stage == 3) {
-    copy_rounded(unit.shard.f32(), values, info.shard_numel, options_.model_dtype);
+    ZERO_RETURN_IF_ERROR(store_->write(u, values));
     // Gathered copies now hold old values: drop them (persistent ones are gathered again on use).
     if (unit.gathered && !unit.persistent) free_gathered(u);
     unit.gathered = false;
-    return ok_status();
+    return status_;
   }
   // Stages 1–2: install the own shard, then make the full unit current on every rank.
   const int64_t P = info.shard_numel;
@@ -113,6 +124,8 @@ void ParamCoordinator::wait_pending(int u) {
   memory_.comm_wait_s +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   unit.has_pending = false;
+  // The gather has consumed the shard: an NVMe shard's host copy can go.
+  if (store_) store_->drop(u);
 }
 
 void ParamCoordinator::gather_async(int u) {
@@ -128,12 +141,19 @@ void ParamCoordinator::gather_async(int u) {
   }
   const int64_t P = info.shard_numel;
   float* full = unit.full.f32();
+  // An NVMe shard is read (or its read-ahead completed) here; on an I/O error the gather still
+  // runs on whatever is there so every rank issues the same collectives, and the error surfaces
+  // through status() after the micro-step.
+  StatusOr<const float*> shard = store_->load(u);
+  const float* src = shard.ok() ? *shard : full + layout_.shard_begin(u);
+  if (!shard.ok()) note_status(shard.status());
   if (options_.allgather_partitions) {
-    unit.pending =
-        comm_.all_gather_async(unit.shard.f32(), full, static_cast<size_t>(P), DType::kF32);
+    unit.pending = comm_.all_gather_async(src, full, static_cast<size_t>(P), DType::kF32);
   } else {
     // Owner broadcasts: the owner's shard is first copied into place.
-    std::memcpy(full + layout_.shard_begin(u), unit.shard.f32(), static_cast<size_t>(P) * 4);
+    if (src != full + layout_.shard_begin(u)) {
+      std::memcpy(full + layout_.shard_begin(u), src, static_cast<size_t>(P) * 4);
+    }
     for (int r = 0; r < layout_.world_size(); ++r) {
       unit.pending = comm_.broadcast_async(full + layout_.shard_begin(u, r), static_cast<size_t>(P),
                                            DType::kF32, r);
@@ -167,7 +187,8 @@ bool ParamCoordinator::reused_soon(int u, size_t trace_pos) const {
 
 void ParamCoordinator::prefetch_after(size_t trace_pos) {
   int64_t budget = options_.prefetch_bucket_numel;
-  for (size_t i = trace_pos + 1; i < trace_.size(); ++i) {
+  size_t i = trace_pos + 1;
+  for (; i < trace_.size(); ++i) {
     const int v = trace_[i];
     Unit& next = units_[static_cast<size_t>(v)];
     if (next.gathered) continue;
@@ -176,6 +197,17 @@ void ParamCoordinator::prefetch_after(size_t trace_pos) {
     if (live_gathered_numel_ + info.padded_numel > options_.max_live_numel) break;
     gather_async(v);
     budget -= info.numel;
+  }
+  // NVMe read-ahead of the shards gathered after those (as far as staging buffers allow, and a
+  // few units at most, so loaded shards do not pile up in memory).
+  if (store_ && store_->num_on_nvme() > 0) {
+    int ahead = 0;
+    for (; i < trace_.size() && ahead < 4; ++i) {
+      const int v = trace_[i];
+      if (units_[static_cast<size_t>(v)].gathered || !store_->on_nvme(v)) continue;
+      note_status(store_->prefetch(v));
+      ahead += 1;
+    }
   }
 }
 

@@ -14,6 +14,7 @@
 #include "core/status.h"
 #include "core/tensor.h"
 #include "model/param_access.h"
+#include "sharding/param_store.h"
 #include "sharding/shard_layout.h"
 #include "sharding/zero_options.h"
 
@@ -21,10 +22,13 @@ namespace zero::sharding {
 
 class ParamCoordinator : public model::ParamAccess {
  public:
-  // `initial_shard(u, dst)` fills this rank's shard of unit u (shard_numel values, padding zero).
-  // Stages 0–2 then gather every unit once (the working copy is full).
-  ParamCoordinator(const ShardLayout& layout, Communicator& comm, const ZeroOptions& options,
-                   MemoryAccounting& memory);
+  // Stage 3 keeps its shards in a ParamStore placed as `offload` says (host memory, or NVMe
+  // beyond max_in_cpu); errors are those of creating the swap file. `rank` names the swap file.
+  static StatusOr<std::unique_ptr<ParamCoordinator>> create(const ShardLayout& layout,
+                                                            Communicator& comm,
+                                                            const ZeroOptions& options,
+                                                            const ParamOffloadOptions& offload,
+                                                            MemoryAccounting& memory);
   ~ParamCoordinator() override;
 
   // Installs the master values of this rank's shard of unit u (rounded to the model dtype), and
@@ -44,10 +48,13 @@ class ParamCoordinator : public model::ParamAccess {
 
   // Number of gathers issued for unit u so far (tests).
   int64_t gathers(int u) const { return units_[static_cast<size_t>(u)].gathers; }
+  // Stage 3: where the shards live (null below stage 3).
+  const ParamStore* store() const { return store_.get(); }
 
  private:
+  ParamCoordinator(const ShardLayout& layout, Communicator& comm, const ZeroOptions& options,
+                   MemoryAccounting& memory);
   struct Unit {
-    Tensor shard;        // stage 3: own shard (shard_numel)
     Tensor full;         // stages 0–2: always; stage 3: while gathered (padded_numel)
     CommHandle pending;  // an in-flight gather into `full`
     bool has_pending = false;
@@ -68,6 +75,7 @@ class ParamCoordinator : public model::ParamAccess {
   ZeroOptions options_;
   MemoryAccounting& memory_;
   std::vector<Unit> units_;
+  std::unique_ptr<ParamStore> store_;  // stage 3: this rank's shards (host or NVMe)
   // Stage 3: the order of acquire() calls in one micro-step, recorded on the first one.
   std::vector<int> trace_;
   bool trace_recorded_ = false;

@@ -33,6 +33,8 @@ struct MemoryAccounting {
   int64_t master_bytes = 0;               // fp32 master weights
   int64_t optimizer_state_bytes = 0;      // exp_avg + exp_avg_sq
   int64_t offloaded_bytes = 0;            // master + moments in NVMe swap files (not in RAM)
+  int64_t offloaded_param_bytes = 0;      // stage-3 parameter shards in NVMe swap files
+  int64_t pinned_bytes = 0;               // host memory page-locked for offload (pin_memory)
   int64_t grad_bytes = 0;                 // persistent fp32 gradient accumulators
   int64_t param_bytes = 0;                // resident working parameters (full units or shards)
   int64_t peak_transient_grad_bytes = 0;  // micro-step gradient buffers in flight

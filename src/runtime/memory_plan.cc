@@ -1,0 +1,191 @@
+// Memory planning and the pre-allocation check (see memory_plan.h).
+#include "runtime/memory_plan.h"
+
+#include <sys/statvfs.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include "model/transformer.h"
+#include "offload/nvme_swapper.h"
+#include "runtime/engine.h"
+
+namespace zero::runtime {
+namespace {
+
+constexpr int64_t kFloat = 4;
+
+int64_t read_meminfo_available() {
+  std::ifstream f("/proc/meminfo");
+  std::string key;
+  int64_t value = 0;
+  std::string unit;
+  while (f >> key >> value) {
+    std::getline(f, unit);
+    if (key == "MemAvailable:") return value * 1024;
+  }
+  return std::numeric_limits<int64_t>::max();
+}
+
+// cgroup v2 memory.max (a container's limit), minus what the cgroup already uses.
+int64_t read_cgroup_available() {
+  std::ifstream max_file("/sys/fs/cgroup/memory.max");
+  std::string max_text;
+  if (!(max_file >> max_text) || max_text == "max") return std::numeric_limits<int64_t>::max();
+  std::ifstream cur_file("/sys/fs/cgroup/memory.current");
+  int64_t current = 0;
+  cur_file >> current;
+  return std::max<int64_t>(0, std::stoll(max_text) - current);
+}
+
+StatusOr<int64_t> statvfs_free(const std::string& path) {
+  std::filesystem::path p = path;
+  std::error_code ec;
+  // The swap directory may not exist yet: measure its nearest existing parent.
+  while (!p.empty() && !std::filesystem::exists(p, ec)) p = p.parent_path();
+  if (p.empty()) p = ".";
+  struct statvfs vfs {};
+  if (::statvfs(p.c_str(), &vfs) != 0) return io_error("statvfs({}) failed", p.string());
+  return static_cast<int64_t>(vfs.f_bavail) * static_cast<int64_t>(vfs.f_frsize);
+}
+
+std::string gib(int64_t bytes) {
+  return fmt::format("{:.2f} GiB", static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0));
+}
+
+}  // namespace
+
+HostResources probe_host_resources() {
+  HostResources r;
+  r.available_ram_bytes = std::min(read_meminfo_available(), read_cgroup_available());
+  r.free_disk_bytes = statvfs_free;
+  return r;
+}
+
+MemoryNeeds plan_memory(const EngineOptions& o, const sharding::ShardLayout& layout,
+                        int64_t micro_batch, int64_t seq_len) {
+  MemoryNeeds n;
+  const int stage = o.zero.stage;
+  const int num_units = layout.num_units();
+  int64_t sum_padded = 0, sum_shard = 0, max_padded = 0, max_shard = 0;
+  for (int u = 0; u < num_units; ++u) {
+    sum_padded += layout.unit(u).padded_numel;
+    sum_shard += layout.unit(u).shard_numel;
+    max_padded = std::max(max_padded, layout.unit(u).padded_numel);
+    max_shard = std::max(max_shard, layout.unit(u).shard_numel);
+  }
+  // Parameters.
+  if (stage < 3) {
+    n.parameters = sum_padded * kFloat;
+  } else {
+    const sharding::ParamOffloadOptions& po = o.offload.param;
+    int64_t host_shards = sum_shard;
+    if (po.device == sharding::ParamOffload::kNvme && po.max_in_cpu_numel < sum_shard) {
+      host_shards = std::max<int64_t>(po.max_in_cpu_numel, 0);
+      const int64_t on_disk = sum_shard - host_shards;
+      const int64_t elem = static_cast<int64_t>(dtype_bytes(o.dtype));
+      const int64_t staging = std::min(po.buffer_numel, max_shard) * elem;
+      host_shards += po.buffer_count * staging / kFloat + 4 * max_shard;  // + loaded shards
+      n.swap.push_back({"zero_optimization.offload_param.nvme_path", po.nvme_path,
+                        on_disk * elem + num_units * 4096});
+    }
+    // Gathered units alive at once: the one in use, the prefetch window and the tied head's reuse.
+    const int64_t gathered =
+        std::min(sum_padded, 2 * max_padded + std::min(o.zero.prefetch_bucket_numel, sum_padded));
+    n.parameters = host_shards * kFloat + gathered * kFloat;
+  }
+  // Gradients: full fp32 accumulators at stages 0–1; the partition plus in-flight unit buffers at
+  // stages 2–3.
+  n.gradients = stage <= 1 ? sum_padded * kFloat : (sum_shard + 2 * max_padded) * kFloat;
+  // Master weights and moments of the partition (whole units at stage 0).
+  const int64_t partition = stage == 0 ? sum_padded : sum_shard;
+  const int64_t max_partition = stage == 0 ? max_padded : max_shard;
+  const OffloadOptions& off = o.offload;
+  const bool nvme = off.optimizer == OptimizerOffload::kNvme && stage == 3;
+  if (nvme) {
+    const int sets = 1 + (off.pipeline_read ? 1 : 0) + (off.pipeline_write ? 1 : 0);
+    const double offloaded_fraction = std::clamp(off.ratio, 0.0, 1.0);
+    const int64_t on_disk =
+        static_cast<int64_t>(offloaded_fraction * static_cast<double>(partition));
+    const int64_t in_ram = partition - on_disk;
+    n.master_weights = (in_ram + sets * max_partition) * kFloat;
+    n.optimizer_state = 2 * (in_ram + sets * max_partition) * kFloat;
+    n.swap.push_back({"zero_optimization.offload_optimizer.nvme_path", off.nvme_path,
+                      3 * (on_disk * kFloat + num_units * 4096)});
+  } else {
+    n.master_weights = partition * kFloat;
+    n.optimizer_state = 2 * partition * kFloat;
+  }
+  if (micro_batch > 0 && seq_len > 0) {
+    n.activations =
+        model::Transformer::activation_bytes(o.model_config, o.transformer, micro_batch, seq_len);
+  }
+  return n;
+}
+
+Status check_memory(const MemoryNeeds& needs, int ranks_on_node, const HostResources& have) {
+  const int64_t ranks = std::max(ranks_on_node, 1);
+  const int64_t need = needs.ram() * ranks;
+  if (need > have.available_ram_bytes) {
+    struct Part {
+      const char* what;
+      int64_t bytes;
+      const char* remedy;
+    };
+    std::vector<Part> parts = {
+        {"optimizer state (Adam moments)", needs.optimizer_state,
+         "offload it to NVMe (zero_optimization.offload_optimizer.device: \"nvme\", stage 3) or "
+         "shard it over more ranks"},
+        {"fp32 master weights", needs.master_weights,
+         "raise zero_optimization.stage or offload the optimizer to NVMe"},
+        {"gradients", needs.gradients, "use zero_optimization.stage 2 or 3 (sharded gradients)"},
+        {"parameters", needs.parameters,
+         "use zero_optimization.stage 3, or offload_param with device \"nvme\" and a smaller "
+         "max_in_cpu"},
+        {"activations", needs.activations,
+         "lower --per_device_train_batch_size / --block_size or turn on "
+         "--gradient_checkpointing"},
+    };
+    std::sort(parts.begin(), parts.end(),
+              [](const Part& a, const Part& b) { return a.bytes > b.bytes; });
+    std::ostringstream breakdown;
+    for (const Part& p : parts) {
+      if (p.bytes > 0) breakdown << fmt::format("; {} {}", p.what, gib(p.bytes));
+    }
+    return resource_exhausted(
+        "not enough host memory: {} rank(s) on this node need about {} each ({} in all) but {} "
+        "is available (MemAvailable / the cgroup limit){}. The largest part is the {}: {}",
+        ranks, gib(needs.ram()), gib(need), gib(have.available_ram_bytes), breakdown.str(),
+        parts[0].what, parts[0].remedy);
+  }
+  if (have.free_disk_bytes) {
+    // Directories may coincide: add up what goes to the same path.
+    std::vector<MemoryNeeds::Swap> by_path;
+    for (const MemoryNeeds::Swap& s : needs.swap) {
+      auto it = std::find_if(by_path.begin(), by_path.end(),
+                             [&](const MemoryNeeds::Swap& b) { return b.path == s.path; });
+      if (it == by_path.end()) {
+        by_path.push_back(s);
+      } else {
+        it->bytes += s.bytes;
+      }
+    }
+    for (const MemoryNeeds::Swap& s : by_path) {
+      if (s.path.empty() || s.bytes == 0) continue;
+      ZERO_ASSIGN_OR_RETURN(int64_t free_bytes, have.free_disk_bytes(s.path));
+      if (s.bytes * ranks > free_bytes) {
+        return resource_exhausted(
+            "{}: {} has {} free but the swap files of {} rank(s) on this node need {} ({} each): "
+            "point it at a larger disk, or keep more in memory (offload_param.max_in_cpu, "
+            "offload_optimizer.ratio)",
+            s.key, s.path, gib(free_bytes), ranks, gib(s.bytes * ranks), gib(s.bytes));
+      }
+    }
+  }
+  return ok_status();
+}
+
+}  // namespace zero::runtime
