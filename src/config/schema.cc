@@ -253,9 +253,9 @@ constexpr KeySpec kAioKeys[] = {
 constexpr BlockSpec kAio{"aio", kAioKeys};
 
 constexpr KeySpec kActivationCheckpointingKeys[] = {
-    flag("partition_activations", "false", kUnimpl),
-    flag("contiguous_memory_optimization", "false", kUnimpl),
-    flag("cpu_checkpointing", "false", kUnimpl),
+    flag("partition_activations", "false", kNone),  // warned about in validate_rules.cc
+    flag("contiguous_memory_optimization", "false", kNone),
+    flag("cpu_checkpointing", "false"),
     {.name = "number_checkpoints",
      .kind = kInt,
      .default_json = "null",

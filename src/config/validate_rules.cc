@@ -357,6 +357,25 @@ StatusOr<BatchTriad> derive_batch_triad(const BatchTriad& given, int64_t world_s
   return BatchTriad{tbs, mbs, gas};
 }
 
+// activation_checkpointing: DeepSpeed's options for its checkpointing of model-parallel
+// activations. Without model parallelism (ZeRO.cpp is data-parallel) partitioning means nothing;
+// say so rather than accept it silently.
+void check_activation_checkpointing(Context& ctx, const Json& config) {
+  const Json* ac = get(&config, "activation_checkpointing");
+  if (ac == nullptr || !ac->is_object()) return;
+  if (is_true(get(ac, "partition_activations"))) {
+    ctx.warning("activation_checkpointing.partition_activations",
+                "partitions checkpointed activations across model-parallel ranks; ZeRO.cpp is "
+                "data-parallel only, so there is nothing to partition (no effect)",
+                "checkpointed block inputs stay whole on each rank");
+  }
+  if (is_true(get(ac, "contiguous_memory_optimization"))) {
+    ctx.warning("activation_checkpointing.contiguous_memory_optimization",
+                "only acts on partitioned activations (partition_activations), which need model "
+                "parallelism; no effect here");
+  }
+}
+
 void check_rules(Context& ctx, const Json& config, const ValidateOptions& options) {
   Facts facts = read_facts(ctx, config);
   check_typed_block(ctx, config, "optimizer", optimizer_types());
@@ -364,6 +383,7 @@ void check_rules(Context& ctx, const Json& config, const ValidateOptions& option
   check_precision(ctx, config, facts);
   check_optimizer_with_zero(ctx, config, facts);
   check_zero(ctx, config, facts);
+  check_activation_checkpointing(ctx, config);
   check_batch(ctx, config, options);
 }
 

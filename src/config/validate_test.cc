@@ -83,6 +83,19 @@ TEST(Validate, UnimplementedFeatureWarnsOnlyWhenUsed) {
   EXPECT_TRUE(has(r, "warning: zero_optimization.zero_quantized_weights: not implemented"));
 }
 
+TEST(Validate, ActivationPartitioningWithoutModelParallelismIsCalledOut) {
+  auto r = check(R"({"activation_checkpointing": {"partition_activations": true,
+      "contiguous_memory_optimization": true, "cpu_checkpointing": true,
+      "synchronize_checkpoint_boundary": true, "number_checkpoints": 4}})");
+  EXPECT_TRUE(r.ok()) << r.format();
+  EXPECT_TRUE(has(r,
+                  "warning: activation_checkpointing.partition_activations: partitions "
+                  "checkpointed activations across model-parallel ranks"));
+  EXPECT_TRUE(
+      has(r, "warning: activation_checkpointing.contiguous_memory_optimization: only acts"));
+  EXPECT_EQ(r.warning_count(), 2) << r.format();  // cpu_checkpointing is implemented
+}
+
 TEST(Validate, AliasesAreBothFine) {
   EXPECT_TRUE(check(R"({"zero_optimization": {"stage": 3, "max_live_parameters": 1,
       "stage3_prefetch_bucket_size": 2, "gather_16bit_weights_on_model_save": true}})")

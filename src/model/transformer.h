@@ -17,6 +17,9 @@ namespace zero::model {
 struct TransformerOptions {
   // Keep only each block's input during forward; recompute the block in backward.
   bool activation_checkpointing = false;
+  // activation_checkpointing.cpu_checkpointing: keep those block inputs in host memory. On the CPU
+  // backend every activation already is; the CUDA engine moves them to pinned host buffers.
+  bool checkpoints_in_host_memory = false;
 };
 
 class Transformer {

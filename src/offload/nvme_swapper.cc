@@ -33,6 +33,10 @@
 #endif
 
 namespace zero::offload {
+namespace {
+// Marks a directory a swapper created (see ~Impl): hidden, and never mistaken for a swap file.
+constexpr const char* kCreatedMarker = ".zero_swap_dir";
+}  // namespace
 
 const char* io_backend_name(IoBackend backend) {
   switch (backend) {
@@ -549,8 +553,21 @@ NvmeSwapper::Impl::~Impl() {
       spdlog::warn("NvmeSwapper: could not remove {}: {}", file->path, errno_text(errno));
     }
   }
+  // Directories a swapper of this run created (they hold kCreatedMarker) go once nothing else is
+  // in them. Several swappers (ranks, or the parameter and optimizer swappers of one rank) may
+  // share them, so whoever finishes last removes them; a directory still in use is left alone.
   for (auto it = created_dirs_.rbegin(); it != created_dirs_.rend(); ++it) {
-    if (::rmdir(it->c_str()) != 0) {
+    std::error_code ec;
+    bool only_marker = true;
+    for (const auto& entry : std::filesystem::directory_iterator(*it, ec)) {
+      if (entry.path().filename() != kCreatedMarker) {
+        only_marker = false;
+        break;
+      }
+    }
+    if (ec || !only_marker) continue;
+    ::unlink((std::filesystem::path(*it) / kCreatedMarker).c_str());
+    if (::rmdir(it->c_str()) != 0 && errno != ENOENT && errno != ENOTEMPTY) {
       spdlog::warn("NvmeSwapper: could not remove directory {} it created: {}", *it,
                    errno_text(errno));
     }
@@ -572,12 +589,27 @@ Status NvmeSwapper::Impl::init() {
         return failed_precondition("nvme_path {}: {} is not a directory", options_.nvme_path,
                                    prefix.string());
       }
+      // Made by another swapper of this run (another rank, or this rank's other swapper): share
+      // the duty of removing it.
+      if (::access((prefix / kCreatedMarker).c_str(), F_OK) == 0) {
+        created_dirs_.push_back(prefix.string());
+      }
       continue;
     }
-    if (::mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) {
-      return io_error("nvme_path {}: cannot create {}: {}", options_.nvme_path, prefix.string(),
-                      errno_text(errno));
+    if (::mkdir(prefix.c_str(), 0755) != 0) {
+      if (errno != EEXIST) {
+        return io_error("nvme_path {}: cannot create {}: {}", options_.nvme_path, prefix.string(),
+                        errno_text(errno));
+      }
+      // Lost a race with another rank creating it: treat as made by that rank (marker or not).
+      if (::access((prefix / kCreatedMarker).c_str(), F_OK) == 0) {
+        created_dirs_.push_back(prefix.string());
+      }
+      continue;
     }
+    // Mark it ours, so every swapper of the run (whichever finishes last) may remove it.
+    const int marker = ::open((prefix / kCreatedMarker).c_str(), O_CREAT | O_WRONLY, 0644);
+    if (marker >= 0) ::close(marker);
     created_dirs_.push_back(prefix.string());
   }
 

@@ -407,6 +407,34 @@ TEST(NvmeSwapperTest, ExistingDirectoryIsKeptAndNotRemoved) {
   fs::remove_all(fs::path(dir).parent_path());
 }
 
+// Ranks (and a rank's parameter and optimizer swappers) share one nvme_path: the directories one
+// of them created are removed by whichever finishes last, in either order.
+TEST(NvmeSwapperTest, SharedCreatedDirectoryGoesWithTheLastSwapper) {
+  for (bool creator_first : {true, false}) {
+    const std::string dir = fresh_dir("/tmp");
+    NvmeSwapperOptions a, b;
+    a.nvme_path = b.nvme_path = dir;
+    a.rank = 0;
+    b.rank = 1;
+    auto first = NvmeSwapper::create(a);  // creates both levels
+    ASSERT_TRUE(first.ok());
+    auto second = NvmeSwapper::create(b);  // finds them made by a swapper of this run
+    ASSERT_TRUE(second.ok());
+    ASSERT_TRUE((*first)->add_file("param", 4096).ok());
+    ASSERT_TRUE((*second)->add_file("param", 4096).ok());
+    if (creator_first) {
+      first->reset();
+      EXPECT_TRUE(fs::exists(dir)) << "removed while another swapper still had files there";
+      second->reset();
+    } else {
+      second->reset();
+      EXPECT_TRUE(fs::exists(dir));
+      first->reset();
+    }
+    EXPECT_FALSE(fs::exists(fs::path(dir).parent_path())) << "creator_first " << creator_first;
+  }
+}
+
 // Many threads submit and wait concurrently on one swapper.
 TEST(NvmeSwapperTest, ConcurrentSubmittersFromManyThreads) {
   NvmeSwapperOptions o = basic_options(nullptr);

@@ -245,6 +245,12 @@ StatusOr<Plan> make_plan(const TrainArgs& args, const model::ModelConfig& model,
   EngineOptions& o = plan.engine;
   o.model_config = model;
   o.transformer.activation_checkpointing = args.gradient_checkpointing;
+  o.transformer.checkpoints_in_host_memory = ds.activation_checkpointing.cpu_checkpointing.value;
+  if (o.transformer.checkpoints_in_host_memory && !o.transformer.activation_checkpointing) {
+    plan.notes.push_back(
+        "warning: activation_checkpointing.cpu_checkpointing: acts only on checkpointed "
+        "activations; pass --gradient_checkpointing to checkpoint the blocks");
+  }
   o.dtype = ds.bf16_enabled.value   ? DType::kBF16
             : ds.fp16.enabled.value ? DType::kF16
                                     : DType::kF32;

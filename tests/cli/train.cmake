@@ -81,3 +81,13 @@ file(WRITE ${CMAKE_BINARY_DIR}/test_out/stage3.json "{\"zero_optimization\": {\"
 add_test(NAME cli.train.nvme_offload_matches_and_resumes
          COMMAND sh -c "$<TARGET_FILE:zero> train ${_zt_common} --deepspeed ${CMAKE_BINARY_DIR}/test_out/nvme3.json --save_steps 4 --output_dir ${_zt_out}/nvme >/dev/null 2>&1 && $<TARGET_FILE:zero> train ${_zt_common} --deepspeed ${CMAKE_BINARY_DIR}/test_out/stage3.json --output_dir ${_zt_out}/mem >/dev/null && /usr/bin/python3 ${PROJECT_SOURCE_DIR}/tools/compare_metrics.py ${_zt_out}/nvme/metrics.jsonl ${_zt_out}/mem/metrics.jsonl 0 && rm -rf ${_zt_out}/nvme_resumed && $<TARGET_FILE:zero> train ${_zt_common} --deepspeed ${CMAKE_BINARY_DIR}/test_out/nvme3.json --resume_from_checkpoint ${_zt_out}/nvme/global_step4 --output_dir ${_zt_out}/nvme_resumed >/dev/null 2>&1 && /usr/bin/python3 ${PROJECT_SOURCE_DIR}/tools/compare_metrics.py ${_zt_out}/nvme_resumed/metrics.jsonl ${_zt_out}/mem/metrics.jsonl 0 && test ! -e ${CMAKE_BINARY_DIR}/test_out/nvme_swap")
 set_tests_properties(cli.train.nvme_offload_matches_and_resumes PROPERTIES LABELS unit)
+
+# ZeRO-Infinity on 2 ranks: parameter shards (all of them: max_in_cpu 0, persistence 0) and the
+# optimizer state in NVMe swap files under one shared nvme_path: the in-memory single-rank ZeRO-3
+# curve, and nothing left behind in the swap directory.
+file(WRITE ${CMAKE_BINARY_DIR}/test_out/infinity.json
+     "{\"zero_optimization\": {\"stage\": 3, \"stage3_param_persistence_threshold\": 0, \"offload_param\": {\"device\": \"nvme\", \"nvme_path\": \"${CMAKE_BINARY_DIR}/test_out/infinity_swap/nvme\", \"max_in_cpu\": 0, \"buffer_count\": 2, \"buffer_size\": 4096}, \"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"${CMAKE_BINARY_DIR}/test_out/infinity_swap/nvme\", \"pipeline_read\": true, \"pipeline_write\": true, \"fast_init\": true}}}")
+add_test(NAME cli.train.infinity_np2_matches_in_memory
+         COMMAND sh -c "rm -rf ${CMAKE_BINARY_DIR}/test_out/infinity_swap && ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root --bind-to none -np 2 $<TARGET_FILE:zero> train ${_zt_common} --deepspeed ${CMAKE_BINARY_DIR}/test_out/infinity.json --output_dir ${_zt_out}/infinity >/dev/null 2>&1 && $<TARGET_FILE:zero> train ${_zt_common} --deepspeed ${CMAKE_BINARY_DIR}/test_out/stage3.json --per_device_train_batch_size 8 --output_dir ${_zt_out}/infinity_ref >/dev/null && /usr/bin/python3 ${PROJECT_SOURCE_DIR}/tools/compare_metrics.py ${_zt_out}/infinity/metrics.jsonl ${_zt_out}/infinity_ref/metrics.jsonl 1e-5 && test ! -e ${CMAKE_BINARY_DIR}/test_out/infinity_swap")
+set_tests_properties(cli.train.infinity_np2_matches_in_memory PROPERTIES LABELS mpi TIMEOUT 300
+                     ENVIRONMENT "OMP_NUM_THREADS=1;OMP_WAIT_POLICY=passive")
