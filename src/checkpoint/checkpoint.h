@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -49,6 +50,10 @@ struct UnitPartition {
   const float* master = nullptr;
   const float* exp_avg = nullptr;
   const float* exp_avg_sq = nullptr;
+  // State that is not in memory (NVMe offload): when the pointers are null, the writer calls
+  // read(dst_master, dst_exp_avg, dst_exp_avg_sq) with one non-null destination of numel floats
+  // at a time, so a save holds one tensor of one unit at once, never the rank's whole state.
+  std::function<Status(float* master, float* exp_avg, float* exp_avg_sq)> read;
 };
 
 struct SaveRequest {

@@ -359,6 +359,41 @@ TEST(Checkpoint, ConsolidatedWeightsEqualTheMasterWeights) {
   fs::remove_all(out);
 }
 
+// State offloaded to NVMe is handed over as readers, not pointers: the rank file is byte for byte
+// the one written from memory (hash included), and each reader call fills one tensor only.
+TEST(Checkpoint, StreamedPartitionsWriteTheSameFile) {
+  Fixture fx(tiny_config());
+  const std::string out = temp_dir("streamed");
+  SelfCommunicator comm;
+  ASSERT_TRUE(save_checkpoint(*default_storage(), comm, fx.request(out + "/mem", 3)).ok());
+  SaveRequest streamed = fx.request(out + "/streamed", 3);
+  int calls = 0;
+  for (size_t u = 0; u < streamed.partitions.size(); ++u) {
+    UnitPartition& p = streamed.partitions[u];
+    p.master = p.exp_avg = p.exp_avg_sq = nullptr;
+    p.read = [&fx, &calls, u, n = p.numel](float* master, float* m, float* v) {
+      EXPECT_EQ((master != nullptr) + (m != nullptr) + (v != nullptr), 1);
+      ++calls;
+      const std::vector<float>& src = master ? fx.master[u] : m ? fx.m[u] : fx.v[u];
+      std::memcpy(master ? master : m ? m : v, src.data(), static_cast<size_t>(n) * 4);
+      return ok_status();
+    };
+  }
+  ASSERT_TRUE(save_checkpoint(*default_storage(), comm, streamed).ok());
+  EXPECT_EQ(calls, 3 * fx.layout.num_units());
+  EXPECT_EQ(slurp(out + "/mem/global_step3/rank_0.safetensors"),
+            slurp(out + "/streamed/global_step3/rank_0.safetensors"));
+  // A failing reader fails the save and publishes nothing.
+  SaveRequest failing = streamed;
+  failing.out_dir = out + "/failing";
+  failing.partitions[1].read = [](float*, float*, float*) { return io_error("disk gone"); };
+  auto r = save_checkpoint(*default_storage(), comm, failing);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("disk gone"), std::string::npos) << r.status().message();
+  EXPECT_FALSE(fs::exists(out + "/failing/latest"));
+  fs::remove_all(out);
+}
+
 // docs/formats/checkpoint.md: hand-built bytes (tests/fixtures/checkpoint/make_fixture.py).
 TEST(Checkpoint, ReadsTheHandBuiltFixture) {
   const std::string dir = kSrc + "/tests/fixtures/checkpoint/hand_built";

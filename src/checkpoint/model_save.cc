@@ -69,7 +69,18 @@ Status save_model_weights(Storage& storage, Communicator& comm, const std::strin
       return invalid_argument("model save: unit {} partition is not this rank's shard", u);
     }
     buf.resize(static_cast<size_t>(shard_layout.unit(u).padded_numel));
-    return comm.all_gather(p.master, buf.data(), static_cast<size_t>(shard), DType::kF32);
+    const float* src = p.master;
+    std::vector<float> local;
+    Status read_status;
+    if (src == nullptr && p.read) {
+      // Offloaded (NVMe): read this unit's master shard; on an error still join the gather, so
+      // the other ranks are not left waiting, and report it afterwards.
+      local.assign(static_cast<size_t>(shard), 0.0f);
+      read_status = p.read(local.data(), nullptr, nullptr);
+      src = local.data();
+    }
+    Status g = comm.all_gather(src, buf.data(), static_cast<size_t>(shard), DType::kF32);
+    return read_status.ok() ? g : read_status;
   };
   auto announce = [&](int32_t u) -> Status {
     float word;

@@ -343,22 +343,20 @@ std::string format_duration(double seconds) {
   return fmt::format("{}s", s);
 }
 
-// This rank's partitions as a checkpoint sees them. State offloaded to NVMe is read back into
-// `owned` for the duration of the save (it must outlive the returned pointers).
-StatusOr<std::vector<checkpoint::UnitPartition>> partitions(
-    const Engine& e, std::vector<std::vector<float>>& owned) {
+// This rank's partitions as a checkpoint sees them. State offloaded to NVMe is streamed: the
+// writer reads one tensor of one unit at a time from the swap files.
+StatusOr<std::vector<checkpoint::UnitPartition>> partitions(const Engine& e) {
   std::vector<checkpoint::UnitPartition> p;
-  owned.clear();
   for (int u = 0; u < e.layout().num_units(); ++u) {
-    const int64_t n = e.partition_numel(u);
-    if (!e.state_on_nvme()) {
-      p.push_back({e.partition_begin(u), n, e.master(u), e.exp_avg(u), e.exp_avg_sq(u)});
-      continue;
+    checkpoint::UnitPartition part{e.partition_begin(u), e.partition_numel(u), e.master(u),
+                                   e.exp_avg(u),         e.exp_avg_sq(u),      {}};
+    if (part.master == nullptr && part.numel > 0) {
+      part.exp_avg = part.exp_avg_sq = nullptr;
+      part.read = [&e, u](float* master, float* exp_avg, float* exp_avg_sq) {
+        return e.read_partition_state(u, master, exp_avg, exp_avg_sq);
+      };
     }
-    owned.emplace_back(static_cast<size_t>(3 * n));
-    float* buf = owned.back().data();
-    ZERO_RETURN_IF_ERROR(e.read_partition_state(u, buf, buf + n, buf + 2 * n));
-    p.push_back({e.partition_begin(u), n, buf, buf + n, buf + 2 * n});
+    p.push_back(std::move(part));
   }
   return p;
 }
@@ -603,8 +601,7 @@ int run_training(const TrainArgs& args, Communicator& comm) {
     r.shard_layout = &engine.shard_layout();
     r.stage = plan.engine.zero.stage;
     r.model_dtype = plan.engine.dtype;
-    std::vector<std::vector<float>> owned;
-    ZERO_ASSIGN_OR_RETURN(r.partitions, partitions(engine, owned));
+    ZERO_ASSIGN_OR_RETURN(r.partitions, partitions(engine));
     r.state = {{"global_step", engine.global_step()},
                {"optimizer_updates", engine.optimizer_updates()},
                {"schedule", engine.schedule().state()},
@@ -713,8 +710,7 @@ int run_training(const TrainArgs& args, Communicator& comm) {
     }
     // Gathered unit by unit (peak memory one unit); rank 0 writes.
     const std::string dir = args.output_dir + "/final";
-    std::vector<std::vector<float>> owned;
-    auto parts = partitions(engine, owned);
+    auto parts = partitions(engine);
     if (!parts.ok()) return broken(parts.status());
     Status s = checkpoint::save_model_weights(*default_storage(), comm, dir, engine.layout(),
                                               engine.shard_layout(), *parts, save_dtype);
