@@ -1,0 +1,41 @@
+// CUDA softmax cross-entropy over the vocabulary, the twin of cross_entropy.h, plus llm.c's fused
+// single-kernel loss-and-gradient. Legend: N positions (B*T), V vocab. logits/dlogits are (N, V)
+// in T; targets (N) int32; losses and dloss (N) fp32. Targets equal to cpu::kIgnoreIndex (-100)
+// give loss 0 and a zero gradient row. One block per row; all arithmetic in fp32.
+// Performance: memory bound. The gradient kernels read a row twice (online max/sum, then the
+// softmax) and write it once: 3x the logits' bytes at worst, less when the second read hits L2
+// (unlikely at Llama's V: ~500 resident 256 KB rows exceed an H100's 50 MB L2). Accesses are
+// 16-byte vectors when every row starts 16-byte aligned (V * sizeof(T) a multiple of 16 and aligned
+// base pointers, e.g. GPT-2's vocabulary padded to 50304 as llm.c does, or Llama 3's 128256),
+// scalar otherwise.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace zero::kernels::cuda {
+
+// losses(N) = logsumexp(logits[n]) - logits[n, target[n]] (0 for ignored targets). Overwrites
+// losses. A target outside [0, V) other than -100 is a data bug: its row's loss is NaN (no
+// out-of-bounds read; the NaN shows in the loss and trips the overflow check).
+template <typename T>
+void cross_entropy_forward(float* losses, const T* logits, const int32_t* targets, int64_t N,
+                           int64_t V, cudaStream_t stream);
+
+// dlogits(N, V) = (softmax(logits[n]) - onehot(target[n])) * dloss[n]. Overwrites dlogits (zero
+// rows for ignored targets, NaN rows for out-of-range ones); dlogits may alias logits (in place).
+template <typename T>
+void cross_entropy_backward(T* dlogits, const T* logits, const int32_t* targets, const float* dloss,
+                            int64_t N, int64_t V, cudaStream_t stream);
+
+// llm.c's fused form: losses(N) as cross_entropy_forward, and logits_inout(N, V) overwritten by
+// their gradient (softmax - onehot) * dloss_per_token, in one kernel (the logits are read twice and
+// written once). dloss_per_token is usually 1 / (number of counted tokens in the batch).
+template <typename T>
+void cross_entropy_fused(float* losses, T* logits_inout, const int32_t* targets,
+                         float dloss_per_token, int64_t N, int64_t V, cudaStream_t stream);
+
+}  // namespace zero::kernels::cuda

@@ -1,0 +1,248 @@
+// Tests for the CUDA cross-entropy kernels against the CPU twin (cross_entropy.h) over storage
+// dtypes x (N, V), including 1-element and prime vocabularies, GPT-2's and Llama 3's V, ignored
+// targets, in-place backward, the fused kernel, and rows that are not 16-byte aligned.
+// Legend: N positions, V vocab. logits/dlogits (N, V); targets, losses, dloss (N).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "core/cuda/cuda_stream.h"
+#include "kernels/cross_entropy/cross_entropy.h"
+#include "kernels/cross_entropy/cross_entropy_cuda.h"
+#include "kernels/cuda_test_util.h"
+#include "kernels/grad_check.h"
+
+namespace zero::kernels {
+namespace {
+
+using testing::all_close;
+using testing::DeviceArray;
+using testing::dtype_of;
+using testing::random_vector;
+using testing::rounded;
+using testing::to_float;
+using testing::to_storage;
+
+struct CeShape {
+  int64_t N, V;
+};
+
+void PrintTo(const CeShape& s, std::ostream* os) { *os << "N" << s.N << "_V" << s.V; }
+
+// The kernel is linear in dloss; a large one keeps most gradient entries far above the table's
+// atol, so the relative part of the tolerance is what gets tested (and stays within fp16 range).
+constexpr double kDlossScale = 1024.0;
+
+// One problem: rounded logits, targets with ignored rows and both ends of the vocabulary, per-row
+// dloss, and the CPU twin's answers computed in double on exactly those values.
+template <typename T>
+struct CeCase {
+  explicit CeCase(const CeShape& s) : N(s.N), V(s.V) {
+    logits = rounded<T>(to_float(random_vector(N * V, 41, -4, 4)));
+    const auto r = random_vector(N, 42, 0, 1);
+    for (int64_t n = 0; n < N; ++n) {
+      int32_t t = static_cast<int32_t>(r[n] * static_cast<double>(V)) % static_cast<int32_t>(V);
+      if (n % 3 == 1) t = cpu::kIgnoreIndex;
+      if (n % 5 == 2) t = static_cast<int32_t>(V - 1);
+      if (n % 7 == 4) t = 0;
+      targets.push_back(t);
+    }
+    const auto u = random_vector(N, 43, 0.5, 1.5);
+    for (int64_t n = 0; n < N; ++n) dloss.push_back(static_cast<float>(u[n] * kDlossScale));
+
+    const std::vector<double> logits_d(logits.begin(), logits.end());
+    const std::vector<double> dloss_d(dloss.begin(), dloss.end());
+    std::vector<double> losses_d(N), dlogits_d(N * V);
+    cpu::cross_entropy_forward(losses_d.data(), logits_d.data(), targets.data(), N, V);
+    cpu::cross_entropy_backward(dlogits_d.data(), logits_d.data(), targets.data(), dloss_d.data(),
+                                N, V);
+    want_losses.assign(losses_d.begin(), losses_d.end());
+    want_dlogits.assign(dlogits_d.begin(), dlogits_d.end());
+  }
+
+  int64_t N, V;
+  std::vector<float> logits;  // values representable in T
+  std::vector<int32_t> targets;
+  std::vector<float> dloss;
+  std::vector<float> want_losses, want_dlogits;
+};
+
+// Losses are fp32 outputs computed in fp32 from exactly known inputs whatever T is, so they get
+// the fp32 row of the table; gradients are stored in T and get T's row.
+constexpr Tolerance kLossTol = tolerance_for(DType::kF32);
+
+using CeParam = std::tuple<DType, CeShape>;
+
+class CrossEntropyCuda : public ::testing::TestWithParam<CeParam> {};
+
+template <typename T>
+void check_forward(const CeShape& s) {
+  const CeCase<T> c(s);
+  DeviceArray<T> logits(to_storage<T>(c.logits));
+  DeviceArray<int32_t> targets(c.targets);
+  DeviceArray<float> losses(static_cast<size_t>(s.N));
+  zero::cuda::CudaStream stream;
+  // Why: uploads ran on the legacy stream, which the non-blocking test stream does not wait for.
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  cuda::cross_entropy_forward<T>(losses.get(), logits.get(), targets.get(), s.N, s.V, stream);
+  EXPECT_TRUE(all_close(losses.download(), c.want_losses, kLossTol));
+}
+
+// Out of place, or in place (dlogits aliasing logits).
+template <typename T>
+void check_backward(const CeShape& s, bool in_place) {
+  const CeCase<T> c(s);
+  DeviceArray<T> logits(to_storage<T>(c.logits));
+  DeviceArray<T> dlogits(static_cast<size_t>(s.N * s.V));
+  DeviceArray<int32_t> targets(c.targets);
+  DeviceArray<float> dloss(c.dloss);
+  T* out = in_place ? logits.get() : dlogits.get();
+  zero::cuda::CudaStream stream;
+  // Why: uploads ran on the legacy stream, which the non-blocking test stream does not wait for.
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  cuda::cross_entropy_backward<T>(out, logits.get(), targets.get(), dloss.get(), s.N, s.V, stream);
+  const auto got = (in_place ? logits : dlogits).download_f32();
+  EXPECT_TRUE(all_close(got, c.want_dlogits, tolerance_for(dtype_of<T>())));
+}
+
+// The fused kernel with one dloss for every row; `offset` shifts the logits by that many elements
+// so rows lose their 16-byte alignment (the scalar path) when offset is not a multiple of 16 bytes.
+template <typename T>
+void check_fused(const CeShape& s, int64_t offset) {
+  CeCase<T> c(s);
+  const float dloss_per_token = static_cast<float>(0.75 * kDlossScale);
+  const std::vector<double> logits_d(c.logits.begin(), c.logits.end());
+  const std::vector<double> dloss_d(s.N, dloss_per_token);
+  std::vector<double> dlogits_d(s.N * s.V);
+  cpu::cross_entropy_backward(dlogits_d.data(), logits_d.data(), c.targets.data(), dloss_d.data(),
+                              s.N, s.V);
+  const std::vector<float> want_dlogits(dlogits_d.begin(), dlogits_d.end());
+
+  std::vector<float> padded(static_cast<size_t>(offset), 0.0f);
+  padded.insert(padded.end(), c.logits.begin(), c.logits.end());
+  DeviceArray<T> logits(to_storage<T>(padded));
+  DeviceArray<int32_t> targets(c.targets);
+  DeviceArray<float> losses(static_cast<size_t>(s.N));
+  zero::cuda::CudaStream stream;
+  // Why: uploads ran on the legacy stream, which the non-blocking test stream does not wait for.
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  cuda::cross_entropy_fused<T>(losses.get(), logits.get() + offset, targets.get(), dloss_per_token,
+                               s.N, s.V, stream);
+  EXPECT_TRUE(all_close(losses.download(), c.want_losses, kLossTol));
+  auto got = logits.download_f32();
+  got.erase(got.begin(), got.begin() + offset);
+  EXPECT_TRUE(all_close(got, want_dlogits, tolerance_for(dtype_of<T>())));
+}
+
+#define ZERO_DISPATCH_DTYPE(dtype, fn, ...)                   \
+  switch (dtype) {                                            \
+    case DType::kF32: fn<float>(__VA_ARGS__); break;          \
+    case DType::kBF16: fn<__nv_bfloat16>(__VA_ARGS__); break; \
+    case DType::kF16: fn<__half>(__VA_ARGS__); break;         \
+  }
+
+TEST_P(CrossEntropyCuda, ForwardMatchesCpu) {
+  ZERO_SKIP_WITHOUT_GPU();
+  const auto& [dtype, shape] = GetParam();
+  ZERO_DISPATCH_DTYPE(dtype, check_forward, shape);
+}
+
+TEST_P(CrossEntropyCuda, BackwardMatchesCpu) {
+  ZERO_SKIP_WITHOUT_GPU();
+  const auto& [dtype, shape] = GetParam();
+  ZERO_DISPATCH_DTYPE(dtype, check_backward, shape, /*in_place=*/false);
+}
+
+TEST_P(CrossEntropyCuda, BackwardInPlaceMatchesCpu) {
+  ZERO_SKIP_WITHOUT_GPU();
+  const auto& [dtype, shape] = GetParam();
+  ZERO_DISPATCH_DTYPE(dtype, check_backward, shape, /*in_place=*/true);
+}
+
+TEST_P(CrossEntropyCuda, FusedMatchesCpu) {
+  ZERO_SKIP_WITHOUT_GPU();
+  const auto& [dtype, shape] = GetParam();
+  ZERO_DISPATCH_DTYPE(dtype, check_fused, shape, /*offset=*/0);
+}
+
+TEST_P(CrossEntropyCuda, FusedMisalignedRowsMatchCpu) {
+  ZERO_SKIP_WITHOUT_GPU();
+  const auto& [dtype, shape] = GetParam();
+  ZERO_DISPATCH_DTYPE(dtype, check_fused, shape, /*offset=*/1);
+}
+
+// 1-element and 1xN rows, primes, multiples of the 16-byte pack (4096, 50304, 128256: the
+// vectorised path), GPT-2's 50257 and Llama 3's 128256.
+const std::vector<CeShape> kShapes = {
+    {1, 1},    {3, 1},    {1, 2},     {7, 31},    {5, 127},    {4, 257},
+    {1, 1031}, {9, 4096}, {3, 50257}, {2, 50304}, {1, 128256}, {3, 128256},
+};
+
+std::string param_name(const ::testing::TestParamInfo<CeParam>& info) {
+  const auto& [dtype, s] = info.param;
+  return std::string(dtype_name(dtype)) + "_N" + std::to_string(s.N) + "_V" + std::to_string(s.V);
+}
+
+INSTANTIATE_TEST_SUITE_P(DtypesShapes, CrossEntropyCuda,
+                         ::testing::Combine(::testing::Values(DType::kF32, DType::kBF16,
+                                                              DType::kF16),
+                                            ::testing::ValuesIn(kShapes)),
+                         param_name);
+
+// Rows whose targets are all ignored give zero losses and zero gradients; a target outside [0, V)
+// gives a NaN loss and NaN gradients instead of reading out of bounds.
+TEST(CrossEntropyCudaTargets, IgnoredAndInvalidRows) {
+  ZERO_SKIP_WITHOUT_GPU();
+  const int64_t N = 3, V = 37;
+  const std::vector<float> logits_host = to_float(random_vector(N * V, 5));
+  const std::vector<int32_t> targets_host = {cpu::kIgnoreIndex, static_cast<int32_t>(V), -1};
+  DeviceArray<float> logits(logits_host);
+  DeviceArray<int32_t> targets(targets_host);
+  DeviceArray<float> losses(N);
+  zero::cuda::CudaStream stream;
+  // Why: uploads ran on the legacy stream, which the non-blocking test stream does not wait for.
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  cuda::cross_entropy_fused<float>(losses.get(), logits.get(), targets.get(), 1.0f, N, V, stream);
+  const auto got_losses = losses.download();
+  const auto got_dlogits = logits.download();
+  EXPECT_EQ(got_losses[0], 0.0f);
+  EXPECT_TRUE(std::isnan(got_losses[1]));
+  EXPECT_TRUE(std::isnan(got_losses[2]));
+  for (int64_t v = 0; v < V; ++v) {
+    EXPECT_EQ(got_dlogits[v], 0.0f) << v;
+    EXPECT_TRUE(std::isnan(got_dlogits[V + v])) << v;
+    EXPECT_TRUE(std::isnan(got_dlogits[2 * V + v])) << v;
+  }
+}
+
+// Large logits (offset by 1000, where an fp32 ulp is 6e-5): the loss is shift invariant, so forming
+// logsumexp + max first and subtracting the target logit afterwards would lose its last digits.
+TEST(CrossEntropyCudaTargets, LargeLogitsKeepTheirDigits) {
+  ZERO_SKIP_WITHOUT_GPU();
+  const int64_t N = 2, V = 31;
+  std::vector<float> logits_host(N * V, 1000.0f);
+  logits_host[0 * V + 3] = 1004.0f;  // row 0: the max, and the target just below it
+  logits_host[0 * V + 7] = 1003.5f;
+  logits_host[1 * V + 30] = 1000.25f;  // row 1: the target is the max
+  const std::vector<int32_t> targets_host = {7, 30};
+  std::vector<double> want_d(N);
+  const std::vector<double> logits_d(logits_host.begin(), logits_host.end());
+  cpu::cross_entropy_forward(want_d.data(), logits_d.data(), targets_host.data(), N, V);
+  DeviceArray<float> logits(logits_host);
+  DeviceArray<int32_t> targets(targets_host);
+  DeviceArray<float> losses(N);
+  zero::cuda::CudaStream stream;
+  // Why: uploads ran on the legacy stream, which the non-blocking test stream does not wait for.
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  cuda::cross_entropy_forward<float>(losses.get(), logits.get(), targets.get(), N, V, stream);
+  EXPECT_TRUE(all_close(losses.download(), std::vector<float>(want_d.begin(), want_d.end()),
+                        tolerance_for(DType::kF32)));
+}
+
+}  // namespace
+}  // namespace zero::kernels

@@ -1,0 +1,185 @@
+// The dense layer's own CUDA kernels: bias broadcast, GELU after the GEMM, and the deterministic
+// bias gradient (per-chunk column sums, then a fixed-order sum over chunks).
+// Legend: N = rows (B*T), OC = out_features; row-major (N, OC) activations.
+
+#include "kernels/matmul/matmul_epilogue_cuda.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+#include "core/check.h"
+#include "core/cuda/cuda_check.h"
+#include "kernels/cuda_vector.cuh"
+#include "kernels/gelu/gelu_math.h"
+
+namespace zero::kernels::cuda {
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// ---- bias broadcast
+
+constexpr int kBroadcastThreads = 256;
+
+template <typename T>
+__global__ void __launch_bounds__(kBroadcastThreads)
+    broadcast_bias_kernel(T* out, const T* bias, int64_t N, int64_t OC) {
+  const int64_t col_stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t row = blockIdx.y; row < N; row += gridDim.y) {
+    T* out_row = out + row * OC;  // (OC)
+    for (int64_t col = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; col < OC;
+         col += col_stride) {
+      out_row[col] = bias != nullptr ? bias[col] : from_f32<T>(0.0f);
+    }
+  }
+}
+
+// ---- GELU after the GEMM
+
+template <typename T>
+struct GeluOp {
+  T* out;
+  const T* pre;
+  template <int kPack>
+  __device__ void apply(int64_t i) const {
+    float x[kPack];
+    load_f32<kPack>(pre + i, x);
+#pragma unroll
+    for (int k = 0; k < kPack; ++k) x[k] = math::gelu_tanh(x[k]);
+    store_f32<kPack>(out + i, x);
+  }
+};
+
+// ---- bias gradient
+
+// A block covers kBiasGradCols consecutive columns (one warp reads one row's slice: coalesced)
+// and kBiasGradRowThreads rows at a time.
+constexpr int kBiasGradCols = 32;
+constexpr int kBiasGradRowThreads = 8;
+// Chunks are added until about this many blocks run (a few waves on any current GPU), but every
+// chunk keeps at least kBiasGradMinRowsPerChunk rows (the last one excepted).
+constexpr int64_t kBiasGradTargetBlocks = 1024;
+constexpr int64_t kBiasGradMinRowsPerChunk = 64;
+constexpr int64_t kMaxGridY = 65535;
+constexpr int kBiasGradFinishThreads = 256;
+
+// Block (x, y) sums rows [y * rows_per_chunk, min(N, (y + 1) * rows_per_chunk)) of its columns:
+// thread row ty takes rows ty, ty + 8, ... in order, then thread row 0 adds the 8 partial sums in
+// order. With one chunk (gridDim.y == 1) the sum goes straight into dbias; otherwise into
+// partials(chunks, OC).
+template <typename T>
+__global__ void __launch_bounds__(kBiasGradCols* kBiasGradRowThreads)
+    bias_grad_chunk_kernel(float* dbias, float* partials, const T* dout, int64_t N, int64_t OC,
+                           int64_t rows_per_chunk) {
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int64_t col = static_cast<int64_t>(blockIdx.x) * kBiasGradCols + tx;
+  const int64_t row_begin = static_cast<int64_t>(blockIdx.y) * rows_per_chunk;
+  const int64_t row_end = min(N, row_begin + rows_per_chunk);
+  float sum = 0.0f;
+  if (col < OC) {
+    for (int64_t row = row_begin + ty; row < row_end; row += kBiasGradRowThreads) {
+      sum += to_f32(dout[row * OC + col]);
+    }
+  }
+  __shared__ float sums[kBiasGradRowThreads][kBiasGradCols];
+  sums[ty][tx] = sum;
+  // Why: thread row 0 reads the other thread rows' sums.
+  __syncthreads();
+  if (ty == 0 && col < OC) {
+    float total = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kBiasGradRowThreads; ++j) total += sums[j][tx];
+    if (gridDim.y == 1) {
+      dbias[col] += total;
+    } else {
+      partials[static_cast<int64_t>(blockIdx.y) * OC + col] = total;
+    }
+  }
+}
+
+// dbias(OC) += Σ_chunks partials(chunks, OC), chunks in order.
+__global__ void __launch_bounds__(kBiasGradFinishThreads)
+    bias_grad_finish_kernel(float* dbias, const float* partials, int64_t OC, int64_t chunks) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t col = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; col < OC;
+       col += stride) {
+    float total = 0.0f;
+    for (int64_t c = 0; c < chunks; ++c) total += partials[c * OC + col];
+    dbias[col] += total;
+  }
+}
+
+}  // namespace
+
+template <typename T>
+void broadcast_bias(T* out, const T* bias, int64_t N, int64_t OC, cudaStream_t stream) {
+  if (N <= 0 || OC <= 0) return;
+  const dim3 grid(static_cast<unsigned>(std::min<int64_t>(ceil_div(OC, kBroadcastThreads), 1024)),
+                  static_cast<unsigned>(std::min<int64_t>(N, kMaxGridY)));
+  broadcast_bias_kernel<T><<<grid, kBroadcastThreads, 0, stream>>>(out, bias, N, OC);
+  CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void gelu_epilogue(T* out, const T* pre, int64_t n, cudaStream_t stream) {
+  launch_elementwise<kVec16<T>>(n, GeluOp<T>{out, pre}, stream, out, pre);
+}
+
+BiasGradPlan bias_grad_plan(int64_t N, int64_t OC, size_t scratch_capacity_bytes) {
+  BiasGradPlan plan;
+  plan.rows_per_chunk = std::max<int64_t>(N, 0);
+  if (N <= 0 || OC <= 0) return plan;
+  int64_t chunks = ceil_div(kBiasGradTargetBlocks, ceil_div(OC, kBiasGradCols));
+  chunks = std::min(chunks, N / kBiasGradMinRowsPerChunk);
+  chunks = std::min(chunks, static_cast<int64_t>(scratch_capacity_bytes /
+                                                 (static_cast<size_t>(OC) * sizeof(float))));
+  chunks = std::min(chunks, kMaxGridY);
+  if (chunks <= 1) return plan;
+  // Equal chunks, then drop the ones the rounding left empty.
+  const int64_t rows_per_chunk = ceil_div(N, chunks);
+  chunks = ceil_div(N, rows_per_chunk);
+  if (chunks <= 1) return plan;
+  plan.chunks = chunks;
+  plan.rows_per_chunk = rows_per_chunk;
+  plan.scratch_bytes = static_cast<size_t>(chunks) * static_cast<size_t>(OC) * sizeof(float);
+  return plan;
+}
+
+template <typename T>
+void bias_grad(float* dbias, const T* dout, int64_t N, int64_t OC, void* scratch,
+               size_t scratch_capacity_bytes, cudaStream_t stream) {
+  if (N <= 0 || OC <= 0) return;
+  const BiasGradPlan plan = bias_grad_plan(N, OC, scratch_capacity_bytes);
+  ZERO_CHECK(plan.chunks == 1 || scratch != nullptr, "bias_grad: scratch is null but ",
+             scratch_capacity_bytes, " bytes were promised");
+  auto* partials = static_cast<float*>(scratch);
+  const dim3 grid(static_cast<unsigned>(ceil_div(OC, kBiasGradCols)),
+                  static_cast<unsigned>(plan.chunks));
+  const dim3 block(kBiasGradCols, kBiasGradRowThreads);
+  bias_grad_chunk_kernel<T>
+      <<<grid, block, 0, stream>>>(dbias, partials, dout, N, OC, plan.rows_per_chunk);
+  CUDA_CHECK_LAUNCH();
+  if (plan.chunks > 1) {
+    const auto blocks = static_cast<unsigned>(
+        std::min<int64_t>(ceil_div(OC, kBiasGradFinishThreads), int64_t{1} << 16));
+    bias_grad_finish_kernel<<<blocks, kBiasGradFinishThreads, 0, stream>>>(dbias, partials, OC,
+                                                                           plan.chunks);
+    CUDA_CHECK_LAUNCH();
+  }
+}
+
+#define ZERO_INSTANTIATE_EPILOGUES(T)                                            \
+  template void broadcast_bias<T>(T*, const T*, int64_t, int64_t, cudaStream_t); \
+  template void gelu_epilogue<T>(T*, const T*, int64_t, cudaStream_t);           \
+  template void bias_grad<T>(float*, const T*, int64_t, int64_t, void*, size_t, cudaStream_t);
+ZERO_INSTANTIATE_EPILOGUES(float)
+ZERO_INSTANTIATE_EPILOGUES(__nv_bfloat16)
+ZERO_INSTANTIATE_EPILOGUES(__half)
+#undef ZERO_INSTANTIATE_EPILOGUES
+
+}  // namespace zero::kernels::cuda

@@ -1,0 +1,184 @@
+// Tests for the CUDA RMSNorm against its CPU twin (rmsnorm.h, run in double on the rounded inputs)
+// over storage dtypes x odd shapes (1x1, 1xC, primes, Llama widths): forward output and rstd,
+// accumulating backward, bitwise repeatability. Legend: N rows, C channels.
+#include "kernels/rmsnorm/rmsnorm_cuda.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "core/cuda/cuda_stream.h"
+#include "core/dtype.h"
+#include "kernels/cuda_test_util.h"
+#include "kernels/grad_check.h"
+#include "kernels/rmsnorm/rmsnorm.h"
+#include "kernels/tolerance.h"
+
+namespace zero::kernels {
+namespace {
+
+using testing::all_close;
+using testing::DeviceArray;
+using testing::norm_close;
+using testing::random_vector;
+using testing::rounded;
+using testing::to_float;
+using testing::to_storage;
+
+struct NormShape {
+  int64_t N, C;
+};
+
+void PrintTo(const NormShape& s, std::ostream* os) { *os << s.N << "x" << s.C; }
+
+constexpr float kEps = 1e-5f;
+
+// rstd and dweight are fp32 outputs computed in fp32 from exactly the rounded inputs the CPU sees,
+// whatever T is: they get the fp32 row of the table.
+constexpr Tolerance kF32Tol = tolerance_for(DType::kF32);
+constexpr double kF32NormRtol = norm_rtol_for(DType::kF32);
+
+// Calls f.template operator()<T>() with the CUDA storage type of `dtype`.
+template <typename F>
+void with_storage_type(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::kF32: f.template operator()<float>(); break;
+    case DType::kBF16: f.template operator()<__nv_bfloat16>(); break;
+    case DType::kF16: f.template operator()<__half>(); break;
+  }
+}
+
+std::vector<double> to_double(const std::vector<float>& v) { return {v.begin(), v.end()}; }
+
+std::vector<uint8_t> bytes_of(const std::vector<float>& v) {
+  const auto* p = reinterpret_cast<const uint8_t*>(v.data());
+  return {p, p + v.size() * sizeof(float)};
+}
+
+using Param = std::tuple<DType, NormShape>;
+
+class RmsnormCudaTest : public ::testing::TestWithParam<Param> {};
+
+TEST_P(RmsnormCudaTest, ForwardMatchesCpu) {
+  ZERO_SKIP_WITHOUT_GPU();
+  const DType dtype = std::get<0>(GetParam());
+  const int64_t N = std::get<1>(GetParam()).N, C = std::get<1>(GetParam()).C;
+  with_storage_type(dtype, [&]<typename T>() {
+    const auto inp = rounded<T>(to_float(random_vector(N * C, 1, -2.0, 3.0)));
+    const auto weight = rounded<T>(to_float(random_vector(C, 2)));
+    std::vector<double> out(N * C), rstd(N);
+    cpu::rmsnorm_forward(out.data(), rstd.data(), to_double(inp).data(), to_double(weight).data(),
+                         N, C, double{kEps});
+
+    DeviceArray<T> d_inp(to_storage<T>(inp)), d_weight(to_storage<T>(weight));
+    // Outputs start as garbage: the forward overwrites them.
+    DeviceArray<T> d_out(to_storage<T>(to_float(random_vector(N * C, 3))));
+    DeviceArray<float> d_rstd(to_float(random_vector(N, 4)));
+    zero::cuda::CudaStream stream;
+    cuda::rmsnorm_forward(d_out.get(), d_rstd.get(), d_inp.get(), d_weight.get(), N, C, kEps,
+                          stream);
+    EXPECT_TRUE(all_close(d_out.download_f32(), to_float(out), tolerance_for(dtype)));
+    EXPECT_TRUE(all_close(d_rstd.download(), to_float(rstd), kF32Tol));
+
+    // rstd is optional (inference): the output is the same without it.
+    DeviceArray<T> d_out2(N * C);
+    cuda::rmsnorm_forward<T>(d_out2.get(), nullptr, d_inp.get(), d_weight.get(), N, C, kEps,
+                             stream);
+    EXPECT_TRUE(all_close(d_out2.download_f32(), to_float(out), tolerance_for(dtype)));
+  });
+}
+
+TEST_P(RmsnormCudaTest, BackwardAccumulatesLikeCpu) {
+  ZERO_SKIP_WITHOUT_GPU();
+  const DType dtype = std::get<0>(GetParam());
+  const int64_t N = std::get<1>(GetParam()).N, C = std::get<1>(GetParam()).C;
+  with_storage_type(dtype, [&]<typename T>() {
+    const auto inp = rounded<T>(to_float(random_vector(N * C, 5, -2.0, 3.0)));
+    const auto weight = rounded<T>(to_float(random_vector(C, 6)));
+    const auto dout = rounded<T>(to_float(random_vector(N * C, 7, 0.25, 1.0)));
+    const auto dinp0 = rounded<T>(to_float(random_vector(N * C, 8)));
+    const auto dweight0 = to_float(random_vector(C, 9));
+
+    // The rstd both sides use: the CPU forward's, rounded to the fp32 the kernel takes.
+    const auto inp_d = to_double(inp), weight_d = to_double(weight);
+    std::vector<double> out(N * C), rstd_d(N);
+    cpu::rmsnorm_forward(out.data(), rstd_d.data(), inp_d.data(), weight_d.data(), N, C,
+                         double{kEps});
+    const auto rstd = to_float(rstd_d);
+    auto dinp = to_double(dinp0), dweight = to_double(dweight0);
+    cpu::rmsnorm_backward(dinp.data(), dweight.data(), to_double(dout).data(), inp_d.data(),
+                          weight_d.data(), to_double(rstd).data(), N, C);
+
+    DeviceArray<T> d_inp(to_storage<T>(inp)), d_weight(to_storage<T>(weight)),
+        d_dout(to_storage<T>(dout)), d_dinp(to_storage<T>(dinp0));
+    DeviceArray<float> d_rstd(rstd), d_dweight(dweight0);
+    DeviceArray<uint8_t> d_scratch(cuda::rmsnorm_backward_scratch_bytes(N, C));
+    zero::cuda::CudaStream stream;
+    cuda::rmsnorm_backward(d_dinp.get(), d_dweight.get(), d_dout.get(), d_inp.get(), d_weight.get(),
+                           d_rstd.get(), N, C, d_scratch.get(), d_scratch.size(), stream);
+    EXPECT_TRUE(all_close(d_dinp.download_f32(), to_float(dinp), tolerance_for(dtype)));
+    EXPECT_TRUE(norm_close(d_dweight.download(), to_float(dweight), kF32NormRtol));
+  });
+}
+
+TEST_P(RmsnormCudaTest, BackwardIsBitwiseRepeatable) {
+  ZERO_SKIP_WITHOUT_GPU();
+  const DType dtype = std::get<0>(GetParam());
+  const int64_t N = std::get<1>(GetParam()).N, C = std::get<1>(GetParam()).C;
+  with_storage_type(dtype, [&]<typename T>() {
+    DeviceArray<T> d_inp(to_storage<T>(to_float(random_vector(N * C, 10, -2.0, 3.0)))),
+        d_weight(to_storage<T>(to_float(random_vector(C, 11)))),
+        d_dout(to_storage<T>(to_float(random_vector(N * C, 12))));
+    DeviceArray<float> d_rstd(N);
+    DeviceArray<T> d_out(N * C);
+    zero::cuda::CudaStream stream;
+    cuda::rmsnorm_forward(d_out.get(), d_rstd.get(), d_inp.get(), d_weight.get(), N, C, kEps,
+                          stream);
+    DeviceArray<uint8_t> d_scratch(cuda::rmsnorm_backward_scratch_bytes(N, C));
+    std::vector<std::vector<uint8_t>> runs;
+    for (int run = 0; run < 2; ++run) {
+      DeviceArray<T> d_dinp(N * C);
+      DeviceArray<float> d_dweight(C);
+      cuda::rmsnorm_backward(d_dinp.get(), d_dweight.get(), d_dout.get(), d_inp.get(),
+                             d_weight.get(), d_rstd.get(), N, C, d_scratch.get(), d_scratch.size(),
+                             stream);
+      auto bytes = bytes_of(d_dinp.download_f32());
+      const auto dweight_bytes = bytes_of(d_dweight.download());
+      bytes.insert(bytes.end(), dweight_bytes.begin(), dweight_bytes.end());
+      runs.push_back(bytes);
+    }
+    EXPECT_EQ(runs[0], runs[1]);
+  });
+}
+
+TEST(RmsnormCuda, EmptyInputIsANoOp) {
+  ZERO_SKIP_WITHOUT_GPU();
+  zero::cuda::CudaStream stream;
+  cuda::rmsnorm_forward<float>(nullptr, nullptr, nullptr, nullptr, 0, 4096, kEps, stream);
+  cuda::rmsnorm_backward<float>(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 0, 4096,
+                                nullptr, 0, stream);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    DtypesOddShapes, RmsnormCudaTest,
+    ::testing::Combine(::testing::Values(DType::kF32, DType::kBF16, DType::kF16),
+                       ::testing::Values(NormShape{1, 1}, NormShape{1, 1031}, NormShape{7, 3},
+                                         NormShape{3, 7}, NormShape{31, 127}, NormShape{257, 31},
+                                         NormShape{5, 768}, NormShape{2, 4096}, NormShape{1031, 13},
+                                         NormShape{67, 1024})),
+    [](const ::testing::TestParamInfo<Param>& info) {
+      const NormShape& s = std::get<1>(info.param);
+      return std::string(dtype_name(std::get<0>(info.param))) + "_" + std::to_string(s.N) + "x" +
+             std::to_string(s.C);
+    });
+
+}  // namespace
+}  // namespace zero::kernels
