@@ -67,7 +67,7 @@ struct Fixture {
     r.state = {{"global_step", step}, {"optimizer_updates", step}};
     for (int u = 0; u < layout.num_units(); ++u) {
       r.partitions.push_back(
-          {0, shards.unit(u).padded_numel, master[u].data(), m[u].data(), v[u].data()});
+          {0, shards.unit(u).padded_numel, master[u].data(), m[u].data(), v[u].data(), {}});
     }
     return r;
   }

@@ -67,7 +67,9 @@ std::vector<float> read_f32(const SafetensorsReader& r, const std::string& name)
   const SafetensorsEntry* e = r.find(name);
   EXPECT_NE(e, nullptr) << name;
   std::vector<float> v(static_cast<size_t>(e ? e->numel() : 0));
-  if (e) EXPECT_TRUE(r.read_f32(name, v.data(), e->numel()).ok());
+  if (e) {
+    EXPECT_TRUE(r.read_f32(name, v.data(), e->numel()).ok());
+  }
   return v;
 }
 
@@ -75,7 +77,9 @@ std::vector<int32_t> read_i32(const SafetensorsReader& r, const std::string& nam
   const SafetensorsEntry* e = r.find(name);
   EXPECT_NE(e, nullptr) << name;
   std::vector<int32_t> v(static_cast<size_t>(e ? e->numel() : 0));
-  if (e) EXPECT_TRUE(r.read(name, v.data(), v.size() * 4).ok());
+  if (e) {
+    EXPECT_TRUE(r.read(name, v.data(), v.size() * 4).ok());
+  }
   return v;
 }
 

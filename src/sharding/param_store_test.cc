@@ -125,7 +125,9 @@ TEST_P(ParamStorePieces, EveryShardRoundTripsThroughTheSwapFile) {
       ASSERT_TRUE(s.write(u, want.back().data()).ok());
     }
     for (int u = f.layout.num_units() - 1; u >= 0; --u) {
-      if (u > 0) ASSERT_TRUE(s.prefetch(u - 1).ok());
+      if (u > 0) {
+        ASSERT_TRUE(s.prefetch(u - 1).ok());
+      }
       auto got = s.load(u);
       ASSERT_TRUE(got.ok()) << got.status().to_string();
       const std::vector<float>& w = want[static_cast<size_t>(u)];

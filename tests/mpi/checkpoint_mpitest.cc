@@ -130,8 +130,12 @@ std::vector<double> run_steps(runtime::Engine& engine, const RunConfig& c, Commu
 std::vector<checkpoint::UnitPartition> partitions(const runtime::Engine& e) {
   std::vector<checkpoint::UnitPartition> p;
   for (int u = 0; u < e.layout().num_units(); ++u) {
-    p.push_back(
-        {e.partition_begin(u), e.partition_numel(u), e.master(u), e.exp_avg(u), e.exp_avg_sq(u)});
+    p.push_back({e.partition_begin(u),
+                 e.partition_numel(u),
+                 e.master(u),
+                 e.exp_avg(u),
+                 e.exp_avg_sq(u),
+                 {}});
   }
   return p;
 }
