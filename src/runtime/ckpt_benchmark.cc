@@ -108,8 +108,12 @@ int run_ckpt_benchmark(const CkptBenchOptions& o, Communicator& comm) {
   r.shard_layout = &engine.shard_layout();
   r.stage = o.stage;
   for (int u = 0; u < engine.layout().num_units(); ++u) {
-    r.partitions.push_back({engine.partition_begin(u), engine.partition_numel(u), engine.master(u),
-                            engine.exp_avg(u), engine.exp_avg_sq(u), {}});
+    r.partitions.push_back({engine.partition_begin(u),
+                            engine.partition_numel(u),
+                            engine.master(u),
+                            engine.exp_avg(u),
+                            engine.exp_avg_sq(u),
+                            {}});
   }
   r.state = {{"global_step", 0}};
   r.tag_validation = checkpoint::TagValidation::kIgnore;
