@@ -21,6 +21,11 @@ Transformer::Transformer(const ModelConfig& config, TransformerOptions options)
 
 Transformer::~Transformer() = default;
 
+void Transformer::logits_at(int64_t b, int64_t t, float* out) const {
+  const int64_t V = layout_.config().vocab_size;
+  std::memcpy(out, logits_.f32() + (b * T_ + t) * V, static_cast<size_t>(V) * sizeof(float));
+}
+
 int64_t Transformer::activation_bytes(const ModelConfig& c, const TransformerOptions& options,
                                       int64_t B, int64_t T) {
   // Mirrors ensure_buffers, BlockActs and BlockScratch (block_acts.h), in floats.

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "model/model.h"
 #include "model/param_access.h"
 #include "model/param_layout.h"
 
@@ -22,34 +23,36 @@ struct TransformerOptions {
   bool checkpoints_in_host_memory = false;
 };
 
-class Transformer {
+class Transformer final : public Model {
  public:
   Transformer(const ModelConfig& config, TransformerOptions options = {});
-  ~Transformer();
+  ~Transformer() override;
   Transformer(const Transformer&) = delete;
   Transformer& operator=(const Transformer&) = delete;
 
-  const ModelLayout& layout() const { return layout_; }
+  const ModelLayout& layout() const override { return layout_; }
+  Device device() const override { return Device::kCpu; }
 
   // Bytes of the activation and gradient-scratch buffers a forward/backward of (B, T) allocates
   // (what ensure_buffers creates), for memory planning before anything is allocated.
   static int64_t activation_bytes(const ModelConfig& config, const TransformerOptions& options,
                                   int64_t B, int64_t T);
   // Bytes of those buffers as allocated by the last forward (0 before the first).
-  int64_t buffer_bytes() const { return buffer_bytes_; }
+  int64_t buffer_bytes() const override { return buffer_bytes_; }
 
   // Runs the forward pass over tokens (B, T). With targets (B, T) returns the mean token
   // cross-entropy over targets != -100 (0 if none); without, returns 0 and only computes logits.
   // REQUIRES: T <= max_position_embeddings (GPT-2), tokens in [0, V).
   float forward(ParamAccess& params, const int32_t* tokens, const int32_t* targets, int64_t B,
-                int64_t T);
+                int64_t T) override;
   // Number of targets counted by the last forward.
-  int64_t counted_targets() const { return counted_targets_; }
+  int64_t counted_targets() const override { return counted_targets_; }
   // Logits (B, T, V) of the last forward; invalidated by backward (it reuses the buffer).
   const float* logits() const { return logits_.f32(); }
   // Backward of the last forward's loss, with d(loss)/d(token loss) = dloss_per_token for every
   // counted target (e.g. 1 / (counted tokens × micro-steps) × loss scale). Accumulates gradients.
-  void backward(ParamAccess& params, GradSink& grads, float dloss_per_token);
+  void backward(ParamAccess& params, GradSink& grads, float dloss_per_token) override;
+  void logits_at(int64_t b, int64_t t, float* out) const override;
 
  private:
   struct BlockActs;

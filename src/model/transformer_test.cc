@@ -170,6 +170,29 @@ TEST(Transformer, ActivationBytesPredictsTheAllocatedBuffers) {
   }
 }
 
+// The engine drives models through the Model interface; logits_at is the host copy of one row.
+TEST(Transformer, ModelInterfaceLogitsAtCopiesOneRow) {
+  auto config = preset_model_config("gpt2-tiny");
+  ASSERT_TRUE(config.ok());
+  Transformer transformer(*config);
+  Model& model = transformer;
+  EXPECT_EQ(model.device(), Device::kCpu);
+  std::vector<std::vector<float>> units;
+  for (const auto& u : model.layout().units()) {
+    std::vector<float> w(static_cast<size_t>(u.numel));
+    for (size_t i = 0; i < w.size(); ++i) w[i] = 0.02f * static_cast<float>((i * 7919) % 13) - 0.1f;
+    units.push_back(std::move(w));
+  }
+  ResidentParams params(std::move(units));
+  const int64_t B = 2, T = 3, V = config->vocab_size;
+  std::vector<int32_t> tokens = {1, 2, 3, 4, 5, 6};
+  model.forward(params, tokens.data(), nullptr, B, T);
+  std::vector<float> row(static_cast<size_t>(V));
+  model.logits_at(1, 2, row.data());
+  const float* all = transformer.logits() + (1 * T + 2) * V;
+  EXPECT_EQ(row, std::vector<float>(all, all + V));
+}
+
 TEST(Transformer, CheckpointingIsBitwiseIdentical) {
   Loaded l = load("llama_tiny");
   auto step = SafetensorsReader::open(*default_storage(), kGolden + "llama_tiny/step.safetensors");
