@@ -96,6 +96,7 @@ Status write_rank_file(Storage& storage, const SaveRequest& req, int rank, const
           rank, p.begin, p.begin + p.numel, ml.unit(u).name, begin, begin + numel);
     }
     const int64_t off = begin - p.begin;
+    const int64_t count = numel;  // clang 14 cannot capture a structured binding
     const std::string& name = ml.unit(u).name;
     if (!p.master && !p.exp_avg && !p.exp_avg_sq && p.read) {
       // Streamed: each tensor is read (e.g. from NVMe) just before it is appended.
@@ -103,12 +104,12 @@ Status write_rank_file(Storage& storage, const SaveRequest& req, int rank, const
         static constexpr const char* kKinds[3] = {"master", "exp_avg", "exp_avg_sq"};
         ZERO_RETURN_IF_ERROR(writer.add_streamed(
             tensor_name(name, kKinds[k]), SafetensorsDType::kF32, {numel},
-            [&p, k, off, numel](WritableFile& file) -> Status {
+            [&p, k, off, count](WritableFile& file) -> Status {
               std::vector<float> buf(static_cast<size_t>(p.numel));
               float* dst[3] = {nullptr, nullptr, nullptr};
               dst[k] = buf.data();
               ZERO_RETURN_IF_ERROR(p.read(dst[0], dst[1], dst[2]));
-              return file.append(buf.data() + off, static_cast<size_t>(numel) * sizeof(float));
+              return file.append(buf.data() + off, static_cast<size_t>(count) * sizeof(float));
             }));
       }
       continue;

@@ -115,7 +115,7 @@ class Engine {
 
   // Optimizer steps attempted so far (skipped ones included), as DeepSpeed's global_steps.
   int64_t global_step() const { return global_step_; }
-  model::Transformer& model() { return *model_; }
+  model::Model& model() { return *model_; }
   const model::ModelLayout& layout() const { return model_->layout(); }
   // The working parameters (model dtype values) as a ParamAccess, e.g. for generation.
   model::ParamAccess& params();
@@ -190,7 +190,7 @@ class Engine {
   EngineOptions options_;
   std::unique_ptr<Communicator> own_comm_;  // the world of one when none was given
   Communicator* comm_ = nullptr;
-  std::unique_ptr<model::Transformer> model_;
+  std::unique_ptr<model::Model> model_;
   std::unique_ptr<sharding::ShardLayout> shard_layout_;
   sharding::MemoryAccounting memory_;
   std::vector<UnitState> units_;

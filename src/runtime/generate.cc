@@ -1,4 +1,4 @@
-// Sampling loop over Transformer::forward.
+// Sampling loop over Model::forward.
 #include "runtime/generate.h"
 
 #include <algorithm>
@@ -7,7 +7,7 @@
 
 namespace zero::runtime {
 
-void generate(model::Transformer& model, model::ParamAccess& params, std::vector<int32_t>& tokens,
+void generate(model::Model& model, model::ParamAccess& params, std::vector<int32_t>& tokens,
               const SamplingOptions& options, void (*on_token)(int32_t, void*), void* ctx) {
   const model::ModelConfig& c = model.layout().config();
   const int64_t limit = options.context_limit > 0
@@ -17,11 +17,13 @@ void generate(model::Transformer& model, model::ParamAccess& params, std::vector
   std::mt19937_64 rng(options.seed);
   std::vector<double> probs(static_cast<size_t>(V));
   std::vector<int64_t> order(static_cast<size_t>(V));
+  std::vector<float> row(static_cast<size_t>(V));
   for (int64_t i = 0; i < options.max_new_tokens; ++i) {
     const int64_t T = std::min<int64_t>(static_cast<int64_t>(tokens.size()), limit);
     const int32_t* ctx_tokens = tokens.data() + tokens.size() - static_cast<size_t>(T);
     model.forward(params, ctx_tokens, nullptr, 1, T);
-    const float* logits = model.logits() + (T - 1) * V;
+    model.logits_at(0, T - 1, row.data());
+    const float* logits = row.data();
     int32_t next = 0;
     if (options.temperature <= 0.0) {
       next = static_cast<int32_t>(std::max_element(logits, logits + V) - logits);

@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "model/model.h"
 #include "model/param_access.h"
-#include "model/transformer.h"
 
 namespace zero::runtime {
 
@@ -21,7 +21,7 @@ struct SamplingOptions {
 
 // Appends up to max_new_tokens sampled tokens to `tokens` (which holds the prompt, at least 1
 // token). `on_token` (may be null) is called with each new token as it is produced.
-void generate(model::Transformer& model, model::ParamAccess& params, std::vector<int32_t>& tokens,
+void generate(model::Model& model, model::ParamAccess& params, std::vector<int32_t>& tokens,
               const SamplingOptions& options, void (*on_token)(int32_t token, void* ctx) = nullptr,
               void* ctx = nullptr);
 
