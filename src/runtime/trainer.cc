@@ -287,6 +287,8 @@ StatusOr<Plan> make_plan(const TrainArgs& args, const model::ModelConfig& model,
   zo.max_reuse_distance_numel = z.max_reuse_distance.value;
   zo.param_persistence_threshold_numel = z.param_persistence_threshold.value;
   zo.model_persistence_threshold_numel = z.model_persistence_threshold.value;
+  // DeepSpeed: unset means the model dtype (gradients travel in bf16 / fp16 under mixed precision).
+  zo.comm_dtype = ds.communication_data_type.value.value_or(o.dtype);
   // Known settings this build does not act on: say so once, never drop them silently.
   // Optimizer offload: CPU Adam, and at stage 3 with "nvme" the state in swap files (the engine
   // refuses stage 0 and treats nvme as cpu below stage 3, with a warning, like DeepSpeed).
@@ -319,10 +321,11 @@ StatusOr<Plan> make_plan(const TrainArgs& args, const model::ModelConfig& model,
   po.buffer_numel = op.buffer_size.value;
   po.pin_memory = op.pin_memory.value;
   po.aio = off.aio;
-  if (ds.communication_data_type.value && *ds.communication_data_type.value != DType::kF32) {
+  if (ds.grad_accum_dtype.value && *ds.grad_accum_dtype.value != DType::kF32) {
     plan.notes.push_back(
-        "warning: communication_data_type: the CPU backend reduces in fp32 (the value is exact "
-        "there; it matters on GPUs)");
+        "warning: data_types.grad_accum_dtype: gradients are accumulated in fp32 across "
+        "micro-steps whatever the setting (16-bit accumulation is what makes bf16 runs diverge "
+        "with gradient accumulation in DeepSpeed)");
   }
   return plan;
 }

@@ -35,10 +35,10 @@ GradReducer::~GradReducer() {
   for (auto& b : in_flight_) (void)b.pending.wait();
 }
 
-Tensor GradReducer::take_buffer(int64_t numel) {
-  transient_bytes_ += numel * 4;
+Tensor GradReducer::take_buffer(int64_t numel, DType dtype) {
+  transient_bytes_ += numel * static_cast<int64_t>(dtype_bytes(dtype));
   memory_.peak_transient_grad_bytes = std::max(memory_.peak_transient_grad_bytes, transient_bytes_);
-  return Tensor(Shape{numel});
+  return Tensor(Shape{numel}, dtype);
 }
 
 void GradReducer::give_buffer(Tensor t) { transient_bytes_ -= static_cast<int64_t>(t.nbytes()); }
@@ -151,8 +151,17 @@ void GradReducer::issue(Bucket b) {
       release_micros();
       buf = b.in.f32();
     }
-    b.pending =
-        comm_.all_reduce_async(buf, static_cast<size_t>(padded), DType::kF32, ReduceOp::kSum);
+    if (options_.comm_dtype == DType::kF32) {
+      b.pending =
+          comm_.all_reduce_async(buf, static_cast<size_t>(padded), DType::kF32, ReduceOp::kSum);
+    } else {
+      b.wire_in = take_buffer(padded, options_.comm_dtype);
+      convert_from_f32(buf, b.wire_in.data(), options_.comm_dtype, static_cast<size_t>(padded));
+      b.result = buf;
+      b.result_numel = padded;
+      b.pending = comm_.all_reduce_async(b.wire_in.data(), static_cast<size_t>(padded),
+                                         options_.comm_dtype, ReduceOp::kSum);
+    }
   } else {
     const float* in = nullptr;
     if (single) {
@@ -178,7 +187,17 @@ void GradReducer::issue(Bucket b) {
       b.out = take_buffer(shard);
       out = b.out.f32();
     }
-    b.pending = comm_.reduce_scatter_async(in, out, static_cast<size_t>(shard), DType::kF32);
+    if (options_.comm_dtype == DType::kF32) {
+      b.pending = comm_.reduce_scatter_async(in, out, static_cast<size_t>(shard), DType::kF32);
+    } else {
+      b.wire_in = take_buffer(padded, options_.comm_dtype);
+      b.wire_out = take_buffer(shard, options_.comm_dtype);
+      convert_from_f32(in, b.wire_in.data(), options_.comm_dtype, static_cast<size_t>(padded));
+      b.result = out;
+      b.result_numel = shard;
+      b.pending = comm_.reduce_scatter_async(b.wire_in.data(), b.wire_out.data(),
+                                             static_cast<size_t>(shard), options_.comm_dtype);
+    }
   }
   for (int u : b.units) units_[static_cast<size_t>(u)].has_pending = true;
   in_flight_.push_back(std::move(b));
@@ -194,6 +213,11 @@ void GradReducer::complete_front() {
   memory_.comm_wait_s +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!s.ok() && status_.ok()) status_ = s;
+  if (b.result) {
+    // The 16-bit wire result, widened into the fp32 buffer the code below reads.
+    const void* wire = b.wire_out.empty() ? b.wire_in.data() : b.wire_out.data();
+    convert_to_f32(wire, options_.comm_dtype, b.result, static_cast<size_t>(b.result_numel));
+  }
   const bool single = b.units.size() == 1;
   const bool all_reduce = options_.stage == 0 || !options_.reduce_scatter;
   int64_t poff = 0, soff = 0;  // offsets of the unit in the packed input / the output
@@ -233,6 +257,8 @@ void GradReducer::complete_front() {
   }
   if (!b.in.empty()) give_buffer(std::move(b.in));
   if (!b.out.empty()) give_buffer(std::move(b.out));
+  if (!b.wire_in.empty()) give_buffer(std::move(b.wire_in));
+  if (!b.wire_out.empty()) give_buffer(std::move(b.wire_out));
 }
 
 void GradReducer::drain_until(int u) {

@@ -13,6 +13,9 @@
 // r = 0..N−1), so each rank's output block is its shards of all units; an all-reduce bucket is a
 // concatenation. A unit larger than the bucket is reduced alone, in place. Per element the
 // reduction is the same sum over ranks, so buckets change call counts, never bytes or results.
+// communication_data_type (ZeroOptions::comm_dtype) 16-bit: the bucket is rounded into a 16-bit
+// wire buffer, reduced (the communicator sums in fp32), and the 16-bit result widened back into the
+// fp32 buffers before accumulation: result = round(sum over ranks of round(g_r)).
 #pragma once
 
 #include <cstdint>
@@ -65,6 +68,11 @@ class GradReducer : public model::GradSink {
     std::vector<int> units;
     Tensor in;   // packed input (empty: a single unit reduced straight from / into its buffer)
     Tensor out;  // reduce-scatter output: this rank's shards of all units, back to back
+    // comm_dtype != fp32: the rounded input and the reduce-scatter output in the wire dtype, and
+    // the fp32 buffer the result is widened into at completion (numel result_numel).
+    Tensor wire_in, wire_out;
+    float* result = nullptr;
+    int64_t result_numel = 0;
     CommHandle pending;
   };
   void add_to_bucket(int u);  // queue a ready unit; issues the bucket when it is full
@@ -72,7 +80,7 @@ class GradReducer : public model::GradSink {
   void issue(Bucket b);
   void complete_front();    // wait + post-process the oldest in-flight bucket
   void drain_until(int u);  // complete buckets in issue order until u's is done
-  Tensor take_buffer(int64_t numel);
+  Tensor take_buffer(int64_t numel, DType dtype = DType::kF32);
   void give_buffer(Tensor t);
 
   const ShardLayout& layout_;

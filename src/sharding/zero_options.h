@@ -26,6 +26,10 @@ struct ZeroOptions {
   int64_t model_persistence_threshold_numel = std::numeric_limits<int64_t>::max();
   // Model (16-bit) dtype: gradients handed over by backward are rounded to it.
   DType model_dtype = DType::kF32;
+  // communication_data_type: gradients travel in this dtype (rounded to it before the collective;
+  // the communicator sums in fp32 and rounds the result back), halving the reduce bytes for
+  // 16-bit. Accumulation across micro-steps stays fp32 whatever it is.
+  DType comm_dtype = DType::kF32;
 };
 
 // Bytes a rank holds, by class (persistent allocations), and the transient peaks.

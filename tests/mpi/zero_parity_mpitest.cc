@@ -25,6 +25,7 @@
 #include "data/token_dataset.h"
 #include "model/hf_checkpoint.h"
 #include "runtime/engine.h"
+#include "sharding/grad_reducer.h"
 
 namespace zero {
 namespace {
@@ -47,6 +48,8 @@ struct RunConfig {
   int64_t reduce_bucket = 500'000'000;  // reduce_bucket_size (numel); the default: one bucket
   int steps = 60;
   runtime::OffloadOptions offload;  // offload_optimizer / offload_param (+ aio)
+  DType dtype = DType::kF32;        // model dtype
+  DType comm_dtype = DType::kF32;   // communication_data_type
 };
 
 std::string describe(const RunConfig& c, int world) {
@@ -89,6 +92,8 @@ std::unique_ptr<runtime::Engine> make_engine(const RunConfig& c, Communicator* c
   o.zero.prefetch_bucket_numel = c.prefetch;
   o.zero.reduce_bucket_numel = c.reduce_bucket;
   o.offload = c.offload;
+  o.dtype = c.dtype;
+  o.zero.comm_dtype = c.comm_dtype;
   model::ModelLayout layout(o.model_config);
   auto r = model::HfWeightReader::open(*default_storage(), kGolden + c.model, layout);
   ZERO_CHECK(r.ok(), r.status().to_string());
@@ -458,6 +463,103 @@ TEST(WireVolume, BucketsChangeCallsNotBytesOrLosses) {
         if (reduce_scatter && stage >= 1) {
           EXPECT_EQ(big[CommKind::kReduceScatter].calls, stage == 1 ? 1 : gas) << what;
         }
+      }
+    }
+  }
+}
+
+// communication_data_type 16-bit: the reduced gradient partition is round(sum over ranks of
+// round(g_r)), computed here from every rank's inputs. The inputs are chosen so that the fp32 sum
+// of the rounded values is exact in any order (|x| in [2^-8, 4)), so the check is bitwise.
+TEST(CommDtype, ReducedGradientIsTheRoundedSumOfRoundedInputs) {
+  const int world = g_world->world_size();
+  const int rank = g_world->rank();
+  auto config = model::load_model_config(kGolden + "gpt2_tiny");
+  ASSERT_TRUE(config.ok());
+  model::ModelLayout ml(*config);
+  sharding::ShardLayout layout(ml, world, rank);
+  auto input = [](int r, int u, int64_t i) {
+    const int64_t h = (i * 131 + u * 17 + r * 7919) % 2001 - 1000;
+    const float magnitude = static_cast<float>(1 + std::abs(h)) / 256.0f * 1.0009765f;
+    return h < 0 ? -magnitude : magnitude;
+  };
+  for (DType dtype : {DType::kBF16, DType::kF16}) {
+    for (int stage : {0, 1, 2, 3}) {
+      for (bool reduce_scatter : {true, false}) {
+        for (bool overlap : {false, true}) {
+          const std::string what = std::string(dtype_name(dtype)) + " stage " +
+                                   std::to_string(stage) + (reduce_scatter ? "" : " all-reduce") +
+                                   (overlap ? " overlap" : "");
+          sharding::ZeroOptions zo;
+          zo.stage = stage;
+          zo.reduce_scatter = reduce_scatter;
+          zo.overlap_comm = overlap;
+          zo.comm_dtype = dtype;
+          zo.reduce_bucket_numel = 15'000;  // several buckets, some units alone
+          sharding::MemoryAccounting memory;
+          sharding::GradReducer reducer(layout, *g_world, zo, memory);
+          reducer.begin_step(1);
+          reducer.begin_micro_step(0);
+          for (int u = ml.num_units() - 1; u >= 0; --u) {
+            float* g = reducer.grad_buffer(u);
+            for (int64_t i = 0; i < layout.unit(u).padded_numel; ++i) g[i] = input(rank, u, i);
+            reducer.grad_ready(u);
+          }
+          ASSERT_TRUE(reducer.finish_step().ok()) << what;
+          for (int u = 0; u < ml.num_units(); ++u) {
+            const float* got = reducer.partition(u);
+            const int64_t begin = reducer.partition_begin(u);
+            for (int64_t i = 0; i < reducer.partition_numel(u); ++i) {
+              float sum = 0.0f;
+              for (int r = 0; r < world; ++r) sum += round_to_dtype(input(r, u, begin + i), dtype);
+              ASSERT_EQ(got[i], round_to_dtype(sum, dtype))
+                  << what << ": unit " << u << " element " << begin + i;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// communication_data_type bf16 under bf16 training halves the gradient bytes of every stage; the
+// first loss is the fp32-wire run's, the curve stays close, and at world 1 (a reduction of one
+// already-bf16 gradient) the curve is bitwise the fp32-wire curve.
+TEST(CommDtype, Bf16WireHalvesGradientBytes) {
+  const int world = g_world->world_size();
+  for (int stage : {0, 1, 2, 3}) {
+    auto run = [&](DType comm, CommStats& stats) {
+      RunConfig c;
+      c.stage = stage;
+      c.tbs = tbs_for(world);
+      c.micro_batch = c.tbs / world;
+      c.steps = 4;
+      c.dtype = DType::kBF16;
+      c.comm_dtype = comm;
+      return run_curve(c, g_world, [&](int, runtime::Engine& e) {
+        stats = e.comm().stats();
+        e.comm().reset_stats();
+      });
+    };
+    CommStats f32, bf16;
+    const std::vector<double> wide = run(DType::kF32, f32);
+    const std::vector<double> narrow = run(DType::kBF16, bf16);
+    const std::string what = "stage " + std::to_string(stage);
+    const int64_t scalars = 12;  // loss, norm and overflow flag: always fp32
+    EXPECT_EQ(bf16[CommKind::kReduceScatter].bytes * 2, f32[CommKind::kReduceScatter].bytes)
+        << what;
+    EXPECT_EQ((bf16[CommKind::kAllReduce].bytes - scalars) * 2,
+              f32[CommKind::kAllReduce].bytes - scalars)
+        << what;
+    EXPECT_GT(bf16[CommKind::kReduceScatter].bytes + bf16[CommKind::kAllReduce].bytes, scalars);
+    EXPECT_EQ(bf16[CommKind::kAllGather].bytes, f32[CommKind::kAllGather].bytes) << what;
+    ASSERT_EQ(wide.size(), narrow.size());
+    EXPECT_EQ(narrow[0], wide[0]) << what;
+    for (size_t s = 0; s < wide.size(); ++s) {
+      if (world == 1) {
+        EXPECT_EQ(narrow[s], wide[s]) << what << ": step " << s + 1;
+      } else {
+        EXPECT_NEAR(narrow[s], wide[s], 1e-2 * std::fabs(wide[s])) << what << ": step " << s + 1;
       }
     }
   }
