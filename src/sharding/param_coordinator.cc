@@ -81,18 +81,7 @@ Status ParamCoordinator::set_values(int u, const float* values) {
   const int64_t P = info.shard_numel;
   float* full = unit.full.f32();
   copy_rounded(full + layout_.shard_begin(u), values, P, options_.model_dtype);
-  if (options_.allgather_partitions) {
-    unit.pending = comm_.all_gather_async(full + layout_.shard_begin(u), full,
-                                          static_cast<size_t>(P), DType::kF32);
-  } else {
-    // DeepSpeed's allgather_partitions=false: every owner broadcasts its shard. Handles complete in
-    // issue order, so waiting for the last one covers them all.
-    for (int r = 0; r < layout_.world_size(); ++r) {
-      unit.pending = comm_.broadcast_async(full + layout_.shard_begin(u, r), static_cast<size_t>(P),
-                                           DType::kF32, r);
-    }
-  }
-  unit.has_pending = true;
+  issue_gather(u, full + layout_.shard_begin(u));
   if (!options_.overlap_comm) wait_pending(u);
   return status_;
 }
@@ -124,6 +113,11 @@ void ParamCoordinator::wait_pending(int u) {
   memory_.comm_wait_s +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   unit.has_pending = false;
+  if (!unit.wire.empty()) {
+    convert_to_f32(unit.wire.data(), options_.model_dtype, unit.full.f32(),
+                   static_cast<size_t>(unit.full.numel()));
+    unit.wire = Tensor();
+  }
   // The gather has consumed the shard: an NVMe shard's host copy can go.
   if (store_) store_->drop(u);
 }
@@ -139,7 +133,6 @@ void ParamCoordinator::gather_async(int u) {
         std::max(memory_.peak_gathered_param_bytes, live_gathered_numel_ * 4);
     memory_.peak_gathered_units = std::max(memory_.peak_gathered_units, live_gathered_units_);
   }
-  const int64_t P = info.shard_numel;
   float* full = unit.full.f32();
   // An NVMe shard is read (or its read-ahead completed) here; on an I/O error the gather still
   // runs on whatever is there so every rank issues the same collectives, and the error surfaces
@@ -147,21 +140,45 @@ void ParamCoordinator::gather_async(int u) {
   StatusOr<const float*> shard = store_->load(u);
   const float* src = shard.ok() ? *shard : full + layout_.shard_begin(u);
   if (!shard.ok()) note_status(shard.status());
-  if (options_.allgather_partitions) {
-    unit.pending = comm_.all_gather_async(src, full, static_cast<size_t>(P), DType::kF32);
-  } else {
-    // Owner broadcasts: the owner's shard is first copied into place.
-    if (src != full + layout_.shard_begin(u)) {
-      std::memcpy(full + layout_.shard_begin(u), src, static_cast<size_t>(P) * 4);
+  issue_gather(u, src);
+  unit.gathered = true;
+  unit.gathers += 1;
+}
+
+void ParamCoordinator::issue_gather(int u, const float* src) {
+  Unit& unit = units_[static_cast<size_t>(u)];
+  const int64_t P = layout_.unit(u).shard_numel;
+  const DType dtype = options_.model_dtype;
+  const size_t esize = dtype_bytes(dtype);
+  char* base = nullptr;  // the buffer the collective fills
+  if (dtype == DType::kF32) {
+    base = reinterpret_cast<char*>(unit.full.f32());
+    float* own = unit.full.f32() + layout_.shard_begin(u);
+    // Owner broadcasts send from the unit's own block: put the shard there first.
+    if (!options_.allgather_partitions && src != own) {
+      std::memcpy(own, src, static_cast<size_t>(P) * sizeof(float));
     }
+  } else {
+    unit.wire = Tensor(Shape{unit.full.numel()}, dtype);
+    base = static_cast<char*>(unit.wire.data());
+    convert_from_f32(src, base + static_cast<size_t>(layout_.shard_begin(u)) * esize, dtype,
+                     static_cast<size_t>(P));
+  }
+  if (options_.allgather_partitions) {
+    const void* in = dtype == DType::kF32
+                         ? static_cast<const void*>(src)
+                         : base + static_cast<size_t>(layout_.shard_begin(u)) * esize;
+    unit.pending = comm_.all_gather_async(in, base, static_cast<size_t>(P), dtype);
+  } else {
+    // DeepSpeed's allgather_partitions=false: every owner broadcasts its shard. Handles complete in
+    // issue order, so waiting for the last one covers them all.
     for (int r = 0; r < layout_.world_size(); ++r) {
-      unit.pending = comm_.broadcast_async(full + layout_.shard_begin(u, r), static_cast<size_t>(P),
-                                           DType::kF32, r);
+      unit.pending =
+          comm_.broadcast_async(base + static_cast<size_t>(layout_.shard_begin(u, r)) * esize,
+                                static_cast<size_t>(P), dtype, r);
     }
   }
   unit.has_pending = true;
-  unit.gathered = true;
-  unit.gathers += 1;
 }
 
 void ParamCoordinator::free_gathered(int u) {
@@ -186,17 +203,29 @@ bool ParamCoordinator::reused_soon(int u, size_t trace_pos) const {
 }
 
 void ParamCoordinator::prefetch_after(size_t trace_pos) {
+  // The bucket bounds what is gathered ahead; the next unit is prefetched even when it alone is
+  // larger (a Llama-7B block is ~200M elements, above the 5e7 default: DeepSpeed prefetches at
+  // parameter granularity, so it still overlaps there). A bucket of 0 turns prefetching off.
   int64_t budget = options_.prefetch_bucket_numel;
+  bool first = options_.prefetch_bucket_numel > 0;
   size_t i = trace_pos + 1;
   for (; i < trace_.size(); ++i) {
     const int v = trace_[i];
     Unit& next = units_[static_cast<size_t>(v)];
-    if (next.gathered) continue;
     const UnitShardInfo& info = layout_.unit(v);
-    if (info.numel > budget) break;
+    if (next.gathered) {
+      // Already gathered ahead (persistent units aside): it counts against the bucket.
+      if (!next.persistent) {
+        budget -= info.numel;
+        first = false;
+      }
+      continue;
+    }
+    if (info.numel > budget && !first) break;
     if (live_gathered_numel_ + info.padded_numel > options_.max_live_numel) break;
     gather_async(v);
     budget -= info.numel;
+    first = false;
   }
   // NVMe read-ahead of the shards gathered after those (as far as staging buffers allow, and a
   // few units at most, so loaded shards do not pile up in memory).

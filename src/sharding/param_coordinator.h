@@ -55,8 +55,11 @@ class ParamCoordinator : public model::ParamAccess {
   ParamCoordinator(const ShardLayout& layout, Communicator& comm, const ZeroOptions& options,
                    MemoryAccounting& memory);
   struct Unit {
-    Tensor full;         // stages 0–2: always; stage 3: while gathered (padded_numel)
-    CommHandle pending;  // an in-flight gather into `full`
+    Tensor full;  // stages 0–2: always; stage 3: while gathered (padded_numel)
+    // 16-bit models: the gather moves the model dtype on the wire (the values are already rounded
+    // to it, so nothing is lost) into this buffer, widened into `full` when the gather is waited.
+    Tensor wire;
+    CommHandle pending;  // an in-flight gather into `full` (or `wire`)
     bool has_pending = false;
     bool gathered = false;  // stage 3: `full` holds current values
     bool persistent = false;
@@ -64,6 +67,9 @@ class ParamCoordinator : public model::ParamAccess {
     int64_t gathers = 0;
   };
   void gather_async(int u);
+  // Starts the all-gather (or owner broadcasts) of unit u from this rank's shard `src` (P values
+  // already in the model dtype's range) into unit.full, through unit.wire for 16-bit models.
+  void issue_gather(int u, const float* src);
   void wait_pending(int u);
   void free_gathered(int u);
   void prefetch_after(size_t trace_pos);

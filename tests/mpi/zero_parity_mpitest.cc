@@ -565,6 +565,65 @@ TEST(CommDtype, Bf16WireHalvesGradientBytes) {
   }
 }
 
+// A 16-bit model's parameters travel in its dtype: the gather bytes of every stage are half those
+// of an fp32 model, and the curve still follows the stage-0 curve of the same 16-bit model (the
+// gathered values were rounded to bf16 before, so nothing is lost on the wire).
+TEST(WireVolume, Bf16ModelsGatherInBf16) {
+  const int world = g_world->world_size();
+  auto run = [&](int stage, DType dtype, CommStats& stats) {
+    RunConfig c;
+    c.stage = stage;
+    c.tbs = tbs_for(world);
+    c.micro_batch = c.tbs / world;
+    c.steps = 10;
+    c.dtype = dtype;
+    c.persistence = 0;
+    c.reuse_distance = -1;
+    return run_curve(c, g_world, [&](int, runtime::Engine& e) {
+      stats = e.comm().stats();
+      e.comm().reset_stats();
+    });
+  };
+  CommStats ignored;
+  const std::vector<double> stage0 = run(0, DType::kBF16, ignored);
+  for (int stage : {1, 2, 3}) {
+    CommStats f32, bf16;
+    run(stage, DType::kF32, f32);
+    const std::vector<double> got = run(stage, DType::kBF16, bf16);
+    const std::string what = "stage " + std::to_string(stage);
+    EXPECT_GT(bf16[CommKind::kAllGather].bytes, 0) << what;
+    EXPECT_EQ(bf16[CommKind::kAllGather].bytes * 2, f32[CommKind::kAllGather].bytes) << what;
+    for (size_t s = 0; s < got.size(); ++s) {
+      ASSERT_NEAR(got[s], stage0[s], 1e-5 * std::fabs(stage0[s])) << what << ": step " << s + 1;
+    }
+  }
+}
+
+// stage3_prefetch_bucket_size smaller than every unit still prefetches the next unit (a large
+// model's blocks exceed the default bucket), 0 turns prefetching off; neither changes the curve.
+TEST(Prefetch, NextUnitIsPrefetchedEvenWhenLargerThanTheBucket) {
+  const int world = g_world->world_size();
+  auto run = [&](int64_t prefetch, sharding::MemoryAccounting& mem) {
+    RunConfig c;
+    c.model = "llama_tiny";  // untied head: no unit is held twice
+    c.stage = 3;
+    c.overlap = true;
+    c.tbs = tbs_for(world);
+    c.micro_batch = c.tbs / world;
+    c.steps = 3;
+    c.persistence = 0;
+    c.reuse_distance = -1;
+    c.prefetch = prefetch;
+    return run_curve(c, g_world, [&](int, runtime::Engine& e) { mem = e.memory(); });
+  };
+  sharding::MemoryAccounting off, one;
+  const std::vector<double> a = run(0, off);
+  const std::vector<double> b = run(1, one);
+  EXPECT_EQ(off.peak_gathered_units, 1);
+  EXPECT_EQ(one.peak_gathered_units, 2);
+  EXPECT_EQ(a, b);
+}
+
 TEST(WireVolume, Stage3PersistenceAndReuseSaveGathers) {
   const int world = g_world->world_size();
   auto gathered_bytes = [&](int64_t persistence, int64_t reuse) {
