@@ -24,3 +24,9 @@ for n in 1 2 4; do
     --block_size 128 --steps 8
   echo '```'
 done
+echo
+echo '## bf16 at world 2 (gradients and gathers in bf16: half the wire bytes of fp32)'
+echo '```'
+mpirun "${mpirun_flags[@]}" -np 2 "$zero" bench step --model preset:gpt2-mini --micro_batch 4 \
+  --block_size 128 --steps 8 --bf16
+echo '```'

@@ -20,6 +20,7 @@ struct Measured {
   double step_s = 0;        // mean over timed steps, slowest rank
   double comm_wait_s = 0;   // per step, blocked on collectives (slowest rank)
   int64_t state_bytes = 0;  // master + optimizer + grads + resident params (this rank)
+  double wire_bytes = 0;    // per step, every collective's payload (comm.h's accounting)
 };
 
 StatusOr<Measured> measure(const StepBenchOptions& o, const ModelSource& source, int stage,
@@ -33,6 +34,7 @@ StatusOr<Measured> measure(const StepBenchOptions& o, const ModelSource& source,
   eo.gradient_clipping = 1.0;
   eo.zero.stage = stage;
   eo.zero.overlap_comm = overlap;
+  eo.zero.comm_dtype = eo.dtype;  // DeepSpeed's default communication_data_type
   ZERO_ASSIGN_OR_RETURN(auto engine, Engine::create(std::move(eo), source.init_fn(), &comm));
   const int64_t V = source.config().vocab_size;
   std::mt19937 rng(1234 + static_cast<unsigned>(comm.rank()));
@@ -50,6 +52,7 @@ StatusOr<Measured> measure(const StepBenchOptions& o, const ModelSource& source,
   // Why: start the timed window together on every rank.
   ZERO_RETURN_IF_ERROR(comm.barrier());
   const double wait0 = engine->memory().comm_wait_s;
+  comm.reset_stats();
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < o.steps; ++i) ZERO_RETURN_IF_ERROR(engine->train_step(micro).status());
   float local[2] = {
@@ -58,6 +61,7 @@ StatusOr<Measured> measure(const StepBenchOptions& o, const ModelSource& source,
       static_cast<float>((engine->memory().comm_wait_s - wait0) / o.steps)};
   ZERO_RETURN_IF_ERROR(comm.all_reduce(local, 2, DType::kF32, ReduceOp::kMax));
   Measured m;
+  m.wire_bytes = static_cast<double>(comm.stats().total_bytes()) / o.steps;
   m.step_s = local[0];
   m.comm_wait_s = local[1];
   const sharding::MemoryAccounting& mem = engine->memory();
@@ -88,8 +92,8 @@ int run_step_benchmark(const StepBenchOptions& o, Communicator& comm) {
         omp_get_max_threads(), static_cast<long long>(o.micro_batch),
         static_cast<long long>(o.grad_accum), static_cast<long long>(block),
         static_cast<long long>(tokens_per_step), o.bf16 ? "bf16" : "fp32");
-    std::printf("%-6s %-8s %10s %10s %12s %14s %12s\n", "stage", "overlap", "step ms", "tokens/s",
-                "comm wait ms", "hidden ms/step", "state MiB");
+    std::printf("%-6s %-8s %10s %10s %12s %14s %12s %14s\n", "stage", "overlap", "step ms",
+                "tokens/s", "comm wait ms", "hidden ms/step", "state MiB", "wire MiB/step");
   }
   for (int stage : o.stages) {
     Measured off, on;
@@ -107,16 +111,18 @@ int run_step_benchmark(const StepBenchOptions& o, Communicator& comm) {
       const Measured& m = overlap ? on : off;
       std::string hidden = overlap ? fmt::format("{:.2f}", 1e3 * (off.comm_wait_s - on.comm_wait_s))
                                    : std::string("-");
-      std::printf("%-6d %-8s %10.2f %10.0f %12.2f %14s %12.2f\n", stage, overlap ? "on" : "off",
-                  1e3 * m.step_s, static_cast<double>(tokens_per_step) / m.step_s,
-                  1e3 * m.comm_wait_s, hidden.c_str(),
-                  static_cast<double>(m.state_bytes) / (1 << 20));
+      std::printf(
+          "%-6d %-8s %10.2f %10.0f %12.2f %14s %12.2f %14.2f\n", stage, overlap ? "on" : "off",
+          1e3 * m.step_s, static_cast<double>(tokens_per_step) / m.step_s, 1e3 * m.comm_wait_s,
+          hidden.c_str(), static_cast<double>(m.state_bytes) / (1 << 20), m.wire_bytes / (1 << 20));
     }
   }
   if (lead) {
     std::printf(
         "comm wait: time the compute thread blocked on collectives; hidden: how much of it "
-        "overlap_comm removed (same run, same data)\n");
+        "overlap_comm removed (same run, same data); wire: bytes moved by this rank's collectives "
+        "per step (gradients in communication_data_type = the model dtype, gathers in the model "
+        "dtype)\n");
   }
   return 0;
 }
