@@ -1,36 +1,44 @@
-// Sampling loop over Model::forward.
+// Sampling loop over model::KvDecoder (see generate.h).
 #include "runtime/generate.h"
 
 #include <algorithm>
 #include <cmath>
 #include <random>
 
+#include "model/kv_decoder.h"
+
 namespace zero::runtime {
 
 void generate(model::Model& model, model::ParamAccess& params, std::vector<int32_t>& tokens,
               const SamplingOptions& options, void (*on_token)(int32_t, void*), void* ctx) {
+  if (options.max_new_tokens <= 0 || tokens.empty()) return;
   const model::ModelConfig& c = model.layout().config();
   const int64_t limit = options.context_limit > 0
                             ? std::min(options.context_limit, c.max_position_embeddings)
-                            : c.max_position_embeddings;
+                            : std::min<int64_t>(c.max_position_embeddings, 4096);
   const int64_t V = c.vocab_size;
+  model::KvDecoder decoder(model.layout(), limit);
   std::mt19937_64 rng(options.seed);
   std::vector<double> probs(static_cast<size_t>(V));
   std::vector<int64_t> order(static_cast<size_t>(V));
-  std::vector<float> row(static_cast<size_t>(V));
+  std::vector<float> logits(static_cast<size_t>(V));
+  // Re-reads the newest `keep` tokens into an empty cache.
+  auto prefill = [&](int64_t keep) {
+    decoder.reset();
+    keep = std::min<int64_t>(keep, static_cast<int64_t>(tokens.size()));
+    decoder.append(params, tokens.data() + tokens.size() - static_cast<size_t>(keep), keep,
+                   logits.data());
+  };
+  prefill(limit);
   for (int64_t i = 0; i < options.max_new_tokens; ++i) {
-    const int64_t T = std::min<int64_t>(static_cast<int64_t>(tokens.size()), limit);
-    const int32_t* ctx_tokens = tokens.data() + tokens.size() - static_cast<size_t>(T);
-    model.forward(params, ctx_tokens, nullptr, 1, T);
-    model.logits_at(0, T - 1, row.data());
-    const float* logits = row.data();
     int32_t next = 0;
     if (options.temperature <= 0.0) {
-      next = static_cast<int32_t>(std::max_element(logits, logits + V) - logits);
+      next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
     } else {
-      double max_logit = *std::max_element(logits, logits + V);
+      double max_logit = *std::max_element(logits.begin(), logits.end());
       for (int64_t v = 0; v < V; ++v) {
-        probs[static_cast<size_t>(v)] = std::exp((logits[v] - max_logit) / options.temperature);
+        probs[static_cast<size_t>(v)] =
+            std::exp((logits[static_cast<size_t>(v)] - max_logit) / options.temperature);
       }
       if (options.top_k > 0 && options.top_k < V) {
         for (int64_t v = 0; v < V; ++v) order[static_cast<size_t>(v)] = v;
@@ -43,6 +51,12 @@ void generate(model::Model& model, model::ParamAccess& params, std::vector<int32
     }
     tokens.push_back(next);
     if (on_token) on_token(next, ctx);
+    if (i + 1 == options.max_new_tokens) break;
+    if (decoder.length() < decoder.capacity()) {
+      decoder.append(params, &next, 1, logits.data());
+    } else {
+      prefill(std::max<int64_t>(1, limit / 2));
+    }
   }
 }
 

@@ -1,6 +1,7 @@
-// Text generation with a trained model: a simple sampling loop (temperature, top-k) that re-runs
-// the forward pass over the context window for each new token. Good enough for small models and
-// demos; ZeRO-Inference (partitioned, offloaded forward) builds on the same ParamAccess seam.
+// Text generation with a trained model: a sampling loop (temperature, top-k) over a key/value
+// cache (model::KvDecoder), so each new token costs one token's forward. When the context reaches
+// its limit, the oldest half is dropped and the newest half re-read (one prefill per limit/2
+// tokens). ZeRO-Inference (partitioned, offloaded forward) builds on the same ParamAccess seam.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +17,9 @@ struct SamplingOptions {
   double temperature = 1.0;  // 0 = greedy
   int64_t top_k = 0;         // 0 = whole vocabulary
   uint64_t seed = 1;
-  int64_t context_limit = 0;  // 0 = the model's max_position_embeddings
+  // Positions kept in the cache; 0 = max_position_embeddings, at most 4096 (long-context models
+  // would otherwise allocate a cache for 128k positions).
+  int64_t context_limit = 0;
 };
 
 // Appends up to max_new_tokens sampled tokens to `tokens` (which holds the prompt, at least 1

@@ -1,0 +1,54 @@
+// KvDecoder: incremental inference with a key/value cache, for sampling (zero generate). Each
+// append() runs only the new tokens through the model, attending over the cached keys and values
+// of every earlier position, so producing a token costs one token's forward instead of the whole
+// context's. Same math as Transformer::forward (same kernels for norms, projections, RoPE, GELU /
+// SwiGLU); the logits equal the full forward's at the same positions up to fp32 summation order
+// (tested against it). Host memory; parameters through ParamAccess like the training model.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/param_access.h"
+#include "model/param_layout.h"
+
+namespace zero::model {
+
+class KvDecoder {
+ public:
+  // Keeps up to `capacity` positions (GPT-2: at most max_position_embeddings). The layout must
+  // outlive the decoder.
+  KvDecoder(const ModelLayout& layout, int64_t capacity);
+
+  int64_t length() const { return length_; }
+  int64_t capacity() const { return capacity_; }
+  // Forgets every cached position.
+  void reset() { length_ = 0; }
+
+  // Runs tokens[0, n) at positions [length(), length() + n), caches their keys and values and
+  // writes the logits of the last one (vocab_size floats) to `logits`.
+  // REQUIRES: n >= 1, length() + n <= capacity(), tokens in [0, vocab_size).
+  void append(ParamAccess& params, const int32_t* tokens, int64_t n, float* logits);
+
+ private:
+  // One block over the n new rows of x (in place: x becomes the block's output).
+  void gpt2_block(int layer, const float* w, float* x, int64_t n);
+  void llama_block(int layer, const float* w, float* x, int64_t n);
+  // y(n, Hq, D) = causal attention of q(n, Hq, D) at positions [length_, length_ + n) over the
+  // layer's cached keys / values [0, length_ + n).
+  void attend(int layer, const float* q, float* y, int64_t n) const;
+  // Rows [length_, length_ + n) of the layer's key / value cache.
+  float* k_rows(int layer) { return k_cache_[static_cast<size_t>(layer)].data() + length_ * kv_; }
+  float* v_rows(int layer) { return v_cache_[static_cast<size_t>(layer)].data() + length_ * kv_; }
+
+  const ModelLayout& layout_;
+  int64_t capacity_ = 0;
+  int64_t length_ = 0;
+  int64_t kv_ = 0;                                     // Hkv * D floats per cached position
+  std::vector<std::vector<float>> k_cache_, v_cache_;  // per layer (capacity, Hkv, D)
+  std::vector<float> rope_cos_, rope_sin_;             // Llama: (capacity, D/2)
+  // Scratch for n rows (resized per append).
+  std::vector<float> norm_, mean_, rstd_, qkv_, q_, k_, v_, y_, x2_, up_, gate_, act_;
+};
+
+}  // namespace zero::model

@@ -1,0 +1,107 @@
+// KvDecoder against Transformer::forward (itself tested against PyTorch): the logits of every
+// position, produced incrementally from the key/value cache, equal those of one full forward over
+// the same tokens, for GPT-2, Llama (GQA, RoPE) and Llama 3 scaling with a tied head.
+#include "model/kv_decoder.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "core/storage.h"
+#include "model/hf_checkpoint.h"
+#include "model/transformer.h"
+
+namespace zero::model {
+namespace {
+
+const std::string kGolden = std::string(ZERO_SOURCE_DIR) + "/tests/fixtures/golden/";
+
+class ResidentParams : public ParamAccess {
+ public:
+  explicit ResidentParams(std::vector<std::vector<float>> units) : units_(std::move(units)) {}
+  const float* acquire(int u) override {
+    held_ += 1;
+    return units_[static_cast<size_t>(u)].data();
+  }
+  void release(int) override { held_ -= 1; }
+  int held() const { return held_; }
+
+ private:
+  std::vector<std::vector<float>> units_;
+  int held_ = 0;
+};
+
+std::vector<std::vector<float>> load_units(const std::string& name, const ModelLayout& layout) {
+  auto reader = HfWeightReader::open(*default_storage(), kGolden + name, layout);
+  EXPECT_TRUE(reader.ok()) << reader.status().to_string();
+  std::vector<std::vector<float>> units;
+  for (int u = 0; u < layout.num_units(); ++u) {
+    std::vector<float> buf(static_cast<size_t>(layout.unit(u).numel));
+    EXPECT_TRUE((*reader)->read_unit_range(u, 0, layout.unit(u).numel, buf.data()).ok());
+    units.push_back(std::move(buf));
+  }
+  return units;
+}
+
+// Largest |a - b| over a row, relative to the row's largest |b|.
+double relative_error(const float* a, const float* b, int64_t n) {
+  double err = 0, scale = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    err = std::max(err, static_cast<double>(std::fabs(a[i] - b[i])));
+    scale = std::max(scale, static_cast<double>(std::fabs(b[i])));
+  }
+  return err / scale;
+}
+
+class KvDecoderTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(KvDecoderTest, IncrementalLogitsEqualTheFullForward) {
+  auto config = load_model_config(kGolden + GetParam());
+  ASSERT_TRUE(config.ok()) << config.status().to_string();
+  Transformer model(*config);
+  const ModelLayout& layout = model.layout();
+  ResidentParams params(load_units(GetParam(), layout));
+  const int64_t T = 16, V = config->vocab_size;
+  std::vector<int32_t> tokens(static_cast<size_t>(T));
+  for (int64_t t = 0; t < T; ++t) tokens[static_cast<size_t>(t)] = (t * 37 + 11) % V;
+  model.forward(params, tokens.data(), nullptr, 1, T);
+
+  // A prompt of 5 in one append, then one token at a time; and the whole sequence at once.
+  KvDecoder decoder(layout, T);
+  std::vector<float> logits(static_cast<size_t>(V));
+  std::vector<float> want(static_cast<size_t>(V));
+  decoder.append(params, tokens.data(), 5, logits.data());
+  model.logits_at(0, 4, want.data());
+  EXPECT_LT(relative_error(logits.data(), want.data(), V), 1e-5) << "prompt";
+  for (int64_t t = 5; t < T; ++t) {
+    decoder.append(params, tokens.data() + t, 1, logits.data());
+    model.logits_at(0, t, want.data());
+    EXPECT_LT(relative_error(logits.data(), want.data(), V), 1e-5) << "position " << t;
+  }
+  EXPECT_EQ(decoder.length(), T);
+  EXPECT_EQ(params.held(), 0);  // every acquire was released
+
+  decoder.reset();
+  decoder.append(params, tokens.data(), T, logits.data());
+  EXPECT_LT(relative_error(logits.data(), want.data(), V), 1e-5) << "whole sequence";
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, KvDecoderTest,
+                         ::testing::Values("gpt2_tiny", "llama_tiny", "llama_tiny_llama3"));
+
+TEST(KvDecoder, AppendingPastTheCapacityIsRefused) {
+  auto config = load_model_config(kGolden + "gpt2_tiny");
+  ASSERT_TRUE(config.ok());
+  ModelLayout layout(*config);
+  ResidentParams params(load_units("gpt2_tiny", layout));
+  KvDecoder decoder(layout, 3);
+  std::vector<int32_t> tokens = {1, 2, 3, 4};
+  std::vector<float> logits(static_cast<size_t>(config->vocab_size));
+  EXPECT_DEATH(decoder.append(params, tokens.data(), 4, logits.data()), "capacity");
+}
+
+}  // namespace
+}  // namespace zero::model
