@@ -59,6 +59,16 @@ f16 float_to_f16(float f);
 inline float round_to_bf16(float f) { return bf16_to_float(float_to_bf16(f)); }
 inline float round_to_f16(float f) { return f16_to_float(float_to_f16(f)); }
 float round_to_dtype(float f, DType dtype);
+// Calls f(round) with a callable rounding a float to `dtype`, chosen once outside the caller's
+// loop (so an fp32 loop is a plain, vectorisable copy or add).
+template <typename F>
+void with_rounding(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::kF32: f([](float x) { return x; }); return;
+    case DType::kBF16: f([](float x) { return round_to_bf16(x); }); return;
+    case DType::kF16: f([](float x) { return round_to_f16(x); }); return;
+  }
+}
 
 // Bulk conversions (n elements; `src`/`dst` typed by dtype).
 void convert_from_f32(const float* src, void* dst, DType dst_dtype, size_t n);

@@ -35,13 +35,27 @@ GradReducer::~GradReducer() {
   for (auto& b : in_flight_) (void)b.pending.wait();
 }
 
-Tensor GradReducer::take_buffer(int64_t numel, DType dtype) {
+Tensor GradReducer::take_buffer(int64_t numel, DType dtype, bool zeroed) {
   transient_bytes_ += numel * static_cast<int64_t>(dtype_bytes(dtype));
   memory_.peak_transient_grad_bytes = std::max(memory_.peak_transient_grad_bytes, transient_bytes_);
-  return Tensor(Shape{numel}, dtype);
+  for (auto it = pool_.begin(); it != pool_.end(); ++it) {
+    if (it->numel() == numel && it->dtype() == dtype) {
+      Tensor t = std::move(*it);
+      pool_.erase(it);
+      if (zeroed) zero_fill(t);
+      return t;
+    }
+  }
+  return Tensor(Shape{numel}, dtype);  // zero-initialised
 }
 
-void GradReducer::give_buffer(Tensor t) { transient_bytes_ -= static_cast<int64_t>(t.nbytes()); }
+void GradReducer::give_buffer(Tensor t) {
+  transient_bytes_ -= static_cast<int64_t>(t.nbytes());
+  // The same sizes recur every micro-step; a bounded pool keeps them (the oldest go first).
+  constexpr size_t kMaxPooled = 64;
+  pool_.push_back(std::move(t));
+  if (pool_.size() > kMaxPooled) pool_.pop_front();
+}
 
 void GradReducer::begin_step(int num_micro_steps) {
   num_micro_steps_ = num_micro_steps;
@@ -63,7 +77,9 @@ float* GradReducer::grad_buffer(int u) {
   if (unit.in_open) flush_open();
   // A previous micro-step's reduction may still read this unit's buffer.
   if (unit.has_pending) drain_until(u);
-  if (unit.micro.empty()) unit.micro = take_buffer(layout_.unit(u).padded_numel);
+  if (unit.micro.empty()) {
+    unit.micro = take_buffer(layout_.unit(u).padded_numel, DType::kF32, /*zeroed=*/true);
+  }
   return unit.micro.f32();
 }
 
@@ -74,8 +90,10 @@ void GradReducer::grad_ready(int u) {
   const DType dtype = options_.model_dtype;
   if (options_.stage <= 1) {
     float* acc = unit.accum.f32();
+    with_rounding(dtype, [&](auto round) {
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < info.padded_numel; ++i) acc[i] += round_to_dtype(micro[i], dtype);
+      for (int64_t i = 0; i < info.padded_numel; ++i) acc[i] += round(micro[i]);
+    });
     give_buffer(std::move(unit.micro));
     unit.micro = Tensor();
     // On the last micro-step this unit's gradient is final: with overlap, reduce it right away.
@@ -87,8 +105,10 @@ void GradReducer::grad_ready(int u) {
   }
   // Stages 2–3: reduce this micro-step's gradient now; only the own shard is kept.
   if (dtype != DType::kF32) {
+    with_rounding(dtype, [&](auto round) {
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < info.padded_numel; ++i) micro[i] = round_to_dtype(micro[i], dtype);
+      for (int64_t i = 0; i < info.padded_numel; ++i) micro[i] = round(micro[i]);
+    });
   }
   add_to_bucket(u);
 }

@@ -264,8 +264,10 @@ Status ParamStore::write(int u, const float* values) {
   if (!unit.on_nvme) {
     float* dst = unit.host.f32();
     const DType dtype = disk_dtype_;
+    with_rounding(dtype, [&](auto round) {
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < numel; ++i) dst[i] = round_to_dtype(values[i], dtype);
+      for (int64_t i = 0; i < numel; ++i) dst[i] = round(values[i]);
+    });
     return ok_status();
   }
   drop(u);  // a loaded copy now holds old values
