@@ -75,6 +75,10 @@ class ParamCoordinator : public model::ParamAccess {
   void prefetch_after(size_t trace_pos);
   bool reused_soon(int u, size_t trace_pos) const;
   void note_status(const Status& s);
+  // Stage-3 gather buffers (full units and 16-bit wire copies) are reused: a fresh allocation of a
+  // large unit is page-faulted and zeroed by the kernel on every gather.
+  Tensor take(int64_t numel, DType dtype);
+  void recycle(Tensor t);
 
   const ShardLayout& layout_;
   Communicator& comm_;
@@ -90,6 +94,7 @@ class ParamCoordinator : public model::ParamAccess {
   int64_t live_gathered_numel_ = 0;
   int live_gathered_units_ = 0;
   Status status_;
+  std::deque<Tensor> pool_;  // released gather buffers, oldest first
 };
 
 }  // namespace zero::sharding
