@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/check.h"
+#include "kernels/elementwise/elementwise.h"
 
 namespace zero::sharding {
 
@@ -38,23 +39,12 @@ GradReducer::~GradReducer() {
 Tensor GradReducer::take_buffer(int64_t numel, DType dtype, bool zeroed) {
   transient_bytes_ += numel * static_cast<int64_t>(dtype_bytes(dtype));
   memory_.peak_transient_grad_bytes = std::max(memory_.peak_transient_grad_bytes, transient_bytes_);
-  for (auto it = pool_.begin(); it != pool_.end(); ++it) {
-    if (it->numel() == numel && it->dtype() == dtype) {
-      Tensor t = std::move(*it);
-      pool_.erase(it);
-      if (zeroed) zero_fill(t);
-      return t;
-    }
-  }
-  return Tensor(Shape{numel}, dtype);  // zero-initialised
+  return pool_.take(numel, dtype, zeroed);
 }
 
 void GradReducer::give_buffer(Tensor t) {
   transient_bytes_ -= static_cast<int64_t>(t.nbytes());
-  // The same sizes recur every micro-step; a bounded pool keeps them (the oldest go first).
-  constexpr size_t kMaxPooled = 64;
-  pool_.push_back(std::move(t));
-  if (pool_.size() > kMaxPooled) pool_.pop_front();
+  pool_.give(std::move(t));
 }
 
 void GradReducer::begin_step(int num_micro_steps) {
@@ -176,7 +166,7 @@ void GradReducer::issue(Bucket b) {
           comm_.all_reduce_async(buf, static_cast<size_t>(padded), DType::kF32, ReduceOp::kSum);
     } else {
       b.wire_in = take_buffer(padded, options_.comm_dtype);
-      convert_from_f32(buf, b.wire_in.data(), options_.comm_dtype, static_cast<size_t>(padded));
+      kernels::cpu::cast_from_f32(buf, b.wire_in.data(), options_.comm_dtype, padded);
       b.result = buf;
       b.result_numel = padded;
       b.pending = comm_.all_reduce_async(b.wire_in.data(), static_cast<size_t>(padded),
@@ -212,7 +202,7 @@ void GradReducer::issue(Bucket b) {
     } else {
       b.wire_in = take_buffer(padded, options_.comm_dtype);
       b.wire_out = take_buffer(shard, options_.comm_dtype);
-      convert_from_f32(in, b.wire_in.data(), options_.comm_dtype, static_cast<size_t>(padded));
+      kernels::cpu::cast_from_f32(in, b.wire_in.data(), options_.comm_dtype, padded);
       b.result = out;
       b.result_numel = shard;
       b.pending = comm_.reduce_scatter_async(b.wire_in.data(), b.wire_out.data(),
@@ -236,7 +226,7 @@ void GradReducer::complete_front() {
   if (b.result) {
     // The 16-bit wire result, widened into the fp32 buffer the code below reads.
     const void* wire = b.wire_out.empty() ? b.wire_in.data() : b.wire_out.data();
-    convert_to_f32(wire, options_.comm_dtype, b.result, static_cast<size_t>(b.result_numel));
+    kernels::cpu::cast_to_f32(wire, options_.comm_dtype, b.result, b.result_numel);
   }
   const bool single = b.units.size() == 1;
   const bool all_reduce = options_.stage == 0 || !options_.reduce_scatter;

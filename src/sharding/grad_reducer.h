@@ -26,6 +26,7 @@
 #include "core/status.h"
 #include "core/tensor.h"
 #include "model/param_access.h"
+#include "sharding/buffer_pool.h"
 #include "sharding/shard_layout.h"
 #include "sharding/zero_options.h"
 
@@ -80,9 +81,7 @@ class GradReducer : public model::GradSink {
   void issue(Bucket b);
   void complete_front();    // wait + post-process the oldest in-flight bucket
   void drain_until(int u);  // complete buckets in issue order until u's is done
-  // Transient buffers come from a pool of returned ones (same size and dtype): big allocations go
-  // back to the OS when freed, and fresh pages cost a page fault and kernel zeroing every
-  // micro-step (~10% of a CPU step at 124M parameters). `zeroed`: the caller needs zeros.
+  // Transient buffers (from pool_, counted in transient_bytes_). `zeroed`: the caller needs zeros.
   Tensor take_buffer(int64_t numel, DType dtype = DType::kF32, bool zeroed = false);
   void give_buffer(Tensor t);
 
@@ -97,7 +96,7 @@ class GradReducer : public model::GradSink {
   int num_micro_steps_ = 1;
   int micro_step_ = 0;
   int64_t transient_bytes_ = 0;
-  std::deque<Tensor> pool_;  // returned transient buffers, oldest first
+  BufferPool pool_{64};  // the same sizes recur every micro-step
   Status status_;
 };
 

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/check.h"
+#include "kernels/elementwise/elementwise.h"
 
 namespace zero::sharding {
 
@@ -58,25 +59,6 @@ ParamCoordinator::~ParamCoordinator() {
   for (auto& u : units_) {
     if (u.has_pending) (void)u.pending.wait();
   }
-}
-
-Tensor ParamCoordinator::take(int64_t numel, DType dtype) {
-  for (auto it = pool_.begin(); it != pool_.end(); ++it) {
-    if (it->numel() == numel && it->dtype() == dtype) {
-      Tensor t = std::move(*it);
-      pool_.erase(it);
-      return t;  // stale contents: the gather overwrites all of it
-    }
-  }
-  return Tensor(Shape{numel}, dtype);
-}
-
-void ParamCoordinator::recycle(Tensor t) {
-  // Blocks have equal sizes, so the unit released now is the buffer of a unit gathered soon. Two
-  // kept buffers catch that without holding more than stage3_max_live_parameters intends.
-  constexpr size_t kMaxPooled = 2;
-  pool_.push_back(std::move(t));
-  if (pool_.size() > kMaxPooled) pool_.pop_front();
 }
 
 void ParamCoordinator::note_status(const Status& s) {
@@ -135,9 +117,9 @@ void ParamCoordinator::wait_pending(int u) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   unit.has_pending = false;
   if (!unit.wire.empty()) {
-    convert_to_f32(unit.wire.data(), options_.model_dtype, unit.full.f32(),
-                   static_cast<size_t>(unit.full.numel()));
-    recycle(std::move(unit.wire));
+    kernels::cpu::cast_to_f32(unit.wire.data(), options_.model_dtype, unit.full.f32(),
+                              unit.full.numel());
+    pool_.give(std::move(unit.wire));
   }
   // The gather has consumed the shard: an NVMe shard's host copy can go.
   if (store_) store_->drop(u);
@@ -147,7 +129,7 @@ void ParamCoordinator::gather_async(int u) {
   Unit& unit = units_[static_cast<size_t>(u)];
   const UnitShardInfo& info = layout_.unit(u);
   if (unit.full.empty()) {
-    unit.full = take(info.padded_numel, DType::kF32);
+    unit.full = pool_.take(info.padded_numel, DType::kF32);  // the gather fills it
     live_gathered_numel_ += info.padded_numel;
     live_gathered_units_ += 1;
     memory_.peak_gathered_param_bytes =
@@ -180,10 +162,10 @@ void ParamCoordinator::issue_gather(int u, const float* src) {
       std::memcpy(own, src, static_cast<size_t>(P) * sizeof(float));
     }
   } else {
-    unit.wire = take(unit.full.numel(), dtype);
+    unit.wire = pool_.take(unit.full.numel(), dtype);
     base = static_cast<char*>(unit.wire.data());
-    convert_from_f32(src, base + static_cast<size_t>(layout_.shard_begin(u)) * esize, dtype,
-                     static_cast<size_t>(P));
+    kernels::cpu::cast_from_f32(src, base + static_cast<size_t>(layout_.shard_begin(u)) * esize,
+                                dtype, P);
   }
   if (options_.allgather_partitions) {
     const void* in = dtype == DType::kF32
@@ -208,7 +190,7 @@ void ParamCoordinator::free_gathered(int u) {
   if (unit.full.empty()) return;
   live_gathered_numel_ -= unit.full.numel();
   live_gathered_units_ -= 1;
-  recycle(std::move(unit.full));
+  pool_.give(std::move(unit.full));
   unit.gathered = false;
 }
 

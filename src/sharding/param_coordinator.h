@@ -14,6 +14,7 @@
 #include "core/status.h"
 #include "core/tensor.h"
 #include "model/param_access.h"
+#include "sharding/buffer_pool.h"
 #include "sharding/param_store.h"
 #include "sharding/shard_layout.h"
 #include "sharding/zero_options.h"
@@ -75,10 +76,6 @@ class ParamCoordinator : public model::ParamAccess {
   void prefetch_after(size_t trace_pos);
   bool reused_soon(int u, size_t trace_pos) const;
   void note_status(const Status& s);
-  // Stage-3 gather buffers (full units and 16-bit wire copies) are reused: a fresh allocation of a
-  // large unit is page-faulted and zeroed by the kernel on every gather.
-  Tensor take(int64_t numel, DType dtype);
-  void recycle(Tensor t);
 
   const ShardLayout& layout_;
   Communicator& comm_;
@@ -94,7 +91,10 @@ class ParamCoordinator : public model::ParamAccess {
   int64_t live_gathered_numel_ = 0;
   int live_gathered_units_ = 0;
   Status status_;
-  std::deque<Tensor> pool_;  // released gather buffers, oldest first
+  // Stage-3 gather buffers (full units and 16-bit wire copies). Blocks have equal sizes, so the
+  // unit released now is the buffer of a unit gathered soon; two kept buffers catch that without
+  // holding much more than stage3_max_live_parameters intends.
+  BufferPool pool_{2};
 };
 
 }  // namespace zero::sharding
