@@ -8,6 +8,7 @@
 
 #include "core/check.h"
 #include "kernels/elementwise/elementwise.h"
+#include "kernels/encoder/encoder.h"
 #include "kernels/gelu/gelu.h"
 #include "kernels/layernorm/layernorm.h"
 #include "kernels/matmul/matmul.h"
@@ -55,19 +56,10 @@ void KvDecoder::append(ParamAccess& params, const int32_t* tokens, int64_t n, fl
   {
     const UnitSpec& u = layout_.unit(emb);
     const float* w = params.acquire(emb);
-    const float* wte = w + u.param(ParamKind::kTokenEmbedding).offset;
     const ParamSpec* pe = u.find(ParamKind::kPositionEmbedding);
-    for (int64_t i = 0; i < n; ++i) {
-      ZERO_CHECK(tokens[i] >= 0 && tokens[i] < V, "token ", tokens[i], " outside [0, ", V, ")");
-      const float* t = wte + static_cast<int64_t>(tokens[i]) * C;
-      float* row = x.data() + i * C;
-      if (pe) {
-        const float* p = w + pe->offset + (length_ + i) * C;
-        for (int64_t j = 0; j < C; ++j) row[j] = t[j] + p[j];
-      } else {
-        std::memcpy(row, t, static_cast<size_t>(C) * sizeof(float));
-      }
-    }
+    // The training encoder over one row of n tokens, its position table starting at length_.
+    k::encoder_forward(x.data(), tokens, w + u.param(ParamKind::kTokenEmbedding).offset,
+                       pe ? w + pe->offset + length_ * C : nullptr, int64_t{1}, n, C, V);
     params.release(emb);
   }
 
