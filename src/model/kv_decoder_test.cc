@@ -10,41 +10,13 @@
 
 #include <gtest/gtest.h>
 
-#include "core/storage.h"
-#include "model/hf_checkpoint.h"
+#include "model/golden_testing.h"
 #include "model/transformer.h"
 
 namespace zero::model {
 namespace {
 
-const std::string kGolden = std::string(ZERO_SOURCE_DIR) + "/tests/fixtures/golden/";
-
-class ResidentParams : public ParamAccess {
- public:
-  explicit ResidentParams(std::vector<std::vector<float>> units) : units_(std::move(units)) {}
-  const float* acquire(int u) override {
-    held_ += 1;
-    return units_[static_cast<size_t>(u)].data();
-  }
-  void release(int) override { held_ -= 1; }
-  int held() const { return held_; }
-
- private:
-  std::vector<std::vector<float>> units_;
-  int held_ = 0;
-};
-
-std::vector<std::vector<float>> load_units(const std::string& name, const ModelLayout& layout) {
-  auto reader = HfWeightReader::open(*default_storage(), kGolden + name, layout);
-  EXPECT_TRUE(reader.ok()) << reader.status().to_string();
-  std::vector<std::vector<float>> units;
-  for (int u = 0; u < layout.num_units(); ++u) {
-    std::vector<float> buf(static_cast<size_t>(layout.unit(u).numel));
-    EXPECT_TRUE((*reader)->read_unit_range(u, 0, layout.unit(u).numel, buf.data()).ok());
-    units.push_back(std::move(buf));
-  }
-  return units;
-}
+using testing::ResidentParams;
 
 // Largest |a - b| over a row, relative to the row's largest |b|.
 double relative_error(const float* a, const float* b, int64_t n) {
@@ -59,12 +31,11 @@ double relative_error(const float* a, const float* b, int64_t n) {
 class KvDecoderTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(KvDecoderTest, IncrementalLogitsEqualTheFullForward) {
-  auto config = load_model_config(kGolden + GetParam());
-  ASSERT_TRUE(config.ok()) << config.status().to_string();
-  Transformer model(*config);
+  testing::GoldenModel golden = testing::load_golden(GetParam());
+  Transformer model(golden.config);
   const ModelLayout& layout = model.layout();
-  ResidentParams params(load_units(GetParam(), layout));
-  const int64_t T = 16, V = config->vocab_size;
+  ResidentParams params(std::move(golden.units));
+  const int64_t T = 16, V = golden.config.vocab_size;
   std::vector<int32_t> tokens(static_cast<size_t>(T));
   for (int64_t t = 0; t < T; ++t) tokens[static_cast<size_t>(t)] = (t * 37 + 11) % V;
   model.forward(params, tokens.data(), nullptr, 1, T);
@@ -93,13 +64,12 @@ INSTANTIATE_TEST_SUITE_P(Models, KvDecoderTest,
                          ::testing::Values("gpt2_tiny", "llama_tiny", "llama_tiny_llama3"));
 
 TEST(KvDecoder, AppendingPastTheCapacityIsRefused) {
-  auto config = load_model_config(kGolden + "gpt2_tiny");
-  ASSERT_TRUE(config.ok());
-  ModelLayout layout(*config);
-  ResidentParams params(load_units("gpt2_tiny", layout));
+  testing::GoldenModel golden = testing::load_golden("gpt2_tiny");
+  ModelLayout layout(golden.config);
+  ResidentParams params(std::move(golden.units));
   KvDecoder decoder(layout, 3);
   std::vector<int32_t> tokens = {1, 2, 3, 4};
-  std::vector<float> logits(static_cast<size_t>(config->vocab_size));
+  std::vector<float> logits(static_cast<size_t>(golden.config.vocab_size));
   EXPECT_DEATH(decoder.append(params, tokens.data(), 4, logits.data()), "capacity");
 }
 

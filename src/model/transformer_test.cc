@@ -11,25 +11,15 @@
 
 #include "core/safetensors.h"
 #include "core/storage.h"
+#include "model/golden_testing.h"
 #include "model/hf_checkpoint.h"
 #include "model/init.h"
 
 namespace zero::model {
 namespace {
 
-const std::string kGolden = std::string(ZERO_SOURCE_DIR) + "/tests/fixtures/golden/";
-
-// Parameters held fully in memory (what a single rank without ZeRO does).
-class ResidentParams : public ParamAccess {
- public:
-  explicit ResidentParams(std::vector<std::vector<float>> units) : units_(std::move(units)) {}
-  const float* acquire(int u) override { return units_[static_cast<size_t>(u)].data(); }
-  void release(int) override {}
-  std::vector<std::vector<float>>& units() { return units_; }
-
- private:
-  std::vector<std::vector<float>> units_;
-};
+using testing::kGolden;
+using testing::ResidentParams;
 
 class ResidentGrads : public GradSink {
  public:
@@ -42,27 +32,8 @@ class ResidentGrads : public GradSink {
   std::vector<int> ready_order_;
 };
 
-struct Loaded {
-  ModelConfig config;
-  std::vector<std::vector<float>> units;
-};
-
-Loaded load(const std::string& name) {
-  Loaded l;
-  auto config = load_model_config(kGolden + name);
-  EXPECT_TRUE(config.ok()) << config.status().to_string();
-  l.config = *config;
-  ModelLayout layout(l.config);
-  auto reader = HfWeightReader::open(*default_storage(), kGolden + name, layout);
-  EXPECT_TRUE(reader.ok()) << reader.status().to_string();
-  for (int u = 0; u < layout.num_units(); ++u) {
-    std::vector<float> buf(static_cast<size_t>(layout.unit(u).numel));
-    Status s = (*reader)->read_unit_range(u, 0, layout.unit(u).numel, buf.data());
-    EXPECT_TRUE(s.ok()) << s.to_string();
-    l.units.push_back(std::move(buf));
-  }
-  return l;
-}
+using Loaded = testing::GoldenModel;
+Loaded load(const std::string& name) { return testing::load_golden(name); }
 
 std::vector<float> read_f32(const SafetensorsReader& r, const std::string& name) {
   const SafetensorsEntry* e = r.find(name);

@@ -8,24 +8,13 @@
 
 #include <gtest/gtest.h>
 
-#include "core/storage.h"
-#include "model/hf_checkpoint.h"
+#include "model/golden_testing.h"
 #include "model/transformer.h"
 
 namespace zero::runtime {
 namespace {
 
-const std::string kGolden = std::string(ZERO_SOURCE_DIR) + "/tests/fixtures/golden/";
-
-class ResidentParams : public model::ParamAccess {
- public:
-  explicit ResidentParams(std::vector<std::vector<float>> units) : units_(std::move(units)) {}
-  const float* acquire(int u) override { return units_[static_cast<size_t>(u)].data(); }
-  void release(int) override {}
-
- private:
-  std::vector<std::vector<float>> units_;
-};
+using model::testing::ResidentParams;
 
 struct Fixture {
   std::unique_ptr<model::Transformer> model;
@@ -33,20 +22,10 @@ struct Fixture {
 };
 
 Fixture load(const std::string& name) {
+  model::testing::GoldenModel g = model::testing::load_golden(name);
   Fixture f;
-  auto config = model::load_model_config(kGolden + name);
-  EXPECT_TRUE(config.ok()) << config.status().to_string();
-  f.model = std::make_unique<model::Transformer>(*config);
-  const model::ModelLayout& layout = f.model->layout();
-  auto reader = model::HfWeightReader::open(*default_storage(), kGolden + name, layout);
-  EXPECT_TRUE(reader.ok()) << reader.status().to_string();
-  std::vector<std::vector<float>> units;
-  for (int u = 0; u < layout.num_units(); ++u) {
-    std::vector<float> buf(static_cast<size_t>(layout.unit(u).numel));
-    EXPECT_TRUE((*reader)->read_unit_range(u, 0, layout.unit(u).numel, buf.data()).ok());
-    units.push_back(std::move(buf));
-  }
-  f.params = std::make_unique<ResidentParams>(std::move(units));
+  f.model = std::make_unique<model::Transformer>(g.config);
+  f.params = std::make_unique<ResidentParams>(std::move(g.units));
   return f;
 }
 

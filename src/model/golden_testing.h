@@ -1,0 +1,60 @@
+// Test support (header only, for *_test.cc): the committed PyTorch golden models
+// (tests/fixtures/golden, made by tools/golden/make_fixtures.py) loaded whole, and a ParamAccess
+// over fully resident units (what a single rank without ZeRO does).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "core/storage.h"
+#include "model/hf_checkpoint.h"
+#include "model/param_access.h"
+#include "model/param_layout.h"
+
+namespace zero::model::testing {
+
+inline const std::string kGolden = std::string(ZERO_SOURCE_DIR) + "/tests/fixtures/golden/";
+
+// Parameters held fully in memory; counts acquires not yet released.
+class ResidentParams : public ParamAccess {
+ public:
+  explicit ResidentParams(std::vector<std::vector<float>> units) : units_(std::move(units)) {}
+  const float* acquire(int u) override {
+    held_ += 1;
+    return units_[static_cast<size_t>(u)].data();
+  }
+  void release(int) override { held_ -= 1; }
+  std::vector<std::vector<float>>& units() { return units_; }
+  int held() const { return held_; }
+
+ private:
+  std::vector<std::vector<float>> units_;
+  int held_ = 0;
+};
+
+struct GoldenModel {
+  ModelConfig config;
+  std::vector<std::vector<float>> units;  // every unit's parameters, in ModelLayout order
+};
+
+// Loads tests/fixtures/golden/<name> (config.json + model.safetensors) unit by unit.
+inline GoldenModel load_golden(const std::string& name) {
+  GoldenModel g;
+  auto config = load_model_config(kGolden + name);
+  EXPECT_TRUE(config.ok()) << config.status().to_string();
+  g.config = *config;
+  ModelLayout layout(g.config);
+  auto reader = HfWeightReader::open(*default_storage(), kGolden + name, layout);
+  EXPECT_TRUE(reader.ok()) << reader.status().to_string();
+  for (int u = 0; u < layout.num_units(); ++u) {
+    std::vector<float> buf(static_cast<size_t>(layout.unit(u).numel));
+    Status s = (*reader)->read_unit_range(u, 0, layout.unit(u).numel, buf.data());
+    EXPECT_TRUE(s.ok()) << s.to_string();
+    g.units.push_back(std::move(buf));
+  }
+  return g;
+}
+
+}  // namespace zero::model::testing
