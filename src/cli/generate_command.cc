@@ -92,7 +92,10 @@ int run_generate(GenerateArgs& a) {
 
 void add_generate_command(CLI::App& app, int& exit_code) {
   auto a = std::make_shared<GenerateArgs>();
-  CLI::App* g = app.add_subcommand("generate", "sample text from a trained model");
+  CLI::App* g = app.add_subcommand(
+      "generate",
+      "sample text from a trained model (through a key/value cache; past the model's context "
+      "length, at most 4096 positions, the oldest half of the context is dropped)");
   g->add_option("--model", a->model, "HF model directory (e.g. OUTPUT_DIR/final) or preset:NAME")
       ->required();
   g->add_option("--prompt", a->prompt, "prompt text (byte-level models)");
