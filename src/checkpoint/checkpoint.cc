@@ -165,6 +165,36 @@ void prune(Storage& storage, const std::string& out_dir, const std::string& keep
   }
 }
 
+// xxh3 of the manifest without its "manifest_xxh3" key, over the compact dump of the parsed
+// JSON: independent of the file's whitespace, and equal on both sides because numbers print in
+// shortest round-trip form.
+uint64_t manifest_hash(nlohmann::json manifest) {
+  manifest.erase("manifest_xxh3");
+  const std::string canonical = manifest.dump();
+  return XXH3_64bits(canonical.data(), canonical.size());
+}
+
+// Puts the complete checkpoint `tmp_dir` at `tag_dir`. A tag that exists (an earlier run's) is
+// swapped out in one atomic exchange, so `tag_dir` names a complete checkpoint at every instant;
+// without RENAME_EXCHANGE the old one is first moved aside (a crash between the two renames
+// leaves it under <tag>.replaced.tmp). *old_dir receives what to remove after `latest` is written.
+Status put_in_place(Storage& storage, const std::string& tmp_dir, const std::string& tag_dir,
+                    std::string* old_dir) {
+  old_dir->clear();
+  if (!storage.file_exists(tag_dir)) return storage.rename(tmp_dir, tag_dir);
+  Status x = storage.exchange(tmp_dir, tag_dir);
+  if (x.ok()) {
+    *old_dir = tmp_dir;
+    return ok_status();
+  }
+  if (x.code() != StatusCode::kUnimplemented) return x;
+  const std::string aside = tag_dir + ".replaced.tmp";
+  ZERO_RETURN_IF_ERROR(storage.remove_dir(aside));
+  ZERO_RETURN_IF_ERROR(storage.rename(tag_dir, aside));
+  *old_dir = aside;
+  return storage.rename(tmp_dir, tag_dir);
+}
+
 // Leader only: manifest into the temporary directory, then rename and `latest`.
 Status publish(Storage& storage, const SaveRequest& req, const std::vector<Record>& records,
                const std::string& tmp_dir, const std::string& tag_dir) {
@@ -197,15 +227,24 @@ Status publish(Storage& storage, const SaveRequest& req, const std::vector<Recor
       {"model_config", model::model_config_to_json(req.layout->config())},
       {"state", req.state},
       {"effective_config", req.effective_config},
+      {"optimizer",
+       {{"type", req.optimizer_type}, {"betas", nlohmann::json::array({req.beta1, req.beta2})}}},
       {"files", std::move(files)},
   };
+  manifest["manifest_xxh3"] = hex64(manifest_hash(manifest));
   ZERO_RETURN_IF_ERROR(
       write_file_atomically(storage, join(tmp_dir, "manifest.json"), manifest.dump(1) + "\n"));
   ZERO_RETURN_IF_ERROR(storage.sync_dir(tmp_dir));
-  ZERO_RETURN_IF_ERROR(storage.rename(tmp_dir, tag_dir));
+  std::string old_dir;
+  ZERO_RETURN_IF_ERROR(put_in_place(storage, tmp_dir, tag_dir, &old_dir));
   ZERO_RETURN_IF_ERROR(storage.sync_dir(req.out_dir));
   // `latest` last: until this rename lands, readers still see the previous checkpoint.
-  return write_file_atomically(storage, join(req.out_dir, "latest"), req.tag + "\n");
+  ZERO_RETURN_IF_ERROR(write_file_atomically(storage, join(req.out_dir, "latest"), req.tag + "\n"));
+  if (!old_dir.empty()) {
+    Status s = storage.remove_dir(old_dir);
+    if (!s.ok()) spdlog::warn("checkpoint: removing the replaced {}: {}", old_dir, s.to_string());
+  }
+  return ok_status();
 }
 
 uint64_t tag_hash(const std::string& tag) { return XXH3_64bits(tag.data(), tag.size()); }
@@ -278,9 +317,14 @@ StatusOr<SaveResult> save_checkpoint(Storage& storage, Communicator& comm, const
   // keeps ranks from writing into a directory that does not exist yet.
   Record prep;
   Status prep_status;
+  bool replacing = false;
   if (leader) {
-    if (storage.file_exists(join(tag_dir, "manifest.json"))) {
-      prep.code = 1;
+    // An existing tag (an earlier run's, e.g. after resuming from an older tag) is replaced at
+    // publication: a save is never skipped, so `latest` always names this run's newest state.
+    replacing = storage.file_exists(join(tag_dir, "manifest.json"));
+    if (replacing) {
+      prep_status = storage.remove_dir(tmp_dir);  // a crashed save's leftover
+      if (prep_status.ok()) prep_status = storage.make_dirs(tmp_dir);
     } else if (storage.file_exists(tag_dir)) {
       prep_status = failed_precondition(
           "checkpoint save: {} exists but holds no manifest.json (not a checkpoint of ours?)",
@@ -292,15 +336,14 @@ StatusOr<SaveResult> save_checkpoint(Storage& storage, Communicator& comm, const
     }
     if (!prep_status.ok()) prep.code = 2;
   }
+  if (replacing) prep.code = 1;
   ZERO_ASSIGN_OR_RETURN(std::vector<Record> preps, gather_records(comm, prep));
   if (!prep_status.ok()) return prep_status;
-  bool exists = false;
   for (size_t r = 0; r < preps.size(); ++r) {
     if (preps[r].code == 2)
       return io_error("checkpoint save: preparing {} failed on rank {}", tmp_dir, r);
-    if (preps[r].code == 1) exists = true;
+    if (preps[r].code == 1) replacing = true;
   }
-  if (exists) return SaveResult{true, tag_dir};
 
   // 3. Every rank writes its own file in parallel.
   Record mine;
@@ -331,7 +374,7 @@ StatusOr<SaveResult> save_checkpoint(Storage& storage, Communicator& comm, const
     }
   }
   ZERO_RETURN_IF_ERROR(agree(comm, pub, "checkpoint save: publishing " + tag_dir));
-  return SaveResult{false, tag_dir};
+  return SaveResult{replacing, tag_dir};
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -370,9 +413,19 @@ StatusOr<std::unique_ptr<LoadedCheckpoint>> open_checkpoint(Storage& storage,
                               m.value("format", std::string()), kFormatName);
     }
     const int version = m.at("format_version").get<int>();
-    if (version != kFormatVersion) {
-      return invalid_argument("{}: format_version {} is not supported (this build reads {})", mpath,
-                              version, kFormatVersion);
+    if (version < kOldestReadableFormatVersion || version > kFormatVersion) {
+      return invalid_argument("{}: format_version {} is not supported (this build reads {} to {})",
+                              mpath, version, kOldestReadableFormatVersion, kFormatVersion);
+    }
+    if (version >= 2) {
+      ZERO_ASSIGN_OR_RETURN(uint64_t want,
+                            parse_hex64(m.at("manifest_xxh3").get<std::string>(), mpath));
+      const uint64_t got = manifest_hash(m);
+      if (got != want) {
+        return data_loss(
+            "{}: the manifest's xxh3 is {}, manifest_xxh3 says {} (edited or corrupted)", mpath,
+            hex64(got), hex64(want));
+      }
     }
     c->tag_ = m.at("tag").get<std::string>();
     c->world_size_ = m.at("world_size").get<int>();
@@ -388,7 +441,14 @@ StatusOr<std::unique_ptr<LoadedCheckpoint>> open_checkpoint(Storage& storage,
     for (const auto& f : files) {
       RankFile rf;
       rf.name = f.at("name").get<std::string>();
-      if (rf.name.find('/') != std::string::npos) return data_loss("{}: bad file name", mpath);
+      // Entry r is rank r's file and nothing else: a list naming one file twice would load one
+      // rank's data into another rank's ranges.
+      const int r = static_cast<int>(c->files_.size());
+      if (rf.name != rank_file_name(r) || (f.contains("rank") && f.at("rank").get<int>() != r)) {
+        return data_loss("{}: files[{}] is '{}' (rank {}), expected {} of rank {}", mpath, r,
+                         rf.name, f.contains("rank") ? f.at("rank").dump() : "?", rank_file_name(r),
+                         r);
+      }
       rf.bytes = f.at("bytes").get<uint64_t>();
       ZERO_ASSIGN_OR_RETURN(rf.xxh3, parse_hex64(f.at("xxh3").get<std::string>(), mpath));
       for (const auto& r : f.at("ranges")) {
@@ -409,6 +469,7 @@ StatusOr<std::unique_ptr<LoadedCheckpoint>> open_checkpoint(Storage& storage,
     }
     if (!m.contains("state")) m["state"] = nlohmann::json::object();
     if (!m.contains("model_config")) return data_loss("{}: no model_config", mpath);
+    ZERO_RETURN_IF_ERROR(c->check_coverage());
   } catch (const nlohmann::json::exception& e) {
     return data_loss("{}: malformed manifest: {}", mpath, e.what());
   }
@@ -545,7 +606,14 @@ Status LoadedCheckpoint::verify() const {
                        hex64(h), hex64(files_[i].xxh3));
     }
   }
-  // Completeness: the files together cover every real element of every unit exactly once.
+  ZERO_RETURN_IF_ERROR(check_coverage());
+  // Every file opens and holds the tensors the manifest promises.
+  for (size_t i = 0; i < files_.size(); ++i) ZERO_RETURN_IF_ERROR(reader(i).status());
+  return ok_status();
+}
+
+// The files' ranges together cover every real element of every unit exactly once.
+Status LoadedCheckpoint::check_coverage() const {
   for (int u = 0; u < num_units(); ++u) {
     std::vector<std::pair<int64_t, int64_t>> rs;
     for (const RankFile& f : files_) {
@@ -567,8 +635,61 @@ Status LoadedCheckpoint::verify() const {
                        unit_numel(u));
     }
   }
-  // Every file opens and holds the tensors the manifest promises.
-  for (size_t i = 0; i < files_.size(); ++i) ZERO_RETURN_IF_ERROR(reader(i).status());
+  return ok_status();
+}
+
+Status LoadedCheckpoint::check_run(const RunIdentity& run) const {
+  const std::string where = fmt::format("checkpoint {}", tag_dir_);
+  try {
+    // The optimizer: format 2 records it; format 1 only through the effective config.
+    std::optional<std::string> type;
+    std::optional<std::vector<double>> betas;
+    const nlohmann::json* opt = nullptr;
+    if (manifest_.contains("optimizer")) {
+      opt = &manifest_["optimizer"];
+      type = opt->at("type").get<std::string>();
+      betas = opt->at("betas").get<std::vector<double>>();
+    } else if (manifest_.contains("effective_config") &&
+               manifest_["effective_config"].contains("optimizer")) {
+      const nlohmann::json& eo = manifest_["effective_config"]["optimizer"];
+      if (eo.contains("type") && eo["type"].is_string()) type = eo["type"].get<std::string>();
+      if (eo.contains("params") && eo["params"].contains("betas") &&
+          eo["params"]["betas"].is_array()) {
+        betas = eo["params"]["betas"].get<std::vector<double>>();
+      }
+    }
+    if (type) {
+      std::string t = *type;
+      for (char& ch : t) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      // Format 1 has only the config's spelling ("Adam" is AdamW unless adam_w_mode says
+      // otherwise): there, only Adam versus Lamb is certain.
+      const bool differs =
+          opt ? t != run.optimizer_type : (t == "lamb") != (run.optimizer_type == "lamb");
+      if (differs) {
+        return invalid_argument(
+            "{} holds the state of optimizer '{}', this run uses '{}' (the moments of one are not "
+            "the other's; resume with the same optimizer.type)",
+            where, t, run.optimizer_type);
+      }
+    }
+    if (betas && (betas->size() != 2 || (*betas)[0] != run.beta1 || (*betas)[1] != run.beta2)) {
+      return invalid_argument(
+          "{} was saved with betas {}, this run uses [{}, {}] (resume with the same "
+          "optimizer.params.betas)",
+          where, nlohmann::json(*betas).dump(), run.beta1, run.beta2);
+    }
+    if (manifest_.contains("dtypes") && manifest_["dtypes"].contains("model")) {
+      const std::string saved = manifest_["dtypes"]["model"].get<std::string>();
+      if (saved != dtype_name(run.model_dtype)) {
+        return invalid_argument(
+            "{} was saved by a {} run, this run is {} (resume with the same bf16 / fp16 "
+            "setting)",
+            where, saved, std::string(dtype_name(run.model_dtype)));
+      }
+    }
+  } catch (const nlohmann::json::exception& e) {
+    return data_loss("{}/manifest.json: malformed optimizer or dtypes: {}", tag_dir_, e.what());
+  }
   return ok_status();
 }
 

@@ -34,7 +34,10 @@
 
 namespace zero::checkpoint {
 
-inline constexpr int kFormatVersion = 1;
+// 2: the manifest carries its own xxh3 (manifest_xxh3) and the run's optimizer. Version 1
+// manifests are still read (without a manifest checksum to check).
+inline constexpr int kFormatVersion = 2;
+inline constexpr int kOldestReadableFormatVersion = 1;
 inline constexpr const char* kFormatName = "zero.cpp-checkpoint";
 
 // `checkpoint.tag_validation`: all ranks must save under the same tag.
@@ -63,6 +66,10 @@ struct SaveRequest {
   const sharding::ShardLayout* shard_layout = nullptr;  // world size == comm's
   int stage = 0;
   DType model_dtype = DType::kF32;
+  // The optimizer whose moments the files hold (manifest "optimizer"; a resume under another
+  // optimizer or other betas is refused, see LoadedCheckpoint::check_run).
+  std::string optimizer_type = "adamw";  // lower-cased DeepSpeed name
+  double beta1 = 0.9, beta2 = 0.999;
   std::vector<UnitPartition> partitions;  // one per unit
   // Training state stored verbatim in the manifest. Keys this layer reads: global_step (for
   // pruning order and info). The rest is the trainer's: optimizer_updates, schedule,
@@ -81,21 +88,31 @@ std::string default_tag(int64_t global_step);
 
 // Outcome of a collective save (identical on every rank).
 struct SaveResult {
-  bool skipped = false;  // the tag already existed: nothing was written
+  bool replaced = false;  // the tag existed (an earlier run's): this save replaced it atomically
   std::string tag_dir;
 };
 
 // Collective: every rank of `comm` calls it with the same out_dir / tag. Protocol:
 //   1. tag validation (all-gather of tag hashes);
-//   2. the leader creates OUT/<tag>.tmp/ (or reports that OUT/<tag> exists: a no-op save);
+//   2. the leader creates OUT/<tag>.tmp/ (whether or not OUT/<tag> exists);
 //   3. every rank writes rank_<r>.safetensors there, fsyncs it and hashes it (xxh3-64);
 //   4. (size, hash, status) records are all-gathered; on any failure nobody publishes;
 //   5. the leader writes manifest.json, fsyncs, renames <tag>.tmp -> <tag>, fsyncs OUT, rewrites
-//      `latest` atomically, then prunes to save_total_limit;
+//      `latest` atomically, then prunes to save_total_limit. An existing OUT/<tag> (an earlier
+//      run's, e.g. after resuming from an older tag) is replaced: the newer run owns the tag.
+//      The two directories are swapped in one renameat2(RENAME_EXCHANGE), so OUT/<tag> always
+//      names a complete checkpoint; the old one is then removed;
 //   6. the leader's outcome is agreed on by all ranks.
 // A crash at any point leaves the previous checkpoint and `latest` untouched.
 StatusOr<SaveResult> save_checkpoint(Storage& storage, Communicator& comm,
                                      const SaveRequest& request);
+
+// What a resumed run is, compared with what the checkpoint was saved under (check_run).
+struct RunIdentity {
+  std::string optimizer_type;  // lower-cased DeepSpeed name ("adamw", "adam", "lamb")
+  double beta1 = 0.9, beta2 = 0.999;
+  DType model_dtype = DType::kF32;
+};
 
 // One rank file of a checkpoint as the manifest lists it.
 struct RankFile {
@@ -126,6 +143,11 @@ class LoadedCheckpoint {
   // the checkpoint; otherwise INVALID_ARGUMENT saying what differs.
   Status check_compatible(const model::ModelLayout& layout) const;
 
+  // Ok if the checkpoint's optimizer type, betas and model dtype equal the run's; otherwise
+  // INVALID_ARGUMENT naming both values (moments of one optimizer are not another's state).
+  // Version-1 manifests name the optimizer only in effective_config (checked when present).
+  Status check_run(const RunIdentity& run) const;
+
   // Fills elements [begin, end) of unit u's padded flat buffer (zeros past the real elements)
   // from whichever rank files overlap, reading only those byte ranges. Null outputs are skipped.
   Status read_partition(int unit, int64_t begin, int64_t end, float* master, float* exp_avg,
@@ -139,6 +161,7 @@ class LoadedCheckpoint {
                                                                      const std::string&, bool);
   LoadedCheckpoint(Storage& storage) : storage_(&storage) {}
   StatusOr<const SafetensorsReader*> reader(size_t file) const;
+  Status check_coverage() const;
 
   Storage* storage_;
   std::string tag_dir_;

@@ -12,6 +12,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include <fmt/format.h>
+#include <xxhash.h>
+
 #include "comm/self_communicator.h"
 #include "model/hf_checkpoint.h"
 #include "model/model_config.h"
@@ -87,7 +90,7 @@ TEST(Checkpoint, RoundTripAndResumeReads) {
   SelfCommunicator comm;
   auto saved = save_checkpoint(*default_storage(), comm, fx.request(out, 20));
   ASSERT_TRUE(saved.ok()) << saved.status().to_string();
-  EXPECT_FALSE(saved->skipped);
+  EXPECT_FALSE(saved->replaced);
   EXPECT_EQ(latest(out), "global_step20\n");
   EXPECT_FALSE(fs::exists(out + "/global_step20.tmp"));
 
@@ -125,16 +128,24 @@ TEST(Checkpoint, RoundTripAndResumeReads) {
       }
     }
   }
-  // Saving onto an existing tag does nothing.
+  // Issue 13 item 1: saving onto an existing tag (another run's) replaces it: the newer run owns
+  // the tag, and `latest` names it with the newer run's weights. Before, the save was skipped.
+  ASSERT_TRUE(save_checkpoint(*default_storage(), comm, fx.request(out, 30)).ok());
+  EXPECT_EQ(latest(out), "global_step30\n");
   Fixture other(tiny_config(), 5.0f);
   auto again = save_checkpoint(*default_storage(), comm, other.request(out, 20));
-  ASSERT_TRUE(again.ok());
-  EXPECT_TRUE(again->skipped);
+  ASSERT_TRUE(again.ok()) << again.status().to_string();
+  EXPECT_TRUE(again->replaced);
+  EXPECT_EQ(latest(out), "global_step20\n");
+  EXPECT_FALSE(fs::exists(out + "/global_step20.tmp"));
+  EXPECT_FALSE(fs::exists(out + "/global_step20.replaced.tmp"));
   auto ck = open_checkpoint(*default_storage(), out);
   ASSERT_TRUE(ck.ok());
+  ASSERT_TRUE((*ck)->verify().ok());
   float x = 0;
   ASSERT_TRUE((*ck)->read_partition(0, 1, 2, &x, nullptr, nullptr).ok());
-  EXPECT_EQ(x, fx.master[0][1]);
+  EXPECT_EQ(x, other.master[0][1]);
+  EXPECT_NE(x, fx.master[0][1]);
   fs::remove_all(out);
 }
 
@@ -395,6 +406,106 @@ TEST(Checkpoint, StreamedPartitionsWriteTheSameFile) {
 }
 
 // docs/formats/checkpoint.md: hand-built bytes (tests/fixtures/checkpoint/make_fixture.py).
+std::string with_manifest_hash(nlohmann::json m) {
+  m.erase("manifest_xxh3");
+  const std::string canonical = m.dump();
+  m["manifest_xxh3"] = fmt::format("{:016x}", XXH3_64bits(canonical.data(), canonical.size()));
+  return m.dump(1);
+}
+
+// Issue 13 item 7: the manifest carries its own checksum; an edited manifest is refused, and one
+// whose checksum was recomputed after the edit still fails the structural checks below.
+TEST(Checkpoint, EditedManifestIsRefused) {
+  Fixture fx(tiny_config());
+  const std::string out = temp_dir("manifest_hash");
+  SelfCommunicator comm;
+  ASSERT_TRUE(save_checkpoint(*default_storage(), comm, fx.request(out, 10)).ok());
+  const std::string path = out + "/global_step10/manifest.json";
+  nlohmann::json m = nlohmann::json::parse(slurp(path));
+  EXPECT_EQ(m["format_version"], 2);
+  EXPECT_EQ(m["optimizer"]["type"], "adamw");
+  m["state"]["global_step"] = 11;
+  std::ofstream(path, std::ios::trunc) << m.dump(1);
+  auto ck = open_checkpoint(*default_storage(), out);
+  ASSERT_FALSE(ck.ok());
+  EXPECT_EQ(ck.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(ck.status().message().find("manifest_xxh3"), std::string::npos)
+      << ck.status().message();
+  // Re-hashed, the same edit opens (the checksum is over content, not formatting).
+  std::ofstream(path, std::ios::trunc) << with_manifest_hash(m);
+  ck = open_checkpoint(*default_storage(), out);
+  ASSERT_TRUE(ck.ok()) << ck.status().to_string();
+  EXPECT_EQ((*ck)->state()["global_step"], 11);
+  fs::remove_all(out);
+}
+
+// Issue 13 item 7: a manifest listing rank 0's file twice (rank 1's dropped) passed `verify` and
+// resumed with rank 0's data in rank 1's ranges. Each entry must be its rank's file.
+TEST(Checkpoint, OneRankFileListedTwiceIsRefused) {
+  const std::string out = temp_dir("twice");
+  fs::copy(kSrc + "/tests/fixtures/checkpoint/hand_built", out, fs::copy_options::recursive);
+  const std::string path = out + "/global_step7/manifest.json";
+  nlohmann::json m = nlohmann::json::parse(slurp(path));
+  m["files"][1]["name"] = "rank_0.safetensors";
+  m["files"][1]["bytes"] = m["files"][0]["bytes"];
+  m["files"][1]["xxh3"] = m["files"][0]["xxh3"];
+  for (bool rehash : {false, true}) {
+    std::ofstream(path, std::ios::trunc) << (rehash ? with_manifest_hash(m) : m.dump(1));
+    if (rehash) {
+      nlohmann::json v2 = nlohmann::json::parse(slurp(path));
+      v2["format_version"] = 2;
+      std::ofstream(path, std::ios::trunc) << with_manifest_hash(v2);
+    }
+    auto ck = open_checkpoint(*default_storage(), out);
+    ASSERT_FALSE(ck.ok()) << rehash;
+    EXPECT_EQ(ck.status().code(), StatusCode::kDataLoss);
+    EXPECT_NE(ck.status().message().find("files[1] is 'rank_0.safetensors'"), std::string::npos)
+        << ck.status().message();
+  }
+  // Ranges that overlap (rank 1 claiming rank 0's elements) are refused at open, not only by
+  // verify.
+  m = nlohmann::json::parse(slurp(kSrc + "/tests/fixtures/checkpoint/hand_built/global_step7/"
+                                         "manifest.json"));
+  m["files"][1]["ranges"][0] = {0, 2};
+  std::ofstream(path, std::ios::trunc) << m.dump(1);
+  auto ck = open_checkpoint(*default_storage(), out);
+  ASSERT_FALSE(ck.ok());
+  EXPECT_NE(ck.status().message().find("unit 'a'"), std::string::npos) << ck.status().message();
+  fs::remove_all(out);
+}
+
+// Issue 13 item 7: resuming AdamW moments under Lamb, other betas or another dtype is refused,
+// naming both values.
+TEST(Checkpoint, OtherOptimizerBetasOrDtypeAreRefused) {
+  Fixture fx(tiny_config());
+  const std::string out = temp_dir("check_run");
+  SelfCommunicator comm;
+  SaveRequest r = fx.request(out, 10);
+  r.model_dtype = DType::kBF16;
+  r.beta1 = 0.9;
+  r.beta2 = 0.95;
+  ASSERT_TRUE(save_checkpoint(*default_storage(), comm, r).ok());
+  auto ck = open_checkpoint(*default_storage(), out);
+  ASSERT_TRUE(ck.ok());
+  RunIdentity same{"adamw", 0.9, 0.95, DType::kBF16};
+  EXPECT_TRUE((*ck)->check_run(same).ok()) << (*ck)->check_run(same).to_string();
+  RunIdentity lamb = same;
+  lamb.optimizer_type = "lamb";
+  Status s = (*ck)->check_run(lamb);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("'adamw', this run uses 'lamb'"), std::string::npos) << s.message();
+  RunIdentity betas = same;
+  betas.beta2 = 0.999;
+  s = (*ck)->check_run(betas);
+  EXPECT_NE(s.message().find("[0.9,0.95], this run uses [0.9, 0.999]"), std::string::npos)
+      << s.message();
+  RunIdentity f32 = same;
+  f32.model_dtype = DType::kF32;
+  s = (*ck)->check_run(f32);
+  EXPECT_NE(s.message().find("bf16 run, this run is f32"), std::string::npos) << s.message();
+  fs::remove_all(out);
+}
+
 TEST(Checkpoint, ReadsTheHandBuiltFixture) {
   const std::string dir = kSrc + "/tests/fixtures/checkpoint/hand_built";
   auto ck = open_checkpoint(*default_storage(), dir);

@@ -11,6 +11,7 @@
 #include "checkpoint/checkpoint.h"
 #include "cli/commands.h"
 #include "model/hf_checkpoint.h"
+#include "runtime/run_lock.h"
 
 namespace zero::cli {
 namespace {
@@ -42,6 +43,9 @@ int run_to_fp32(const CkptArgs& a) {
   int code = 0;
   auto ck = open_or_report(a, code);
   if (!ck) return code;
+  // One writer per directory: a training run (or another `zero ckpt`) writing OUT_DIR holds it.
+  auto lock = runtime::RunLock::acquire(a.out, "zero ckpt to-fp32");
+  if (!lock.ok()) return fail(lock.status());
   Status s = checkpoint::consolidate_to_hf(*default_storage(), *ck, a.out, *bytes);
   if (!s.ok()) return fail(s);
   std::printf("wrote %s (fp32, from %s)\n", a.out.c_str(), ck->tag_dir().c_str());

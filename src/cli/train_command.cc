@@ -78,6 +78,9 @@ void add_train_command(CLI::App& app, int& exit_code) {
             "save a sharded checkpoint (OUTPUT_DIR/global_step<N>) every N steps");
   add_value(t, "save_total_limit", a->save_total_limit,
             "keep at most K checkpoints (older ones pruned after a newer one is published)");
+  add_bool_flag(t, "save_on_interrupt", a->save_on_interrupt,
+                "on SIGINT / SIGTERM, save a checkpoint of the last finished step before exiting "
+                "(exit status 130 / 143 either way)");
   add_value(t, "device", a->device, "cpu (the CUDA backend is not available yet)");
   add_bool_flag(t, "quiet", a->quiet, "no live progress line");
   add_value(t, "per_device_train_batch_size", a->per_device_train_batch_size,

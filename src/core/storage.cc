@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -145,6 +146,16 @@ class PosixStorage : public Storage {
     int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) return posix_error("create", path, errno);
     return std::unique_ptr<WritableFile>(new PosixWritableFile(path, fd));
+  }
+
+  Status exchange(const std::string& a, const std::string& b) override {
+    if (::syscall(SYS_renameat2, AT_FDCWD, a.c_str(), AT_FDCWD, b.c_str(), RENAME_EXCHANGE) != 0) {
+      if (errno == ENOSYS || errno == EINVAL) {
+        return unimplemented("{} <-> {}: RENAME_EXCHANGE is not supported here", a, b);
+      }
+      return io_error("{}: exchange with {} failed: {}", a, b, errno_text(errno));
+    }
+    return ok_status();
   }
 
   Status rename(const std::string& from, const std::string& to) override {
@@ -443,6 +454,11 @@ StatusOr<std::unique_ptr<WritableFile>> FaultInjectingStorage::open_write(const 
 Status FaultInjectingStorage::rename(const std::string& from, const std::string& to) {
   ZERO_RETURN_IF_ERROR(on_op(FaultOp::kRename, from));
   return base_->rename(from, to);
+}
+
+Status FaultInjectingStorage::exchange(const std::string& a, const std::string& b) {
+  ZERO_RETURN_IF_ERROR(on_op(FaultOp::kRename, a));
+  return base_->exchange(a, b);
 }
 
 Status FaultInjectingStorage::remove_file(const std::string& path) {

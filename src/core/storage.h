@@ -63,6 +63,11 @@ class Storage {
   virtual StatusOr<std::unique_ptr<WritableFile>> open_write(const std::string& path) = 0;
   // Atomically replaces `to` with `from` (POSIX rename semantics).
   virtual Status rename(const std::string& from, const std::string& to) = 0;
+  // Atomically swaps two existing paths (Linux renameat2 RENAME_EXCHANGE). UNIMPLEMENTED where
+  // the storage or the file system cannot; callers then fall back to two renames.
+  virtual Status exchange(const std::string& a, const std::string& b) {
+    return unimplemented("{} <-> {}: this storage cannot exchange paths atomically", a, b);
+  }
   // Removes a file; NOT_FOUND if it does not exist.
   virtual Status remove_file(const std::string& path) = 0;
   // Removes a directory and everything under it; ok if it does not exist.
@@ -123,6 +128,7 @@ class FaultInjectingStorage : public Storage {
   StatusOr<std::unique_ptr<RandomAccessFile>> open_read(const std::string& path) override;
   StatusOr<std::unique_ptr<WritableFile>> open_write(const std::string& path) override;
   Status rename(const std::string& from, const std::string& to) override;
+  Status exchange(const std::string& a, const std::string& b) override;
   Status remove_file(const std::string& path) override;
   Status remove_dir(const std::string& path) override;
   Status make_dirs(const std::string& path) override;

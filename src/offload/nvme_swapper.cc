@@ -354,6 +354,9 @@ class NvmeSwapper::Impl {
   NvmeSwapperOptions options_;
   IoBackend backend_ = IoBackend::kAuto;
   std::vector<std::string> created_dirs_;  // outermost first
+  // This swapper's own directory under nvme_path (mkdtemp: fresh, 0700, named after the pid and
+  // rank), so two jobs or a planted symlink can never touch its files.
+  std::string private_dir_;
 
   mutable std::mutex mu_;  // guards files_, requests_, next_ticket_
   std::condition_variable done_cv_;
@@ -553,6 +556,10 @@ NvmeSwapper::Impl::~Impl() {
       spdlog::warn("NvmeSwapper: could not remove {}: {}", file->path, errno_text(errno));
     }
   }
+  if (!private_dir_.empty() && ::rmdir(private_dir_.c_str()) != 0 && errno != ENOENT) {
+    spdlog::warn("NvmeSwapper: could not remove its directory {}: {}", private_dir_,
+                 errno_text(errno));
+  }
   // Directories a swapper of this run created (they hold kCreatedMarker) go once nothing else is
   // in them. Several swappers (ranks, or the parameter and optimizer swappers of one rank) may
   // share them, so whoever finishes last removes them; a directory still in use is left alone.
@@ -612,6 +619,25 @@ Status NvmeSwapper::Impl::init() {
     if (marker >= 0) ::close(marker);
     created_dirs_.push_back(prefix.string());
   }
+  // Another local user could plant files or symlinks in a world-writable directory unless the
+  // sticky bit stops them from replacing ours (as in /tmp).
+  struct stat st {};
+  if (::stat(target.c_str(), &st) != 0) {
+    return io_error("nvme_path {}: {}", options_.nvme_path, errno_text(errno));
+  }
+  if ((st.st_mode & S_IWOTH) != 0 && (st.st_mode & S_ISVTX) == 0) {
+    return failed_precondition(
+        "nvme_path {} is world-writable without the sticky bit (mode {:o}): any local user could "
+        "replace the swap files; use a directory of your own or chmod +t it",
+        options_.nvme_path, st.st_mode & 07777);
+  }
+  std::string tmpl =
+      (target / fmt::format("zero_swap_pid{}_rank{}_XXXXXX", ::getpid(), options_.rank)).string();
+  if (::mkdtemp(tmpl.data()) == nullptr) {
+    return io_error("nvme_path {}: cannot create a private directory: {}", options_.nvme_path,
+                    errno_text(errno));
+  }
+  private_dir_ = tmpl;
 
   std::vector<IoBackend> candidates;
   if (options_.backend == IoBackend::kAuto) {
@@ -656,7 +682,7 @@ Status NvmeSwapper::Impl::add_file(const std::string& file_class, uint64_t capac
   }
   auto file = std::make_unique<SwapFile>();
   file->file_class = file_class;
-  file->path = (std::filesystem::path(options_.nvme_path) /
+  file->path = (std::filesystem::path(private_dir_) /
                 fmt::format("zero_rank{}_{}.swp", options_.rank, file_class))
                    .string();
   file->capacity_bytes = round_up(std::max<uint64_t>(capacity_bytes, 1), kDirectIoAlignBytes);
@@ -673,7 +699,9 @@ Status NvmeSwapper::Impl::add_file(const std::string& file_class, uint64_t capac
   };
   if (file->capacity_bytes > free_bytes) return disk_full("checked before preallocation");
 
-  const int flags = O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC;
+  // O_EXCL | O_NOFOLLOW: a file or symlink that is already there (it cannot be, in a fresh 0700
+  // directory, unless something is wrong) is an error, never followed or truncated.
+  const int flags = O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
   int open_errno = hook() != nullptr ? hook()->on_open_direct(file->path) : 0;
   if (open_errno == 0) {
     file->fd = UniqueFd(::open(file->path.c_str(), flags | O_DIRECT, 0600));
@@ -685,6 +713,7 @@ Status NvmeSwapper::Impl::add_file(const std::string& file_class, uint64_t capac
     spdlog::warn("NvmeSwapper: {} refuses O_DIRECT; using buffered I/O (page cache) for {}",
                  options_.nvme_path, file->path);
     file->direct = false;
+    ::unlink(file->path.c_str());  // the refused open may have created it (our own directory)
     file->fd = UniqueFd(::open(file->path.c_str(), flags, 0600));
   }
   if (file->fd.get() < 0) {

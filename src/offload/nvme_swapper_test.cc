@@ -4,6 +4,7 @@
 
 #include <dirent.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <random>
 #include <vector>
 
@@ -433,6 +435,75 @@ TEST(NvmeSwapperTest, SharedCreatedDirectoryGoesWithTheLastSwapper) {
     }
     EXPECT_FALSE(fs::exists(fs::path(dir).parent_path())) << "creator_first " << creator_first;
   }
+}
+
+// Issue 13 item 3: two jobs with one nvme_path (same rank numbers): job B used to truncate and
+// overwrite job A's swap files. Each swapper now has its own fresh directory.
+TEST(NvmeSwapperTest, TwoJobsOnOneNvmePathKeepTheirOwnFiles) {
+  const std::string dir = fresh_dir("/tmp");
+  fs::create_directories(dir);
+  NvmeSwapperOptions o;
+  o.nvme_path = dir;
+  auto a = NvmeSwapper::create(o);
+  auto b = NvmeSwapper::create(o);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_TRUE((*a)->add_file("param", 4096).ok());
+  ASSERT_TRUE((*b)->add_file("param", 4096).ok());
+  EXPECT_NE((*a)->file_path("param"), (*b)->file_path("param"));
+  std::vector<std::byte> one(4096, std::byte{1}), two(4096, std::byte{2}), back(4096);
+  ASSERT_TRUE((*a)->write("param", 0, 4096, one.data()).ok());
+  ASSERT_TRUE((*b)->write("param", 0, 4096, two.data()).ok());
+  ASSERT_TRUE((*a)->read("param", 0, 4096, back.data()).ok());
+  EXPECT_EQ(back, one);
+  struct stat st {};
+  ASSERT_EQ(::stat(fs::path((*a)->file_path("param")).parent_path().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  a->reset();
+  b->reset();
+  EXPECT_TRUE(fs::is_empty(dir));
+  fs::remove_all(fs::path(dir).parent_path());
+}
+
+// Issue 13 item 4: a symlink planted under the swap file's name made the job overwrite the link's
+// target. The files live in a fresh 0700 directory and are opened O_EXCL | O_NOFOLLOW.
+TEST(NvmeSwapperTest, PlantedSymlinkIsNotFollowed) {
+  const std::string dir = fresh_dir("/tmp");
+  fs::create_directories(dir);
+  const std::string victim = dir + "_victim";
+  { std::ofstream(victim) << "precious"; }
+  fs::create_symlink(victim, fs::path(dir) / "zero_rank0_param.swp");
+  {
+    NvmeSwapperOptions o;
+    o.nvme_path = dir;
+    auto s = NvmeSwapper::create(o);
+    ASSERT_TRUE(s.ok());
+    ASSERT_TRUE((*s)->add_file("param", 8192).ok());
+    std::vector<std::byte> buf(8192, std::byte{7});
+    ASSERT_TRUE((*s)->write("param", 0, 8192, buf.data()).ok());
+  }
+  std::ifstream in(victim);
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_EQ(text, "precious");
+  EXPECT_EQ(fs::file_size(victim), 8u);
+  fs::remove(victim);
+  fs::remove_all(fs::path(dir).parent_path());
+}
+
+// Issue 13 item 4: a world-writable nvme_path without the sticky bit is refused, naming it.
+TEST(NvmeSwapperTest, WorldWritableNvmePathWithoutStickyBitIsRefused) {
+  const std::string dir = fresh_dir("/tmp");
+  fs::create_directories(dir);
+  ASSERT_EQ(::chmod(dir.c_str(), 0777), 0);
+  NvmeSwapperOptions o;
+  o.nvme_path = dir;
+  auto refused = NvmeSwapper::create(o);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.status().message().find(dir), std::string::npos);
+  EXPECT_NE(refused.status().message().find("sticky"), std::string::npos);
+  ASSERT_EQ(::chmod(dir.c_str(), 01777), 0);
+  EXPECT_TRUE(NvmeSwapper::create(o).ok());
+  fs::remove_all(fs::path(dir).parent_path());
 }
 
 // Many threads submit and wait concurrently on one swapper.

@@ -4,8 +4,14 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <map>
 
 #include <fmt/format.h>
+#include <unistd.h>
+#include <nlohmann/json.hpp>
+
+#include "core/storage.h"
 
 namespace zero::runtime {
 
@@ -48,6 +54,52 @@ Status MetricsWriter::write(const StepMetrics& m) {
     return io_error("{}: write failed: {}", path_, std::strerror(errno));
   }
   return ok_status();
+}
+
+Status MetricsWriter::sync() {
+  if (!file_) return ok_status();
+  if (std::fflush(file_) != 0 || ::fdatasync(::fileno(file_)) != 0) {
+    return io_error("{}: sync failed: {}", path_, std::strerror(errno));
+  }
+  return ok_status();
+}
+
+StatusOr<MetricsTruncation> truncate_metrics(const std::string& path, int64_t last_step) {
+  MetricsTruncation out;
+  if (!std::filesystem::exists(path)) {
+    out.steps_missing = last_step;
+    out.first_missing = last_step > 0 ? 1 : 0;
+    return out;
+  }
+  ZERO_ASSIGN_OR_RETURN(std::string text, read_file(*default_storage(), path));
+  std::map<int64_t, std::string> by_step;  // the last line written for each step
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    std::string line = text.substr(pos, end - pos);
+    pos = end + 1;
+    if (line.empty()) continue;
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("step") ||
+        !j["step"].is_number_integer()) {
+      continue;  // a torn line from a crash
+    }
+    const int64_t step = j["step"].get<int64_t>();
+    if (step >= 1 && step <= last_step) by_step[step] = std::move(line);
+  }
+  std::string kept;
+  for (const auto& [step, line] : by_step) kept += line + "\n";
+  out.lines_kept = static_cast<int64_t>(by_step.size());
+  out.steps_missing = last_step - out.lines_kept;
+  for (int64_t s = 1; s <= last_step && out.steps_missing > 0; ++s) {
+    if (!by_step.count(s)) {
+      out.first_missing = s;
+      break;
+    }
+  }
+  ZERO_RETURN_IF_ERROR(write_file_atomically(*default_storage(), path, kept));
+  return out;
 }
 
 }  // namespace zero::runtime

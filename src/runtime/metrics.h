@@ -35,10 +35,26 @@ class MetricsWriter {
   Status open(const std::string& path, bool truncate);
   // Appends one line and flushes (a crash loses at most the line being written).
   Status write(const StepMetrics& m);
+  // fdatasync: the lines written so far survive a machine crash. Called before a checkpoint is
+  // published, so a published step N always has its metrics lines 1..N on disk.
+  Status sync();
 
  private:
   std::FILE* file_ = nullptr;
   std::string path_;
 };
+
+// What truncate_metrics kept.
+struct MetricsTruncation {
+  int64_t lines_kept = 0;
+  int64_t steps_missing = 0;  // steps in [1, last_step] with no line (lost before this fix)
+  int64_t first_missing = 0;  // the first of them (0 if none)
+};
+
+// Resume: rewrites `path` (crash-safely: temporary file, fsync, rename) to hold exactly one line
+// per step <= last_step, in step order: lines after the checkpoint's step go, a step written
+// twice (by a run that crashed after writing it and a resumed run) keeps its last line, and a
+// torn last line from a crash is dropped. A missing file is not an error (nothing kept).
+StatusOr<MetricsTruncation> truncate_metrics(const std::string& path, int64_t last_step);
 
 }  // namespace zero::runtime

@@ -2,7 +2,11 @@
 #include "runtime/metrics.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 #include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
 
 namespace zero::runtime {
 namespace {
@@ -28,6 +32,42 @@ TEST(Metrics, LineHasEveryKeyAndExactFloats) {
   EXPECT_EQ(j["elapsed_s"].get<double>(), 12.5);
   m.grad_norm = std::nan("");
   EXPECT_TRUE(nlohmann::json::parse(metrics_json_line(m))["grad_norm"].is_null());
+}
+
+// Issue 13 item 6: resuming leaves exactly one line per step 1..N. Lines past the checkpoint go,
+// a step written twice (a crashed run, then its resume) keeps the newer line, a torn last line
+// goes, and steps with no line are reported rather than silently absent.
+TEST(Metrics, TruncateKeepsOneLinePerStepUpToTheCheckpoint) {
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("zero_metrics_test_" + std::to_string(::getpid()) + ".jsonl"))
+                               .string();
+  {
+    std::ofstream f(path, std::ios::trunc);
+    for (int s : {1, 2, 3, 4, 5, 6}) f << "{\"step\": " << s << ", \"loss\": 1.0}\n";
+    for (int s : {5, 6, 7}) f << "{\"step\": " << s << ", \"loss\": 2.0}\n";
+    f << "{\"step\": 8, \"lo";  // torn by a crash
+  }
+  auto t = truncate_metrics(path, 6);
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  EXPECT_EQ(t->lines_kept, 6);
+  EXPECT_EQ(t->steps_missing, 0);
+  std::ifstream in(path);
+  std::string line;
+  std::vector<std::pair<int64_t, double>> got;
+  while (std::getline(in, line)) {
+    nlohmann::json j = nlohmann::json::parse(line);
+    got.emplace_back(j["step"].get<int64_t>(), j["loss"].get<double>());
+  }
+  const std::vector<std::pair<int64_t, double>> want = {{1, 1.0}, {2, 1.0}, {3, 1.0},
+                                                        {4, 1.0}, {5, 2.0}, {6, 2.0}};
+  EXPECT_EQ(got, want);
+  // A checkpoint past the last line: the gap is reported.
+  t = truncate_metrics(path, 9);
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->lines_kept, 6);
+  EXPECT_EQ(t->steps_missing, 3);
+  EXPECT_EQ(t->first_missing, 7);
+  std::filesystem::remove(path);
 }
 
 }  // namespace

@@ -23,8 +23,11 @@
 #include "model/hf_checkpoint.h"
 #include "optim/loss_scaler.h"
 #include "runtime/csv_monitor.h"
+#include "runtime/interrupt.h"
 #include "runtime/metrics.h"
 #include "runtime/model_source.h"
+#include "runtime/resume_notes.h"
+#include "runtime/run_lock.h"
 
 namespace zero::runtime {
 
@@ -383,25 +386,6 @@ SamplerState sampler_from_json(const nlohmann::json& j) {
   return s;
 }
 
-// Keeps the metrics lines of steps <= `last_step` (a resumed run continues the same file).
-Status truncate_metrics(const std::string& path, int64_t last_step) {
-  if (!std::filesystem::exists(path)) return ok_status();
-  ZERO_ASSIGN_OR_RETURN(std::string text, read_file(*default_storage(), path));
-  std::string kept;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t end = text.find('\n', pos);
-    if (end == std::string::npos) end = text.size();
-    std::string line = text.substr(pos, end - pos);
-    pos = end + 1;
-    if (line.empty()) continue;
-    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_discarded() || !j.contains("step")) continue;  // a torn last line from a crash
-    if (j["step"].get<int64_t>() <= last_step) kept += line + "\n";
-  }
-  return write_file_atomically(*default_storage(), path, kept);
-}
-
 // Removes OUT/latest and every OUT/global_step<N> directory (a run being overwritten).
 Status remove_checkpoints(const std::string& out_dir) {
   Storage& storage = *default_storage();
@@ -444,6 +428,16 @@ int run_training(const TrainArgs& args, Communicator& comm) {
                       args.device));
   }
   if (args.output_dir.empty()) return bad(invalid_argument("--output_dir is required"));
+  // Save options are checked now, not after hours of training with nothing saved.
+  DType save_dtype = DType::kF32;
+  if (args.save_dtype) {
+    auto d = parse_dtype(*args.save_dtype);
+    if (!d || (*d != DType::kF32 && *d != DType::kBF16 && *d != DType::kF16)) {
+      return bad(
+          invalid_argument("--save_dtype {}: expected fp32, bf16 or fp16", *args.save_dtype));
+    }
+    save_dtype = *d;
+  }
   auto source = ModelSource::open(args.model, args.seed);
   if (!source.ok()) return bad(source.status().with_context("--model " + args.model));
   const model::ModelConfig& mc = (*source)->config();
@@ -505,6 +499,7 @@ int run_training(const TrainArgs& args, Communicator& comm) {
     resume = std::move(*ck);
     model::ModelLayout layout(mc);
     Status s = resume->check_compatible(layout);
+    if (s.ok()) s = resume->check_run(run_identity(plan.engine));
     if (!s.ok()) return bad(s.with_context(*args.resume_from_checkpoint));
     const SamplerState saved = sampler_from_json(resume->state()["sampler"]);
     s = sampler->check_resume(saved);
@@ -518,10 +513,15 @@ int run_training(const TrainArgs& args, Communicator& comm) {
     }
   }
 
-  // Output directory and monitors (rank 0 only writes).
+  // Output directory and monitors (rank 0 only writes). One job per output directory: rank 0
+  // holds OUT/.lock until it returns.
   MetricsWriter metrics;
   std::unique_ptr<CsvMonitor> csv;
+  std::unique_ptr<RunLock> run_lock;
   if (lead) {
+    auto lock = RunLock::acquire(args.output_dir, "zero train");
+    if (!lock.ok()) return bad(lock.status());
+    run_lock = std::move(*lock);
     const std::string metrics_path = args.output_dir + "/metrics.jsonl";
     if (std::filesystem::exists(metrics_path) && !args.overwrite_output_dir && !resume) {
       return bad(failed_precondition(
@@ -532,8 +532,17 @@ int run_training(const TrainArgs& args, Communicator& comm) {
     Status s = default_storage()->make_dirs(args.output_dir);
     if (!s.ok()) return bad(s);
     if (resume) {
-      s = truncate_metrics(metrics_path, start_step);
-      if (!s.ok()) return bad(s);
+      auto kept = truncate_metrics(metrics_path, start_step);
+      if (!kept.ok()) return bad(kept.status());
+      if (kept->steps_missing > 0) {
+        std::fprintf(stderr,
+                     "warning: %s has no line for %lld of the steps 1..%lld (first: step %lld); "
+                     "the resumed run appends from step %lld\n",
+                     metrics_path.c_str(), static_cast<long long>(kept->steps_missing),
+                     static_cast<long long>(start_step),
+                     static_cast<long long>(kept->first_missing),
+                     static_cast<long long>(start_step + 1));
+      }
     } else if (args.overwrite_output_dir) {
       // A fresh run replaces the old one: its checkpoints go too, so a later save onto an existing
       // tag (which is a no-op by contract) cannot leave a stale checkpoint under a new run's name.
@@ -554,7 +563,7 @@ int run_training(const TrainArgs& args, Communicator& comm) {
   if (lead) {
     for (const auto& n : plan.notes) std::fprintf(stderr, "%s\n", n.c_str());
     std::printf("zero train: %s, %s params, world size %d, ZeRO stage %d, %s\n",
-                (*source)->description().c_str(),
+                model_banner((*source)->description(), resume.get()).c_str(),
                 fmt::format("{:.2f}M", static_cast<double>(count_params(mc).total) / 1e6).c_str(),
                 world, plan.engine.zero.stage, std::string(dtype_name(plan.engine.dtype)).c_str());
     std::printf(
@@ -566,6 +575,11 @@ int run_training(const TrainArgs& args, Communicator& comm) {
         static_cast<long long>(plan.grad_accum), world, static_cast<long long>(max_steps));
     std::printf("zero train: effective DeepSpeed config:\n%s\n",
                 config::render_effective_config(plan.effective).c_str());
+    if (resume) {
+      for (const std::string& n : schedule_change_notes(*resume, plan.effective.json, max_steps)) {
+        std::printf("zero train: note: %s\n", n.c_str());
+      }
+    }
     std::fflush(stdout);
   }
 
@@ -604,20 +618,32 @@ int run_training(const TrainArgs& args, Communicator& comm) {
     r.shard_layout = &engine.shard_layout();
     r.stage = plan.engine.zero.stage;
     r.model_dtype = plan.engine.dtype;
+    const checkpoint::RunIdentity id = run_identity(plan.engine);
+    r.optimizer_type = id.optimizer_type;
+    r.beta1 = id.beta1;
+    r.beta2 = id.beta2;
     ZERO_ASSIGN_OR_RETURN(r.partitions, partitions(engine));
     r.state = {{"global_step", engine.global_step()},
                {"optimizer_updates", engine.optimizer_updates()},
                {"schedule", engine.schedule().state()},
                {"loss_scaler", engine.loss_scaler().state()},
                {"sampler", sampler_json(sampler->state(next_step))},
-               {"rng", {{"seed", args.seed}}}};
+               {"rng", {{"seed", args.seed}}},
+               {"max_steps", max_steps}};
     r.effective_config = plan.effective.json;
     r.save_total_limit = static_cast<int>(args.save_total_limit.value_or(0));
     r.tag_validation = *tag_validation;
     r.node_local_storage = plan.ds.checkpoint.use_node_local_storage.value;
+    // The metrics lines of steps 1..N reach the disk before checkpoint N is published, so a crash
+    // at any moment never leaves a published step without its lines (issue 13 item 6).
+    if (lead) ZERO_RETURN_IF_ERROR(metrics.sync());
     ZERO_ASSIGN_OR_RETURN(checkpoint::SaveResult res,
                           checkpoint::save_checkpoint(*default_storage(), comm, r));
-    if (lead && !res.skipped) std::printf("zero train: saved checkpoint %s\n", res.tag_dir.c_str());
+    if (lead) {
+      std::printf("zero train: saved checkpoint %s%s\n", res.tag_dir.c_str(),
+                  res.replaced ? " (replaced an earlier run's checkpoint of that tag)" : "");
+      std::fflush(stdout);
+    }
     return ok_status();
   };
 
@@ -626,7 +652,28 @@ int run_training(const TrainArgs& args, Communicator& comm) {
   double window_tokens = 0;
   auto window_start = start;
   std::vector<MicroBatch> micro(static_cast<size_t>(plan.grad_accum));
+  InterruptGuard interrupt_guard;
+  int64_t last_saved_step = start_step;
   for (int64_t step = start_step; step < max_steps; ++step) {
+    // Step boundary: did any rank get SIGINT / SIGTERM? (one tiny all-gather: all ranks must
+    // stop after the same step, or the others would wait in the next step's collectives.)
+    auto sig = agree_on_interrupt(comm);
+    if (!sig.ok()) return broken(sig.status());
+    if (*sig != 0) {
+      if (lead) {
+        std::fprintf(stderr, "zero train: %s received: stopping after step %lld of %lld\n",
+                     interrupt_name(*sig), static_cast<long long>(step),
+                     static_cast<long long>(max_steps));
+      }
+      if (args.save_on_interrupt && step > last_saved_step) {
+        Status s = save(step);
+        if (!s.ok())
+          return broken(
+              s.with_context("saving a checkpoint on " + std::string(interrupt_name(*sig))));
+      }
+      // Returning destroys the engine: its NVMe swap files are removed.
+      return 128 + *sig;
+    }
     for (int64_t m = 0; m < plan.grad_accum; ++m) {
       MicroBatch& mb = micro[static_cast<size_t>(m)];
       mb.batch = plan.micro_batch;
@@ -642,26 +689,31 @@ int run_training(const TrainArgs& args, Communicator& comm) {
     }
     auto result = engine.train_step(micro);
     if (!result.ok()) return broken(result.status());
-    if (args.save_steps > 0 && (step + 1) % args.save_steps == 0) {
-      Status s = save(step + 1);
-      if (!s.ok()) return broken(s.with_context("saving a checkpoint"));
-    }
     const auto now = std::chrono::steady_clock::now();
     const double elapsed = std::chrono::duration<double>(now - start).count();
     window_tokens += static_cast<double>(result->tokens);
+    // The step's metrics line first, then its checkpoint (see save()).
+    if (lead) {
+      StepMetrics sm;
+      sm.step = step + 1;
+      sm.loss = result->loss;
+      sm.lr = result->lr;
+      sm.grad_norm = result->grad_norm;
+      sm.loss_scale = result->loss_scale;
+      sm.skipped = result->skipped;
+      sm.tokens = result->tokens;
+      sm.elapsed_s = elapsed;
+      Status s = metrics.write(sm);
+      if (!s.ok()) return broken(s);
+    }
+    if (args.save_steps > 0 && (step + 1) % args.save_steps == 0) {
+      Status s = save(step + 1);
+      if (!s.ok()) return broken(s.with_context("saving a checkpoint"));
+      last_saved_step = step + 1;
+    }
     if (!lead) continue;
 
-    StepMetrics sm;
-    sm.step = step + 1;
-    sm.loss = result->loss;
-    sm.lr = result->lr;
-    sm.grad_norm = result->grad_norm;
-    sm.loss_scale = result->loss_scale;
-    sm.skipped = result->skipped;
-    sm.tokens = result->tokens;
-    sm.elapsed_s = elapsed;
-    Status s = metrics.write(sm);
-    if (!s.ok()) return broken(s);
+    Status s;
     if (csv) {
       const int64_t samples_seen = (step + 1) * plan.train_batch;
       s = csv->write("Train/Samples/train_loss", samples_seen, result->loss);
@@ -681,8 +733,9 @@ int run_training(const TrainArgs& args, Communicator& comm) {
     if ((step + 1) % log_every == 0 || last || tty) {
       const double window_s = std::chrono::duration<double>(now - window_start).count();
       const double tok_s = window_s > 0 ? window_tokens / window_s : 0.0;
-      const double eta =
-          elapsed / static_cast<double>(step + 1) * static_cast<double>(max_steps - step - 1);
+      // Rates over the steps this run did (a resumed run did not do steps 1..start_step).
+      const double eta = elapsed / static_cast<double>(step + 1 - start_step) *
+                         static_cast<double>(max_steps - step - 1);
       std::string line = fmt::format(
           "step {}/{} | loss {:.4f} | lr {:.3e} | grad norm {:.3f}{} | {:.0f} tok/s | ETA {}",
           step + 1, max_steps, result->loss, result->lr, result->grad_norm,
@@ -702,15 +755,6 @@ int run_training(const TrainArgs& args, Communicator& comm) {
   }
 
   if (args.save_final) {
-    DType save_dtype = DType::kF32;
-    if (args.save_dtype) {
-      auto d = parse_dtype(*args.save_dtype);
-      if (!d) {
-        return bad(
-            invalid_argument("--save_dtype {}: expected fp32, bf16 or fp16", *args.save_dtype));
-      }
-      save_dtype = *d;
-    }
     // Gathered unit by unit (peak memory one unit); rank 0 writes.
     const std::string dir = args.output_dir + "/final";
     auto parts = partitions(engine);
@@ -726,8 +770,8 @@ int run_training(const TrainArgs& args, Communicator& comm) {
   if (lead) {
     const double total =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::printf("zero train: %lld steps in %s; metrics in %s/metrics.jsonl\n",
-                static_cast<long long>(max_steps), format_duration(total).c_str(),
+    std::printf("zero train: %s in %s; metrics in %s/metrics.jsonl\n",
+                steps_summary(start_step, max_steps).c_str(), format_duration(total).c_str(),
                 args.output_dir.c_str());
   }
   return 0;

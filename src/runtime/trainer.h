@@ -32,6 +32,7 @@ struct TrainArgs {
   std::optional<std::string> resume_from_checkpoint;
   int64_t save_steps = 0;
   std::optional<int64_t> save_total_limit;
+  bool save_on_interrupt = false;  // SIGINT / SIGTERM: save a checkpoint before exiting
   std::string device = "cpu";
   bool quiet = false;  // no live progress line (tests, logs)
 
