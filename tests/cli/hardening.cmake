@@ -1,0 +1,55 @@
+# Issue 13 (hardening), items 1-7 and 19: saves onto an existing tag, one job per output
+# directory, signals, kill -9 during saves, checkpoint/run mismatches, save options, resume notes.
+set(_zh_data ${PROJECT_SOURCE_DIR}/tests/fixtures/golden/tokens.bin)
+set(_zh_out ${CMAKE_BINARY_DIR}/test_out/hardening)
+set(_zh_common --model preset:gpt2-tiny --train_file ${_zh_data} --block_size 16
+    --per_device_train_batch_size 4 --learning_rate 1e-3 --quiet)
+list(JOIN _zh_common " " _zh_common)
+set(_zh_jobs ${PROJECT_SOURCE_DIR}/tests/cli/hardening_jobs.sh)
+
+# Item 1 + 19: run A saves global_step2 and global_step4; a run resumed from global_step2 with
+# --save_steps 2 saved nothing at step 4 (A's global_step4 stayed, `latest` named it). Now it
+# replaces the tag and says so; the banner names the checkpoint, a longer --max_steps is reported,
+# and the summary counts this run's steps.
+add_test(NAME cli.train.resume_replaces_a_later_tag
+         COMMAND sh -c "rm -rf ${_zh_out}/tag && $<TARGET_FILE:zero> train ${_zh_common} --max_steps 4 --save_steps 2 --output_dir ${_zh_out}/tag >/dev/null && $<TARGET_FILE:zero> train ${_zh_common} --max_steps 6 --save_steps 2 --resume_from_checkpoint ${_zh_out}/tag/global_step2 --output_dir ${_zh_out}/tag > ${_zh_out}/tag.log 2>&1 && grep -q 'saved checkpoint ${_zh_out}/tag/global_step4 (replaced' ${_zh_out}/tag.log && grep -q 'weights and optimizer state from ${_zh_out}/tag/global_step2' ${_zh_out}/tag.log && ! grep -q 'random init' ${_zh_out}/tag.log && grep -q 'total_num_steps changes from 4 to 6' ${_zh_out}/tag.log && grep -q '4 steps (3..6, resumed at step 2)' ${_zh_out}/tag.log && test $(cat ${_zh_out}/tag/latest) = global_step6 && test $(wc -l < ${_zh_out}/tag/metrics.jsonl) -eq 6")
+set_tests_properties(cli.train.resume_replaces_a_later_tag PROPERTIES LABELS unit)
+
+# Item 7: an invalid save option is refused before training (no metrics.jsonl written).
+add_test(NAME cli.train.bad_save_dtype_refused_at_start
+         COMMAND sh -c "rm -rf ${_zh_out}/fp8 && $<TARGET_FILE:zero> train ${_zh_common} --max_steps 30 --save_final --save_dtype fp8 --output_dir ${_zh_out}/fp8 2>&1; test $? -eq 2 && test ! -e ${_zh_out}/fp8/metrics.jsonl")
+set_tests_properties(cli.train.bad_save_dtype_refused_at_start PROPERTIES LABELS unit
+                     PASS_REGULAR_EXPRESSION "--save_dtype fp8: expected fp32, bf16 or fp16")
+
+# Item 7: an AdamW checkpoint resumed under Lamb is refused, naming both.
+file(WRITE ${CMAKE_BINARY_DIR}/test_out/lamb.json
+     "{\"optimizer\": {\"type\": \"Lamb\", \"params\": {\"lr\": 1e-3}}}")
+add_test(NAME cli.train.resume_under_another_optimizer_refused
+         COMMAND sh -c "rm -rf ${_zh_out}/opt ${_zh_out}/opt2 && $<TARGET_FILE:zero> train ${_zh_common} --max_steps 2 --save_steps 2 --output_dir ${_zh_out}/opt >/dev/null && $<TARGET_FILE:zero> train --model preset:gpt2-tiny --train_file ${_zh_data} --block_size 16 --per_device_train_batch_size 4 --quiet --max_steps 4 --deepspeed ${CMAKE_BINARY_DIR}/test_out/lamb.json --resume_from_checkpoint ${_zh_out}/opt --output_dir ${_zh_out}/opt2 2>&1; test $? -eq 2")
+set_tests_properties(cli.train.resume_under_another_optimizer_refused PROPERTIES LABELS unit
+                     PASS_REGULAR_EXPRESSION "optimizer 'adamw', this run uses 'lamb'")
+
+# Item 2 + 5: a second job on a running job's --output_dir is refused naming pid and host; SIGINT
+# ends the first with 130 at a step boundary.
+add_test(NAME cli.train.second_job_refused_and_sigint
+         COMMAND ${_zh_jobs} lock $<TARGET_FILE:zero> ${MPIEXEC_EXECUTABLE} ${_zh_data} ${_zh_out}/lock)
+set_tests_properties(cli.train.second_job_refused_and_sigint PROPERTIES LABELS unit TIMEOUT 120
+                     PASS_REGULAR_EXPRESSION "PASS: second job refused")
+
+# Item 5 (under mpirun, NVMe swap files, --save_on_interrupt).
+add_test(NAME cli.train.sigterm_np2_saves_and_cleans_up
+         COMMAND ${_zh_jobs} sigterm $<TARGET_FILE:zero> ${MPIEXEC_EXECUTABLE} ${_zh_data} ${_zh_out}/sigterm)
+set_tests_properties(cli.train.sigterm_np2_saves_and_cleans_up PROPERTIES LABELS mpi TIMEOUT 120
+                     PASS_REGULAR_EXPRESSION "PASS: SIGTERM")
+
+# Item 6: kill -9 of one of two ranks while saving every step; resume keeps one line per step.
+add_test(NAME cli.train.kill9_np2_resume_keeps_metrics
+         COMMAND ${_zh_jobs} kill9 $<TARGET_FILE:zero> ${MPIEXEC_EXECUTABLE} ${_zh_data} ${_zh_out}/kill9)
+set_tests_properties(cli.train.kill9_np2_resume_keeps_metrics PROPERTIES LABELS mpi TIMEOUT 180
+                     PASS_REGULAR_EXPRESSION "PASS: kill -9")
+
+# Item 7 (CLI): a manifest listing rank 0's file twice fails `zero ckpt verify`.
+add_test(NAME cli.ckpt.verify_refuses_a_file_listed_twice
+         COMMAND sh -c "rm -rf ${_zh_out}/twice && cp -r ${PROJECT_SOURCE_DIR}/tests/fixtures/checkpoint/hand_built ${_zh_out}/twice && sed -i 's/rank_1.safetensors/rank_0.safetensors/' ${_zh_out}/twice/global_step7/manifest.json && $<TARGET_FILE:zero> ckpt verify ${_zh_out}/twice 2>&1; test $? -ne 0")
+set_tests_properties(cli.ckpt.verify_refuses_a_file_listed_twice PROPERTIES LABELS unit
+                     PASS_REGULAR_EXPRESSION "files.1. is 'rank_0.safetensors'")
