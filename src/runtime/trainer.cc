@@ -418,6 +418,10 @@ int run_training(const TrainArgs& args, Communicator& comm) {
   auto bad = [&](const Status& s) { return fail({2, s}, rank); };
   auto broken = [&](const Status& s) { return fail({1, s}, rank); };
 
+  // SIGINT / SIGTERM from here on are acted on at the next step boundary (swap files are made
+  // while the engine is created, and must go with it).
+  InterruptGuard interrupt_guard;
+
   // Compute threads: this rank's share of the host's cores (OMP_NUM_THREADS wins when set).
   omp_set_num_threads(default_compute_threads(comm));
 
@@ -652,7 +656,6 @@ int run_training(const TrainArgs& args, Communicator& comm) {
   double window_tokens = 0;
   auto window_start = start;
   std::vector<MicroBatch> micro(static_cast<size_t>(plan.grad_accum));
-  InterruptGuard interrupt_guard;
   int64_t last_saved_step = start_step;
   for (int64_t step = start_step; step < max_steps; ++step) {
     // Step boundary: did any rank get SIGINT / SIGTERM? (one tiny all-gather: all ranks must
