@@ -53,3 +53,10 @@ add_test(NAME cli.ckpt.verify_refuses_a_file_listed_twice
          COMMAND sh -c "rm -rf ${_zh_out}/twice && cp -r ${PROJECT_SOURCE_DIR}/tests/fixtures/checkpoint/hand_built ${_zh_out}/twice && sed -i 's/rank_1.safetensors/rank_0.safetensors/' ${_zh_out}/twice/global_step7/manifest.json && $<TARGET_FILE:zero> ckpt verify ${_zh_out}/twice 2>&1; test $? -ne 0")
 set_tests_properties(cli.ckpt.verify_refuses_a_file_listed_twice PROPERTIES LABELS unit
                      PASS_REGULAR_EXPRESSION "files.1. is 'rank_0.safetensors'")
+
+# Item 6, deterministically: a save that fails after its tag directory is in place (here `latest`
+# cannot be replaced: it is a directory) used to end the run before step N's metrics line was
+# written, so resuming from global_step2 left steps [1, 3]. The line is written and synced first.
+add_test(NAME cli.train.failed_publish_keeps_the_metrics_line
+         COMMAND sh -c "rm -rf ${_zh_out}/publish && mkdir -p ${_zh_out}/publish/latest && $<TARGET_FILE:zero> train ${_zh_common} --max_steps 6 --save_steps 2 --output_dir ${_zh_out}/publish >/dev/null 2>&1; rmdir ${_zh_out}/publish/latest && $<TARGET_FILE:zero> train ${_zh_common} --max_steps 3 --resume_from_checkpoint ${_zh_out}/publish/global_step2 --output_dir ${_zh_out}/publish >/dev/null && /usr/bin/python3 -c \"import json,sys; s=[json.loads(l)['step'] for l in open('${_zh_out}/publish/metrics.jsonl')]; print(s); sys.exit(s != [1, 2, 3])\"")
+set_tests_properties(cli.train.failed_publish_keeps_the_metrics_line PROPERTIES LABELS unit)
