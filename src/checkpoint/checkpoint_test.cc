@@ -406,6 +406,35 @@ TEST(Checkpoint, StreamedPartitionsWriteTheSameFile) {
 }
 
 // docs/formats/checkpoint.md: hand-built bytes (tests/fixtures/checkpoint/make_fixture.py).
+// A file system without renameat2(RENAME_EXCHANGE): the replacement falls back to two renames.
+class NoExchangeStorage : public FaultInjectingStorage {
+ public:
+  NoExchangeStorage() : FaultInjectingStorage(default_storage()) {}
+  Status exchange(const std::string& a, const std::string& b) override {
+    return unimplemented("{} <-> {}: no exchange here", a, b);
+  }
+};
+
+TEST(Checkpoint, ReplacingATagWithoutRenameExchange) {
+  Fixture fx(tiny_config());
+  Fixture other(tiny_config(), 5.0f);
+  const std::string out = temp_dir("no_exchange");
+  SelfCommunicator comm;
+  NoExchangeStorage storage;
+  ASSERT_TRUE(save_checkpoint(storage, comm, fx.request(out, 20)).ok());
+  auto again = save_checkpoint(storage, comm, other.request(out, 20));
+  ASSERT_TRUE(again.ok()) << again.status().to_string();
+  EXPECT_TRUE(again->replaced);
+  EXPECT_FALSE(fs::exists(out + "/global_step20.replaced.tmp"));
+  EXPECT_FALSE(fs::exists(out + "/global_step20.tmp"));
+  auto ck = open_checkpoint(*default_storage(), out);
+  ASSERT_TRUE(ck.ok());
+  float x = 0;
+  ASSERT_TRUE((*ck)->read_partition(0, 1, 2, &x, nullptr, nullptr).ok());
+  EXPECT_EQ(x, other.master[0][1]);
+  fs::remove_all(out);
+}
+
 std::string with_manifest_hash(nlohmann::json m) {
   m.erase("manifest_xxh3");
   const std::string canonical = m.dump();

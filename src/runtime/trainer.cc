@@ -548,8 +548,8 @@ int run_training(const TrainArgs& args, Communicator& comm) {
                      static_cast<long long>(start_step + 1));
       }
     } else if (args.overwrite_output_dir) {
-      // A fresh run replaces the old one: its checkpoints go too, so a later save onto an existing
-      // tag (which is a no-op by contract) cannot leave a stale checkpoint under a new run's name.
+      // A fresh run replaces the old one: its checkpoints go too, so no checkpoint of the old run
+      // is left under a tag the new run never reaches (and `latest` cannot name one).
       s = remove_checkpoints(args.output_dir);
       if (!s.ok()) return bad(s);
     }

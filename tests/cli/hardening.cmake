@@ -36,16 +36,17 @@ add_test(NAME cli.train.second_job_refused_and_sigint
 set_tests_properties(cli.train.second_job_refused_and_sigint PROPERTIES LABELS unit TIMEOUT 120
                      PASS_REGULAR_EXPRESSION "PASS: second job refused")
 
-# Item 5 (under mpirun, NVMe swap files, --save_on_interrupt).
+# Item 5 (under mpirun, NVMe swap files, --save_on_interrupt). The multi-rank fault tests run
+# serially: cli.train.stopped_rank_is_named finds its victim as any `zero train` of rank 1.
 add_test(NAME cli.train.sigterm_np2_saves_and_cleans_up
          COMMAND ${_zh_jobs} sigterm $<TARGET_FILE:zero> ${MPIEXEC_EXECUTABLE} ${_zh_data} ${_zh_out}/sigterm)
-set_tests_properties(cli.train.sigterm_np2_saves_and_cleans_up PROPERTIES LABELS mpi TIMEOUT 120
+set_tests_properties(cli.train.sigterm_np2_saves_and_cleans_up PROPERTIES LABELS mpi RUN_SERIAL TRUE TIMEOUT 120
                      PASS_REGULAR_EXPRESSION "PASS: SIGTERM")
 
 # Item 6: kill -9 of one of two ranks while saving every step; resume keeps one line per step.
 add_test(NAME cli.train.kill9_np2_resume_keeps_metrics
          COMMAND ${_zh_jobs} kill9 $<TARGET_FILE:zero> ${MPIEXEC_EXECUTABLE} ${_zh_data} ${_zh_out}/kill9)
-set_tests_properties(cli.train.kill9_np2_resume_keeps_metrics PROPERTIES LABELS mpi TIMEOUT 180
+set_tests_properties(cli.train.kill9_np2_resume_keeps_metrics PROPERTIES LABELS mpi RUN_SERIAL TRUE TIMEOUT 180
                      PASS_REGULAR_EXPRESSION "PASS: kill -9")
 
 # Item 7 (CLI): a manifest listing rank 0's file twice fails `zero ckpt verify`.
