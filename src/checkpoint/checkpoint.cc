@@ -499,6 +499,13 @@ StatusOr<const SafetensorsReader*> LoadedCheckpoint::reader(size_t i) const {
     }
   }
   ZERO_ASSIGN_OR_RETURN(SafetensorsReader r, SafetensorsReader::open(*storage_, path));
+  // The file says whose shards it holds: another rank's file (copied over this one, with the
+  // manifest's size and checksum updated to match) must not fill this rank's ranges.
+  auto said = r.metadata().find("rank");
+  if (said != r.metadata().end() && said->second != std::to_string(i)) {
+    return data_loss("{}: holds rank {}'s shards, the manifest lists it as rank {}'s", path,
+                     said->second, i);
+  }
   for (size_t u = 0; u < rf.ranges.size(); ++u) {
     if (rf.ranges[u].second == 0) continue;
     for (const char* what : {"master", "exp_avg", "exp_avg_sq"}) {

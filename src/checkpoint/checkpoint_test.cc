@@ -503,6 +503,30 @@ TEST(Checkpoint, OneRankFileListedTwiceIsRefused) {
   fs::remove_all(out);
 }
 
+// Issue 13 item 7: rank 0's file copied over rank 1's, with the manifest's size and checksum of
+// rank 1 updated to match (and the manifest re-hashed), is refused by the file's own rank.
+TEST(Checkpoint, AnotherRanksFileUnderThisRanksNameIsRefused) {
+  const std::string out = temp_dir("copied");
+  fs::copy(kSrc + "/tests/fixtures/checkpoint/hand_built", out, fs::copy_options::recursive);
+  const std::string tag = out + "/global_step7";
+  fs::copy_file(tag + "/rank_0.safetensors", tag + "/rank_1.safetensors",
+                fs::copy_options::overwrite_existing);
+  const std::string bytes = slurp(tag + "/rank_1.safetensors");
+  nlohmann::json m = nlohmann::json::parse(slurp(tag + "/manifest.json"));
+  m["files"][1]["bytes"] = bytes.size();
+  m["files"][1]["xxh3"] = fmt::format("{:016x}", XXH3_64bits(bytes.data(), bytes.size()));
+  m["format_version"] = 2;
+  std::ofstream(tag + "/manifest.json", std::ios::trunc) << with_manifest_hash(m);
+  auto ck = open_checkpoint(*default_storage(), out);
+  ASSERT_TRUE(ck.ok()) << ck.status().to_string();
+  Status s = (*ck)->verify();
+  EXPECT_EQ(s.code(), StatusCode::kDataLoss);
+  EXPECT_NE(s.message().find("holds rank 0's shards, the manifest lists it as rank 1's"),
+            std::string::npos)
+      << s.message();
+  fs::remove_all(out);
+}
+
 // Issue 13 item 7: resuming AdamW moments under Lamb, other betas or another dtype is refused,
 // naming both values.
 TEST(Checkpoint, OtherOptimizerBetasOrDtypeAreRefused) {
