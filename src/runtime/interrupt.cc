@@ -2,6 +2,7 @@
 #include "runtime/interrupt.h"
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -16,7 +17,13 @@ struct sigaction g_old_int, g_old_term;
 
 void on_signal(int signal) {
   int expected = 0;
-  if (!g_pending.compare_exchange_strong(expected, signal)) {
+  if (g_pending.compare_exchange_strong(expected, signal)) {
+    // Say at once that it was seen (the step boundary may be a while away); write(2) is
+    // async-signal-safe, printf is not.
+    static constexpr char kMsg[] =
+        "zero train: stopping at the next step boundary (send the signal again to stop now)\n";
+    (void)!::write(STDERR_FILENO, kMsg, sizeof(kMsg) - 1);
+  } else {
     // Second signal: the operator insists. Default action (terminate by that signal).
     ::signal(signal, SIG_DFL);
     ::raise(signal);

@@ -34,8 +34,8 @@ StatusOr<std::unique_ptr<RunLock>> RunLock::acquire(const std::string& dir,
     while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
     if (holder.empty()) holder = "a process that is starting (pid and host not yet recorded)";
     return failed_precondition(
-        "--output_dir {} is in use by another job: {} holds {} (one job per output directory; "
-        "wait for it, stop it, or choose another --output_dir)",
+        "{} is in use by another job: {} holds {} (one job per output directory; wait for it, "
+        "stop it, or choose another output directory)",
         dir, holder, path);
   }
   char host[256] = {};

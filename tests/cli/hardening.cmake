@@ -61,3 +61,10 @@ set_tests_properties(cli.ckpt.verify_refuses_a_file_listed_twice PROPERTIES LABE
 add_test(NAME cli.train.failed_publish_keeps_the_metrics_line
          COMMAND sh -c "rm -rf ${_zh_out}/publish && mkdir -p ${_zh_out}/publish/latest && $<TARGET_FILE:zero> train ${_zh_common} --max_steps 6 --save_steps 2 --output_dir ${_zh_out}/publish >/dev/null 2>&1; rmdir ${_zh_out}/publish/latest && $<TARGET_FILE:zero> train ${_zh_common} --max_steps 3 --resume_from_checkpoint ${_zh_out}/publish/global_step2 --output_dir ${_zh_out}/publish >/dev/null && /usr/bin/python3 -c \"import json,sys; s=[json.loads(l)['step'] for l in open('${_zh_out}/publish/metrics.jsonl')]; print(s); sys.exit(s != [1, 2, 3])\"")
 set_tests_properties(cli.train.failed_publish_keeps_the_metrics_line PROPERTIES LABELS unit)
+
+# Item 2 (`zero ckpt` writes): to-fp32 into a directory whose lock another process holds (here the
+# flock tool, with a holder line written first) is refused naming the holder.
+add_test(NAME cli.ckpt.to_fp32_refuses_a_locked_directory
+         COMMAND sh -c "rm -rf ${_zh_out}/locked && mkdir -p ${_zh_out}/locked && echo 'pid 4242 host elsewhere (zero train)' > ${_zh_out}/locked/.lock && flock -n ${_zh_out}/locked/.lock $<TARGET_FILE:zero> ckpt to-fp32 ${PROJECT_SOURCE_DIR}/tests/fixtures/checkpoint/hand_built ${_zh_out}/locked 2>&1; test $? -eq 2 && test ! -e ${_zh_out}/locked/config.json")
+set_tests_properties(cli.ckpt.to_fp32_refuses_a_locked_directory PROPERTIES LABELS unit
+                     PASS_REGULAR_EXPRESSION "in use by another job: pid 4242 host elsewhere")
