@@ -32,6 +32,9 @@ class CountingStorage : public Storage {
   Status rename(const std::string& from, const std::string& to) override {
     return base_.rename(from, to);
   }
+  Status exchange(const std::string& a, const std::string& b) override {
+    return base_.exchange(a, b);
+  }
   Status remove_file(const std::string& path) override { return base_.remove_file(path); }
   Status remove_dir(const std::string& path) override { return base_.remove_dir(path); }
   Status make_dirs(const std::string& path) override { return base_.make_dirs(path); }
