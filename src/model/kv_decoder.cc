@@ -30,6 +30,9 @@ KvDecoder::KvDecoder(const ModelLayout& layout, int64_t capacity)
   ZERO_CHECK(capacity >= 1, "KvDecoder capacity ", capacity);
   ZERO_CHECK(c.arch != Arch::kGpt2 || capacity <= c.max_position_embeddings, "KvDecoder capacity ",
              capacity, " exceeds max_position_embeddings ", c.max_position_embeddings);
+  ZERO_CHECK(capacity <= c.exact_context(), "KvDecoder capacity ", capacity,
+             " exceeds sliding_window ", c.sliding_window,
+             ": sliding-window attention is not implemented");
   const int64_t D = c.head_dim();
   kv_ = c.num_kv_heads * D;
   k_cache_.assign(static_cast<size_t>(c.num_layers),
@@ -39,8 +42,14 @@ KvDecoder::KvDecoder(const ModelLayout& layout, int64_t capacity)
   if (c.arch == Arch::kLlama) {
     resize(rope_cos_, capacity * (D / 2));
     resize(rope_sin_, capacity * (D / 2));
+    // "dynamic" RoPE changes its frequencies as HF's cache grows past max_position_embeddings;
+    // within it the tables are the default ones, so the capacity is capped there.
+    ZERO_CHECK(c.rope_scaling.type != "dynamic" || capacity <= c.max_position_embeddings,
+               "KvDecoder capacity ", capacity, " exceeds max_position_embeddings ",
+               c.max_position_embeddings, " with dynamic RoPE (not supported)");
     k::rope_tables(rope_cos_.data(), rope_sin_.data(),
-                   k::rope_inv_freq(D, c.rope_theta, c.rope_scaling), capacity);
+                   k::rope_inv_freq(D, c.rope_theta, c.rope_scaling, capacity), capacity,
+                   c.rope_scaling.attention_factor);
   }
 }
 

@@ -67,7 +67,8 @@ void Transformer::ensure_buffers(int64_t B, int64_t T) {
     rope_cos_ = Tensor(Shape{T, D / 2});
     rope_sin_ = Tensor(Shape{T, D / 2});
     k::rope_tables(rope_cos_.f32(), rope_sin_.f32(),
-                   k::rope_inv_freq(D, c.rope_theta, c.rope_scaling), T);
+                   k::rope_inv_freq(D, c.rope_theta, c.rope_scaling, T), T,
+                   c.rope_scaling.attention_factor);
   }
   int64_t bytes = 0;
   auto add = [&](const Tensor& t) { bytes += static_cast<int64_t>(t.nbytes()); };
@@ -96,6 +97,9 @@ float Transformer::forward(ParamAccess& params, const int32_t* tokens, const int
   const ModelConfig& c = layout_.config();
   ZERO_CHECK(T >= 1 && (c.arch != Arch::kGpt2 || T <= c.max_position_embeddings),
              "sequence length ", T, " exceeds max_position_embeddings ", c.max_position_embeddings);
+  ZERO_CHECK(
+      T <= c.exact_context(), "sequence length ", T, " exceeds sliding_window ", c.sliding_window,
+      ": sliding-window attention is not implemented (use seq_len <= ", c.sliding_window, ")");
   ensure_buffers(B, T);
   const int64_t N = B * T, C = c.hidden_size, V = c.vocab_size;
   tokens_.assign(tokens, tokens + N);

@@ -259,6 +259,13 @@ TEST(HfCheckpoint, SaveThenLoadRoundTrips) {
                   [&](int u) { return l.units[static_cast<size_t>(u)].data(); }, small)
                   .ok());
   EXPECT_TRUE(storage.file_exists(dir2 + "/model.safetensors.index.json"));
+  // config.json names the saved dtype; generation_config.json is written beside it, and the saved
+  // directory loads as the same model (save -> load -> save gives the same config.json).
+  auto saved = load_model_config(dir2);
+  ASSERT_TRUE(saved.ok()) << saved.status().to_string();
+  EXPECT_EQ(saved->original["torch_dtype"], "bfloat16");
+  EXPECT_TRUE(storage.file_exists(dir2 + "/generation_config.json"));
+  EXPECT_EQ(model_config_to_json(*saved, "bfloat16"), saved->original);
   auto reader2 = HfWeightReader::open(storage, dir2, layout);
   ASSERT_TRUE(reader2.ok()) << reader2.status().to_string();
   std::vector<float> buf(static_cast<size_t>(layout.unit(1).numel));
