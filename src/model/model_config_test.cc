@@ -3,6 +3,7 @@
 #include "model/model_config.h"
 
 #include <cmath>
+#include <fstream>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -433,6 +434,46 @@ TEST(HfConfigLayouts, GenerationConfig) {
   EXPECT_EQ(made["bos_token_id"], 1);
   EXPECT_EQ(made["eos_token_id"], 2);
   EXPECT_FALSE(made.contains("pad_token_id"));  // null in config.json
+}
+
+// RoPE frequencies and cos/sin tables against transformers' own rope functions
+// (tests/fixtures/golden/rope_hf5.json, tools/golden/make_rope_fixtures.py): each variant read from
+// its transformers-5 config.json.
+TEST(HfConfigLayouts, RopeMatchesTransformers) {
+  std::ifstream in(std::string(ZERO_SOURCE_DIR) + "/tests/fixtures/golden/rope_hf5.json");
+  ASSERT_TRUE(in.good());
+  const json golden = json::parse(in);
+  ASSERT_EQ(golden["cases"].size(), 6u);
+  for (const json& g : golden["cases"]) {
+    const std::string name = g["config"];
+    auto c = load_model_config(fixture("hf5/" + name));
+    ASSERT_TRUE(c.ok()) << name << ": " << c.status().to_string();
+    const int64_t seq_len = g["seq_len"];
+    const std::vector<double> inv =
+        kernels::cpu::rope_inv_freq(c->head_dim(), c->rope_theta, c->rope_scaling, seq_len);
+    ASSERT_EQ(inv.size(), g["inv_freq"].size()) << name;
+    for (size_t i = 0; i < inv.size(); ++i) {
+      // transformers computes in float32: relative agreement to float32 rounding.
+      const double want = g["inv_freq"][i];
+      EXPECT_NEAR(inv[i], want, 2e-7 * want) << name << " seq_len " << seq_len << " i " << i;
+    }
+    EXPECT_NEAR(c->rope_scaling.attention_factor, g["attention_scaling"].get<double>(), 1e-15)
+        << name;
+    const int64_t T = 200, D2 = c->head_dim() / 2;
+    std::vector<double> cos(static_cast<size_t>(T * D2)), sin(cos.size());
+    kernels::cpu::rope_tables(cos.data(), sin.data(), inv, T, c->rope_scaling.attention_factor);
+    for (size_t p = 0; p < g["positions"].size(); ++p) {
+      const int64_t t = g["positions"][p];
+      for (int64_t i = 0; i < D2; ++i) {
+        // HF forms t * inv_freq in float32: an angle error up to ~t * 6e-8 rad.
+        const double tol = 1e-6 + 1.2e-7 * static_cast<double>(t);
+        EXPECT_NEAR(cos[static_cast<size_t>(t * D2 + i)], g["cos"][p][i].get<double>(), tol)
+            << name << " t " << t << " i " << i;
+        EXPECT_NEAR(sin[static_cast<size_t>(t * D2 + i)], g["sin"][p][i].get<double>(), tol)
+            << name << " t " << t << " i " << i;
+      }
+    }
+  }
 }
 
 TEST(ModelConfig, Presets) {
