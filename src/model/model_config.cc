@@ -159,10 +159,8 @@ Status parse_gpt2(const Reader& r, ModelConfig& c) {
         "divided by sqrt(head_dim))",
         r.source());
   }
-  ZERO_ASSIGN_OR_RETURN(bool by_layer, r.boolean("scale_attn_by_inverse_layer_idx", false));
-  if (by_layer) {
-    return unimplemented("{}: scale_attn_by_inverse_layer_idx: true is not supported", r.source());
-  }
+  ZERO_ASSIGN_OR_RETURN(c.scale_attn_by_inverse_layer_idx,
+                        r.boolean("scale_attn_by_inverse_layer_idx", false));
   ZERO_ASSIGN_OR_RETURN(bool cross, r.boolean("add_cross_attention", false));
   if (cross) return unimplemented("{}: add_cross_attention: true is not supported", r.source());
   // reorder_and_upcast_attn only changes the precision HF computes the scores in (fp32 instead of
@@ -394,6 +392,7 @@ Status parse_sliding_window(const Reader& r, ModelConfig& c) {
     }
   }
   if (std::find(sliding.begin(), sliding.end(), true) == sliding.end()) return ok_status();
+  c.sliding_layers = sliding;
   const json* w = r.find("sliding_window");
   if (w == nullptr || w->is_null()) {
     return invalid_argument("{}: sliding_window: missing, but layers use sliding-window attention",
@@ -625,6 +624,9 @@ nlohmann::json model_config_to_json(const ModelConfig& c, std::string_view dtype
     }
     j["layer_norm_epsilon"] = c.norm_eps;
     j["activation_function"] = c.hidden_act;
+    if (c.scale_attn_by_inverse_layer_idx || j.contains("scale_attn_by_inverse_layer_idx")) {
+      j["scale_attn_by_inverse_layer_idx"] = c.scale_attn_by_inverse_layer_idx;
+    }
     return j;
   }
   j["hidden_size"] = c.hidden_size;

@@ -37,10 +37,12 @@ struct ModelConfig {
   std::string hidden_act = "gelu_new";  // GPT-2: activation_function; Llama: hidden_act ("silu")
   double initializer_range = 0.02;
   // Sliding-window attention (Mistral `sliding_window`; Qwen2 `use_sliding_window` from layer
-  // `max_window_layers` on; transformers-5 `layer_types`): 0 when no layer uses it. Not
-  // implemented in the kernels: sequences up to `sliding_window` tokens are exact (the window
-  // masks nothing), longer ones are refused (see exact_context()).
+  // `max_window_layers` on; transformers-5 `layer_types`): the window, and which layers use it
+  // (empty: none). Query t sees keys s with t - s < sliding_window.
   int64_t sliding_window = 0;
+  std::vector<bool> sliding_layers;
+  // GPT-2 `scale_attn_by_inverse_layer_idx`: layer l's scores are also divided by l + 1.
+  bool scale_attn_by_inverse_layer_idx = false;
   // Warnings from reading config.json (keys accepted that HF uses differently, e.g. dropout).
   std::vector<std::string> warnings;
   // The whole config.json as read, so keys we do not model are written back unchanged.
@@ -49,8 +51,16 @@ struct ModelConfig {
   nlohmann::json generation_config;
 
   int64_t head_dim() const { return hidden_size / num_heads; }
-  // The longest sequence this implementation computes exactly as HF does.
-  int64_t exact_context() const { return sliding_window > 0 ? sliding_window : INT64_MAX; }
+  // Layer l's attention window (0: full causal) and extra score divisor.
+  int64_t attention_window(int64_t layer) const {
+    return layer < static_cast<int64_t>(sliding_layers.size()) &&
+                   sliding_layers[static_cast<size_t>(layer)]
+               ? sliding_window
+               : 0;
+  }
+  double attention_score_divisor(int64_t layer) const {
+    return scale_attn_by_inverse_layer_idx ? static_cast<double>(layer + 1) : 1.0;
+  }
 };
 
 // Parses an HF config.json object. Errors name the key (e.g. "config.json: num_attention_heads:

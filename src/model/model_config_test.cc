@@ -250,12 +250,15 @@ TEST(HfConfigLayouts, Transformers5Configs) {
   ASSERT_TRUE(c.ok()) << c.status().to_string();
   EXPECT_DOUBLE_EQ(c->rope_theta, 1e6);
   EXPECT_EQ(c->sliding_window, 16);
-  EXPECT_EQ(c->exact_context(), 16);
+  EXPECT_EQ(c->attention_window(0), 16);
+  EXPECT_EQ(c->attention_window(1), 16);
 
   c = load_model_config(fixture("hf5/qwen2-sliding"));
   ASSERT_TRUE(c.ok()) << c.status().to_string();
   EXPECT_DOUBLE_EQ(c->rope_theta, 1e6);
-  EXPECT_EQ(c->sliding_window, 16);  // layer 1 of 2 (max_window_layers 1)
+  EXPECT_EQ(c->sliding_window, 16);
+  EXPECT_EQ(c->attention_window(0), 0);  // layers below max_window_layers (1) attend fully
+  EXPECT_EQ(c->attention_window(1), 16);
 
   c = load_model_config(fixture("hf5/gpt2"));
   ASSERT_TRUE(c.ok()) << c.status().to_string();
@@ -348,8 +351,12 @@ TEST(HfConfigLayouts, RefusedKeys) {
 
   json g = model_config_to_json(*preset_model_config("gpt2-tiny"));
   json k = g;
-  k["scale_attn_by_inverse_layer_idx"] = true;
-  expect_error(k, StatusCode::kUnimplemented, "scale_attn_by_inverse_layer_idx: true");
+  k["scale_attn_by_inverse_layer_idx"] = true;  // implemented: scores / (layer + 1)
+  auto by_layer = model_config_from_json(k, "x");
+  ASSERT_TRUE(by_layer.ok());
+  EXPECT_EQ(by_layer->attention_score_divisor(0), 1.0);
+  EXPECT_EQ(by_layer->attention_score_divisor(1), 2.0);
+  EXPECT_EQ(model_config_to_json(*by_layer)["scale_attn_by_inverse_layer_idx"], true);
   k = g;
   k["scale_attn_weights"] = false;
   expect_error(k, StatusCode::kUnimplemented, "scale_attn_weights: false");

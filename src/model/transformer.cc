@@ -97,9 +97,6 @@ float Transformer::forward(ParamAccess& params, const int32_t* tokens, const int
   const ModelConfig& c = layout_.config();
   ZERO_CHECK(T >= 1 && (c.arch != Arch::kGpt2 || T <= c.max_position_embeddings),
              "sequence length ", T, " exceeds max_position_embeddings ", c.max_position_embeddings);
-  ZERO_CHECK(
-      T <= c.exact_context(), "sequence length ", T, " exceeds sliding_window ", c.sliding_window,
-      ": sliding-window attention is not implemented (use seq_len <= ", c.sliding_window, ")");
   ensure_buffers(B, T);
   const int64_t N = B * T, C = c.hidden_size, V = c.vocab_size;
   tokens_.assign(tokens, tokens + N);

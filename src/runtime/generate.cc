@@ -13,10 +13,9 @@ void generate(model::Model& model, model::ParamAccess& params, std::vector<int32
               const SamplingOptions& options, void (*on_token)(int32_t, void*), void* ctx) {
   if (options.max_new_tokens <= 0 || tokens.empty()) return;
   const model::ModelConfig& c = model.layout().config();
-  const int64_t limit =
-      std::min(c.exact_context(), options.context_limit > 0
-                                      ? std::min(options.context_limit, c.max_position_embeddings)
-                                      : std::min<int64_t>(c.max_position_embeddings, 4096));
+  const int64_t limit = options.context_limit > 0
+                            ? std::min(options.context_limit, c.max_position_embeddings)
+                            : std::min<int64_t>(c.max_position_embeddings, 4096);
   const int64_t V = c.vocab_size;
   model::KvDecoder decoder(model.layout(), limit);
   std::mt19937_64 rng(options.seed);
