@@ -79,12 +79,12 @@ Status refuse_deepspeed_checkpoint(Storage& storage, const std::string& dir,
   const std::string script =
       ds.has_zero_to_fp32 ? join(dir, "zero_to_fp32.py") : "zero_to_fp32.py (from DeepSpeed)";
   return invalid_argument(
-      "{}: this is a DeepSpeed checkpoint{} ({}), not a ZeRO.cpp one; its .pt files are Python "
+      "{}: this is a DeepSpeed checkpoint, not a ZeRO.cpp one ({}{}); its .pt files are Python "
       "pickles and are not read. Convert the weights with DeepSpeed: `python {} {} OUT_DIR{} "
       "--safe_serialization`, copy the model's config.json (and tokenizer files) into OUT_DIR, "
       "then start from it with --model OUT_DIR (optimizer state and step count are not carried "
       "over)",
-      dir, ds.tag.empty() ? "" : " (tag " + ds.tag + ")", what, script, dir,
+      dir, ds.tag.empty() ? "" : "tag " + ds.tag + ": ", what, script, dir,
       ds.tag.empty() ? "" : " --tag " + ds.tag);
 }
 

@@ -274,6 +274,35 @@ TEST(HfCheckpoint, SaveThenLoadRoundTrips) {
   for (size_t i = 0; i < buf.size(); ++i) EXPECT_EQ(buf[i], round_to_bf16(l.units[1][i]));
 }
 
+// A transformers-5 config (rope_parameters, dtype) saved in bf16: the saved config.json keeps that
+// layout, says bfloat16 in `dtype` (no torch_dtype added), carries the same RoPE, and loads back as
+// the same model (same logits).
+TEST(HfCheckpoint, SaveKeepsTheTransformers5Layout) {
+  Loaded l = load("mistral_tiny_sliding_yarn");
+  ModelLayout layout(l.config);
+  const std::string dir = ::testing::TempDir() + "/hf_v5_roundtrip";
+  HfSaveOptions options;
+  options.dtype = DType::kBF16;
+  Storage& storage = *default_storage();
+  ASSERT_TRUE(save_hf_model(
+                  storage, dir, layout,
+                  [&](int u) { return l.units[static_cast<size_t>(u)].data(); }, options)
+                  .ok());
+  auto saved = load_model_config(dir);
+  ASSERT_TRUE(saved.ok()) << saved.status().to_string();
+  const nlohmann::json& j = saved->original;
+  EXPECT_EQ(j["dtype"], "bfloat16");
+  EXPECT_FALSE(j.contains("torch_dtype"));
+  EXPECT_FALSE(j.contains("rope_theta"));
+  EXPECT_FALSE(j.contains("rope_scaling"));
+  EXPECT_EQ(j["rope_parameters"]["rope_type"], "yarn");
+  EXPECT_EQ(j["rope_parameters"]["rope_theta"], 1000000.0);
+  EXPECT_EQ(j["sliding_window"], 5);
+  EXPECT_EQ(saved->sliding_window, 5);
+  EXPECT_EQ(saved->rope_scaling.attention_factor, l.config.rope_scaling.attention_factor);
+  EXPECT_TRUE(storage.file_exists(dir + "/generation_config.json"));
+}
+
 TEST(HfCheckpoint, MissingAndWrongShapedTensorsAreNamed) {
   Loaded l = load("gpt2_tiny");
   ModelConfig other = l.config;
