@@ -124,7 +124,8 @@ TEST_P(GoldenStep, LogitsLossAndGradsMatchPyTorch) {
 
 INSTANTIATE_TEST_SUITE_P(Models, GoldenStep,
                          ::testing::Values("gpt2_tiny", "llama_tiny", "llama_tiny_llama3",
-                                           "mistral_tiny_sliding_yarn", "gpt2_tiny_by_layer"));
+                                           "mistral_tiny_sliding_yarn", "gpt2_tiny_by_layer",
+                                           "qwen2_tiny_sliding"));
 
 // Memory planning (runtime/memory_plan) relies on activation_bytes being exactly what a forward
 // allocates.

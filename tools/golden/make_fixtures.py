@@ -102,6 +102,13 @@ MISTRAL_SLIDING_CONFIG.update(architectures=["MistralForCausalLM"], model_type="
                               rope_parameters={"rope_type": "yarn", "rope_theta": 1000000.0,
                                                "factor": 4.0, "original_max_position_embeddings": 8})
 
+# Qwen2, 4.x layout: q/k/v biases, sliding window 4 on layers >= max_window_layers (= 1) only.
+QWEN2_SLIDING_CONFIG = {k: v for k, v in LLAMA_CONFIG.items()
+                        if k not in ("attention_bias", "mlp_bias")}
+QWEN2_SLIDING_CONFIG.update(architectures=["Qwen2ForCausalLM"], model_type="qwen2",
+                            rope_theta=1000000.0, use_sliding_window=True, sliding_window=4,
+                            max_window_layers=1)
+
 # GPT-2 with scale_attn_by_inverse_layer_idx (layer i's scores divided by i + 1).
 GPT2_BY_LAYER_CONFIG = dict(GPT2_CONFIG, scale_attn_by_inverse_layer_idx=True,
                             reorder_and_upcast_attn=True)
@@ -204,7 +211,10 @@ def llama_forward(p, cfg, idx_BT):
         xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
         return p[n + ".weight"] * xf.to(dtype)
 
-    lin = lambda x, n: x @ p[n + ".weight"].t()  # nn.Linear: weight (out, in)
+    def lin(x, n):  # nn.Linear: weight (out, in), optional bias
+        y = x @ p[n + ".weight"].t()
+        return y + p[n + ".bias"] if n + ".bias" in p else y
+
     theta, rs = rope_params(cfg)
     scale = 1.0
     if rs is not None and rs["rope_type"] == "yarn":
@@ -214,7 +224,15 @@ def llama_forward(p, cfg, idx_BT):
     freqs_TD2 = torch.arange(T, dtype=torch.int64).to(dtype)[:, None] * inv_freq[None, :]
     emb_TD = torch.cat((freqs_TD2, freqs_TD2), dim=-1)
     cos_TD, sin_TD = emb_TD.cos() * scale, emb_TD.sin() * scale
-    window = cfg.get("sliding_window") or 0 if cfg["model_type"] == "mistral" else 0
+    def window(i):  # HF: Mistral every layer; Qwen2 layers >= max_window_layers; or layer_types
+        if "layer_types" in cfg:
+            return cfg["sliding_window"] if cfg["layer_types"][i] == "sliding_attention" else 0
+        if cfg["model_type"] == "mistral":
+            return cfg.get("sliding_window") or 0
+        if cfg["model_type"] == "qwen2" and cfg.get("use_sliding_window"):
+            return cfg["sliding_window"] if i >= cfg["max_window_layers"] else 0
+        return 0
+
     rope = lambda x: x * cos_TD + rotate_half(x) * sin_TD
     x_BTC = p["model.embed_tokens.weight"][idx_BT]
     for i in range(cfg["num_hidden_layers"]):
@@ -224,7 +242,7 @@ def llama_forward(p, cfg, idx_BT):
         k = rope(lin(hn, l + "self_attn.k_proj").view(B, T, KV, D).transpose(1, 2))
         v = lin(hn, l + "self_attn.v_proj").view(B, T, KV, D).transpose(1, 2)
         k, v = (t.repeat_interleave(H // KV, dim=1) for t in (k, v))  # repeat_kv
-        y_BTC = causal_attention(q, k, v, window=window).transpose(1, 2).reshape(B, T, H * D)
+        y_BTC = causal_attention(q, k, v, window=window(i)).transpose(1, 2).reshape(B, T, H * D)
         x_BTC = x_BTC + lin(y_BTC, l + "self_attn.o_proj")
         hn = rms(x_BTC, l + "post_attention_layernorm")
         m = F.silu(lin(hn, l + "mlp.gate_proj")) * lin(hn, l + "mlp.up_proj")
@@ -274,6 +292,10 @@ def llama_init(cfg, seed):
     p["model.norm.weight"] = n((C,), 0.1, 1.0)
     if not cfg["tie_word_embeddings"]:
         p["lm_head.weight"] = n((V, C), std)
+    if cfg["model_type"] == "qwen2":  # drawn last, so the other models' streams are unchanged
+        for i in range(cfg["num_hidden_layers"]):
+            for name, size in (("q_proj", H * D), ("k_proj", KV * D), ("v_proj", KV * D)):
+                p[f"model.layers.{i}.self_attn.{name}.bias"] = n((size,), 0.1)
     return p
 
 
@@ -340,7 +362,8 @@ def clip_grads(params, max_norm):
 # Fixtures.
 
 SEED_INIT = {"gpt2_tiny": 1234, "llama_tiny": 2345, "llama_tiny_llama3": 3456,
-             "mistral_tiny_sliding_yarn": 4567, "gpt2_tiny_by_layer": 5678}
+             "mistral_tiny_sliding_yarn": 4567, "gpt2_tiny_by_layer": 5678,
+             "qwen2_tiny_sliding": 6789}
 SEED_BATCH = 4321
 SEED_TOKENS = 5678
 B, T = 2, 16
@@ -448,7 +471,8 @@ def main():
               ("llama_tiny", llama_forward, LLAMA_CONFIG, llama_init, True),
               ("llama_tiny_llama3", llama_forward, LLAMA3_CONFIG, llama_init, False),
               ("mistral_tiny_sliding_yarn", llama_forward, MISTRAL_SLIDING_CONFIG, llama_init, False),
-              ("gpt2_tiny_by_layer", gpt2_forward, GPT2_BY_LAYER_CONFIG, gpt2_init, False)]
+              ("gpt2_tiny_by_layer", gpt2_forward, GPT2_BY_LAYER_CONFIG, gpt2_init, False),
+              ("qwen2_tiny_sliding", llama_forward, QWEN2_SLIDING_CONFIG, llama_init, False)]
     summary = {}
     for name, forward, cfg, init_fn, full in models:
         d = os.path.join(args.out, name)
