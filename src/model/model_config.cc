@@ -182,9 +182,11 @@ Status parse_gpt2(const Reader& r, ModelConfig& c) {
 
 // One RoPE object: 4.x `rope_scaling` or transformers-5 `rope_parameters` (`where` is the key, for
 // errors). Every key must be known; keys that change the math must be implemented.
+// top_orig: a top-level original_max_position_embeddings, which transformers 5 puts into the rope
+// parameters of llama3 / yarn (standardize_rope_params).
 Status parse_rope_object(const json& obj, std::string_view source, const std::string& where,
                          const ModelConfig& c, kernels::cpu::RopeScaling& out,
-                         std::optional<double>& theta) {
+                         std::optional<double>& theta, std::optional<int64_t> top_orig) {
   static const char* const kKnown[] = {"rope_type",
                                        "type",
                                        "rope_theta",
@@ -239,10 +241,17 @@ Status parse_rope_object(const json& obj, std::string_view source, const std::st
     out.max_position_embeddings = c.max_position_embeddings;
     return ok_status();
   }
-  // llama3 and yarn: original_max_position_embeddings defaults to max_position_embeddings, as in
-  // transformers' standardize_rope_params.
-  auto orig = r.positive_int("original_max_position_embeddings", c.max_position_embeddings);
+  // llama3 and yarn: original_max_position_embeddings defaults to the top-level key, else to
+  // max_position_embeddings, as in transformers' standardize_rope_params.
+  auto orig = r.positive_int("original_max_position_embeddings",
+                             top_orig.value_or(c.max_position_embeddings));
   if (!orig.ok()) return orig.status();
+  if (top_orig && *orig != *top_orig) {
+    return invalid_argument(
+        "{}: {}.original_max_position_embeddings: {} disagrees with the top-level "
+        "original_max_position_embeddings {} (remove one)",
+        source, where, *orig, *top_orig);
+  }
   out.original_max_position_embeddings = *orig;
   if (out.type == "llama3") {
     ZERO_RETURN_IF_ERROR(number("factor", std::nullopt, out.factor));
@@ -308,6 +317,12 @@ Status parse_rope(const json& j, const Reader& r, ModelConfig& c) {
                            p->dump());
     }
   }
+  std::optional<int64_t> top_orig;
+  if (const json* o = r.find("original_max_position_embeddings"); o != nullptr && !o->is_null()) {
+    ZERO_ASSIGN_OR_RETURN(int64_t v,
+                          r.positive_int("original_max_position_embeddings", std::nullopt));
+    top_orig = v;
+  }
   std::optional<double> old_theta;
   if (const json* t = r.find("rope_theta"); t != nullptr && !t->is_null()) {
     ZERO_ASSIGN_OR_RETURN(double v, r.positive_number("rope_theta", std::nullopt));
@@ -321,7 +336,8 @@ Status parse_rope(const json& j, const Reader& r, ModelConfig& c) {
     }
     kernels::cpu::RopeScaling scaling;
     std::optional<double> theta_inside;
-    ZERO_RETURN_IF_ERROR(parse_rope_object(*s, source, "rope_scaling", c, scaling, theta_inside));
+    ZERO_RETURN_IF_ERROR(
+        parse_rope_object(*s, source, "rope_scaling", c, scaling, theta_inside, top_orig));
     if (theta_inside && old_theta && *theta_inside != *old_theta) {
       return invalid_argument("{}: rope_scaling.rope_theta: {} disagrees with rope_theta {}",
                               source, *theta_inside, *old_theta);
@@ -340,8 +356,8 @@ Status parse_rope(const json& j, const Reader& r, ModelConfig& c) {
                             json_type_name(*params));
   }
   std::optional<double> new_theta;
-  ZERO_RETURN_IF_ERROR(
-      parse_rope_object(*params, source, "rope_parameters", c, c.rope_scaling, new_theta));
+  ZERO_RETURN_IF_ERROR(parse_rope_object(*params, source, "rope_parameters", c, c.rope_scaling,
+                                         new_theta, top_orig));
   // transformers fills a missing rope_parameters.rope_theta from the top-level key.
   c.rope_theta = new_theta.value_or(old_theta.value_or(10000.0));
   if (old_theta && *old_theta != c.rope_theta) {

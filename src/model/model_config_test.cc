@@ -332,6 +332,16 @@ TEST(HfConfigLayouts, RefusedKeys) {
   j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 2.0}};
   expect_error(j, StatusCode::kInvalidArgument, "rope_scaling");
 
+  j = v5;  // transformers 5 moves a top-level original_max_position_embeddings into llama3 / yarn
+  j["original_max_position_embeddings"] = 64;
+  j["rope_parameters"] = {{"rope_type", "yarn"}, {"rope_theta", 1e4}, {"factor", 2.0}};
+  auto top = model_config_from_json(j, "x");
+  ASSERT_TRUE(top.ok()) << top.status().to_string();
+  EXPECT_EQ(top->rope_scaling.original_max_position_embeddings, 64);
+  j["rope_parameters"]["original_max_position_embeddings"] = 32;
+  expect_error(j, StatusCode::kInvalidArgument,
+               "rope_parameters.original_max_position_embeddings: 32 disagrees");
+
   j = v5;
   j["rope_parameters"]["rope_type"] = "linear";  // factor required
   expect_error(j, StatusCode::kInvalidArgument, "rope_parameters.factor: missing");
