@@ -1,5 +1,6 @@
 // Sharded checkpoints: the save protocol, the manifest, resharding reads (checkpoint.h).
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/deepspeed_dir.h"
 
 #include <xxhash.h>
 
@@ -384,6 +385,8 @@ StatusOr<std::unique_ptr<LoadedCheckpoint>> open_checkpoint(Storage& storage,
                                                             const std::string& dir,
                                                             const std::string& tag,
                                                             bool verify_checksums) {
+  // A DeepSpeed checkpoint is named, with the command that converts it (deepspeed_dir.h).
+  ZERO_RETURN_IF_ERROR(refuse_deepspeed_checkpoint(storage, dir, tag));
   std::string tag_dir;
   if (!tag.empty()) {
     tag_dir = join(dir, tag);

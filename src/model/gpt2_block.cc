@@ -45,7 +45,8 @@ void Transformer::gpt2_block_forward(const UnitSpec& u, const float* w, const fl
   copy_columns(a.q.f32(), a.qkv.f32(), N, 3 * C, C, C);
   copy_columns(a.k.f32(), a.qkv.f32() + C, N, 3 * C, C, C);
   copy_columns(a.v.f32(), a.qkv.f32() + 2 * C, N, 3 * C, C, C);
-  k::attention_forward(a.attn_y.f32(), a.att.f32(), a.q.f32(), a.k.f32(), a.v.f32(), B, T, H, H, D);
+  k::attention_forward(a.attn_y.f32(), a.att.f32(), a.q.f32(), a.k.f32(), a.v.f32(), B, T, H, H, D,
+                       /*window=*/0, c.attention_score_divisor(u.block_index));
   k::matmul_forward(a.x2.f32(), a.attn_y.f32(), W(ParamKind::kAttnOutWeight),
                     W(ParamKind::kAttnOutBias), N, C, C);
   k::add(a.x2.f32(), a.x2.f32(), x, N * C);
@@ -88,7 +89,8 @@ void Transformer::gpt2_block_backward(const UnitSpec& u, const float* w, float* 
   zero_fill(s.dk);
   zero_fill(s.dv);
   k::attention_backward(s.dq.f32(), s.dk.f32(), s.dv.f32(), s.dattn_y.f32(), a.att.f32(), a.q.f32(),
-                        a.k.f32(), a.v.f32(), B, T, H, H, D);
+                        a.k.f32(), a.v.f32(), B, T, H, H, D,
+                        c.attention_score_divisor(u.block_index));
   copy_columns(s.dqkv.f32(), s.dq.f32(), N, C, 3 * C, C);
   copy_columns(s.dqkv.f32() + C, s.dk.f32(), N, C, 3 * C, C);
   copy_columns(s.dqkv.f32() + 2 * C, s.dv.f32(), N, C, 3 * C, C);

@@ -264,12 +264,15 @@ Status save_hf_model(Storage& storage, const std::string& dir, const ModelLayout
     ZERO_RETURN_IF_ERROR(write_file_atomically(
         storage, join_path(dir, "model.safetensors.index.json"), index.dump(2) + "\n"));
   }
-  nlohmann::json config = model_config_to_json(layout.config());
-  config["torch_dtype"] = options.dtype == DType::kF32    ? "float32"
-                          : options.dtype == DType::kBF16 ? "bfloat16"
-                                                          : "float16";
+  const char* dtype_name = options.dtype == DType::kF32    ? "float32"
+                           : options.dtype == DType::kBF16 ? "bfloat16"
+                                                           : "float16";
+  nlohmann::json config = model_config_to_json(layout.config(), dtype_name);
   ZERO_RETURN_IF_ERROR(
       write_file_atomically(storage, join_path(dir, "config.json"), config.dump(2) + "\n"));
+  ZERO_RETURN_IF_ERROR(
+      write_file_atomically(storage, join_path(dir, "generation_config.json"),
+                            generation_config_to_json(layout.config()).dump(2) + "\n"));
   return storage.sync_dir(dir);
 }
 

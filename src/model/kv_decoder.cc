@@ -30,6 +30,7 @@ KvDecoder::KvDecoder(const ModelLayout& layout, int64_t capacity)
   ZERO_CHECK(capacity >= 1, "KvDecoder capacity ", capacity);
   ZERO_CHECK(c.arch != Arch::kGpt2 || capacity <= c.max_position_embeddings, "KvDecoder capacity ",
              capacity, " exceeds max_position_embeddings ", c.max_position_embeddings);
+
   const int64_t D = c.head_dim();
   kv_ = c.num_kv_heads * D;
   k_cache_.assign(static_cast<size_t>(c.num_layers),
@@ -39,8 +40,14 @@ KvDecoder::KvDecoder(const ModelLayout& layout, int64_t capacity)
   if (c.arch == Arch::kLlama) {
     resize(rope_cos_, capacity * (D / 2));
     resize(rope_sin_, capacity * (D / 2));
+    // "dynamic" RoPE changes its frequencies as HF's cache grows past max_position_embeddings;
+    // within it the tables are the default ones, so the capacity is capped there.
+    ZERO_CHECK(c.rope_scaling.type != "dynamic" || capacity <= c.max_position_embeddings,
+               "KvDecoder capacity ", capacity, " exceeds max_position_embeddings ",
+               c.max_position_embeddings, " with dynamic RoPE (not supported)");
     k::rope_tables(rope_cos_.data(), rope_sin_.data(),
-                   k::rope_inv_freq(D, c.rope_theta, c.rope_scaling), capacity);
+                   k::rope_inv_freq(D, c.rope_theta, c.rope_scaling, capacity), capacity,
+                   c.rope_scaling.attention_factor);
   }
 }
 
@@ -110,7 +117,9 @@ void KvDecoder::attend(int layer, const float* q, float* y, int64_t n) const {
   const int64_t Hq = c.num_heads, Hkv = c.num_kv_heads, D = c.head_dim(), group = Hq / Hkv;
   const float* K = k_cache_[static_cast<size_t>(layer)].data();
   const float* Vc = v_cache_[static_cast<size_t>(layer)].data();
-  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  const float scale = 1.0f / (std::sqrt(static_cast<float>(D)) *
+                              static_cast<float>(c.attention_score_divisor(layer)));
+  const int64_t window = c.attention_window(layer);
 #pragma omp parallel
   {
     std::vector<float> p(static_cast<size_t>(length_ + n));
@@ -118,10 +127,12 @@ void KvDecoder::attend(int layer, const float* q, float* y, int64_t n) const {
     for (int64_t i = 0; i < n; ++i) {
       for (int64_t h = 0; h < Hq; ++h) {
         const int64_t keys = length_ + i + 1;  // causal: positions [0, length_ + i]
+        // Sliding window: only the last `window` of them (HF Mistral / Qwen2).
+        const int64_t first = window > 0 ? std::max<int64_t>(0, keys - window) : 0;
         const int64_t kvh = h / group;
         const float* qi = q + (i * Hq + h) * D;
         float max_score = -INFINITY;
-        for (int64_t j = 0; j < keys; ++j) {
+        for (int64_t j = first; j < keys; ++j) {
           const float* kj = K + j * kv_ + kvh * D;
           float s = 0.0f;
           for (int64_t d = 0; d < D; ++d) s += qi[d] * kj[d];
@@ -129,7 +140,7 @@ void KvDecoder::attend(int layer, const float* q, float* y, int64_t n) const {
           max_score = std::max(max_score, s * scale);
         }
         float sum = 0.0f;
-        for (int64_t j = 0; j < keys; ++j) {
+        for (int64_t j = first; j < keys; ++j) {
           const float e = std::exp(p[static_cast<size_t>(j)] - max_score);
           p[static_cast<size_t>(j)] = e;
           sum += e;
@@ -137,7 +148,7 @@ void KvDecoder::attend(int layer, const float* q, float* y, int64_t n) const {
         const float inv = 1.0f / sum;
         float* yi = y + (i * Hq + h) * D;
         std::fill(yi, yi + D, 0.0f);
-        for (int64_t j = 0; j < keys; ++j) {
+        for (int64_t j = first; j < keys; ++j) {
           const float pj = p[static_cast<size_t>(j)] * inv;
           const float* vj = Vc + j * kv_ + kvh * D;
           for (int64_t d = 0; d < D; ++d) yi[d] += pj * vj[d];

@@ -61,7 +61,9 @@ TEST_P(KvDecoderTest, IncrementalLogitsEqualTheFullForward) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, KvDecoderTest,
-                         ::testing::Values("gpt2_tiny", "llama_tiny", "llama_tiny_llama3"));
+                         ::testing::Values("gpt2_tiny", "llama_tiny", "llama_tiny_llama3",
+                                           "mistral_tiny_sliding_yarn", "gpt2_tiny_by_layer",
+                                           "qwen2_tiny_sliding"));
 
 TEST(KvDecoder, AppendingPastTheCapacityIsRefused) {
   testing::GoldenModel golden = testing::load_golden("gpt2_tiny");

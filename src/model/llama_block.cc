@@ -41,7 +41,7 @@ void Transformer::llama_block_forward(const UnitSpec& u, const float* w, const f
   k::rope_forward(a.q_rot.f32(), a.q.f32(), rope_cos_.f32(), rope_sin_.f32(), B, T, Hq, D);
   k::rope_forward(a.k_rot.f32(), a.k.f32(), rope_cos_.f32(), rope_sin_.f32(), B, T, Hkv, D);
   k::attention_forward(a.attn_y.f32(), a.att.f32(), a.q_rot.f32(), a.k_rot.f32(), a.v.f32(), B, T,
-                       Hq, Hkv, D);
+                       Hq, Hkv, D, c.attention_window(u.block_index));
   k::matmul_forward(a.x2.f32(), a.attn_y.f32(), W(ParamKind::kAttnOutWeight),
                     Wopt(ParamKind::kAttnOutBias), N, Hq * D, C);
   k::add(a.x2.f32(), a.x2.f32(), x, N * C);

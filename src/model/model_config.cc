@@ -9,6 +9,8 @@
 #include <optional>
 #include <sstream>
 
+#include <spdlog/spdlog.h>
+
 namespace zero::model {
 namespace {
 
@@ -27,7 +29,11 @@ const char* json_type_name(const json& v) {
 // Typed key readers. Every error names the source file and the key.
 class Reader {
  public:
-  Reader(const json& j, std::string_view source) : j_(j), source_(source) {}
+  Reader(const json& j, std::string_view source, std::string prefix = "")
+      : j_(j), source_(source), prefix_(std::move(prefix)) {}
+
+  // The key as errors name it: "rope_parameters.factor" inside a nested object.
+  std::string name(const std::string& key) const { return prefix_ + key; }
 
   const json* find(const std::string& key) const {
     auto it = j_.find(key);
@@ -35,7 +41,8 @@ class Reader {
   }
 
   Status type_error(const std::string& key, const char* want, const json& got) const {
-    return invalid_argument("{}: {}: expected {}, got {}", source_, key, want, json_type_name(got));
+    return invalid_argument("{}: {}: expected {}, got {}", source_, name(key), want,
+                            json_type_name(got));
   }
 
   // A positive integer; integral floats (e.g. 4096.0) are accepted.
@@ -43,8 +50,8 @@ class Reader {
     const json* v = find(key);
     if (v == nullptr || v->is_null()) {
       if (fallback) return *fallback;
-      return invalid_argument("{}: {}: missing (required for model_type \"{}\")", source_, key,
-                              j_.value("model_type", std::string("?")));
+      return invalid_argument("{}: {}: missing (required for model_type \"{}\")", source_,
+                              name(key), j_.value("model_type", std::string("?")));
     }
     int64_t out = 0;
     if (v->is_number_integer() || v->is_number_unsigned()) {
@@ -55,7 +62,8 @@ class Reader {
     } else {
       return type_error(key, "a positive integer", *v);
     }
-    if (out <= 0) return invalid_argument("{}: {}: must be positive, got {}", source_, key, out);
+    if (out <= 0)
+      return invalid_argument("{}: {}: must be positive, got {}", source_, name(key), out);
     return out;
   }
 
@@ -63,13 +71,13 @@ class Reader {
     const json* v = find(key);
     if (v == nullptr || v->is_null()) {
       if (fallback) return *fallback;
-      return invalid_argument("{}: {}: missing", source_, key);
+      return invalid_argument("{}: {}: missing", source_, name(key));
     }
     if (!v->is_number()) return type_error(key, "a number", *v);
     double out = v->get<double>();
     if (!(out > 0) || !std::isfinite(out)) {
-      return invalid_argument("{}: {}: must be a positive finite number, got {}", source_, key,
-                              out);
+      return invalid_argument("{}: {}: must be a positive finite number, got {}", source_,
+                              name(key), out);
     }
     return out;
   }
@@ -93,6 +101,7 @@ class Reader {
  private:
   const json& j_;
   std::string_view source_;
+  std::string prefix_;
 };
 
 // The HF class names we can load for each model_type (causal LMs only).
@@ -143,40 +152,269 @@ Status parse_gpt2(const Reader& r, ModelConfig& c) {
         r.source(), c.hidden_act);
   }
   ZERO_ASSIGN_OR_RETURN(c.tie_word_embeddings, r.boolean("tie_word_embeddings", true));
+  ZERO_ASSIGN_OR_RETURN(bool scale_weights, r.boolean("scale_attn_weights", true));
+  if (!scale_weights) {
+    return unimplemented(
+        "{}: scale_attn_weights: false is not supported (scores are always "
+        "divided by sqrt(head_dim))",
+        r.source());
+  }
+  ZERO_ASSIGN_OR_RETURN(c.scale_attn_by_inverse_layer_idx,
+                        r.boolean("scale_attn_by_inverse_layer_idx", false));
+  ZERO_ASSIGN_OR_RETURN(bool cross, r.boolean("add_cross_attention", false));
+  if (cross) return unimplemented("{}: add_cross_attention: true is not supported", r.source());
+  // reorder_and_upcast_attn only changes the precision HF computes the scores in (fp32 instead of
+  // the model dtype); ZeRO.cpp computes attention in fp32 anyway, so either value is the same math.
+  ZERO_ASSIGN_OR_RETURN(bool reorder, r.boolean("reorder_and_upcast_attn", false));
+  (void)reorder;
+  for (const char* key : {"attn_pdrop", "resid_pdrop", "embd_pdrop"}) {
+    const json* d = r.find(key);
+    if (d != nullptr && d->is_number() && d->get<double>() != 0.0) {
+      c.warnings.push_back(
+          fmt::format("{}: {}: {} is not applied (ZeRO.cpp trains without dropout)", r.source(),
+                      key, d->get<double>()));
+    }
+  }
   // attention_bias / mlp_bias stay false: they describe the Llama family only (GPT-2 always has
   // biases on c_attn / c_proj / c_fc).
   return ok_status();
 }
 
-Status parse_rope_scaling(const json& j, std::string_view source, ModelConfig& c) {
-  c.rope_scaling = kernels::cpu::RopeScaling{};
-  auto it = j.find("rope_scaling");
-  if (it == j.end() || it->is_null()) return ok_status();
-  if (!it->is_object()) {
-    return invalid_argument("{}: rope_scaling: expected null or an object, got {}", source,
-                            json_type_name(*it));
+// One RoPE object: 4.x `rope_scaling` or transformers-5 `rope_parameters` (`where` is the key, for
+// errors). Every key must be known; keys that change the math must be implemented.
+// top_orig: a top-level original_max_position_embeddings, which transformers 5 puts into the rope
+// parameters of llama3 / yarn (standardize_rope_params).
+Status parse_rope_object(const json& obj, std::string_view source, const std::string& where,
+                         const ModelConfig& c, kernels::cpu::RopeScaling& out,
+                         std::optional<double>& theta, std::optional<int64_t> top_orig) {
+  static const char* const kKnown[] = {"rope_type",
+                                       "type",
+                                       "rope_theta",
+                                       "factor",
+                                       "low_freq_factor",
+                                       "high_freq_factor",
+                                       "original_max_position_embeddings",
+                                       "beta_fast",
+                                       "beta_slow",
+                                       "attention_factor",
+                                       "truncate",
+                                       "mscale",
+                                       "mscale_all_dim",
+                                       "partial_rotary_factor"};
+  for (const auto& [key, value] : obj.items()) {
+    if (value.is_object()) {
+      return unimplemented(
+          "{}: {}.{}: per-layer-type RoPE parameters are not supported (one set for all layers)",
+          source, where, key);
+    }
+    if (std::find(std::begin(kKnown), std::end(kKnown), key) == std::end(kKnown)) {
+      return unimplemented("{}: {}.{}: unknown RoPE key (value {}) is not supported", source, where,
+                           key, value.dump());
+    }
   }
-  Reader r(*it, source);
-  std::string type_key = it->contains("rope_type") ? "rope_type" : "type";
-  ZERO_ASSIGN_OR_RETURN(std::string type, r.string(type_key, ""));
-  if (type == "default") return ok_status();
-  if (type != "llama3") {
-    return unimplemented("{}: rope_scaling.{}: \"{}\" is not supported (only \"llama3\")", source,
-                         type_key, type);
+  Reader r(obj, source, where + ".");
+  if (const json* t = r.find("rope_theta"); t != nullptr && !t->is_null()) {
+    auto v = r.positive_number("rope_theta", std::nullopt);
+    if (!v.ok()) return v.status();
+    theta = *v;
   }
-  auto sub = [&](const char* key) { return fmt::format("rope_scaling.{}", key); };
-  auto field = [&](const char* key) -> StatusOr<double> {
-    auto v = r.positive_number(key, std::nullopt);
-    if (!v.ok()) return v.status().with_context(sub(key));
-    return v;
+  if (const json* p = r.find("partial_rotary_factor"); p != nullptr && !p->is_null()) {
+    if (!p->is_number() || p->get<double>() != 1.0) {
+      return unimplemented("{}: {}.partial_rotary_factor: {} is not supported (only 1.0)", source,
+                           where, p->dump());
+    }
+  }
+  const std::string type_key = obj.contains("rope_type") ? "rope_type" : "type";
+  auto type = r.string(type_key, "default");
+  if (!type.ok()) return type.status();
+  out = kernels::cpu::RopeScaling{};
+  out.type = *type;
+  auto number = [&](const char* key, std::optional<double> fallback, double& dst) -> Status {
+    auto v = r.positive_number(key, fallback);
+    if (!v.ok()) return v.status();
+    dst = *v;
+    return ok_status();
   };
-  c.rope_scaling.type = "llama3";
-  ZERO_ASSIGN_OR_RETURN(c.rope_scaling.factor, field("factor"));
-  ZERO_ASSIGN_OR_RETURN(c.rope_scaling.low_freq_factor, field("low_freq_factor"));
-  ZERO_ASSIGN_OR_RETURN(c.rope_scaling.high_freq_factor, field("high_freq_factor"));
-  auto orig = r.positive_int("original_max_position_embeddings", std::nullopt);
-  if (!orig.ok()) return orig.status().with_context(sub("original_max_position_embeddings"));
-  c.rope_scaling.original_max_position_embeddings = *orig;
+  if (out.type == "default") return ok_status();
+  if (out.type == "linear" || out.type == "dynamic") {
+    ZERO_RETURN_IF_ERROR(number("factor", std::nullopt, out.factor));
+    out.max_position_embeddings = c.max_position_embeddings;
+    return ok_status();
+  }
+  // llama3 and yarn: original_max_position_embeddings defaults to the top-level key, else to
+  // max_position_embeddings, as in transformers' standardize_rope_params.
+  auto orig = r.positive_int("original_max_position_embeddings",
+                             top_orig.value_or(c.max_position_embeddings));
+  if (!orig.ok()) return orig.status();
+  if (top_orig && *orig != *top_orig) {
+    return invalid_argument(
+        "{}: {}.original_max_position_embeddings: {} disagrees with the top-level "
+        "original_max_position_embeddings {} (remove one)",
+        source, where, *orig, *top_orig);
+  }
+  out.original_max_position_embeddings = *orig;
+  if (out.type == "llama3") {
+    ZERO_RETURN_IF_ERROR(number("factor", std::nullopt, out.factor));
+    ZERO_RETURN_IF_ERROR(number("low_freq_factor", std::nullopt, out.low_freq_factor));
+    ZERO_RETURN_IF_ERROR(number("high_freq_factor", std::nullopt, out.high_freq_factor));
+    if (out.low_freq_factor == out.high_freq_factor) {
+      return invalid_argument("{}: {}.high_freq_factor: must differ from low_freq_factor ({})",
+                              source, where, out.low_freq_factor);
+    }
+    return ok_status();
+  }
+  if (out.type == "yarn") {
+    // factor null: max_position_embeddings / original_max_position_embeddings (as HF).
+    ZERO_RETURN_IF_ERROR(number("factor",
+                                static_cast<double>(c.max_position_embeddings) /
+                                    static_cast<double>(out.original_max_position_embeddings),
+                                out.factor));
+    // HF: `beta_fast or 32`, `beta_slow or 1`.
+    ZERO_RETURN_IF_ERROR(number("beta_fast", 32.0, out.beta_fast));
+    ZERO_RETURN_IF_ERROR(number("beta_slow", 1.0, out.beta_slow));
+    auto truncate = r.boolean("truncate", true);
+    if (!truncate.ok()) return truncate.status();
+    out.truncate = *truncate;
+    auto mscale_of = [](double scale, double m) {
+      return scale <= 1.0 ? 1.0 : 0.1 * m * std::log(scale) + 1.0;
+    };
+    double attention = 0, mscale = 0, mscale_all = 0;
+    const json* af = r.find("attention_factor");
+    const json* ms = r.find("mscale");
+    const json* msa = r.find("mscale_all_dim");
+    if (af != nullptr && !af->is_null()) {
+      ZERO_RETURN_IF_ERROR(number("attention_factor", std::nullopt, attention));
+    } else if (ms != nullptr && !ms->is_null() && msa != nullptr && !msa->is_null()) {
+      ZERO_RETURN_IF_ERROR(number("mscale", std::nullopt, mscale));
+      ZERO_RETURN_IF_ERROR(number("mscale_all_dim", std::nullopt, mscale_all));
+      attention = mscale_of(out.factor, mscale) / mscale_of(out.factor, mscale_all);
+    } else {
+      attention = mscale_of(out.factor, 1.0);
+    }
+    out.attention_factor = attention;
+    return ok_status();
+  }
+  return unimplemented(
+      "{}: {}.{}: \"{}\" is not supported (default, linear, dynamic, yarn, llama3)", source, where,
+      type_key, out.type);
+}
+
+bool same_rope(const kernels::cpu::RopeScaling& a, const kernels::cpu::RopeScaling& b) {
+  return a.type == b.type && a.factor == b.factor && a.low_freq_factor == b.low_freq_factor &&
+         a.high_freq_factor == b.high_freq_factor &&
+         a.original_max_position_embeddings == b.original_max_position_embeddings &&
+         a.beta_fast == b.beta_fast && a.beta_slow == b.beta_slow && a.truncate == b.truncate &&
+         a.attention_factor == b.attention_factor;
+}
+
+// Both layouts: 4.x top-level rope_theta + rope_scaling, transformers-5 rope_parameters
+// {rope_type, rope_theta, ...}. Present together, they must agree.
+Status parse_rope(const json& j, const Reader& r, ModelConfig& c) {
+  const std::string_view source = r.source();
+  if (const json* p = r.find("partial_rotary_factor"); p != nullptr && !p->is_null()) {
+    if (!p->is_number() || p->get<double>() != 1.0) {
+      return unimplemented("{}: partial_rotary_factor: {} is not supported (only 1.0)", source,
+                           p->dump());
+    }
+  }
+  std::optional<int64_t> top_orig;
+  if (const json* o = r.find("original_max_position_embeddings"); o != nullptr && !o->is_null()) {
+    ZERO_ASSIGN_OR_RETURN(int64_t v,
+                          r.positive_int("original_max_position_embeddings", std::nullopt));
+    top_orig = v;
+  }
+  std::optional<double> old_theta;
+  if (const json* t = r.find("rope_theta"); t != nullptr && !t->is_null()) {
+    ZERO_ASSIGN_OR_RETURN(double v, r.positive_number("rope_theta", std::nullopt));
+    old_theta = v;
+  }
+  std::optional<kernels::cpu::RopeScaling> old_scaling;
+  if (const json* s = r.find("rope_scaling"); s != nullptr && !s->is_null()) {
+    if (!s->is_object()) {
+      return invalid_argument("{}: rope_scaling: expected null or an object, got {}", source,
+                              json_type_name(*s));
+    }
+    kernels::cpu::RopeScaling scaling;
+    std::optional<double> theta_inside;
+    ZERO_RETURN_IF_ERROR(
+        parse_rope_object(*s, source, "rope_scaling", c, scaling, theta_inside, top_orig));
+    if (theta_inside && old_theta && *theta_inside != *old_theta) {
+      return invalid_argument("{}: rope_scaling.rope_theta: {} disagrees with rope_theta {}",
+                              source, *theta_inside, *old_theta);
+    }
+    if (theta_inside) old_theta = theta_inside;
+    old_scaling = scaling;
+  }
+  const json* params = r.find("rope_parameters");
+  if (params == nullptr || params->is_null()) {
+    c.rope_theta = old_theta.value_or(10000.0);
+    c.rope_scaling = old_scaling.value_or(kernels::cpu::RopeScaling{});
+    return ok_status();
+  }
+  if (!params->is_object()) {
+    return invalid_argument("{}: rope_parameters: expected an object, got {}", source,
+                            json_type_name(*params));
+  }
+  std::optional<double> new_theta;
+  ZERO_RETURN_IF_ERROR(parse_rope_object(*params, source, "rope_parameters", c, c.rope_scaling,
+                                         new_theta, top_orig));
+  // transformers fills a missing rope_parameters.rope_theta from the top-level key.
+  c.rope_theta = new_theta.value_or(old_theta.value_or(10000.0));
+  if (old_theta && *old_theta != c.rope_theta) {
+    return invalid_argument(
+        "{}: rope_theta: {} disagrees with rope_parameters.rope_theta {} (remove one)", source,
+        *old_theta, c.rope_theta);
+  }
+  if (old_scaling && !same_rope(*old_scaling, c.rope_scaling)) {
+    return invalid_argument(
+        "{}: rope_scaling ({}) disagrees with rope_parameters ({}) (remove one)", source,
+        j.at("rope_scaling").dump(), params->dump());
+  }
+  return ok_status();
+}
+
+// Which layers use sliding-window attention, and the window. Mistral: every layer when
+// sliding_window is set; Qwen2: layers >= max_window_layers when use_sliding_window; either
+// overridden by an explicit transformers-5 `layer_types`.
+Status parse_sliding_window(const Reader& r, ModelConfig& c) {
+  const std::string_view source = r.source();
+  std::vector<bool> sliding(static_cast<size_t>(c.num_layers), false);
+  if (c.model_type == "mistral") {
+    if (const json* w = r.find("sliding_window"); w != nullptr && !w->is_null()) {
+      sliding.assign(sliding.size(), true);
+    }
+  } else if (c.model_type == "qwen2") {
+    ZERO_ASSIGN_OR_RETURN(bool use, r.boolean("use_sliding_window", false));
+    if (use) {
+      ZERO_ASSIGN_OR_RETURN(int64_t from, r.positive_int("max_window_layers", c.num_layers));
+      for (int64_t i = from; i < c.num_layers; ++i) sliding[static_cast<size_t>(i)] = true;
+    }
+  }
+  if (const json* types = r.find("layer_types"); types != nullptr && !types->is_null()) {
+    if (!types->is_array() || static_cast<int64_t>(types->size()) != c.num_layers) {
+      return invalid_argument(
+          "{}: layer_types: expected an array of {} strings (num_hidden_layers)", source,
+          c.num_layers);
+    }
+    for (size_t i = 0; i < types->size(); ++i) {
+      const json& t = (*types)[i];
+      if (t == "full_attention") {
+        sliding[i] = false;
+      } else if (t == "sliding_attention") {
+        sliding[i] = true;
+      } else {
+        return unimplemented("{}: layer_types[{}]: {} is not supported", source, i, t.dump());
+      }
+    }
+  }
+  if (std::find(sliding.begin(), sliding.end(), true) == sliding.end()) return ok_status();
+  c.sliding_layers = sliding;
+  const json* w = r.find("sliding_window");
+  if (w == nullptr || w->is_null()) {
+    return invalid_argument("{}: sliding_window: missing, but layers use sliding-window attention",
+                            source);
+  }
+  ZERO_ASSIGN_OR_RETURN(c.sliding_window, r.positive_int("sliding_window", std::nullopt));
   return ok_status();
 }
 
@@ -191,8 +429,7 @@ Status parse_llama_family(const json& j, const Reader& r, ModelConfig& c) {
   ZERO_ASSIGN_OR_RETURN(c.max_position_embeddings,
                         r.positive_int("max_position_embeddings", std::nullopt));
   ZERO_ASSIGN_OR_RETURN(c.norm_eps, r.positive_number("rms_norm_eps", 1e-6));
-  ZERO_ASSIGN_OR_RETURN(c.rope_theta, r.positive_number("rope_theta", 10000.0));
-  ZERO_RETURN_IF_ERROR(parse_rope_scaling(j, r.source(), c));
+  ZERO_RETURN_IF_ERROR(parse_rope(j, r, c));
   ZERO_ASSIGN_OR_RETURN(c.tie_word_embeddings, r.boolean("tie_word_embeddings", false));
   ZERO_ASSIGN_OR_RETURN(c.hidden_act, r.string("hidden_act", "silu"));
   if (c.hidden_act != "silu") {
@@ -202,10 +439,6 @@ Status parse_llama_family(const json& j, const Reader& r, ModelConfig& c) {
   if (c.model_type == "qwen2") {
     c.attention_bias = true;  // Qwen2 always has q/k/v biases (and none on o_proj)
     c.mlp_bias = false;
-    ZERO_ASSIGN_OR_RETURN(bool sliding, r.boolean("use_sliding_window", false));
-    if (sliding) {
-      return unimplemented("{}: use_sliding_window: true is not supported", r.source());
-    }
   } else if (c.model_type == "mistral") {
     c.attention_bias = false;  // MistralAttention has no biases
     c.mlp_bias = false;
@@ -225,6 +458,13 @@ Status parse_llama_family(const json& j, const Reader& r, ModelConfig& c) {
     return invalid_argument("{}: hidden_size / num_attention_heads = {} must be even for RoPE",
                             r.source(), c.head_dim());
   }
+  ZERO_RETURN_IF_ERROR(parse_sliding_window(r, c));
+  if (const json* d = r.find("attention_dropout");
+      d != nullptr && d->is_number() && d->get<double>() != 0.0) {
+    c.warnings.push_back(
+        fmt::format("{}: attention_dropout: {} is not applied (ZeRO.cpp trains without dropout)",
+                    r.source(), d->get<double>()));
+  }
   const json* head_dim = r.find("head_dim");
   if (head_dim != nullptr && !head_dim->is_null()) {
     ZERO_ASSIGN_OR_RETURN(int64_t hd, r.positive_int("head_dim", std::nullopt));
@@ -237,13 +477,25 @@ Status parse_llama_family(const json& j, const Reader& r, ModelConfig& c) {
   return ok_status();
 }
 
-json rope_scaling_to_json(const kernels::cpu::RopeScaling& s) {
-  if (s.type == "default") return nullptr;
-  return json{{"rope_type", s.type},
-              {"factor", s.factor},
-              {"low_freq_factor", s.low_freq_factor},
-              {"high_freq_factor", s.high_freq_factor},
-              {"original_max_position_embeddings", s.original_max_position_embeddings}};
+// The RoPE object for `s` (without rope_theta): the keys transformers reads for its type.
+json rope_object(const kernels::cpu::RopeScaling& s) {
+  json o = {{"rope_type", s.type}};
+  if (s.type == "default") return o;
+  o["factor"] = s.factor;
+  if (s.type == "llama3") {
+    o["low_freq_factor"] = s.low_freq_factor;
+    o["high_freq_factor"] = s.high_freq_factor;
+  }
+  if (s.type == "llama3" || s.type == "yarn") {
+    o["original_max_position_embeddings"] = s.original_max_position_embeddings;
+  }
+  if (s.type == "yarn") {
+    o["beta_fast"] = s.beta_fast;
+    o["beta_slow"] = s.beta_slow;
+    o["attention_factor"] = s.attention_factor;
+    o["truncate"] = s.truncate;
+  }
+  return o;
 }
 
 ModelConfig gpt2_preset(int64_t vocab, int64_t positions, int64_t embd, int64_t layers,
@@ -315,6 +567,13 @@ StatusOr<ModelConfig> model_config_from_json(const nlohmann::json& j,
                             source_name, c.num_heads, c.hidden_size);
   }
   ZERO_ASSIGN_OR_RETURN(c.initializer_range, r.positive_number("initializer_range", 0.02));
+  const json* dtype = r.find("dtype");
+  const json* torch_dtype = r.find("torch_dtype");
+  if (dtype != nullptr && torch_dtype != nullptr && !dtype->is_null() && !torch_dtype->is_null() &&
+      *dtype != *torch_dtype) {
+    return invalid_argument("{}: dtype: {} disagrees with torch_dtype {} (remove one)", source_name,
+                            dtype->dump(), torch_dtype->dump());
+  }
   return c;
 }
 
@@ -333,11 +592,36 @@ StatusOr<ModelConfig> load_model_config(const std::string& path) {
   } catch (const json::parse_error& e) {
     return invalid_argument("{}: invalid JSON: {}", file.string(), e.what());
   }
-  return model_config_from_json(j, file.string());
+  ZERO_ASSIGN_OR_RETURN(ModelConfig c, model_config_from_json(j, file.string()));
+  for (const std::string& w : c.warnings) spdlog::warn("{}", w);
+  // generation_config.json beside it is kept, to be saved with the model.
+  fs::path gen = file.parent_path() / "generation_config.json";
+  if (fs::is_regular_file(gen, ec)) {
+    std::ifstream gin(gen);
+    std::stringstream gbuf;
+    gbuf << gin.rdbuf();
+    try {
+      c.generation_config = json::parse(gbuf.str());
+    } catch (const json::parse_error& e) {
+      return invalid_argument("{}: invalid JSON: {}", gen.string(), e.what());
+    }
+    if (!c.generation_config.is_object()) {
+      return invalid_argument("{}: expected a JSON object", gen.string());
+    }
+  }
+  return c;
 }
 
-nlohmann::json model_config_to_json(const ModelConfig& c) {
+nlohmann::json model_config_to_json(const ModelConfig& c, std::string_view dtype) {
   json j = c.original.is_object() ? c.original : json::object();
+  // The layout read: transformers 5 writes `dtype` and `rope_parameters`, 4.x `torch_dtype` and
+  // top-level rope_theta / rope_scaling. Keys present are rewritten consistently.
+  const bool v5 =
+      j.contains("rope_parameters") || (j.contains("dtype") && !j.contains("torch_dtype"));
+  if (!dtype.empty()) {
+    if (j.contains("dtype") || v5) j["dtype"] = std::string(dtype);
+    if (j.contains("torch_dtype") || !v5) j["torch_dtype"] = std::string(dtype);
+  }
   j["model_type"] = c.model_type;
   j["architectures"] = json::array({causal_lm_class(c.model_type)});
   j["vocab_size"] = c.vocab_size;
@@ -356,6 +640,9 @@ nlohmann::json model_config_to_json(const ModelConfig& c) {
     }
     j["layer_norm_epsilon"] = c.norm_eps;
     j["activation_function"] = c.hidden_act;
+    if (c.scale_attn_by_inverse_layer_idx || j.contains("scale_attn_by_inverse_layer_idx")) {
+      j["scale_attn_by_inverse_layer_idx"] = c.scale_attn_by_inverse_layer_idx;
+    }
     return j;
   }
   j["hidden_size"] = c.hidden_size;
@@ -365,8 +652,17 @@ nlohmann::json model_config_to_json(const ModelConfig& c) {
   j["intermediate_size"] = c.intermediate_size;
   j["max_position_embeddings"] = c.max_position_embeddings;
   j["rms_norm_eps"] = c.norm_eps;
-  j["rope_theta"] = c.rope_theta;
-  j["rope_scaling"] = rope_scaling_to_json(c.rope_scaling);
+  json rope = rope_object(c.rope_scaling);
+  if (v5) {
+    json params = rope;
+    params["rope_theta"] = c.rope_theta;
+    j["rope_parameters"] = params;
+  }
+  if (!v5 || j.contains("rope_theta")) j["rope_theta"] = c.rope_theta;
+  if (!v5 || j.contains("rope_scaling")) {
+    j["rope_scaling"] = c.rope_scaling.type == "default" ? json(nullptr) : rope;
+  }
+  // Sliding window: the keys read are kept as read; a preset has none.
   j["hidden_act"] = c.hidden_act;
   if (j.contains("head_dim")) j["head_dim"] = c.head_dim();
   if (c.model_type == "llama") {
@@ -374,6 +670,16 @@ nlohmann::json model_config_to_json(const ModelConfig& c) {
     j["mlp_bias"] = c.mlp_bias;
   }
   return j;
+}
+
+nlohmann::json generation_config_to_json(const ModelConfig& c) {
+  if (c.generation_config.is_object()) return c.generation_config;
+  json g = {{"_from_model_config", true}};
+  for (const char* key : {"bos_token_id", "eos_token_id", "pad_token_id"}) {
+    auto it = c.original.find(key);
+    if (it != c.original.end() && !it->is_null()) g[key] = *it;
+  }
+  return g;
 }
 
 std::vector<std::string> preset_names() {

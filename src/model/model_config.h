@@ -3,6 +3,7 @@
 // RoPE, GQA, SwiGLU).
 #pragma once
 
+#include <climits>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -35,10 +36,31 @@ struct ModelConfig {
   bool mlp_bias = false;
   std::string hidden_act = "gelu_new";  // GPT-2: activation_function; Llama: hidden_act ("silu")
   double initializer_range = 0.02;
+  // Sliding-window attention (Mistral `sliding_window`; Qwen2 `use_sliding_window` from layer
+  // `max_window_layers` on; transformers-5 `layer_types`): the window, and which layers use it
+  // (empty: none). Query t sees keys s with t - s < sliding_window.
+  int64_t sliding_window = 0;
+  std::vector<bool> sliding_layers;
+  // GPT-2 `scale_attn_by_inverse_layer_idx`: layer l's scores are also divided by l + 1.
+  bool scale_attn_by_inverse_layer_idx = false;
+  // Warnings from reading config.json (keys accepted that HF uses differently, e.g. dropout).
+  std::vector<std::string> warnings;
   // The whole config.json as read, so keys we do not model are written back unchanged.
   nlohmann::json original;
+  // generation_config.json next to the config.json read (null if there was none).
+  nlohmann::json generation_config;
 
   int64_t head_dim() const { return hidden_size / num_heads; }
+  // Layer l's attention window (0: full causal) and extra score divisor.
+  int64_t attention_window(int64_t layer) const {
+    return layer < static_cast<int64_t>(sliding_layers.size()) &&
+                   sliding_layers[static_cast<size_t>(layer)]
+               ? sliding_window
+               : 0;
+  }
+  double attention_score_divisor(int64_t layer) const {
+    return scale_attn_by_inverse_layer_idx ? static_cast<double>(layer + 1) : 1.0;
+  }
 };
 
 // Parses an HF config.json object. Errors name the key (e.g. "config.json: num_attention_heads:
@@ -46,8 +68,13 @@ struct ModelConfig {
 StatusOr<ModelConfig> model_config_from_json(const nlohmann::json& j, std::string_view source_name);
 // Reads DIR/config.json (or a path to a config.json file).
 StatusOr<ModelConfig> load_model_config(const std::string& path);
-// HF config.json for this model (original keys kept, ours updated).
-nlohmann::json model_config_to_json(const ModelConfig& config);
+// HF config.json for this model (original keys kept, ours updated), in the layout read: the 4.x
+// top-level rope_theta / rope_scaling / torch_dtype, or transformers-5 rope_parameters / dtype
+// (both kept consistent when the input had both). `dtype` ("float32", "bfloat16", "float16") is the
+// saved weights' dtype; empty keeps the input's.
+nlohmann::json model_config_to_json(const ModelConfig& config, std::string_view dtype = {});
+// generation_config.json to save beside it: the one read, or one made from bos/eos_token_id.
+nlohmann::json generation_config_to_json(const ModelConfig& config);
 
 // Built-in presets for random initialisation: gpt2-tiny, gpt2-124m, gpt2-350m, gpt2-774m,
 // gpt2-1558m, llama-tiny, llama-1b (Llama-3.2-1B shape), ... `name` is without the "preset:"

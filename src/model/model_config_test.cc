@@ -2,6 +2,8 @@
 // round trip, presets, and exact parameter counts against PyTorch's numel sums.
 #include "model/model_config.h"
 
+#include <cmath>
+#include <fstream>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -152,12 +154,12 @@ TEST(ModelConfig, Errors) {
   EXPECT_TRUE(model_config_from_json(j, "x/config.json").ok());
 
   j = llama_json();
-  j["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}};
-  expect_error(j, StatusCode::kUnimplemented, "rope_scaling.type");
+  j["rope_scaling"] = {{"type", "longrope"}, {"factor", 2.0}};
+  expect_error(j, StatusCode::kUnimplemented, "rope_scaling.type: \"longrope\"");
 
   j = llama_json();
-  j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 2.0}};
-  expect_error(j, StatusCode::kUnimplemented, "rope_scaling.rope_type");
+  j["rope_scaling"] = {{"rope_type", "su"}, {"factor", 2.0}};
+  expect_error(j, StatusCode::kUnimplemented, "rope_scaling.rope_type: \"su\"");
 
   j = llama_json();
   j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}};
@@ -207,6 +209,288 @@ TEST(ModelConfig, RoundTripKeepsUnknownKeys) {
   auto c = model_config_from_json(llama_json(), "x");
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(model_config_to_json(*c)["some_unknown_key"], "kept");
+}
+
+// config.json files written by transformers 5.24 (LlamaConfig & co .save_pretrained, see
+// tools/golden/make_hf5_configs.py): rope_parameters, dtype, layer_types.
+TEST(HfConfigLayouts, Transformers5Configs) {
+  auto c = load_model_config(fixture("hf5/llama-default-bf16"));
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_DOUBLE_EQ(c->rope_theta, 500000.0);  // was silently 10000 before rope_parameters
+  EXPECT_EQ(c->rope_scaling.type, "default");
+  EXPECT_EQ(c->sliding_window, 0);
+
+  c = load_model_config(fixture("hf5/llama-linear"));
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->rope_scaling.type, "linear");
+  EXPECT_DOUBLE_EQ(c->rope_scaling.factor, 2.0);
+
+  c = load_model_config(fixture("hf5/llama-dynamic"));
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->rope_scaling.type, "dynamic");
+  EXPECT_EQ(c->rope_scaling.max_position_embeddings, 128);
+
+  c = load_model_config(fixture("hf5/llama-yarn"));
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->rope_scaling.type, "yarn");
+  EXPECT_DOUBLE_EQ(c->rope_scaling.factor, 4.0);
+  EXPECT_EQ(c->rope_scaling.original_max_position_embeddings, 32);
+  EXPECT_DOUBLE_EQ(c->rope_scaling.beta_fast, 32.0);
+  EXPECT_DOUBLE_EQ(c->rope_scaling.beta_slow, 1.0);
+  EXPECT_DOUBLE_EQ(c->rope_scaling.attention_factor, 0.1 * std::log(4.0) + 1.0);  // HF get_mscale
+
+  c = load_model_config(fixture("hf5/llama-llama3"));
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->rope_scaling.type, "llama3");
+  EXPECT_DOUBLE_EQ(c->rope_theta, 500000.0);
+  EXPECT_EQ(c->rope_scaling.original_max_position_embeddings, 32);
+  EXPECT_TRUE(c->tie_word_embeddings);
+
+  c = load_model_config(fixture("hf5/mistral-sliding"));
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_DOUBLE_EQ(c->rope_theta, 1e6);
+  EXPECT_EQ(c->sliding_window, 16);
+  EXPECT_EQ(c->attention_window(0), 16);
+  EXPECT_EQ(c->attention_window(1), 16);
+
+  c = load_model_config(fixture("hf5/qwen2-sliding"));
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_DOUBLE_EQ(c->rope_theta, 1e6);
+  EXPECT_EQ(c->sliding_window, 16);
+  EXPECT_EQ(c->attention_window(0), 0);  // layers below max_window_layers (1) attend fully
+  EXPECT_EQ(c->attention_window(1), 16);
+
+  c = load_model_config(fixture("hf5/gpt2"));
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->warnings.size(), 3u);  // attn_pdrop, resid_pdrop, embd_pdrop = 0.1
+  ASSERT_FALSE(c->warnings.empty());
+  EXPECT_NE(c->warnings[0].find("attn_pdrop: 0.1"), std::string::npos) << c->warnings[0];
+}
+
+// The same config in the 4.x layout (top-level rope_theta / rope_scaling / torch_dtype) reads as
+// the same model.
+TEST(HfConfigLayouts, OldLayoutReadsTheSame) {
+  for (const char* dir : {"llama-default-bf16", "llama-linear", "llama-dynamic", "llama-yarn",
+                          "llama-llama3", "mistral-sliding", "qwen2-sliding"}) {
+    auto v5 = load_model_config(fixture(std::string("hf5/") + dir));
+    ASSERT_TRUE(v5.ok()) << dir << ": " << v5.status().to_string();
+    json old = v5->original;
+    json params = old["rope_parameters"];
+    old.erase("rope_parameters");
+    old["rope_theta"] = params["rope_theta"];
+    params.erase("rope_theta");
+    old["rope_scaling"] = params["rope_type"] == "default" ? json(nullptr) : params;
+    old.erase("layer_types");
+    auto v4 = model_config_from_json(old, dir);
+    ASSERT_TRUE(v4.ok()) << dir << ": " << v4.status().to_string();
+    EXPECT_EQ(v4->rope_theta, v5->rope_theta) << dir;
+    EXPECT_EQ(v4->rope_scaling.type, v5->rope_scaling.type) << dir;
+    EXPECT_EQ(v4->rope_scaling.factor, v5->rope_scaling.factor) << dir;
+    EXPECT_EQ(v4->rope_scaling.attention_factor, v5->rope_scaling.attention_factor) << dir;
+    EXPECT_EQ(v4->sliding_window, v5->sliding_window) << dir;
+    // Both layouts at once, agreeing: fine.
+    json both = v5->original;
+    both["rope_theta"] = old["rope_theta"];
+    both["rope_scaling"] = old["rope_scaling"];
+    EXPECT_TRUE(model_config_from_json(both, dir).ok()) << dir;
+  }
+}
+
+// Every key that changes the math and is not implemented is an error naming key and value.
+TEST(HfConfigLayouts, RefusedKeys) {
+  json v5 = llama_json();
+  v5["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 500000.0}};
+
+  json j = v5;
+  j["rope_parameters"]["rope_type"] = "longrope";
+  expect_error(j, StatusCode::kUnimplemented, "rope_parameters.rope_type: \"longrope\"");
+
+  j = v5;
+  j["rope_parameters"]["partial_rotary_factor"] = 0.5;
+  expect_error(j, StatusCode::kUnimplemented, "rope_parameters.partial_rotary_factor: 0.5");
+
+  j = llama_json();
+  j["partial_rotary_factor"] = 0.25;
+  expect_error(j, StatusCode::kUnimplemented, "partial_rotary_factor: 0.25");
+
+  j = v5;
+  j["rope_parameters"]["mrope_section"] = 3;
+  expect_error(j, StatusCode::kUnimplemented, "rope_parameters.mrope_section");
+
+  j = llama_json();  // per-layer-type RoPE (transformers 5, e.g. Gemma-style)
+  j["rope_parameters"] = {{"full_attention", {{"rope_type", "default"}, {"rope_theta", 1e6}}},
+                          {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 1e4}}}};
+  expect_error(j, StatusCode::kUnimplemented, "rope_parameters.full_attention");
+
+  j = v5;  // both layouts, disagreeing (the file our old writer produced)
+  j["rope_theta"] = 10000.0;
+  j["rope_scaling"] = nullptr;
+  expect_error(j, StatusCode::kInvalidArgument, "rope_theta: 10000 disagrees");
+
+  j = v5;
+  j["rope_theta"] = 500000.0;
+  j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 2.0}};
+  expect_error(j, StatusCode::kInvalidArgument, "rope_scaling");
+
+  j = v5;  // transformers 5 moves a top-level original_max_position_embeddings into llama3 / yarn
+  j["original_max_position_embeddings"] = 64;
+  j["rope_parameters"] = {{"rope_type", "yarn"}, {"rope_theta", 1e4}, {"factor", 2.0}};
+  auto top = model_config_from_json(j, "x");
+  ASSERT_TRUE(top.ok()) << top.status().to_string();
+  EXPECT_EQ(top->rope_scaling.original_max_position_embeddings, 64);
+  j["rope_parameters"]["original_max_position_embeddings"] = 32;
+  expect_error(j, StatusCode::kInvalidArgument,
+               "rope_parameters.original_max_position_embeddings: 32 disagrees");
+
+  j = v5;
+  j["rope_parameters"]["rope_type"] = "linear";  // factor required
+  expect_error(j, StatusCode::kInvalidArgument, "rope_parameters.factor: missing");
+
+  j = v5;
+  j["dtype"] = "bfloat16";
+  j["torch_dtype"] = "float32";
+  expect_error(j, StatusCode::kInvalidArgument, "dtype: \"bfloat16\" disagrees");
+
+  j = llama_json();
+  j["layer_types"] = {"full_attention", "chunked_attention"};
+  expect_error(j, StatusCode::kUnimplemented, "layer_types[1]: \"chunked_attention\"");
+
+  j = llama_json();
+  j["layer_types"] = {"full_attention", "sliding_attention"};
+  expect_error(j, StatusCode::kInvalidArgument, "sliding_window: missing");
+
+  json g = model_config_to_json(*preset_model_config("gpt2-tiny"));
+  json k = g;
+  k["scale_attn_by_inverse_layer_idx"] = true;  // implemented: scores / (layer + 1)
+  auto by_layer = model_config_from_json(k, "x");
+  ASSERT_TRUE(by_layer.ok());
+  EXPECT_EQ(by_layer->attention_score_divisor(0), 1.0);
+  EXPECT_EQ(by_layer->attention_score_divisor(1), 2.0);
+  EXPECT_EQ(model_config_to_json(*by_layer)["scale_attn_by_inverse_layer_idx"], true);
+  k = g;
+  k["scale_attn_weights"] = false;
+  expect_error(k, StatusCode::kUnimplemented, "scale_attn_weights: false");
+  k = g;
+  k["add_cross_attention"] = true;
+  expect_error(k, StatusCode::kUnimplemented, "add_cross_attention: true");
+  k = g;
+  k["reorder_and_upcast_attn"] = true;  // precision only; fp32 compute is the same math
+  EXPECT_TRUE(model_config_from_json(k, "x").ok());
+  k = g;
+  k["attn_pdrop"] = 0.0;
+  k["resid_pdrop"] = 0.0;
+  k["embd_pdrop"] = 0.0;
+  auto quiet = model_config_from_json(k, "x");
+  ASSERT_TRUE(quiet.ok());
+  EXPECT_TRUE(quiet->warnings.empty());
+}
+
+// config.json is written in the layout read, with rope and dtype keys consistent; save -> load ->
+// save is a fixed point.
+TEST(HfConfigLayouts, WriteKeepsLayout) {
+  auto c = load_model_config(fixture("hf5/llama-llama3"));
+  ASSERT_TRUE(c.ok());
+  json out = model_config_to_json(*c, "bfloat16");
+  EXPECT_FALSE(out.contains("rope_theta"));
+  EXPECT_FALSE(out.contains("rope_scaling"));
+  EXPECT_FALSE(out.contains("torch_dtype"));
+  EXPECT_EQ(out["dtype"], "bfloat16");
+  EXPECT_EQ(out["rope_parameters"]["rope_theta"], 500000.0);
+  EXPECT_EQ(out["rope_parameters"]["rope_type"], "llama3");
+  EXPECT_EQ(out["rope_parameters"]["original_max_position_embeddings"], 32);
+  auto back = model_config_from_json(out, "saved");
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(model_config_to_json(*back, "bfloat16"), out);
+
+  // bf16 input saved as fp32: dtype follows the saved weights.
+  auto b = load_model_config(fixture("hf5/llama-default-bf16"));
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(model_config_to_json(*b, "float32")["dtype"], "float32");
+
+  // 4.x layout stays 4.x; a file with both dtype keys gets both updated.
+  auto l = load_model_config(fixture("Llama-3.2-1B"));
+  ASSERT_TRUE(l.ok());
+  json old = model_config_to_json(*l, "float32");
+  EXPECT_FALSE(old.contains("rope_parameters"));
+  EXPECT_EQ(old["torch_dtype"], "float32");
+  EXPECT_EQ(old["rope_theta"], 500000.0);
+  EXPECT_EQ(old["rope_scaling"]["rope_type"], "llama3");
+  json both = l->original;
+  both["dtype"] = both["torch_dtype"];
+  auto lb = model_config_from_json(both, "both");
+  ASSERT_TRUE(lb.ok()) << lb.status().to_string();
+  json both_out = model_config_to_json(*lb, "float16");
+  EXPECT_EQ(both_out["dtype"], "float16");
+  EXPECT_EQ(both_out["torch_dtype"], "float16");
+  ASSERT_TRUE(model_config_from_json(both_out, "both_out").ok());
+
+  // Round trips are fixed points for every fixture.
+  for (const char* dir :
+       {"hf5/llama-yarn", "hf5/llama-dynamic", "hf5/llama-linear", "hf5/mistral-sliding",
+        "hf5/qwen2-sliding", "hf5/gpt2", "Mistral-7B-v0.1", "Qwen2-0.5B", "gpt2"}) {
+    auto m = load_model_config(fixture(dir));
+    ASSERT_TRUE(m.ok()) << dir;
+    json first = model_config_to_json(*m, "float32");
+    auto again = model_config_from_json(first, dir);
+    ASSERT_TRUE(again.ok()) << dir << ": " << again.status().to_string();
+    EXPECT_EQ(model_config_to_json(*again, "float32"), first) << dir;
+    EXPECT_EQ(again->rope_theta, m->rope_theta) << dir;
+    EXPECT_EQ(again->sliding_window, m->sliding_window) << dir;
+  }
+}
+
+TEST(HfConfigLayouts, GenerationConfig) {
+  auto c = load_model_config(fixture("hf5/llama-yarn"));  // has generation_config.json
+  ASSERT_TRUE(c.ok());
+  json g = generation_config_to_json(*c);
+  EXPECT_EQ(g["transformers_version"], "5.24.0");  // copied as is
+  EXPECT_EQ(g["eos_token_id"], 2);
+  auto m = model_config_from_json(c->original, "x");  // no directory: made from bos/eos
+  ASSERT_TRUE(m.ok());
+  json made = generation_config_to_json(*m);
+  EXPECT_EQ(made["bos_token_id"], 1);
+  EXPECT_EQ(made["eos_token_id"], 2);
+  EXPECT_FALSE(made.contains("pad_token_id"));  // null in config.json
+}
+
+// RoPE frequencies and cos/sin tables against transformers' own rope functions
+// (tests/fixtures/golden/rope_hf5.json, tools/golden/make_rope_fixtures.py): each variant read from
+// its transformers-5 config.json.
+TEST(HfConfigLayouts, RopeMatchesTransformers) {
+  std::ifstream in(std::string(ZERO_SOURCE_DIR) + "/tests/fixtures/golden/rope_hf5.json");
+  ASSERT_TRUE(in.good());
+  const json golden = json::parse(in);
+  ASSERT_EQ(golden["cases"].size(), 6u);
+  for (const json& g : golden["cases"]) {
+    const std::string name = g["config"];
+    auto c = load_model_config(fixture("hf5/" + name));
+    ASSERT_TRUE(c.ok()) << name << ": " << c.status().to_string();
+    const int64_t seq_len = g["seq_len"];
+    const std::vector<double> inv =
+        kernels::cpu::rope_inv_freq(c->head_dim(), c->rope_theta, c->rope_scaling, seq_len);
+    ASSERT_EQ(inv.size(), g["inv_freq"].size()) << name;
+    for (size_t i = 0; i < inv.size(); ++i) {
+      // transformers computes in float32: relative agreement to float32 rounding.
+      const double want = g["inv_freq"][i];
+      EXPECT_NEAR(inv[i], want, 2e-7 * want) << name << " seq_len " << seq_len << " i " << i;
+    }
+    EXPECT_NEAR(c->rope_scaling.attention_factor, g["attention_scaling"].get<double>(), 1e-15)
+        << name;
+    const int64_t T = 200, D2 = c->head_dim() / 2;
+    std::vector<double> cos(static_cast<size_t>(T * D2)), sin(cos.size());
+    kernels::cpu::rope_tables(cos.data(), sin.data(), inv, T, c->rope_scaling.attention_factor);
+    for (size_t p = 0; p < g["positions"].size(); ++p) {
+      const int64_t t = g["positions"][p];
+      for (int64_t i = 0; i < D2; ++i) {
+        // HF forms t * inv_freq in float32: an angle error up to ~t * 6e-8 rad.
+        const double tol = 1e-6 + 1.2e-7 * static_cast<double>(t);
+        EXPECT_NEAR(cos[static_cast<size_t>(t * D2 + i)], g["cos"][p][i].get<double>(), tol)
+            << name << " t " << t << " i " << i;
+        EXPECT_NEAR(sin[static_cast<size_t>(t * D2 + i)], g["sin"][p][i].get<double>(), tol)
+            << name << " t " << t << " i " << i;
+      }
+    }
+  }
 }
 
 TEST(ModelConfig, Presets) {

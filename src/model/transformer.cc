@@ -67,7 +67,8 @@ void Transformer::ensure_buffers(int64_t B, int64_t T) {
     rope_cos_ = Tensor(Shape{T, D / 2});
     rope_sin_ = Tensor(Shape{T, D / 2});
     k::rope_tables(rope_cos_.f32(), rope_sin_.f32(),
-                   k::rope_inv_freq(D, c.rope_theta, c.rope_scaling), T);
+                   k::rope_inv_freq(D, c.rope_theta, c.rope_scaling, T), T,
+                   c.rope_scaling.attention_factor);
   }
   int64_t bytes = 0;
   auto add = [&](const Tensor& t) { bytes += static_cast<int64_t>(t.nbytes()); };

@@ -123,7 +123,9 @@ TEST_P(GoldenStep, LogitsLossAndGradsMatchPyTorch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, GoldenStep,
-                         ::testing::Values("gpt2_tiny", "llama_tiny", "llama_tiny_llama3"));
+                         ::testing::Values("gpt2_tiny", "llama_tiny", "llama_tiny_llama3",
+                                           "mistral_tiny_sliding_yarn", "gpt2_tiny_by_layer",
+                                           "qwen2_tiny_sliding"));
 
 // Memory planning (runtime/memory_plan) relies on activation_bytes being exactly what a forward
 // allocates.
@@ -259,11 +261,47 @@ TEST(HfCheckpoint, SaveThenLoadRoundTrips) {
                   [&](int u) { return l.units[static_cast<size_t>(u)].data(); }, small)
                   .ok());
   EXPECT_TRUE(storage.file_exists(dir2 + "/model.safetensors.index.json"));
+  // config.json names the saved dtype; generation_config.json is written beside it, and the saved
+  // directory loads as the same model (save -> load -> save gives the same config.json).
+  auto saved = load_model_config(dir2);
+  ASSERT_TRUE(saved.ok()) << saved.status().to_string();
+  EXPECT_EQ(saved->original["torch_dtype"], "bfloat16");
+  EXPECT_TRUE(storage.file_exists(dir2 + "/generation_config.json"));
+  EXPECT_EQ(model_config_to_json(*saved, "bfloat16"), saved->original);
   auto reader2 = HfWeightReader::open(storage, dir2, layout);
   ASSERT_TRUE(reader2.ok()) << reader2.status().to_string();
   std::vector<float> buf(static_cast<size_t>(layout.unit(1).numel));
   ASSERT_TRUE((*reader2)->read_unit_range(1, 0, layout.unit(1).numel, buf.data()).ok());
   for (size_t i = 0; i < buf.size(); ++i) EXPECT_EQ(buf[i], round_to_bf16(l.units[1][i]));
+}
+
+// A transformers-5 config (rope_parameters, dtype) saved in bf16: the saved config.json keeps that
+// layout, says bfloat16 in `dtype` (no torch_dtype added), carries the same RoPE, and loads back as
+// the same model (same logits).
+TEST(HfCheckpoint, SaveKeepsTheTransformers5Layout) {
+  Loaded l = load("mistral_tiny_sliding_yarn");
+  ModelLayout layout(l.config);
+  const std::string dir = ::testing::TempDir() + "/hf_v5_roundtrip";
+  HfSaveOptions options;
+  options.dtype = DType::kBF16;
+  Storage& storage = *default_storage();
+  ASSERT_TRUE(save_hf_model(
+                  storage, dir, layout,
+                  [&](int u) { return l.units[static_cast<size_t>(u)].data(); }, options)
+                  .ok());
+  auto saved = load_model_config(dir);
+  ASSERT_TRUE(saved.ok()) << saved.status().to_string();
+  const nlohmann::json& j = saved->original;
+  EXPECT_EQ(j["dtype"], "bfloat16");
+  EXPECT_FALSE(j.contains("torch_dtype"));
+  EXPECT_FALSE(j.contains("rope_theta"));
+  EXPECT_FALSE(j.contains("rope_scaling"));
+  EXPECT_EQ(j["rope_parameters"]["rope_type"], "yarn");
+  EXPECT_EQ(j["rope_parameters"]["rope_theta"], 1000000.0);
+  EXPECT_EQ(j["sliding_window"], 5);
+  EXPECT_EQ(saved->sliding_window, 5);
+  EXPECT_EQ(saved->rope_scaling.attention_factor, l.config.rope_scaling.attention_factor);
+  EXPECT_TRUE(storage.file_exists(dir + "/generation_config.json"));
 }
 
 TEST(HfCheckpoint, MissingAndWrongShapedTensorsAreNamed) {

@@ -29,3 +29,22 @@ add_test(NAME cli.ckpt.to_fp32
          COMMAND sh -c "rm -rf '${CMAKE_CURRENT_BINARY_DIR}/ckpt_fp32' && '$<TARGET_FILE:zero>' ckpt to-fp32 '${_ckpt_real}' '${CMAKE_CURRENT_BINARY_DIR}/ckpt_fp32' --max_shard_size 20KB && ls '${CMAKE_CURRENT_BINARY_DIR}/ckpt_fp32'")
 set_tests_properties(cli.ckpt.to_fp32 PROPERTIES LABELS mpi FIXTURES_REQUIRED ckpt_w4s3_to_w2s2
   PASS_REGULAR_EXPRESSION "config\\.json\nmodel-00001-of-0000[0-9]\\.safetensors\n.*model\\.safetensors\\.index\\.json")
+
+# A DeepSpeed checkpoint directory (tests/fixtures/checkpoint/deepspeed_dir: `latest`,
+# zero_to_fp32.py, empty stand-ins for the .pt pickles) is named with the command that converts it,
+# by `zero ckpt` and by --resume_from_checkpoint, exiting 2.
+set(_ckpt_ds ${PROJECT_SOURCE_DIR}/tests/fixtures/checkpoint/deepspeed_dir)
+add_test(NAME cli.ckpt.deepspeed_dir
+         COMMAND sh -c "'$<TARGET_FILE:zero>' ckpt info '${_ckpt_ds}' 2>&1; echo rc=$?")
+set_tests_properties(cli.ckpt.deepspeed_dir PROPERTIES LABELS unit PASS_REGULAR_EXPRESSION
+  "DeepSpeed checkpoint.*tag global_step10.*zero_to_fp32\\.py .*--tag global_step10 --safe_serialization.*--model OUT_DIR.*rc=2")
+add_test(NAME cli.train.resume_deepspeed_dir
+         COMMAND sh -c "'$<TARGET_FILE:zero>' train --model preset:gpt2-tiny --train_file '${PROJECT_SOURCE_DIR}/tests/fixtures/golden/tokens.bin' --block_size 16 --max_steps 1 --quiet --resume_from_checkpoint '${_ckpt_ds}' --output_dir '${CMAKE_CURRENT_BINARY_DIR}/ckpt_ds_resume' 2>&1; echo rc=$?")
+set_tests_properties(cli.train.resume_deepspeed_dir PROPERTIES LABELS unit PASS_REGULAR_EXPRESSION
+  "--resume_from_checkpoint: .*DeepSpeed checkpoint.*zero_to_fp32\\.py.*rc=2")
+
+# A transformers-5 config (rope_parameters yarn, sliding_window, dtype) trained and saved with
+# --save_dtype bf16: config.json keeps that layout and says bfloat16; generation_config.json is made.
+add_test(NAME cli.train.save_keeps_transformers5_config
+         COMMAND sh -c "rm -rf '${CMAKE_CURRENT_BINARY_DIR}/hf5_save' && '$<TARGET_FILE:zero>' train --model '${PROJECT_SOURCE_DIR}/tests/fixtures/golden/mistral_tiny_sliding_yarn' --train_file '${PROJECT_SOURCE_DIR}/tests/fixtures/golden/tokens.bin' --block_size 16 --per_device_train_batch_size 4 --max_steps 2 --quiet --save_final --save_dtype bf16 --output_dir '${CMAKE_CURRENT_BINARY_DIR}/hf5_save' >/dev/null && cd '${CMAKE_CURRENT_BINARY_DIR}/hf5_save/final' && test -f generation_config.json && grep -q '\"dtype\": \"bfloat16\"' config.json && grep -q '\"rope_type\": \"yarn\"' config.json && ! grep -q 'torch_dtype\\|\"rope_scaling\"\\|^  \"rope_theta\"' config.json && echo saved-ok")
+set_tests_properties(cli.train.save_keeps_transformers5_config PROPERTIES LABELS unit PASS_REGULAR_EXPRESSION "saved-ok")

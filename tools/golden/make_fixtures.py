@@ -92,11 +92,38 @@ LLAMA3_CONFIG = dict(LLAMA_CONFIG, tie_word_embeddings=True, rope_scaling={
     "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
     "original_max_position_embeddings": 8})
 
+# transformers-5 layout (rope_parameters, dtype): Mistral with a sliding window of 5 (T = 16, so
+# most rows are windowed), RoPE yarn (cos/sin scaled by its attention factor).
+MISTRAL_SLIDING_CONFIG = {k: v for k, v in LLAMA_CONFIG.items()
+                          if k not in ("rope_theta", "rope_scaling", "torch_dtype", "attention_bias",
+                                       "mlp_bias")}
+MISTRAL_SLIDING_CONFIG.update(architectures=["MistralForCausalLM"], model_type="mistral",
+                              sliding_window=5, dtype="float32",
+                              rope_parameters={"rope_type": "yarn", "rope_theta": 1000000.0,
+                                               "factor": 4.0, "original_max_position_embeddings": 8})
 
-def causal_attention(q_BHTD, k_BHTD, v_BHTD):
+# Qwen2, 4.x layout: q/k/v biases, sliding window 4 on layers >= max_window_layers (= 1) only.
+QWEN2_SLIDING_CONFIG = {k: v for k, v in LLAMA_CONFIG.items()
+                        if k not in ("attention_bias", "mlp_bias")}
+QWEN2_SLIDING_CONFIG.update(architectures=["Qwen2ForCausalLM"], model_type="qwen2",
+                            rope_theta=1000000.0, use_sliding_window=True, sliding_window=4,
+                            max_window_layers=1)
+
+# GPT-2 with scale_attn_by_inverse_layer_idx (layer i's scores divided by i + 1).
+GPT2_BY_LAYER_CONFIG = dict(GPT2_CONFIG, scale_attn_by_inverse_layer_idx=True,
+                            reorder_and_upcast_attn=True)
+
+
+def causal_attention(q_BHTD, k_BHTD, v_BHTD, window=0, divisor=1.0):
+    """HF masks: causal; with a sliding window also keys with t - s >= window (Mistral's
+    sliding_window_causal). divisor: GPT-2 scale_attn_by_inverse_layer_idx's extra layer_idx + 1."""
     T, D = q_BHTD.shape[-2], q_BHTD.shape[-1]
     att_BHTT = (q_BHTD @ k_BHTD.transpose(-1, -2)) / math.sqrt(D)
+    if divisor != 1.0:
+        att_BHTT = att_BHTT / divisor
     mask = torch.ones(T, T, dtype=torch.bool).tril()
+    if window:
+        mask = mask & ~torch.ones(T, T, dtype=torch.bool).tril(-window)
     att_BHTT = att_BHTT.masked_fill(~mask, float("-inf")).softmax(dim=-1)
     return att_BHTT @ v_BHTD
 
@@ -117,7 +144,8 @@ def gpt2_forward(p, cfg, idx_BT):
         h = f"{pre}h.{i}."
         qkv_BT3C = conv1d(ln(x_BTC, h + "ln_1"), h + "attn.c_attn")
         q, k, v = (t.view(B, T, H, D).transpose(1, 2) for t in qkv_BT3C.split(C, dim=-1))
-        y_BTC = causal_attention(q, k, v).transpose(1, 2).reshape(B, T, C)
+        divisor = float(i + 1) if cfg.get("scale_attn_by_inverse_layer_idx") else 1.0
+        y_BTC = causal_attention(q, k, v, divisor=divisor).transpose(1, 2).reshape(B, T, C)
         x_BTC = x_BTC + conv1d(y_BTC, h + "attn.c_proj")
         m_BT4C = gelu_new(conv1d(ln(x_BTC, h + "ln_2"), h + "mlp.c_fc"))
         x_BTC = x_BTC + conv1d(m_BT4C, h + "mlp.c_proj")
@@ -125,10 +153,34 @@ def gpt2_forward(p, cfg, idx_BT):
     return x_BTC @ p[pre + "wte.weight"].t()  # tied lm_head
 
 
+def rope_params(cfg):
+    """(theta, scaling dict or None) from either layout."""
+    if "rope_parameters" in cfg:
+        rp = dict(cfg["rope_parameters"])
+        theta = rp.pop("rope_theta")
+        return theta, (None if rp["rope_type"] == "default" else rp)
+    return cfg["rope_theta"], cfg["rope_scaling"]
+
+
+def yarn_inv_freq(cfg, theta, rs, dtype):
+    """transformers' _compute_yarn_parameters (beta_fast 32, beta_slow 1, truncate), re-derived."""
+    D, factor, orig = cfg["head_dim"], rs["factor"], rs["original_max_position_embeddings"]
+    pos_freqs = theta ** (torch.arange(0, D, 2).to(dtype) / D)
+    extrapolation, interpolation = 1.0 / pos_freqs, 1.0 / (factor * pos_freqs)
+    corr = lambda rot: (D * math.log(orig / (rot * 2 * math.pi))) / (2 * math.log(theta))
+    low, high = max(math.floor(corr(32)), 0), min(math.ceil(corr(1)), D - 1)
+    if low == high:
+        high += 0.001
+    ramp = ((torch.arange(D // 2).to(dtype) - low) / (high - low)).clamp(0, 1)
+    extrapolation_factor = 1 - ramp
+    inv_freq = interpolation * (1 - extrapolation_factor) + extrapolation * extrapolation_factor
+    return inv_freq, 0.1 * math.log(factor) + 1.0
+
+
 def llama_inv_freq(cfg, dtype):
     D = cfg["head_dim"]
-    inv_freq = 1.0 / (cfg["rope_theta"] ** (torch.arange(0, D, 2, dtype=torch.int64).to(dtype) / D))
-    rs = cfg["rope_scaling"]
+    theta, rs = rope_params(cfg)
+    inv_freq = 1.0 / (theta ** (torch.arange(0, D, 2, dtype=torch.int64).to(dtype) / D))
     if rs is None:
         return inv_freq
     assert rs["rope_type"] == "llama3"
@@ -159,10 +211,28 @@ def llama_forward(p, cfg, idx_BT):
         xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
         return p[n + ".weight"] * xf.to(dtype)
 
-    lin = lambda x, n: x @ p[n + ".weight"].t()  # nn.Linear: weight (out, in)
-    freqs_TD2 = torch.arange(T, dtype=torch.int64).to(dtype)[:, None] * llama_inv_freq(cfg, dtype)[None, :]
+    def lin(x, n):  # nn.Linear: weight (out, in), optional bias
+        y = x @ p[n + ".weight"].t()
+        return y + p[n + ".bias"] if n + ".bias" in p else y
+
+    theta, rs = rope_params(cfg)
+    scale = 1.0
+    if rs is not None and rs["rope_type"] == "yarn":
+        inv_freq, scale = yarn_inv_freq(cfg, theta, rs, dtype)
+    else:
+        inv_freq = llama_inv_freq(cfg, dtype)
+    freqs_TD2 = torch.arange(T, dtype=torch.int64).to(dtype)[:, None] * inv_freq[None, :]
     emb_TD = torch.cat((freqs_TD2, freqs_TD2), dim=-1)
-    cos_TD, sin_TD = emb_TD.cos(), emb_TD.sin()
+    cos_TD, sin_TD = emb_TD.cos() * scale, emb_TD.sin() * scale
+    def window(i):  # HF: Mistral every layer; Qwen2 layers >= max_window_layers; or layer_types
+        if "layer_types" in cfg:
+            return cfg["sliding_window"] if cfg["layer_types"][i] == "sliding_attention" else 0
+        if cfg["model_type"] == "mistral":
+            return cfg.get("sliding_window") or 0
+        if cfg["model_type"] == "qwen2" and cfg.get("use_sliding_window"):
+            return cfg["sliding_window"] if i >= cfg["max_window_layers"] else 0
+        return 0
+
     rope = lambda x: x * cos_TD + rotate_half(x) * sin_TD
     x_BTC = p["model.embed_tokens.weight"][idx_BT]
     for i in range(cfg["num_hidden_layers"]):
@@ -172,7 +242,7 @@ def llama_forward(p, cfg, idx_BT):
         k = rope(lin(hn, l + "self_attn.k_proj").view(B, T, KV, D).transpose(1, 2))
         v = lin(hn, l + "self_attn.v_proj").view(B, T, KV, D).transpose(1, 2)
         k, v = (t.repeat_interleave(H // KV, dim=1) for t in (k, v))  # repeat_kv
-        y_BTC = causal_attention(q, k, v).transpose(1, 2).reshape(B, T, H * D)
+        y_BTC = causal_attention(q, k, v, window=window(i)).transpose(1, 2).reshape(B, T, H * D)
         x_BTC = x_BTC + lin(y_BTC, l + "self_attn.o_proj")
         hn = rms(x_BTC, l + "post_attention_layernorm")
         m = F.silu(lin(hn, l + "mlp.gate_proj")) * lin(hn, l + "mlp.up_proj")
@@ -222,6 +292,10 @@ def llama_init(cfg, seed):
     p["model.norm.weight"] = n((C,), 0.1, 1.0)
     if not cfg["tie_word_embeddings"]:
         p["lm_head.weight"] = n((V, C), std)
+    if cfg["model_type"] == "qwen2":  # drawn last, so the other models' streams are unchanged
+        for i in range(cfg["num_hidden_layers"]):
+            for name, size in (("q_proj", H * D), ("k_proj", KV * D), ("v_proj", KV * D)):
+                p[f"model.layers.{i}.self_attn.{name}.bias"] = n((size,), 0.1)
     return p
 
 
@@ -287,7 +361,9 @@ def clip_grads(params, max_norm):
 # ----------------------------------------------------------------------------------------------
 # Fixtures.
 
-SEED_INIT = {"gpt2_tiny": 1234, "llama_tiny": 2345, "llama_tiny_llama3": 3456}
+SEED_INIT = {"gpt2_tiny": 1234, "llama_tiny": 2345, "llama_tiny_llama3": 3456,
+             "mistral_tiny_sliding_yarn": 4567, "gpt2_tiny_by_layer": 5678,
+             "qwen2_tiny_sliding": 6789}
 SEED_BATCH = 4321
 SEED_TOKENS = 5678
 B, T = 2, 16
@@ -393,7 +469,10 @@ def main():
 
     models = [("gpt2_tiny", gpt2_forward, GPT2_CONFIG, gpt2_init, True),
               ("llama_tiny", llama_forward, LLAMA_CONFIG, llama_init, True),
-              ("llama_tiny_llama3", llama_forward, LLAMA3_CONFIG, llama_init, False)]
+              ("llama_tiny_llama3", llama_forward, LLAMA3_CONFIG, llama_init, False),
+              ("mistral_tiny_sliding_yarn", llama_forward, MISTRAL_SLIDING_CONFIG, llama_init, False),
+              ("gpt2_tiny_by_layer", gpt2_forward, GPT2_BY_LAYER_CONFIG, gpt2_init, False),
+              ("qwen2_tiny_sliding", llama_forward, QWEN2_SLIDING_CONFIG, llama_init, False)]
     summary = {}
     for name, forward, cfg, init_fn, full in models:
         d = os.path.join(args.out, name)

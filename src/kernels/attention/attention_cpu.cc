@@ -27,27 +27,36 @@ void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const
               static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
 }
 
-// Causal softmax of each row t of scores(T, T) over s <= t, in place; entries s > t become 0.
-void causal_softmax_rows(float* att_TT, int64_t T_) {
+// The first key query t sees: 0, or t - window + 1 with a sliding window.
+inline int64_t first_key(int64_t t, int64_t window) {
+  return window > 0 ? std::max<int64_t>(0, t - window + 1) : 0;
+}
+
+// Masked softmax of each row t of scores(T, T) over first_key(t) <= s <= t, in place; the other
+// entries become 0.
+void causal_softmax_rows(float* att_TT, int64_t T_, int64_t window) {
   for (int64_t t = 0; t < T_; ++t) {
     float* row = att_TT + t * T_;
+    const int64_t s0 = first_key(t, window);
     float max_score = -std::numeric_limits<float>::infinity();
-    for (int64_t s = 0; s <= t; ++s) max_score = std::max(max_score, row[s]);
+    for (int64_t s = s0; s <= t; ++s) max_score = std::max(max_score, row[s]);
     float sum = 0;
-    for (int64_t s = 0; s <= t; ++s) {
+    for (int64_t s = s0; s <= t; ++s) {
       row[s] = std::exp(row[s] - max_score);
       sum += row[s];
     }
     const float inv_sum = 1.0f / sum;
-    for (int64_t s = 0; s <= t; ++s) row[s] *= inv_sum;
+    for (int64_t s = 0; s < s0; ++s) row[s] = 0;
+    for (int64_t s = s0; s <= t; ++s) row[s] *= inv_sum;
     for (int64_t s = t + 1; s < T_; ++s) row[s] = 0;
   }
 }
 
 void attention_forward_blas(float* out, float* att, const float* q, const float* k, const float* v,
-                            int64_t B, int64_t T_, int64_t Hq, int64_t Hkv, int64_t D) {
+                            int64_t B, int64_t T_, int64_t Hq, int64_t Hkv, int64_t D,
+                            int64_t window, double score_divisor) {
   const int64_t G = Hq / Hkv;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  const float scale = 1.0f / (std::sqrt(static_cast<float>(D)) * static_cast<float>(score_divisor));
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t h = 0; h < Hq; ++h) {
@@ -58,7 +67,7 @@ void attention_forward_blas(float* out, float* att, const float* q, const float*
       const float* v_h = v + (b * T_ * Hkv + hkv) * D;
       // scores = scale q k^T; softmax; out = att v.
       sgemm(false, true, T_, T_, D, scale, q_h, Hq * D, k_h, Hkv * D, 0.0f, att_TT, T_);
-      causal_softmax_rows(att_TT, T_);
+      causal_softmax_rows(att_TT, T_, window);
       sgemm(false, false, T_, D, T_, 1.0f, att_TT, T_, v_h, Hkv * D, 0.0f,
             out + (b * T_ * Hq + h) * D, Hq * D);
     }
@@ -67,9 +76,9 @@ void attention_forward_blas(float* out, float* att, const float* q, const float*
 
 void attention_backward_blas(float* dq, float* dk, float* dv, const float* dout, const float* att,
                              const float* q, const float* k, const float* v, int64_t B, int64_t T_,
-                             int64_t Hq, int64_t Hkv, int64_t D) {
+                             int64_t Hq, int64_t Hkv, int64_t D, double score_divisor) {
   const int64_t G = Hq / Hkv;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  const float scale = 1.0f / (std::sqrt(static_cast<float>(D)) * static_cast<float>(score_divisor));
   // One task per (b, kv head), as the reference: it owns dk/dv of that kv head and dq of its G
   // query heads, so sums over query heads run in a fixed order.
 #pragma omp parallel for collapse(2) schedule(static)
@@ -109,14 +118,16 @@ void attention_backward_blas(float* dq, float* dk, float* dv, const float* dout,
 
 template <typename T>
 void attention_forward(T* out, T* att, const T* q, const T* k, const T* v, int64_t B, int64_t T_,
-                       int64_t Hq, int64_t Hkv, int64_t D) {
+                       int64_t Hq, int64_t Hkv, int64_t D, int64_t window, double score_divisor) {
   ZERO_CHECK(Hkv > 0 && Hq % Hkv == 0, "attention: Hq ", Hq, " not a multiple of Hkv ", Hkv);
+  ZERO_CHECK(window >= 0 && score_divisor > 0, "attention: window ", window, " score_divisor ",
+             score_divisor);
   if constexpr (std::is_same_v<T, float>) {
-    attention_forward_blas(out, att, q, k, v, B, T_, Hq, Hkv, D);
+    attention_forward_blas(out, att, q, k, v, B, T_, Hq, Hkv, D, window, score_divisor);
     return;
   }
   const int64_t G = Hq / Hkv;
-  const T scale = T(1) / std::sqrt(static_cast<T>(D));
+  const T scale = T(1) / (std::sqrt(static_cast<T>(D)) * static_cast<T>(score_divisor));
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t h = 0; h < Hq; ++h) {
@@ -125,9 +136,11 @@ void attention_forward(T* out, T* att, const T* q, const T* k, const T* v, int64
       for (int64_t t = 0; t < T_; ++t) {
         const T* q_D = q + ((b * T_ + t) * Hq + h) * D;
         T* att_T = att_TT + t * T_;
-        // Scores for the visible keys s <= t, then a max-subtracted softmax.
+        // Scores for the visible keys s0 <= s <= t, then a max-subtracted softmax.
+        const int64_t s0 = first_key(t, window);
         T max_score = -std::numeric_limits<T>::infinity();
-        for (int64_t s = 0; s <= t; ++s) {
+        for (int64_t s = 0; s < s0; ++s) att_T[s] = 0;
+        for (int64_t s = s0; s <= t; ++s) {
           const T* k_D = k + ((b * T_ + s) * Hkv + hkv) * D;
           T score = 0;
           for (int64_t d = 0; d < D; ++d) score += q_D[d] * k_D[d];
@@ -136,17 +149,17 @@ void attention_forward(T* out, T* att, const T* q, const T* k, const T* v, int64
           max_score = std::max(max_score, score);
         }
         T sum = 0;
-        for (int64_t s = 0; s <= t; ++s) {
+        for (int64_t s = s0; s <= t; ++s) {
           att_T[s] = std::exp(att_T[s] - max_score);
           sum += att_T[s];
         }
         const T inv_sum = T(1) / sum;
-        for (int64_t s = 0; s <= t; ++s) att_T[s] *= inv_sum;
+        for (int64_t s = s0; s <= t; ++s) att_T[s] *= inv_sum;
         for (int64_t s = t + 1; s < T_; ++s) att_T[s] = 0;
         // out[t] = Σ_s att[t, s] v[s].
         T* out_D = out + ((b * T_ + t) * Hq + h) * D;
         for (int64_t d = 0; d < D; ++d) out_D[d] = 0;
-        for (int64_t s = 0; s <= t; ++s) {
+        for (int64_t s = s0; s <= t; ++s) {
           const T* v_D = v + ((b * T_ + s) * Hkv + hkv) * D;
           const T p = att_T[s];
           for (int64_t d = 0; d < D; ++d) out_D[d] += p * v_D[d];
@@ -158,14 +171,15 @@ void attention_forward(T* out, T* att, const T* q, const T* k, const T* v, int64
 
 template <typename T>
 void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* att, const T* q, const T* k,
-                        const T* v, int64_t B, int64_t T_, int64_t Hq, int64_t Hkv, int64_t D) {
+                        const T* v, int64_t B, int64_t T_, int64_t Hq, int64_t Hkv, int64_t D,
+                        double score_divisor) {
   ZERO_CHECK(Hkv > 0 && Hq % Hkv == 0, "attention: Hq ", Hq, " not a multiple of Hkv ", Hkv);
   if constexpr (std::is_same_v<T, float>) {
-    attention_backward_blas(dq, dk, dv, dout, att, q, k, v, B, T_, Hq, Hkv, D);
+    attention_backward_blas(dq, dk, dv, dout, att, q, k, v, B, T_, Hq, Hkv, D, score_divisor);
     return;
   }
   const int64_t G = Hq / Hkv;
-  const T scale = T(1) / std::sqrt(static_cast<T>(D));
+  const T scale = T(1) / (std::sqrt(static_cast<T>(D)) * static_cast<T>(score_divisor));
   // One task per (b, kv head): it owns dk/dv of that kv head and dq of its G query heads, so the
   // sums over query heads run in a fixed order and the result does not depend on the thread count.
 #pragma omp parallel for collapse(2) schedule(static)
@@ -214,9 +228,10 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* att, const 
 
 #define ZERO_INSTANTIATE_ATTENTION(T)                                                        \
   template void attention_forward<T>(T*, T*, const T*, const T*, const T*, int64_t, int64_t, \
-                                     int64_t, int64_t, int64_t);                             \
+                                     int64_t, int64_t, int64_t, int64_t, double);            \
   template void attention_backward<T>(T*, T*, T*, const T*, const T*, const T*, const T*,    \
-                                      const T*, int64_t, int64_t, int64_t, int64_t, int64_t);
+                                      const T*, int64_t, int64_t, int64_t, int64_t, int64_t, \
+                                      double);
 ZERO_INSTANTIATE_ATTENTION(float)
 ZERO_INSTANTIATE_ATTENTION(double)
 #undef ZERO_INSTANTIATE_ATTENTION

@@ -84,7 +84,7 @@ __device__ __forceinline__ void load_rows(float* x_s, const T* x, int b, int row
 template <typename T, int kD>
 __global__ void __launch_bounds__(Tile<kD>::kThreads)
     attention_forward_kernel(T* out, float* lse, const T* q, const T* k, const T* v, int B, int T_,
-                             int Hq, int Hkv, int D, float scale) {
+                             int Hq, int Hkv, int D, float scale, int window) {
   using Tl = Tile<kD>;
   constexpr int kR = Tl::kRowsPerWarp;
   constexpr int kS = Tl::kStride;
@@ -143,7 +143,7 @@ __global__ void __launch_bounds__(Tile<kD>::kThreads)
 #pragma unroll
     for (int r = 0; r < kR; ++r) {
       const int t = q0 + row0 + r;
-      const bool visible = kv <= t && t < T_;
+      const bool visible = kv <= t && t < T_ && (window <= 0 || t - kv < window);
       const float score = visible ? s[r] * scale : -INFINITY;
       const float m_new = fmaxf(m[r], warp_max(score));
       // A row that has seen no visible key keeps m = -inf; exponentiating against 0 then gives
@@ -176,7 +176,8 @@ __global__ void __launch_bounds__(Tile<kD>::kThreads)
   for (int r = 0; r < kR; ++r) {
     const int t = q0 + row0 + r;
     if (t >= T_) continue;  // padding row of the last tile
-    // l >= 1 here: key 0 is visible to every row and its max term contributes exp(0).
+    // l >= 1 here: key t (the diagonal) is visible to every row, even with a window, and its max
+    // term contributes exp(0).
     const float inv_l = 1.0f / l[r];
     const int64_t off = ((static_cast<int64_t>(b) * T_ + t) * Hq + h) * D;
 #pragma unroll
@@ -197,7 +198,7 @@ template <typename T, int kD>
 __global__ void __launch_bounds__(Tile<kD>::kThreads)
     attention_backward_dkdv_kernel(T* dk, T* dv, const T* dout, const float* lse,
                                    const float* delta, const T* q, const T* k, const T* v, int B,
-                                   int T_, int Hq, int Hkv, int D, float scale) {
+                                   int T_, int Hq, int Hkv, int D, float scale, int window) {
   using Tl = Tile<kD>;
   constexpr int kR = Tl::kRowsPerWarp;
   constexpr int kS = Tl::kStride;
@@ -274,7 +275,8 @@ __global__ void __launch_bounds__(Tile<kD>::kThreads)
 #pragma unroll
       for (int r = 0; r < kR; ++r) {
         const int kv = kv0 + row0 + r;
-        const bool visible = kv <= t && t < T_;  // also false for padding keys kv >= T
+        // also false for padding keys kv >= T
+        const bool visible = kv <= t && t < T_ && (window <= 0 || t - kv < window);
         p[r] = visible ? expf(s[r] * scale - lse_t) : 0.0f;
         ds[r] = visible ? p[r] * (dp[r] - delta_t) * scale : 0.0f;
       }
@@ -329,7 +331,7 @@ template <typename T, int kD>
 __global__ void __launch_bounds__(Tile<kD>::kThreads)
     attention_backward_dq_kernel(T* dq, float* delta, const T* dout, const float* lse, const T* q,
                                  const T* k, const T* v, int B, int T_, int Hq, int Hkv, int D,
-                                 float scale) {
+                                 float scale, int window) {
   using Tl = Tile<kD>;
   constexpr int kR = Tl::kRowsPerWarp;
   constexpr int kS = Tl::kStride;
@@ -394,7 +396,7 @@ __global__ void __launch_bounds__(Tile<kD>::kThreads)
 #pragma unroll
     for (int r = 0; r < kR; ++r) {
       const int t = q0 + row0 + r;
-      const bool visible = kv <= t && t < T_;
+      const bool visible = kv <= t && t < T_ && (window <= 0 || t - kv < window);
       p[r] = visible ? expf(s[r] * scale - lse_r[r]) : 0.0f;
       pdp[r] = p[r] * dp[r];
       delta_lane[r] += pdp[r];
@@ -480,9 +482,11 @@ void launch_with_smem(Kernel kernel, int64_t blocks, int threads, size_t smem_by
 
 template <typename T>
 void attention_forward(T* out, float* lse, const T* q, const T* k, const T* v, int64_t B,
-                       int64_t T_, int64_t Hq, int64_t Hkv, int64_t D, cudaStream_t stream) {
+                       int64_t T_, int64_t Hq, int64_t Hkv, int64_t D, cudaStream_t stream,
+                       int64_t window, double score_divisor) {
   if (!check_attention_shape(B, T_, Hq, Hkv, D)) return;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  const float scale = 1.0f / (std::sqrt(static_cast<float>(D)) * static_cast<float>(score_divisor));
+  const int window_i = static_cast<int>(window);
   dispatch_head_dim(D, [&](auto bucket) {
     constexpr int kD = decltype(bucket)::value;
     using Tl = Tile<kD>;
@@ -490,7 +494,7 @@ void attention_forward(T* out, float* lse, const T* q, const T* k, const T* v, i
     const size_t smem_bytes = (Tl::kOwnedFloats + 2 * Tl::kStreamedFloats) * sizeof(float);
     launch_with_smem(attention_forward_kernel<T, kD>, blocks, Tl::kThreads, smem_bytes, stream, out,
                      lse, q, k, v, static_cast<int>(B), static_cast<int>(T_), static_cast<int>(Hq),
-                     static_cast<int>(Hkv), static_cast<int>(D), scale);
+                     static_cast<int>(Hkv), static_cast<int>(D), scale, window_i);
   });
 }
 
@@ -501,12 +505,14 @@ size_t attention_backward_scratch_bytes(int64_t B, int64_t T_, int64_t Hq, int64
 template <typename T>
 void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* out, const float* lse,
                         const T* q, const T* k, const T* v, int64_t B, int64_t T_, int64_t Hq,
-                        int64_t Hkv, int64_t D, void* scratch, cudaStream_t stream) {
+                        int64_t Hkv, int64_t D, void* scratch, cudaStream_t stream, int64_t window,
+                        double score_divisor) {
   if (!check_attention_shape(B, T_, Hq, Hkv, D)) return;
   ZERO_CHECK(scratch != nullptr && reinterpret_cast<uintptr_t>(scratch) % alignof(float) == 0,
              "attention_backward: scratch must be 4-byte-aligned device memory");
   float* delta = static_cast<float*>(scratch);  // (B, Hq, T), written by the dq kernel
-  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  const float scale = 1.0f / (std::sqrt(static_cast<float>(D)) * static_cast<float>(score_divisor));
+  const int window_i = static_cast<int>(window);
   const int Bi = static_cast<int>(B), Ti = static_cast<int>(T_), Hqi = static_cast<int>(Hq);
   const int Hkvi = static_cast<int>(Hkv), Di = static_cast<int>(D);
   dispatch_head_dim(D, [&](auto bucket) {
@@ -515,7 +521,7 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* out, const 
     const size_t dq_smem_bytes = (2 * Tl::kOwnedFloats + 2 * Tl::kStreamedFloats) * sizeof(float);
     const int64_t dq_blocks = (T_ + Tl::kRows - 1) / Tl::kRows * B * Hq;
     launch_with_smem(attention_backward_dq_kernel<T, kD>, dq_blocks, Tl::kThreads, dq_smem_bytes,
-                     stream, dq, delta, dout, lse, q, k, v, Bi, Ti, Hqi, Hkvi, Di, scale);
+                     stream, dq, delta, dout, lse, q, k, v, Bi, Ti, Hqi, Hkvi, Di, scale, window_i);
 
     // Stream order makes the dk/dv kernel see every delta the dq kernel wrote.
     const size_t dkdv_smem_bytes =
@@ -523,16 +529,16 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* out, const 
     const int64_t dkdv_blocks = (T_ + Tl::kRows - 1) / Tl::kRows * B * Hkv;
     launch_with_smem(attention_backward_dkdv_kernel<T, kD>, dkdv_blocks, Tl::kThreads,
                      dkdv_smem_bytes, stream, dk, dv, dout, lse, static_cast<const float*>(delta),
-                     q, k, v, Bi, Ti, Hqi, Hkvi, Di, scale);
+                     q, k, v, Bi, Ti, Hqi, Hkvi, Di, scale, window_i);
   });
 }
 
 #define ZERO_INSTANTIATE_ATTENTION_CUDA(T)                                                       \
   template void attention_forward<T>(T*, float*, const T*, const T*, const T*, int64_t, int64_t, \
-                                     int64_t, int64_t, int64_t, cudaStream_t);                   \
+                                     int64_t, int64_t, int64_t, cudaStream_t, int64_t, double);  \
   template void attention_backward<T>(T*, T*, T*, const T*, const T*, const float*, const T*,    \
                                       const T*, const T*, int64_t, int64_t, int64_t, int64_t,    \
-                                      int64_t, void*, cudaStream_t);
+                                      int64_t, void*, cudaStream_t, int64_t, double);
 ZERO_INSTANTIATE_ATTENTION_CUDA(float)
 ZERO_INSTANTIATE_ATTENTION_CUDA(__nv_bfloat16)
 ZERO_INSTANTIATE_ATTENTION_CUDA(__half)

@@ -37,9 +37,12 @@ namespace zero::kernels::cuda {
 // REQUIRES: Hkv > 0, Hq % Hkv == 0, 1 <= D <= 256. Dynamic shared memory per block: up to 81 KiB
 // here and 97 KiB in the backward (D > 128), within every sm_80+ GPU's opt-in limit (99 KiB on
 // sm_86/89).
+// window > 0: sliding-window mask as the CPU twin (query t sees keys with t - s < window);
+// score_divisor: extra divisor of the scores (GPT-2 scale_attn_by_inverse_layer_idx).
 template <typename T>
 void attention_forward(T* out, float* lse, const T* q, const T* k, const T* v, int64_t B,
-                       int64_t T_, int64_t Hq, int64_t Hkv, int64_t D, cudaStream_t stream);
+                       int64_t T_, int64_t Hq, int64_t Hkv, int64_t D, cudaStream_t stream,
+                       int64_t window = 0, double score_divisor = 1.0);
 
 // Bytes of device scratch attention_backward needs: delta = Σ_s p[t, s] (dout[t]·v[s]) per query
 // row, (B, Hq, T) fp32.
@@ -58,6 +61,7 @@ size_t attention_backward_scratch_bytes(int64_t B, int64_t T_, int64_t Hq, int64
 template <typename T>
 void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* out, const float* lse,
                         const T* q, const T* k, const T* v, int64_t B, int64_t T_, int64_t Hq,
-                        int64_t Hkv, int64_t D, void* scratch, cudaStream_t stream);
+                        int64_t Hkv, int64_t D, void* scratch, cudaStream_t stream,
+                        int64_t window = 0, double score_divisor = 1.0);
 
 }  // namespace zero::kernels::cuda

@@ -34,13 +34,16 @@ using testing::to_storage;
 
 struct AttnShape {
   int64_t B, T, Hq, Hkv, D;
+  int64_t W = 0;         // sliding window (0: plain causal)
+  double divisor = 1.0;  // extra score divisor (GPT-2 scale_attn_by_inverse_layer_idx)
   int64_t q_numel() const { return B * T * Hq * D; }
   int64_t kv_numel() const { return B * T * Hkv * D; }
   int64_t lse_numel() const { return B * Hq * T; }
 };
 
 void PrintTo(const AttnShape& s, std::ostream* os) {
-  *os << "B" << s.B << "_T" << s.T << "_Hq" << s.Hq << "_Hkv" << s.Hkv << "_D" << s.D;
+  *os << "B" << s.B << "_T" << s.T << "_Hq" << s.Hq << "_Hkv" << s.Hkv << "_D" << s.D << "_W"
+      << s.W;
 }
 
 std::vector<double> to_double(const std::vector<float>& v) { return {v.begin(), v.end()}; }
@@ -50,14 +53,15 @@ std::vector<float> to_f32(const std::vector<double>& v) { return {v.begin(), v.e
 std::vector<float> reference_lse(const std::vector<double>& q, const std::vector<double>& k,
                                  const AttnShape& s) {
   const int64_t G = s.Hq / s.Hkv;
-  const double scale = 1.0 / std::sqrt(static_cast<double>(s.D));
+  const double scale = 1.0 / (std::sqrt(static_cast<double>(s.D)) * s.divisor);
   std::vector<float> lse(s.lse_numel());
   std::vector<double> scores(s.T);
   for (int64_t b = 0; b < s.B; ++b) {
     for (int64_t h = 0; h < s.Hq; ++h) {
       for (int64_t t = 0; t < s.T; ++t) {
         double max_score = -std::numeric_limits<double>::infinity();
-        for (int64_t u = 0; u <= t; ++u) {
+        const int64_t u0 = s.W > 0 ? std::max<int64_t>(0, t - s.W + 1) : 0;
+        for (int64_t u = u0; u <= t; ++u) {
           double dot = 0;
           for (int64_t d = 0; d < s.D; ++d) {
             dot += q[((b * s.T + t) * s.Hq + h) * s.D + d] *
@@ -67,7 +71,7 @@ std::vector<float> reference_lse(const std::vector<double>& q, const std::vector
           max_score = std::max(max_score, scores[u]);
         }
         double sum = 0;
-        for (int64_t u = 0; u <= t; ++u) sum += std::exp(scores[u] - max_score);
+        for (int64_t u = u0; u <= t; ++u) sum += std::exp(scores[u] - max_score);
         lse[(b * s.Hq + h) * s.T + t] = static_cast<float>(max_score + std::log(sum));
       }
     }
@@ -100,7 +104,7 @@ struct AttnCase {
     out_d.assign(s.q_numel(), 0.0);
     att_d.assign(s.B * s.Hq * s.T * s.T, 0.0);
     cpu::attention_forward(out_d.data(), att_d.data(), q_d.data(), k_d.data(), v_d.data(), s.B, s.T,
-                           s.Hq, s.Hkv, s.D);
+                           s.Hq, s.Hkv, s.D, s.W, s.divisor);
   }
 
   // The CPU twin's backward, accumulating into the given starting gradients.
@@ -109,7 +113,8 @@ struct AttnCase {
     auto dq_d = to_double(dq), dk_d = to_double(dk), dv_d = to_double(dv);
     const auto dout_d = to_double(dout);
     cpu::attention_backward(dq_d.data(), dk_d.data(), dv_d.data(), dout_d.data(), att_d.data(),
-                            q_d.data(), k_d.data(), v_d.data(), s.B, s.T, s.Hq, s.Hkv, s.D);
+                            q_d.data(), k_d.data(), v_d.data(), s.B, s.T, s.Hq, s.Hkv, s.D,
+                            s.divisor);
     dq = to_f32(dq_d);
     dk = to_f32(dk_d);
     dv = to_f32(dv_d);
@@ -138,12 +143,12 @@ struct DeviceAttn {
 
   void forward(const AttnShape& s, cudaStream_t stream) {
     cuda::attention_forward<T>(out.get(), lse.get(), q.get(), k.get(), v.get(), s.B, s.T, s.Hq,
-                               s.Hkv, s.D, stream);
+                               s.Hkv, s.D, stream, s.W, s.divisor);
   }
   void backward(const AttnShape& s, cudaStream_t stream) {
     cuda::attention_backward<T>(dq.get(), dk.get(), dv.get(), dout.get(), out.get(), lse.get(),
                                 q.get(), k.get(), v.get(), s.B, s.T, s.Hq, s.Hkv, s.D,
-                                scratch.get(), stream);
+                                scratch.get(), stream, s.W, s.divisor);
   }
 
   DeviceArray<T> q, k, v, dout, out;
@@ -252,16 +257,34 @@ TEST_P(AttentionCuda, Deterministic) {
 // 2 and 4; D = 1 and 3 (one column of a 32 bucket), 8 and 16 (tiny test models), 64 (GPT-2), 80
 // and 96 (padded 128 bucket), 128 (Llama), 200 and 256 (the 256 bucket, padded and exact).
 const std::vector<AttnShape> kShapes = {
-    {1, 1, 1, 1, 1},    {1, 1, 2, 1, 64},   {2, 3, 1, 1, 1},    {1, 29, 1, 1, 3},
-    {1, 37, 1, 1, 8},   {2, 37, 4, 4, 16},  {1, 37, 4, 2, 64},  {2, 37, 4, 1, 80},
-    {1, 64, 2, 2, 128}, {1, 100, 3, 1, 32}, {1, 70, 2, 2, 96},  {1, 45, 2, 1, 256},
-    {1, 33, 4, 2, 200}, {1, 257, 2, 1, 64}, {3, 17, 6, 3, 128},
+    {1, 1, 1, 1, 1},
+    {1, 1, 2, 1, 64},
+    {2, 3, 1, 1, 1},
+    {1, 29, 1, 1, 3},
+    {1, 37, 1, 1, 8},
+    {2, 37, 4, 4, 16},
+    {1, 37, 4, 2, 64},
+    {2, 37, 4, 1, 80},
+    {1, 64, 2, 2, 128},
+    {1, 100, 3, 1, 32},
+    {1, 70, 2, 2, 96},
+    {1, 45, 2, 1, 256},
+    {1, 33, 4, 2, 200},
+    {1, 257, 2, 1, 64},
+    {3, 17, 6, 3, 128},
+    // Sliding window (within a tile, across tiles, window 1) and an extra score divisor.
+    {1, 37, 4, 2, 64, 7},
+    {2, 70, 2, 1, 32, 33, 2.0},
+    {1, 100, 3, 1, 128, 1},
+    {1, 45, 2, 2, 16, 0, 3.0},
 };
 
 std::string param_name(const ::testing::TestParamInfo<AttnParam>& info) {
   const auto& [dtype, s] = info.param;
   return std::string(dtype_name(dtype)) + "_B" + std::to_string(s.B) + "_T" + std::to_string(s.T) +
-         "_Hq" + std::to_string(s.Hq) + "_Hkv" + std::to_string(s.Hkv) + "_D" + std::to_string(s.D);
+         "_Hq" + std::to_string(s.Hq) + "_Hkv" + std::to_string(s.Hkv) + "_D" +
+         std::to_string(s.D) + "_W" + std::to_string(s.W) + "_div" +
+         std::to_string(static_cast<int>(s.divisor));
 }
 
 INSTANTIATE_TEST_SUITE_P(DtypesShapes, AttentionCuda,

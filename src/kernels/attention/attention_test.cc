@@ -1,6 +1,7 @@
-// Tests for CPU causal GQA attention: FD gradients, causality, a naive expanded-heads reference,
-// float/double agreement and thread-count independence.
-// Legend: B batch, T time, Hq / Hkv heads, D head_dim. q/out (B,T,Hq,D); k/v (B,T,Hkv,D).
+// Tests for CPU causal GQA attention (plain causal, sliding window, extra score divisor): FD
+// gradients, causality, a naive expanded-heads reference, float/double agreement and thread-count
+// independence. Legend: B batch, T time, Hq / Hkv heads, D head_dim. q/out (B,T,Hq,D); k/v
+// (B,T,Hkv,D).
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -22,10 +23,13 @@ using testing::to_float;
 
 struct AttnShape {
   int64_t B, T, Hq, Hkv, D;
+  int64_t W = 0;         // sliding window (0: plain causal)
+  double divisor = 1.0;  // extra score divisor (GPT-2 scale_attn_by_inverse_layer_idx)
 };
 
 void PrintTo(const AttnShape& s, std::ostream* os) {
-  *os << "B" << s.B << "_T" << s.T << "_Hq" << s.Hq << "_Hkv" << s.Hkv << "_D" << s.D;
+  *os << "B" << s.B << "_T" << s.T << "_Hq" << s.Hq << "_Hkv" << s.Hkv << "_D" << s.D << "_W" << s.W
+      << "_div" << s.divisor;
 }
 
 // Repeats each kv head G = Hq / Hkv times: (B, T, Hkv, D) -> (B, T, Hq, D).
@@ -54,8 +58,10 @@ std::vector<double> naive_attention(const std::vector<double>& q, const std::vec
         for (int64_t u = 0; u < T; ++u) {
           double sc = 0;
           for (int64_t d = 0; d < D; ++d) sc += at(q, t, d) * at(k_exp, u, d);
-          scores[t * T + u] =
-              u > t ? -std::numeric_limits<double>::infinity() : sc / std::sqrt(double(D));
+          // Masked: the future, and with a window W the keys with t - u >= W (HF Mistral).
+          const bool masked = u > t || (s.W > 0 && t - u >= s.W);
+          scores[t * T + u] = masked ? -std::numeric_limits<double>::infinity()
+                                     : sc / (std::sqrt(double(D)) * s.divisor);
         }
         double sum = 0;
         for (int64_t u = 0; u < T; ++u) sum += std::exp(scores[t * T + u]);
@@ -86,7 +92,7 @@ TEST_P(AttentionShapes, MatchesNaiveExpandedHeads) {
   const auto v = random_vector(kv_numel(), 3);
   std::vector<double> out(q_numel()), att(att_numel(), 7.0);
   attention_forward(out.data(), att.data(), q.data(), k.data(), v.data(), sh.B, sh.T, sh.Hq, sh.Hkv,
-                    sh.D);
+                    sh.D, sh.W, sh.divisor);
   const auto want = naive_attention(q, expand_kv(k, sh), expand_kv(v, sh), sh);
   EXPECT_LT(max_rel_error(out, want), 1e-13);
   // att rows are distributions over s <= t with exact zeros above the diagonal.
@@ -95,7 +101,7 @@ TEST_P(AttentionShapes, MatchesNaiveExpandedHeads) {
       double sum = 0;
       for (int64_t u = 0; u < sh.T; ++u) {
         const double p = att[(bh * sh.T + t) * sh.T + u];
-        if (u > t) {
+        if (u > t || (sh.W > 0 && t - u >= sh.W)) {
           EXPECT_EQ(p, 0.0);
         }
         sum += p;
@@ -114,7 +120,7 @@ TEST_P(AttentionShapes, BackwardMatchesFiniteDifferences) {
   std::vector<double> out(q_numel()), att(att_numel());
   auto loss = [&] {
     attention_forward(out.data(), att.data(), q.data(), k.data(), v.data(), sh.B, sh.T, sh.Hq,
-                      sh.Hkv, sh.D);
+                      sh.Hkv, sh.D, sh.W, sh.divisor);
     return dot(w, out.data(), out.size());
   };
   const auto want_dq = numeric_grad(q, loss);
@@ -127,7 +133,7 @@ TEST_P(AttentionShapes, BackwardMatchesFiniteDifferences) {
   const auto dv0 = random_vector(kv_numel(), 17);
   auto dq = dq0, dk = dk0, dv = dv0;
   attention_backward(dq.data(), dk.data(), dv.data(), w.data(), att.data(), q.data(), k.data(),
-                     v.data(), sh.B, sh.T, sh.Hq, sh.Hkv, sh.D);
+                     v.data(), sh.B, sh.T, sh.Hq, sh.Hkv, sh.D, sh.divisor);
   for (size_t i = 0; i < dq.size(); ++i) dq[i] -= dq0[i];
   for (size_t i = 0; i < dk.size(); ++i) dk[i] -= dk0[i];
   for (size_t i = 0; i < dv.size(); ++i) dv[i] -= dv0[i];
@@ -146,19 +152,19 @@ TEST_P(AttentionShapes, BackwardMatchesExpandedHeads) {
   const auto dout = random_vector(q_numel(), 24);
   std::vector<double> out(q_numel()), att(att_numel());
   attention_forward(out.data(), att.data(), q.data(), k.data(), v.data(), sh.B, sh.T, sh.Hq, sh.Hkv,
-                    sh.D);
+                    sh.D, sh.W, sh.divisor);
   std::vector<double> dq(q_numel()), dk(kv_numel()), dv(kv_numel());
   attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), att.data(), q.data(), k.data(),
-                     v.data(), sh.B, sh.T, sh.Hq, sh.Hkv, sh.D);
+                     v.data(), sh.B, sh.T, sh.Hq, sh.Hkv, sh.D, sh.divisor);
 
   const auto k_exp = expand_kv(k, sh), v_exp = expand_kv(v, sh);
   std::vector<double> out_e(q_numel()), att_e(att_numel());
   attention_forward(out_e.data(), att_e.data(), q.data(), k_exp.data(), v_exp.data(), sh.B, sh.T,
-                    sh.Hq, sh.Hq, sh.D);
+                    sh.Hq, sh.Hq, sh.D, sh.W, sh.divisor);
   EXPECT_EQ(att_e, att);
   std::vector<double> dq_e(q_numel()), dk_e(q_numel()), dv_e(q_numel());
   attention_backward(dq_e.data(), dk_e.data(), dv_e.data(), dout.data(), att_e.data(), q.data(),
-                     k_exp.data(), v_exp.data(), sh.B, sh.T, sh.Hq, sh.Hq, sh.D);
+                     k_exp.data(), v_exp.data(), sh.B, sh.T, sh.Hq, sh.Hq, sh.D, sh.divisor);
   std::vector<double> dk_sum(kv_numel(), 0.0), dv_sum(kv_numel(), 0.0);
   for (int64_t bt = 0; bt < sh.B * sh.T; ++bt)
     for (int64_t h = 0; h < sh.Hq; ++h)
@@ -178,7 +184,7 @@ TEST_P(AttentionShapes, FutureKeysAndValuesDoNotChangeEarlierOutputs) {
   const auto v = random_vector(kv_numel(), 33);
   std::vector<double> out(q_numel()), att(att_numel());
   attention_forward(out.data(), att.data(), q.data(), k.data(), v.data(), sh.B, sh.T, sh.Hq, sh.Hkv,
-                    sh.D);
+                    sh.D, sh.W, sh.divisor);
   for (int64_t t0 = 0; t0 < sh.T; ++t0) {
     // Replace k, v at every position after t0.
     auto k2 = k, v2 = v;
@@ -192,7 +198,7 @@ TEST_P(AttentionShapes, FutureKeysAndValuesDoNotChangeEarlierOutputs) {
         }
     std::vector<double> out2(q_numel()), att2(att_numel());
     attention_forward(out2.data(), att2.data(), q.data(), k2.data(), v2.data(), sh.B, sh.T, sh.Hq,
-                      sh.Hkv, sh.D);
+                      sh.Hkv, sh.D, sh.W, sh.divisor);
     for (int64_t b = 0; b < sh.B; ++b)
       for (int64_t t = 0; t <= t0; ++t)
         for (int64_t i = 0; i < sh.Hq * sh.D; ++i) {
@@ -211,16 +217,16 @@ TEST_P(AttentionShapes, FloatAgreesWithDouble) {
   std::vector<double> out(q_numel()), att(att_numel()), dq(q_numel()), dk(kv_numel()),
       dv(kv_numel());
   attention_forward(out.data(), att.data(), q.data(), k.data(), v.data(), sh.B, sh.T, sh.Hq, sh.Hkv,
-                    sh.D);
+                    sh.D, sh.W, sh.divisor);
   attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), att.data(), q.data(), k.data(),
-                     v.data(), sh.B, sh.T, sh.Hq, sh.Hkv, sh.D);
+                     v.data(), sh.B, sh.T, sh.Hq, sh.Hkv, sh.D, sh.divisor);
   const auto qf = to_float(q), kf = to_float(k), vf = to_float(v), doutf = to_float(dout);
   std::vector<float> outf(q_numel()), attf(att_numel()), dqf(q_numel()), dkf(kv_numel()),
       dvf(kv_numel());
   attention_forward(outf.data(), attf.data(), qf.data(), kf.data(), vf.data(), sh.B, sh.T, sh.Hq,
-                    sh.Hkv, sh.D);
+                    sh.Hkv, sh.D, sh.W, sh.divisor);
   attention_backward(dqf.data(), dkf.data(), dvf.data(), doutf.data(), attf.data(), qf.data(),
-                     kf.data(), vf.data(), sh.B, sh.T, sh.Hq, sh.Hkv, sh.D);
+                     kf.data(), vf.data(), sh.B, sh.T, sh.Hq, sh.Hkv, sh.D, sh.divisor);
   auto widen = [](const std::vector<float>& x) { return std::vector<double>(x.begin(), x.end()); };
   EXPECT_LT(max_rel_error(widen(outf), out), 1e-5);
   EXPECT_LT(max_rel_error(widen(attf), att), 1e-5);
@@ -241,9 +247,9 @@ TEST_P(AttentionShapes, ResultDoesNotDependOnThreadCount) {
     std::vector<float> out(q_numel()), att(att_numel()), dq(q_numel()), dk(kv_numel()),
         dv(kv_numel());
     attention_forward(out.data(), att.data(), q.data(), k.data(), v.data(), sh.B, sh.T, sh.Hq,
-                      sh.Hkv, sh.D);
+                      sh.Hkv, sh.D, sh.W, sh.divisor);
     attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), att.data(), q.data(), k.data(),
-                       v.data(), sh.B, sh.T, sh.Hq, sh.Hkv, sh.D);
+                       v.data(), sh.B, sh.T, sh.Hq, sh.Hkv, sh.D, sh.divisor);
     omp_set_num_threads(saved);
     return std::vector<std::vector<float>>{out, att, dq, dk, dv};
   };
@@ -254,7 +260,13 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttentionShapes,
                          ::testing::Values(AttnShape{1, 1, 1, 1, 3}, AttnShape{2, 5, 2, 2, 3},
                                            AttnShape{1, 7, 3, 3, 8}, AttnShape{2, 5, 4, 2, 3},
                                            AttnShape{1, 7, 2, 1, 8}, AttnShape{2, 7, 4, 1, 3},
-                                           AttnShape{1, 5, 8, 2, 8}, AttnShape{1, 1, 4, 1, 8}));
+                                           AttnShape{1, 5, 8, 2, 8}, AttnShape{1, 1, 4, 1, 8},
+                                           // Sliding window (Mistral / Qwen2), every path.
+                                           AttnShape{2, 7, 4, 2, 3, 3}, AttnShape{1, 9, 2, 1, 8, 1},
+                                           AttnShape{1, 7, 3, 3, 8, 4}, AttnShape{1, 5, 2, 2, 3, 9},
+                                           // GPT-2 scale_attn_by_inverse_layer_idx (layer 2).
+                                           AttnShape{2, 5, 2, 2, 3, 0, 3.0},
+                                           AttnShape{1, 7, 4, 2, 8, 3, 2.0}));
 
 }  // namespace
 }  // namespace zero::kernels::cpu

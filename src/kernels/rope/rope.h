@@ -8,21 +8,33 @@
 
 namespace zero::kernels::cpu {
 
-// HF `rope_scaling`; type "default" (none) or "llama3" (Llama 3.1 frequency scaling).
+// HF RoPE scaling (4.x `rope_scaling`, transformers-5 `rope_parameters`), as transformers'
+// modeling_rope_utils computes it. type: "default" (none), "linear" (positions divided by factor),
+// "dynamic" (NTK: theta grows once the sequence passes max_position_embeddings), "yarn", "llama3".
 struct RopeScaling {
   std::string type = "default";
   double factor = 1.0;
-  double low_freq_factor = 1.0;
-  double high_freq_factor = 4.0;
-  int64_t original_max_position_embeddings = 8192;
+  double low_freq_factor = 1.0;                     // llama3
+  double high_freq_factor = 4.0;                    // llama3
+  int64_t original_max_position_embeddings = 8192;  // llama3, yarn
+  double beta_fast = 32.0;                          // yarn
+  double beta_slow = 1.0;                           // yarn
+  bool truncate = true;                             // yarn: floor/ceil the correction range
+  double attention_factor = 1.0;  // yarn: cos and sin are multiplied by this (resolved on read)
+  int64_t max_position_embeddings = 0;  // dynamic: the model's max_position_embeddings
 };
 
 // Inverse frequencies inv_freq[i], i < D/2, as HF computes them (in double), with scaling applied.
-std::vector<double> rope_inv_freq(int64_t head_dim, double theta, const RopeScaling& scaling);
+// seq_len matters for "dynamic" only: the length of the sequence the tables are for (HF recomputes
+// the frequencies with max(seq_len, max_position_embeddings)).
+std::vector<double> rope_inv_freq(int64_t head_dim, double theta, const RopeScaling& scaling,
+                                  int64_t seq_len = 0);
 
-// cos/sin tables (T, D/2): angle = t * inv_freq[i], for positions t = 0..T-1.
+// cos/sin tables (T, D/2): angle = t * inv_freq[i], for positions t = 0..T-1, both multiplied by
+// `scale` (yarn's attention_factor; 1 otherwise).
 template <typename T>
-void rope_tables(T* cos_TD2, T* sin_TD2, const std::vector<double>& inv_freq, int64_t T_);
+void rope_tables(T* cos_TD2, T* sin_TD2, const std::vector<double>& inv_freq, int64_t T_,
+                 double scale = 1.0);
 
 // out(B, T, H, D) = x * cos + rotate_half(x) * sin. out may alias inp.
 template <typename T>

@@ -1,5 +1,6 @@
 // CPU reference for rotary position embeddings (HF Llama rotate_half convention, llama3 scaling).
 // Legend: B batch, T time, H heads, D head_dim, D2 = D/2 (number of rotated pairs).
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 
@@ -8,16 +9,57 @@
 
 namespace zero::kernels::cpu {
 
-std::vector<double> rope_inv_freq(int64_t head_dim, double theta, const RopeScaling& scaling) {
+std::vector<double> rope_inv_freq(int64_t head_dim, double theta, const RopeScaling& scaling,
+                                  int64_t seq_len) {
   ZERO_CHECK(head_dim > 0 && head_dim % 2 == 0, "rope head_dim must be even, got ", head_dim);
   ZERO_CHECK(theta > 0, "rope theta must be positive, got ", theta);
   const int64_t D2 = head_dim / 2;
+  const double dim = static_cast<double>(head_dim);
+  const std::string& type = scaling.type;
+  if (type == "dynamic") {
+    // HF `_compute_dynamic_ntk_parameters`: seq_len = max(seq_len, max_position_embeddings) and
+    // base *= (factor * seq_len / max_pos - (factor - 1)) ^ (dim / (dim - 2)). At or below
+    // max_position_embeddings the bracket is 1: the default frequencies.
+    ZERO_CHECK(scaling.max_position_embeddings > 0, "dynamic rope needs max_position_embeddings");
+    const double max_pos = static_cast<double>(scaling.max_position_embeddings);
+    const double len = std::max(static_cast<double>(seq_len), max_pos);
+    theta *= std::pow(scaling.factor * len / max_pos - (scaling.factor - 1.0), dim / (dim - 2.0));
+  }
   std::vector<double> inv_freq(static_cast<size_t>(D2));
   for (int64_t i = 0; i < D2; ++i) {
-    inv_freq[i] = 1.0 / std::pow(theta, static_cast<double>(2 * i) / static_cast<double>(head_dim));
+    inv_freq[i] = 1.0 / std::pow(theta, static_cast<double>(2 * i) / dim);
   }
-  if (scaling.type == "default") return inv_freq;
-  ZERO_CHECK(scaling.type == "llama3", "unsupported rope_scaling type ", scaling.type);
+  if (type == "default" || type == "dynamic") return inv_freq;
+  if (type == "linear") {
+    for (auto& f : inv_freq) f /= scaling.factor;
+    return inv_freq;
+  }
+  if (type == "yarn") {
+    // HF `_compute_yarn_parameters`: dimensions that rotate more than beta_fast times over the
+    // original context keep their frequency (extrapolation), those rotating fewer than beta_slow
+    // times are divided by factor (interpolation), with a linear ramp between.
+    const double orig = static_cast<double>(scaling.original_max_position_embeddings);
+    auto correction_dim = [&](double rotations) {
+      return dim * std::log(orig / (rotations * 2.0 * std::numbers::pi)) / (2.0 * std::log(theta));
+    };
+    double low = correction_dim(scaling.beta_fast);
+    double high = correction_dim(scaling.beta_slow);
+    if (scaling.truncate) {
+      low = std::floor(low);
+      high = std::ceil(high);
+    }
+    low = std::max(low, 0.0);
+    high = std::min(high, dim - 1.0);
+    if (low == high) high += 0.001;  // HF's guard against a zero-width ramp
+    for (int64_t i = 0; i < D2; ++i) {
+      const double ramp = std::clamp((static_cast<double>(i) - low) / (high - low), 0.0, 1.0);
+      const double extrapolation = 1.0 - ramp;
+      inv_freq[i] =
+          inv_freq[i] / scaling.factor * (1.0 - extrapolation) + inv_freq[i] * extrapolation;
+    }
+    return inv_freq;
+  }
+  ZERO_CHECK(type == "llama3", "unsupported rope_scaling type ", type);
   ZERO_CHECK(scaling.factor > 0 && scaling.high_freq_factor != scaling.low_freq_factor,
              "bad llama3 rope_scaling: factor ", scaling.factor, " low_freq_factor ",
              scaling.low_freq_factor, " high_freq_factor ", scaling.high_freq_factor);
@@ -40,7 +82,8 @@ std::vector<double> rope_inv_freq(int64_t head_dim, double theta, const RopeScal
 }
 
 template <typename T>
-void rope_tables(T* cos_TD2, T* sin_TD2, const std::vector<double>& inv_freq, int64_t T_) {
+void rope_tables(T* cos_TD2, T* sin_TD2, const std::vector<double>& inv_freq, int64_t T_,
+                 double scale) {
   const int64_t D2 = static_cast<int64_t>(inv_freq.size());
   // The angle is formed in double; HF forms t * inv_freq in float32, so at large t its tables carry
   // an angle error of about t * 6e-8 rad. Ours is the more accurate; torch fixtures need a
@@ -49,8 +92,8 @@ void rope_tables(T* cos_TD2, T* sin_TD2, const std::vector<double>& inv_freq, in
   for (int64_t t = 0; t < T_; ++t) {
     for (int64_t i = 0; i < D2; ++i) {
       const double angle = static_cast<double>(t) * inv_freq[i];
-      cos_TD2[t * D2 + i] = static_cast<T>(std::cos(angle));
-      sin_TD2[t * D2 + i] = static_cast<T>(std::sin(angle));
+      cos_TD2[t * D2 + i] = static_cast<T>(std::cos(angle) * scale);
+      sin_TD2[t * D2 + i] = static_cast<T>(std::sin(angle) * scale);
     }
   }
 }
@@ -101,7 +144,7 @@ void rope_backward(T* dinp, const T* dout, const T* cos_TD2, const T* sin_TD2, i
 }
 
 #define ZERO_INSTANTIATE_ROPE(T)                                                              \
-  template void rope_tables<T>(T*, T*, const std::vector<double>&, int64_t);                  \
+  template void rope_tables<T>(T*, T*, const std::vector<double>&, int64_t, double);          \
   template void rope_forward<T>(T*, const T*, const T*, const T*, int64_t, int64_t, int64_t,  \
                                 int64_t);                                                     \
   template void rope_backward<T>(T*, const T*, const T*, const T*, int64_t, int64_t, int64_t, \
