@@ -34,7 +34,8 @@ struct TrainArgs {
   std::optional<int64_t> save_total_limit;
   bool save_on_interrupt = false;  // SIGINT / SIGTERM: save a checkpoint before exiting
   std::string device = "cpu";
-  bool quiet = false;  // no live progress line (tests, logs)
+  bool quiet = false;    // no live progress line (tests, logs)
+  bool verbose = false;  // print the whole effective config (it is in OUTPUT_DIR either way)
 
   // TrainingArguments flags resolving "auto" config values.
   std::optional<int64_t> per_device_train_batch_size;
