@@ -19,7 +19,8 @@
 
 namespace zero::runtime {
 
-Engine::Engine(EngineOptions options) : options_(std::move(options)) {}
+Engine::Engine(EngineOptions options)
+    : options_(std::move(options)), timers_(options_.wall_clock_breakdown) {}
 
 Engine::~Engine() {
   // The coordinator and reducer wait for their in-flight collectives; destroy them before the
@@ -207,7 +208,12 @@ StatusOr<StepResult> Engine::train_step(const std::vector<MicroBatch>& micro_bat
   for (const auto& mb : micro_batches) r.tokens += mb.batch * mb.seq * comm_->world_size();
 
   ZERO_ASSIGN_OR_RETURN(r.loss, forward_backward(micro_batches, static_cast<float>(r.loss_scale)));
-  ZERO_RETURN_IF_ERROR(grads_->finish_step());
+  {
+    StepTimers::Scope t(timers_, StepPhase::kBackwardAllreduce);
+    ZERO_RETURN_IF_ERROR(grads_->finish_step());
+  }
+  StepTimers::Scope step_timer(timers_, StepPhase::kStep);
+  timers_.end_step();
 
   double norm_scaled = 0.0;
   bool overflow = false;
@@ -245,11 +251,17 @@ StatusOr<double> Engine::forward_backward(const std::vector<MicroBatch>& micro_b
     const MicroBatch& mb = micro_batches[static_cast<size_t>(m)];
     params_->begin_micro_step();
     grads_->begin_micro_step(m);
-    loss_sum += model_->forward(*params_, mb.tokens.data(), mb.targets.data(), mb.batch, mb.seq);
+    {
+      StepTimers::Scope t(timers_, StepPhase::kForward);
+      loss_sum += model_->forward(*params_, mb.tokens.data(), mb.targets.data(), mb.batch, mb.seq);
+    }
     const int64_t counted = model_->counted_targets();
     const double dloss =
         counted > 0 ? loss_scale / (static_cast<double>(counted) * gas * world) : 0.0;
-    model_->backward(*params_, *grads_, static_cast<float>(dloss));
+    {
+      StepTimers::Scope t(timers_, StepPhase::kBackwardInner);
+      model_->backward(*params_, *grads_, static_cast<float>(dloss));
+    }
     ZERO_RETURN_IF_ERROR(params_->status());
   }
   // The loss of the global batch: mean over this rank's micro-steps, then over ranks.

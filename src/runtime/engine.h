@@ -24,6 +24,7 @@
 #include "optim/lr_schedule.h"
 #include "optim/optimizer_spec.h"
 #include "runtime/memory_plan.h"
+#include "runtime/step_timers.h"
 #include "sharding/grad_reducer.h"
 #include "sharding/param_coordinator.h"
 #include "sharding/shard_layout.h"
@@ -79,6 +80,8 @@ struct EngineOptions {
   int64_t planned_micro_batch = 0;
   int64_t planned_seq_len = 0;
   std::optional<HostResources> resources;
+  // ds_config wall_clock_breakdown: time the step phases (timers()).
+  bool wall_clock_breakdown = false;
 };
 
 // One micro-batch of this rank: tokens and targets, (B, T) each.
@@ -156,6 +159,8 @@ class Engine {
   Communicator& comm() { return *comm_; }
   const optim::LossScaler& loss_scaler() const { return *scaler_; }
   const optim::LrSchedule& schedule() const { return options_.schedule; }
+  // This rank's phase times (wall_clock_breakdown; disabled timers stay at zero).
+  StepTimers& timers() { return timers_; }
 
  private:
   struct UnitState {
@@ -204,6 +209,7 @@ class Engine {
   std::unique_ptr<optim::LossScaler> scaler_;
   int64_t global_step_ = 0;
   int64_t optimizer_updates_ = 0;  // successful updates (Adam's step counter)
+  StepTimers timers_;
 };
 
 }  // namespace zero::runtime
