@@ -2,6 +2,7 @@
 // JSON text. Parsing only; validate_ds_config (validate.h) checks the content.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -20,8 +21,14 @@ struct LoadedConfig {
 // kInvalidArgument "NAME: line L, column C: what".
 StatusOr<LoadedConfig> load_ds_config_text(std::string_view text, std::string_view name);
 
+// Largest ds_config file read (real ones are a few KiB): bounds the memory a hostile or mistaken
+// file can take (the parsed document with its source map takes ~60x the text).
+inline constexpr uint64_t kMaxDsConfigBytes = uint64_t{16} << 20;
+
 // Reads and parses the file at `path`. Like DeepSpeed, a `path` that is not an existing file but
-// is base64 of a JSON object is decoded instead. Errors: kNotFound / kIoError / kInvalidArgument.
+// is base64 of a JSON object is decoded instead. Only a regular file of at most kMaxDsConfigBytes
+// is read: a FIFO, a device (/dev/zero) or a directory is refused without blocking
+// (read_regular_file in core/regular_file.h). Errors: kNotFound / kIoError / kInvalidArgument.
 StatusOr<LoadedConfig> load_ds_config_file(const std::string& path);
 
 }  // namespace zero::config

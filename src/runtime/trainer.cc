@@ -470,6 +470,7 @@ int run_training(const TrainArgs& args, Communicator& comm) {
   Plan& plan = *plan_or;
   plan.engine.planned_micro_batch = plan.micro_batch;
   plan.engine.planned_seq_len = block;
+  plan.engine.planned_grad_accum = plan.grad_accum;  // sizes the step's token batches
   int64_t max_steps = args.max_steps;
   if (max_steps <= 0 && args.num_train_epochs) {
     max_steps = static_cast<int64_t>(
