@@ -104,3 +104,10 @@ add_test(NAME cli.config.train_huge_accumulation
 set_tests_properties(cli.config.train_huge_accumulation PROPERTIES LABELS unit TIMEOUT 60
   PASS_REGULAR_EXPRESSION "not enough host memory: .*token batches of one step.*gradient_accumulation_steps"
   FAIL_REGULAR_EXPRESSION "length_error|bad_alloc|terminate|rc=0\n")
+
+# n_layer 1e9 in a model's config.json: refused as the key is read (before: zero train built a
+# billion-unit layout and aborted with std::bad_alloc after 11 s).
+add_test(NAME cli.config.train_model_too_many_layers
+         COMMAND sh -c "$<TARGET_FILE:zero> train --model ${PROJECT_SOURCE_DIR}/tests/fixtures/models/absurd/deep/config.json --train_file ${PROJECT_SOURCE_DIR}/tests/fixtures/golden/tokens.bin --block_size 16 --max_steps 1 --quiet --overwrite_output_dir --output_dir ${CMAKE_BINARY_DIR}/test_out/too_many_layers 2>&1; echo rc=$?")
+set_tests_properties(cli.config.train_model_too_many_layers PROPERTIES LABELS unit TIMEOUT 30
+  PASS_REGULAR_EXPRESSION "deep/config.json: n_layer: 1000000000 is larger than the limit 65536\nrc=2\n$")
