@@ -1,5 +1,6 @@
 // Loading a ds_config the ways DeepSpeed accepts one: a file path, JSON text, or url-safe base64 of
-// JSON text. Parsing only; validate_ds_config (validate.h) checks the content.
+// JSON text. Parsing, plus DeepSpeed's reading of string booleans ("enabled": "false" is false,
+// coerce_string_booleans in validate.h); validate_ds_config checks the content.
 #pragma once
 
 #include <cstdint>
@@ -13,8 +14,8 @@ namespace zero::config {
 
 struct LoadedConfig {
   std::string name;   // file path, or what the caller called the text; prefixes syntax errors
-  Json json;          // the document, always an object
-  SourceMap sources;  // where each value was written
+  Json json;          // the document, always an object; string booleans already replaced
+  SourceMap sources;  // where each value was written, and its text as written
 };
 
 // Parses `text` (JSON with comments and trailing commas, or base64 of it). Errors are
