@@ -516,6 +516,7 @@ int run_training(const TrainArgs& args, Communicator& comm) {
   plan.engine.planned_seq_len = block;
   plan.engine.wall_clock_breakdown = plan.ds.wall_clock_breakdown.value;
   record_batch_triad(plan.effective, plan.train_batch, plan.micro_batch, plan.grad_accum);
+  plan.engine.planned_grad_accum = plan.grad_accum;  // sizes the step's token batches
   int64_t max_steps = args.max_steps;
   if (max_steps <= 0 && args.num_train_epochs) {
     max_steps = static_cast<int64_t>(
