@@ -1,0 +1,116 @@
+// GradReducer across worlds 1-4 in one process (ThreadCommunicator): every stage, overlap on and
+// off, buckets that pack several units rank-major and buckets smaller than a unit, fp32 and bf16
+// wire. Each rank's partition must equal the sum over ranks and micro-steps of what backward
+// handed over, restricted to that rank's range.
+#include "sharding/grad_reducer.h"
+
+#include <atomic>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "comm/thread_communicator.h"
+#include "model/model_config.h"
+#include "model/param_layout.h"
+#include "sharding/shard_layout.h"
+
+namespace zero::sharding {
+namespace {
+
+// Rank r's gradient of element i of unit u in micro-step m: small, exact-ish values.
+float grad_value(int r, int m, int u, int64_t i) {
+  return static_cast<float>(((r + 1) * 31 + m * 17 + u * 7 + i % 101) % 97) / 64.0f - 0.75f;
+}
+
+struct Case {
+  int world;
+  int stage;
+  bool overlap;
+  int64_t bucket_numel;
+  DType wire;
+};
+
+std::string case_name(const ::testing::TestParamInfo<Case>& info) {
+  const Case& c = info.param;
+  return "w" + std::to_string(c.world) + "_s" + std::to_string(c.stage) +
+         (c.overlap ? "_overlap" : "") + "_bucket" + std::to_string(c.bucket_numel) + "_" +
+         std::string(dtype_name(c.wire));
+}
+
+class GradReducerWorlds : public ::testing::TestWithParam<Case> {};
+
+TEST_P(GradReducerWorlds, PartitionIsTheSumOverRanksAndMicroSteps) {
+  const Case c = GetParam();
+  auto config = model::preset_model_config("gpt2-tiny");
+  ASSERT_TRUE(config.ok());
+  const model::ModelLayout layout(*config);
+  constexpr int kMicroSteps = 2;
+  // 16-bit wire: each rank's contribution is rounded to bf16 before the sum, and the sum is
+  // rounded again; values here are at most ~1.5 per term.
+  const double tol = c.wire == DType::kF32 ? 1e-5 : 0.05;
+  std::atomic<int> bad{0};
+  std::atomic<int> checked{0};
+  ThreadCommunicator::run(c.world, [&](Communicator& comm) {
+    const ShardLayout shards(layout, comm.world_size(), comm.rank());
+    ZeroOptions o;
+    o.stage = c.stage;
+    o.overlap_comm = c.overlap;
+    o.reduce_bucket_numel = c.bucket_numel;
+    o.comm_dtype = c.wire;
+    MemoryAccounting memory;
+    GradReducer reducer(shards, comm, o, memory);
+    reducer.begin_step(kMicroSteps);
+    for (int m = 0; m < kMicroSteps; ++m) {
+      reducer.begin_micro_step(m);
+      for (int u = layout.num_units() - 1; u >= 0; --u) {  // backward order
+        float* g = reducer.grad_buffer(u);
+        for (int64_t i = 0; i < shards.unit(u).numel; ++i) g[i] = grad_value(comm.rank(), m, u, i);
+        reducer.grad_ready(u);
+      }
+    }
+    if (!reducer.finish_step().ok()) {
+      ++bad;
+      return;
+    }
+    for (int u = 0; u < layout.num_units(); ++u) {
+      const int64_t begin = reducer.partition_begin(u), n = reducer.partition_numel(u);
+      const float* p = reducer.partition(u);
+      for (int64_t k = 0; k < n; ++k) {
+        const int64_t i = begin + k;
+        double want = 0.0;
+        if (i < shards.unit(u).numel) {
+          for (int r = 0; r < comm.world_size(); ++r) {
+            for (int m = 0; m < kMicroSteps; ++m) want += grad_value(r, m, u, i);
+          }
+        }
+        if (std::abs(p[k] - want) > tol) ++bad;
+        ++checked;
+      }
+    }
+  });
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_GT(checked.load(), 0);
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> out;
+  for (int world : {1, 2, 3, 4}) {
+    for (int stage : {0, 1, 2, 3}) {
+      for (bool overlap : {false, true}) {
+        // 2048: several small units share a bucket (rank-major packing); larger units go alone.
+        for (int64_t bucket : {int64_t{2048}, int64_t{500'000'000}}) {
+          out.push_back({world, stage, overlap, bucket, DType::kF32});
+        }
+      }
+      out.push_back({world, stage, true, 2048, DType::kBF16});
+    }
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(ThreadRanks, GradReducerWorlds, ::testing::ValuesIn(cases()), case_name);
+
+}  // namespace
+}  // namespace zero::sharding
