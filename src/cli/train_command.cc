@@ -61,7 +61,8 @@ void add_train_command(CLI::App& app, int& exit_code) {
   add_value(t, "block_size", a->block_size,
             "tokens per sample T (default: the model's context, at most 1024)");
   add_value(t, "max_steps", a->max_steps, "optimizer steps to run (total, across resumes)");
-  add_value(t, "num_train_epochs", a->num_train_epochs, "epochs, when --max_steps is not given");
+  add_value(t, "num_train_epochs", a->num_train_epochs,
+            "epochs, when --max_steps is not given (steps counted as the HF Trainer does)");
   add_value(t, "seed", a->seed, "seed for presets' initialisation and data shuffling (default 42)");
   add_value(t, "logging_steps", a->logging_steps,
             "progress line every N steps (default: steps_per_print, else 10)");
@@ -94,10 +95,16 @@ void add_train_command(CLI::App& app, int& exit_code) {
   add_value(t, "adam_beta2", a->adam_beta2, "optimizer.params.betas[1]");
   add_value(t, "adam_epsilon", a->adam_epsilon, "optimizer.params.eps");
   add_value(t, "max_grad_norm", a->max_grad_norm, "gradient_clipping");
-  add_value(t, "warmup_steps", a->warmup_steps, "scheduler.params.warmup_num_steps");
+  add_value(t, "warmup_steps", a->warmup_steps,
+            "warmup steps (scheduler.params.warmup_num_steps with a scheduler block)");
+  add_value(t, "warmup_ratio", a->warmup_ratio,
+            "warmup = ceil(ratio x total steps) when --warmup_steps is 0 or not given");
   add_value(t, "lr_scheduler_type", a->lr_scheduler_type,
-            "without a scheduler block: linear (default) | cosine | constant | "
-            "constant_with_warmup");
+            "without a scheduler block, HF's schedule: linear (default) | cosine | "
+            "cosine_with_restarts | polynomial | constant | constant_with_warmup | inverse_sqrt | "
+            "cosine_with_min_lr | warmup_stable_decay");
+  add_value(t, "lr_scheduler_kwargs", a->lr_scheduler_kwargs,
+            "JSON object of the HF schedule's extra arguments, e.g. '{\"num_cycles\": 2}'");
   add_value(t, "bf16", a->bf16, "bf16.enabled (true/false)")->expected(0, 1)->default_str("true");
   add_value(t, "fp16", a->fp16, "fp16.enabled (true/false)")->expected(0, 1)->default_str("true");
   // A flag repeated on the command line: the last one wins (as with argparse).

@@ -1,0 +1,40 @@
+// How many optimizer steps `zero train` runs and how many of them warm up, from the HF-style
+// flags (--max_steps, --num_train_epochs, --warmup_steps, --warmup_ratio), counted as the HF
+// Trainer counts them. Plain functions, tested without training.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "core/status.h"
+
+namespace zero::runtime {
+
+// The batch geometry an epoch is counted in.
+struct EpochGeometry {
+  int64_t num_samples = 0;  // samples (blocks of block_size + 1 tokens) in the data
+  int64_t micro_batch = 0;  // per rank, per micro-step
+  int64_t grad_accum = 0;   // micro-steps per optimizer step
+  int64_t world_size = 1;   // data-parallel ranks
+};
+
+// HF Trainer (set_initial_training_values, transformers >= 4.46): the dataloader has
+// ceil(S / micro) batches, accelerate shards them over the ranks with even batches, so each rank
+// sees len = ceil(ceil(S / micro) / world); an epoch is max(ceil(len / grad_accum), 1) optimizer
+// steps and the run is ceil(epochs * that). Errors name --num_train_epochs.
+StatusOr<int64_t> steps_for_epochs(double num_train_epochs, const EpochGeometry& geometry);
+
+// The run's optimizer steps: --max_steps when > 0 (it wins over --num_train_epochs, as in HF),
+// else from the epochs; neither is INVALID_ARGUMENT naming both flags.
+StatusOr<int64_t> resolve_max_steps(int64_t max_steps, std::optional<double> num_train_epochs,
+                                    const EpochGeometry& geometry);
+
+// TrainingArguments.get_warmup_steps (transformers 4.x): --warmup_steps when > 0, else
+// ceil(total * --warmup_ratio); nullopt when neither flag was given. A ratio outside [0, 1] is
+// INVALID_ARGUMENT (HF's check). When both are given and warmup_steps > 0 wins, `note` says so.
+StatusOr<std::optional<int64_t>> resolve_warmup_steps(std::optional<int64_t> warmup_steps,
+                                                      std::optional<double> warmup_ratio,
+                                                      int64_t total_steps, std::string* note);
+
+}  // namespace zero::runtime
