@@ -172,6 +172,11 @@ std::string_view hf_schedule_name(HfScheduleType type) {
   return "?";
 }
 
+bool hf_schedule_uses_total(std::string_view name) {
+  return name == "linear" || name == "cosine" || name == "cosine_with_restarts" ||
+         name == "polynomial" || name == "cosine_with_min_lr" || name == "warmup_stable_decay";
+}
+
 double hf_lr_lambda(const HfScheduleParams& p, int64_t step) {
   const int64_t warm = p.num_warmup_steps, total = p.num_training_steps;
   switch (p.type) {

@@ -51,6 +51,10 @@ double hf_lr_lambda(const HfScheduleParams& p, int64_t step);
 // The names get_scheduler accepts here ("linear", "cosine", ...).
 std::string_view hf_schedule_name(HfScheduleType type);
 
+// Whether HF schedule `name` depends on num_training_steps (the run's steps): false for
+// constant, constant_with_warmup, inverse_sqrt and names that are not HF schedules.
+bool hf_schedule_uses_total(std::string_view name);
+
 // get_scheduler(name, num_warmup_steps, num_training_steps, scheduler_specific_kwargs) for every
 // type but "constant" (the optimizer's lr: LrSchedule::constant) and "reduce_lr_on_plateau" (it
 // needs evaluation metrics: UNIMPLEMENTED). `kwargs` is --lr_scheduler_kwargs (an object, or null);
