@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "cli/world.h"
+#include "runtime/train_steps.h"
 #include "runtime/trainer.h"
 
 namespace zero::cli {
@@ -95,8 +96,11 @@ void add_train_command(CLI::App& app, int& exit_code) {
   add_value(t, "adam_beta2", a->adam_beta2, "optimizer.params.betas[1]");
   add_value(t, "adam_epsilon", a->adam_epsilon, "optimizer.params.eps");
   add_value(t, "max_grad_norm", a->max_grad_norm, "gradient_clipping");
-  add_value(t, "warmup_steps", a->warmup_steps,
-            "warmup steps (scheduler.params.warmup_num_steps with a scheduler block)");
+  // Read as a number: transformers 5 takes a fraction in (0, 1) as a ratio of the steps.
+  auto warmup_steps_flag = std::make_shared<std::optional<double>>();
+  add_value(t, "warmup_steps", *warmup_steps_flag,
+            "warmup steps (scheduler.params.warmup_num_steps with a scheduler block), or a "
+            "fraction in (0, 1) of the total steps");
   add_value(t, "warmup_ratio", a->warmup_ratio,
             "warmup = ceil(ratio x total steps) when --warmup_steps is 0 or not given");
   add_value(t, "lr_scheduler_type", a->lr_scheduler_type,
@@ -110,7 +114,16 @@ void add_train_command(CLI::App& app, int& exit_code) {
   // A flag repeated on the command line: the last one wins (as with argparse).
   for (CLI::Option* opt : t->get_options())
     opt->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  t->callback([a, &exit_code] {
+  t->callback([a, warmup_steps_flag, &exit_code] {
+    if (*warmup_steps_flag) {
+      Status s =
+          runtime::split_warmup_steps_flag(**warmup_steps_flag, &a->warmup_steps, &a->warmup_ratio);
+      if (!s.ok()) {
+        std::fprintf(stderr, "error: %s\n", s.message().c_str());
+        exit_code = 2;
+        return;
+      }
+    }
     auto world = make_world();
     if (!world.ok()) {
       std::fprintf(stderr, "error: %s\n", world.status().message().c_str());

@@ -45,6 +45,28 @@ StatusOr<int64_t> resolve_max_steps(int64_t max_steps, std::optional<double> num
   return steps_for_epochs(*num_train_epochs, geometry);
 }
 
+Status split_warmup_steps_flag(double value, std::optional<int64_t>* warmup_steps,
+                               std::optional<double>* warmup_ratio) {
+  if (std::isfinite(value) && value > 0 && value < 1) {
+    if (*warmup_ratio) {
+      return invalid_argument(
+          "--warmup_steps {} is a ratio of the total steps (transformers 5), and --warmup_ratio {} "
+          "is given too: give one",
+          value, **warmup_ratio);
+    }
+    *warmup_ratio = value;
+    return ok_status();
+  }
+  if (!std::isfinite(value) || value < 0 || value != std::floor(value) || value > kMaxSteps) {
+    return invalid_argument(
+        "--warmup_steps {}: expected a whole number of steps >= 0, or a fraction in (0, 1) of the "
+        "total steps",
+        value);
+  }
+  *warmup_steps = static_cast<int64_t>(value);
+  return ok_status();
+}
+
 StatusOr<std::optional<int64_t>> resolve_warmup_steps(std::optional<int64_t> warmup_steps,
                                                       std::optional<double> warmup_ratio,
                                                       int64_t total_steps, std::string* note) {

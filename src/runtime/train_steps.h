@@ -30,6 +30,12 @@ StatusOr<int64_t> steps_for_epochs(double num_train_epochs, const EpochGeometry&
 StatusOr<int64_t> resolve_max_steps(int64_t max_steps, std::optional<double> num_train_epochs,
                                     const EpochGeometry& geometry);
 
+// --warmup_steps as transformers 5 reads it: an integer number of steps, or a fraction in (0, 1)
+// of the total steps (stored in *warmup_ratio; an error when --warmup_ratio is given too). Other
+// values (negative, non-integer >= 1, not finite) are INVALID_ARGUMENT naming the flag.
+Status split_warmup_steps_flag(double value, std::optional<int64_t>* warmup_steps,
+                               std::optional<double>* warmup_ratio);
+
 // TrainingArguments.get_warmup_steps (transformers 4.x): --warmup_steps when > 0, else
 // ceil(total * --warmup_ratio); nullopt when neither flag was given. A ratio outside [0, 1] is
 // INVALID_ARGUMENT (HF's check). When both are given and warmup_steps > 0 wins, `note` says so.

@@ -55,5 +55,24 @@ TEST(TrainSteps, WarmupAsTrainingArguments) {
   EXPECT_FALSE(resolve_warmup_steps(-1, std::nullopt, 25, &note).ok());
 }
 
+TEST(TrainSteps, WarmupStepsFlagTakesARatioAsTransformers5) {
+  std::optional<int64_t> steps;
+  std::optional<double> ratio;
+  ASSERT_TRUE(split_warmup_steps_flag(10, &steps, &ratio).ok());
+  EXPECT_EQ(steps, 10);
+  EXPECT_EQ(ratio, std::nullopt);
+  steps.reset();
+  ASSERT_TRUE(split_warmup_steps_flag(0.1, &steps, &ratio).ok());
+  EXPECT_EQ(steps, std::nullopt);
+  EXPECT_EQ(ratio, 0.1);
+  EXPECT_NE(split_warmup_steps_flag(0.2, &steps, &ratio).message().find("give one"),
+            std::string::npos);
+  ratio.reset();
+  EXPECT_FALSE(split_warmup_steps_flag(1.5, &steps, &ratio).ok());
+  EXPECT_FALSE(split_warmup_steps_flag(-3, &steps, &ratio).ok());
+  ASSERT_TRUE(split_warmup_steps_flag(0, &steps, &ratio).ok());
+  EXPECT_EQ(steps, 0);
+}
+
 }  // namespace
 }  // namespace zero::runtime

@@ -14,6 +14,11 @@ add_test(NAME cli.train.hf_cosine_lr
          COMMAND sh -c "$<TARGET_FILE:zero> train ${_zs_common} --max_steps 8 --lr_scheduler_type cosine --warmup_ratio 0.25 --output_dir ${_zs_out}/cosine >/dev/null && ${_zs_check} ${_zs_out}/cosine/metrics.jsonl cosine 1e-3 2 8 8")
 set_tests_properties(cli.train.hf_cosine_lr PROPERTIES LABELS unit)
 
+# transformers 5 spells the same warmup --warmup_steps 0.25 (a fraction of the steps).
+add_test(NAME cli.train.hf_warmup_steps_fraction
+         COMMAND sh -c "$<TARGET_FILE:zero> train ${_zs_common} --max_steps 8 --lr_scheduler_type cosine --warmup_steps 0.25 --output_dir ${_zs_out}/cosine5 >/dev/null && ${_zs_check} ${_zs_out}/cosine5/metrics.jsonl cosine 1e-3 2 8 8")
+set_tests_properties(cli.train.hf_warmup_steps_fraction PROPERTIES LABELS unit)
+
 # --num_train_epochs without --max_steps (HF linear by default, warmup 0: update 1 at the full lr).
 # tokens.bin: 3210 tokens -> 200 samples of 16; micro 4 -> 50 batches; accumulation 4 -> 13 updates
 # an epoch (ceil(50 / 4)); 0.5 epoch -> ceil(6.5) = 7 steps.
