@@ -419,8 +419,9 @@ Status LrSchedule::restore(const json& state) {
         saved_type, type_name(), saved_type);
   }
   if (saved_type != type_name()) {
-    return invalid_argument("lr scheduler state is for {}, but the config uses {}",
-                            state["type"].get<std::string>(), type_name());
+    return invalid_argument(
+        "lr scheduler state is for {}, but this run uses {}{}", saved_type, type_name(),
+        params_.kind == LrScheduleKind::kHuggingFace ? " (--lr_scheduler_type)" : "");
   }
   const int64_t t = state["last_batch_iteration"].get<int64_t>();
   if (t < -1) return invalid_argument("lr scheduler state: last_batch_iteration {} < -1", t);

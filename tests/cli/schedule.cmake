@@ -42,3 +42,10 @@ set_tests_properties(cli.train.wsd_needs_decay_steps PROPERTIES LABELS unit
 add_test(NAME cli.train.hf_restarts_kwargs
          COMMAND sh -c "$<TARGET_FILE:zero> train ${_zs_common} --lr_scheduler_type cosine_with_restarts --lr_scheduler_kwargs '{\"num_cycles\": 2}' --max_steps 8 --output_dir ${_zs_out}/restarts >/dev/null && grep -q '\"step\": 5, [^}]*\"lr\": 0.001,' ${_zs_out}/restarts/metrics.jsonl")
 set_tests_properties(cli.train.hf_restarts_kwargs PROPERTIES LABELS unit)
+
+# Resuming an HF schedule: steps 5..8 of a run resumed from global_step4 are bit-identical to the
+# uninterrupted run (the schedule state restores LambdaLR's position); another type is refused.
+add_test(NAME cli.train.hf_schedule_resume
+         COMMAND sh -c "$<TARGET_FILE:zero> train ${_zs_common} --max_steps 8 --lr_scheduler_type cosine_with_restarts --lr_scheduler_kwargs '{\"num_cycles\": 2}' --warmup_ratio 0.2 --save_steps 4 --output_dir ${_zs_out}/resume_a >/dev/null && rm -rf ${_zs_out}/resume_b && $<TARGET_FILE:zero> train ${_zs_common} --max_steps 8 --lr_scheduler_type cosine_with_restarts --lr_scheduler_kwargs '{\"num_cycles\": 2}' --warmup_ratio 0.2 --resume_from_checkpoint ${_zs_out}/resume_a/global_step4 --output_dir ${_zs_out}/resume_b >/dev/null && /usr/bin/python3 ${PROJECT_SOURCE_DIR}/tools/compare_metrics.py ${_zs_out}/resume_b/metrics.jsonl ${_zs_out}/resume_a/metrics.jsonl 0 && rm -rf ${_zs_out}/resume_c && $<TARGET_FILE:zero> train ${_zs_common} --max_steps 8 --lr_scheduler_type linear --resume_from_checkpoint ${_zs_out}/resume_a/global_step4 --output_dir ${_zs_out}/resume_c 2>&1; test $? -eq 2")
+set_tests_properties(cli.train.hf_schedule_resume PROPERTIES LABELS unit
+                     PASS_REGULAR_EXPRESSION "state is for cosine_with_restarts, but this run uses linear \\(--lr_scheduler_type\\)")
