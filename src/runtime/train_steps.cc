@@ -40,6 +40,10 @@ StatusOr<int64_t> resolve_max_steps(int64_t max_steps, std::optional<double> num
                                     const EpochGeometry& geometry) {
   if (max_steps > 0) return max_steps;
   if (!num_train_epochs) {
+    if (max_steps < 0) {
+      return invalid_argument("--max_steps {}: must be > 0 (or give --num_train_epochs)",
+                              max_steps);
+    }
     return invalid_argument("--max_steps (or --num_train_epochs) is required");
   }
   return steps_for_epochs(*num_train_epochs, geometry);

@@ -26,7 +26,8 @@ struct EpochGeometry {
 StatusOr<int64_t> steps_for_epochs(double num_train_epochs, const EpochGeometry& geometry);
 
 // The run's optimizer steps: --max_steps when > 0 (it wins over --num_train_epochs, as in HF),
-// else from the epochs; neither is INVALID_ARGUMENT naming both flags.
+// else from the epochs (HF's --max_steps -1 means "not given"); neither is INVALID_ARGUMENT naming
+// the flags.
 StatusOr<int64_t> resolve_max_steps(int64_t max_steps, std::optional<double> num_train_epochs,
                                     const EpochGeometry& geometry);
 

@@ -31,6 +31,9 @@ TEST(TrainSteps, MaxStepsWinsAndOneIsRequired) {
   EXPECT_EQ(*resolve_max_steps(0, 3.0, {100, 4, 1, 1}), 75);
   EXPECT_EQ(resolve_max_steps(0, std::nullopt, {100, 4, 1, 1}).status().message(),
             "--max_steps (or --num_train_epochs) is required");
+  EXPECT_EQ(*resolve_max_steps(-1, 1.0, {100, 4, 1, 1}), 25);  // HF's default -1: the epochs
+  EXPECT_EQ(resolve_max_steps(-1, std::nullopt, {100, 4, 1, 1}).status().message(),
+            "--max_steps -1: must be > 0 (or give --num_train_epochs)");
   EXPECT_NE(resolve_max_steps(0, 0.0, {100, 4, 1, 1})
                 .status()
                 .message()
