@@ -19,7 +19,8 @@ struct EpochGeometry {
   int64_t world_size = 1;   // data-parallel ranks
 };
 
-// HF Trainer (set_initial_training_values, transformers >= 4.46): the dataloader has
+// HF Trainer (set_initial_training_values, transformers after 4.46; 4.46 and older floor
+// len / grad_accum instead of rounding it up): the dataloader has
 // ceil(S / micro) batches, accelerate shards them over the ranks with even batches, so each rank
 // sees len = ceil(ceil(S / micro) / world); an epoch is max(ceil(len / grad_accum), 1) optimizer
 // steps and the run is ceil(epochs * that). Errors name --num_train_epochs.
