@@ -4,9 +4,11 @@
 #include <omp.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <map>
 
@@ -28,6 +30,7 @@
 #include "runtime/model_source.h"
 #include "runtime/resume_notes.h"
 #include "runtime/run_lock.h"
+#include "runtime/start_agreement.h"
 #include "runtime/train_steps.h"
 
 namespace zero::runtime {
@@ -408,6 +411,39 @@ Status remove_checkpoints(const std::string& out_dir) {
   return ok_status();
 }
 
+// What every rank must agree on: the effective DeepSpeed config, the model and the run plan.
+RunFingerprint run_fingerprint(const TrainArgs& args, const Plan& plan,
+                               const model::ModelConfig& mc, int64_t block, int64_t num_samples,
+                               int64_t max_steps, int64_t start_step) {
+  RunFingerprint fp;
+  add_to_fingerprint(fp, "ds_config", plan.effective.json);
+  add_to_fingerprint(fp, "model", model::model_config_to_json(mc));
+  add_to_fingerprint(fp, "--model", args.model);
+  add_to_fingerprint(fp, "--train_file", args.train_file);
+  add_to_fingerprint(fp, "data.samples", num_samples);
+  add_to_fingerprint(fp, "--block_size", block);
+  add_to_fingerprint(fp, "--data_order", args.data_order);
+  add_to_fingerprint(fp, "--seed", args.seed);
+  add_to_fingerprint(fp, "--max_steps", max_steps);
+  // An HF schedule (no scheduler block) is not in the DeepSpeed config: its type and inputs.
+  const optim::LrSchedule& schedule = plan.engine.schedule;
+  add_to_fingerprint(fp, "lr_schedule.type", std::string(schedule.type_name()));
+  if (schedule.params().kind == optim::LrScheduleKind::kHuggingFace) {
+    add_to_fingerprint(fp, "lr_schedule.warmup_steps", schedule.params().hf.num_warmup_steps);
+    add_to_fingerprint(fp, "--lr_scheduler_kwargs", args.lr_scheduler_kwargs.value_or(""));
+  }
+  add_to_fingerprint(fp, "resume.step", start_step);
+  add_to_fingerprint(fp, "--save_steps", args.save_steps);
+  add_to_fingerprint(fp, "--save_total_limit", args.save_total_limit.value_or(0));
+  add_to_fingerprint(fp, "--save_final", args.save_final);
+  add_to_fingerprint(fp, "--save_dtype", args.save_dtype.value_or("fp32"));
+  add_to_fingerprint(fp, "--save_on_interrupt", args.save_on_interrupt);
+  add_to_fingerprint(fp, "--gradient_checkpointing", args.gradient_checkpointing);
+  add_to_fingerprint(fp, "--output_dir", args.output_dir);
+  add_to_fingerprint(fp, "--device", args.device);
+  return fp;
+}
+
 int fail(const Failure& f, int rank) {
   const std::string& msg = f.status.message();
   // Name the rank unless the message already does (communicator errors start with "rank R:").
@@ -422,8 +458,18 @@ int fail(const Failure& f, int rank) {
 int run_training(const TrainArgs& args, Communicator& comm) {
   const int rank = comm.rank(), world = comm.world_size();
   const bool lead = rank == 0;
-  auto bad = [&](const Status& s) { return fail({2, s}, rank); };
-  auto broken = [&](const Status& s) { return fail({1, s}, rank); };
+  // Until the ranks agreed to start (below), a failure is reported through the agreement, which
+  // stops every rank with it; after that, a rank that fails alone ends the whole job at once
+  // (its peers would otherwise wait in the next collective until the timeout).
+  bool started = false;
+  auto stop = [&](int exit_code, const Status& s) -> int {
+    if (!started) return agree_to_start(comm, exit_code, s.message(), {}, stderr);
+    fail({exit_code, s}, rank);
+    if (world > 1) comm.abort_job(exit_code);
+    return exit_code;
+  };
+  auto bad = [&](const Status& s) { return stop(2, s); };
+  auto broken = [&](const Status& s) { return stop(1, s); };
 
   // SIGINT / SIGTERM from here on are acted on at the next step boundary (swap files are made
   // while the engine is created, and must go with it).
@@ -449,7 +495,7 @@ int run_training(const TrainArgs& args, Communicator& comm) {
     }
     save_dtype = *d;
   }
-  auto source = ModelSource::open(args.model, args.seed);
+  auto source = ModelSource::open(args.model, static_cast<uint64_t>(args.seed));
   if (!source.ok()) return bad(source.status().with_context("--model " + args.model));
   const model::ModelConfig& mc = (*source)->config();
 
@@ -484,7 +530,7 @@ int run_training(const TrainArgs& args, Communicator& comm) {
   sc.train_batch_size = plan.train_batch;
   sc.micro_batch_size = plan.micro_batch;
   sc.world_size = world;
-  sc.seed = args.seed;
+  sc.seed = static_cast<uint64_t>(args.seed);
   if (args.data_order == "shuffle") {
     sc.order = DataOrder::kShuffle;
   } else if (args.data_order != "sequential") {
@@ -522,17 +568,30 @@ int run_training(const TrainArgs& args, Communicator& comm) {
   MetricsWriter metrics;
   std::unique_ptr<CsvMonitor> csv;
   std::unique_ptr<RunLock> run_lock;
+  const std::string metrics_path = args.output_dir + "/metrics.jsonl";
   if (lead) {
     auto lock = RunLock::acquire(args.output_dir, "zero train");
     if (!lock.ok()) return bad(lock.status());
     run_lock = std::move(*lock);
-    const std::string metrics_path = args.output_dir + "/metrics.jsonl";
     if (std::filesystem::exists(metrics_path) && !args.overwrite_output_dir && !resume) {
       return bad(failed_precondition(
           "{} already holds a run (metrics.jsonl); pass --overwrite_output_dir to replace it or "
           "--resume_from_checkpoint to continue it",
           args.output_dir));
     }
+  }
+
+  // Every rank is ready: check that they run the same thing before anything is written or any
+  // collective of the engine is issued.
+  {
+    const int code = agree_to_start(
+        comm, 0, "",
+        run_fingerprint(args, plan, mc, block, data->num_samples(), max_steps, start_step), stderr);
+    if (code != 0) return code;
+    started = true;
+  }
+
+  if (lead) {
     Status s = default_storage()->make_dirs(args.output_dir);
     if (!s.ok()) return bad(s);
     if (resume) {
@@ -565,6 +624,7 @@ int run_training(const TrainArgs& args, Communicator& comm) {
       plan.ds.steps_per_print.value.value_or(args.logging_steps > 0 ? args.logging_steps : 10);
   const int64_t log_every = args.logging_steps > 0 ? args.logging_steps : steps_per_print;
   if (lead) {
+    for (const auto& n : args.cli_notes) std::fprintf(stderr, "note: %s\n", n.c_str());
     for (const auto& n : plan.notes) std::fprintf(stderr, "%s\n", n.c_str());
     std::printf("zero train: %s, %s params, world size %d, ZeRO stage %d, %s\n",
                 model_banner((*source)->description(), resume.get()).c_str(),
@@ -663,6 +723,19 @@ int run_training(const TrainArgs& args, Communicator& comm) {
   auto window_start = start;
   std::vector<MicroBatch> micro(static_cast<size_t>(plan.grad_accum));
   int64_t last_saved_step = start_step;
+  int64_t nonfinite_steps = 0;  // consecutive steps whose loss was NaN / Inf
+  bool stdout_closed = false;
+  // Progress goes to stdout; `zero train ... | head` closes it early. SIGPIPE is ignored (see
+  // InterruptGuard) and the run goes on without progress lines, saying so once on stderr.
+  auto flush_stdout = [&] {
+    if (std::fflush(stdout) != 0 && !stdout_closed) {
+      stdout_closed = true;
+      std::fprintf(stderr,
+                   "zero train: warning: stdout is closed (%s); training goes on, progress lines "
+                   "are no longer printed (metrics.jsonl has every step)\n",
+                   std::strerror(errno));
+    }
+  };
   for (int64_t step = start_step; step < max_steps; ++step) {
     // Step boundary: did any rank get SIGINT / SIGTERM? (one tiny all-gather: all ranks must
     // stop after the same step, or the others would wait in the next step's collectives.)
@@ -698,6 +771,7 @@ int run_training(const TrainArgs& args, Communicator& comm) {
     }
     auto result = engine.train_step(micro);
     if (!result.ok()) return broken(result.status());
+    nonfinite_steps = std::isfinite(result->loss) ? 0 : nonfinite_steps + 1;
     const auto now = std::chrono::steady_clock::now();
     const double elapsed = std::chrono::duration<double>(now - start).count();
     window_tokens += static_cast<double>(result->tokens);
@@ -714,6 +788,21 @@ int run_training(const TrainArgs& args, Communicator& comm) {
       sm.elapsed_s = elapsed;
       Status s = metrics.write(sm);
       if (!s.ok()) return broken(s);
+    }
+    if (args.max_nonfinite_steps > 0 && nonfinite_steps >= args.max_nonfinite_steps) {
+      // The loss is the global batch's mean, the same on every rank: all ranks stop here.
+      if (lead) {
+        std::fprintf(stderr,
+                     "error: the loss was %g (not finite) in the last %lld steps (%lld..%lld); "
+                     "stopping (--max_nonfinite_steps %lld). The weights (--model), the learning "
+                     "rate or the data are broken: fp16 overflow does not cause this (its steps "
+                     "are skipped with a finite loss)\n",
+                     result->loss, static_cast<long long>(nonfinite_steps),
+                     static_cast<long long>(step + 2 - nonfinite_steps),
+                     static_cast<long long>(step + 1),
+                     static_cast<long long>(args.max_nonfinite_steps));
+      }
+      return 1;
     }
     if (args.save_steps > 0 && (step + 1) % args.save_steps == 0) {
       Status s = save(step + 1);
@@ -755,7 +844,7 @@ int run_training(const TrainArgs& args, Communicator& comm) {
       } else {
         std::printf("%s\n", line.c_str());
       }
-      std::fflush(stdout);
+      flush_stdout();
       if (persist) {
         window_tokens = 0;
         window_start = now;
