@@ -407,6 +407,13 @@ Status plan_slurm_without_hostfile(const LaunchOptions& options, const LaunchEnv
 
 }  // namespace
 
+std::string each_rank_log_dir(const LaunchOptions& options, const LaunchEnvironment& env) {
+  const std::string& dir = options.each_rank_log_dir;
+  if (dir.empty() || dir == "None") return "";
+  if (dir.front() == '/' || env.cwd.empty()) return dir;
+  return (std::filesystem::path(env.cwd) / dir).lexically_normal().string();
+}
+
 StatusOr<LaunchPlan> build_launch_plan(const LaunchOptions& options, const LaunchEnvironment& env) {
   ZERO_RETURN_IF_ERROR(validate_options(options));
   LaunchPlan plan;
@@ -510,6 +517,20 @@ StatusOr<LaunchPlan> build_launch_plan(const LaunchOptions& options, const Launc
     for (const std::string& name : plan.forwarded_vars) argv.insert(argv.end(), {"-x", name});
   }
   argv.insert(argv.end(), launcher_args.begin(), launcher_args.end());
+  // --enable_each_rank_log: a shell on each rank sends the command's stdout and stderr to its own
+  // file, named by the launcher's rank variable (as DeepSpeed's launch.py names them).
+  const std::string log_dir = each_rank_log_dir(options, env);
+  if (!log_dir.empty()) {
+    const std::string prefix = fmt::format("{}/{}_rank", log_dir, env.start_timestamp);
+    plan.rank_log_pattern = prefix + "<N>.log";
+    argv.insert(
+        argv.end(),
+        {"sh", "-c",
+         fmt::format("mkdir -p {} && exec \"$@\" >{}\"${{OMPI_COMM_WORLD_RANK:-${{PMI_RANK:-"
+                     "${{SLURM_PROCID:-0}}}}}}\".log 2>&1",
+                     shell_quote(log_dir), shell_quote(prefix)),
+         "zero-rank-log"});
+  }
   size_t command_start = argv.size();
   argv.insert(argv.end(), options.command.begin(), options.command.end());
   // Ranks run the same build as the launcher.
@@ -570,6 +591,14 @@ StatusOr<LaunchEnvironment> gather_launch_environment(const std::string& hostfil
   }
   std::error_code ec;
   env.cwd = std::filesystem::current_path(ec).string();
+  {
+    const std::time_t now = std::time(nullptr);
+    std::tm local{};
+    localtime_r(&now, &local);
+    char stamp[32];
+    std::strftime(stamp, sizeof stamp, "%Y%m%d%H%M%S", &local);
+    env.start_timestamp = stamp;
+  }
   if (auto it = env.vars.find("HOME"); it != env.vars.end()) env.home = it->second;
   char host[256] = {};
   if (gethostname(host, sizeof host - 1) == 0) env.hostname = host;

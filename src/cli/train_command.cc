@@ -101,6 +101,9 @@ void add_train_command(CLI::App& app, int& exit_code) {
                 "(exit status 130 / 143 either way)");
   add_value(t, "device", a->device, "cpu (the CUDA backend is not available yet)");
   add_bool_flag(t, "quiet", a->quiet, "no live progress line");
+  add_bool_flag(t, "verbose", a->verbose,
+                "print the whole effective DeepSpeed config (always written to "
+                "OUTPUT_DIR/ds_config.effective.json)");
   add_value(t, "per_device_train_batch_size", a->per_device_train_batch_size,
             "train_micro_batch_size_per_gpu")
       ->check(int_at_least(1));

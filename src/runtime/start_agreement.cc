@@ -8,6 +8,8 @@
 #include <fmt/format.h>
 #include <xxhash.h>
 
+#include "runtime/progress.h"
+
 namespace zero::runtime {
 
 void add_to_fingerprint(RunFingerprint& fp, const std::string& prefix, const nlohmann::json& j) {
@@ -73,10 +75,9 @@ struct Outcome {
 constexpr size_t kOutcomeFloats = sizeof(Outcome) / sizeof(float);
 static_assert(sizeof(Outcome) % sizeof(float) == 0);
 
-std::string describe_error(int rank, const std::string& message) {
-  // Communicator errors already start with "rank R:".
-  const bool named = message.rfind("rank ", 0) == 0;
-  return rank > 0 && !named ? fmt::format("rank {}: {}", rank, message) : message;
+// One line as every failing rank prints it (runtime/progress.h).
+std::string describe_error(int rank, int world, const std::string& message) {
+  return rank_error_line(rank, world, message);
 }
 
 // Rank `root`'s text on every rank (its length first).
@@ -110,10 +111,11 @@ int agree_to_start(Communicator& comm, int local_exit_code, const std::string& l
   Status s = comm.all_gather(&mine, all.data(), kOutcomeFloats, DType::kF32);
   if (!s.ok()) {
     if (local_exit_code != 0) {
-      std::fprintf(err, "error: %s\n", describe_error(rank, local_error).c_str());
+      std::fprintf(err, "%s\n", describe_error(rank, world, local_error).c_str());
     }
-    std::fprintf(err, "error: %s\n",
-                 describe_error(rank, "comparing the ranks' start-up: " + s.message()).c_str());
+    std::fprintf(
+        err, "%s\n",
+        describe_error(rank, world, "comparing the ranks' start-up: " + s.message()).c_str());
     return local_exit_code != 0 ? local_exit_code : 1;
   }
 
@@ -130,15 +132,17 @@ int agree_to_start(Communicator& comm, int local_exit_code, const std::string& l
         }
       }
       if (!said_by_lower_rank) {
-        std::fprintf(err, "error: %s\n", describe_error(rank, local_error).c_str());
+        std::fprintf(err, "%s\n", describe_error(rank, world, local_error).c_str());
       }
       return local_exit_code;
     }
     if (rank == 0) {
       std::string ranks;
       for (int r : failed) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
-      std::fprintf(err, "error: stopping every rank: rank%s %s failed to start (error above)\n",
-                   failed.size() > 1 ? "s" : "", ranks.c_str());
+      const std::string msg =
+          fmt::format("stopping every rank: rank{} {} failed to start (error above)",
+                      failed.size() > 1 ? "s" : "", ranks);
+      std::fprintf(err, "%s\n", describe_error(0, world, msg).c_str());
     }
     return static_cast<int>(all[static_cast<size_t>(failed.front())].exit_code);
   }
@@ -155,10 +159,11 @@ int agree_to_start(Communicator& comm, int local_exit_code, const std::string& l
                            ? first_difference(fingerprint, 0, parse_fingerprint(theirs), differing)
                            : std::string();
     if (diff.empty()) diff = fmt::format("rank {}'s settings differ from rank 0's", differing);
-    std::fprintf(err,
-                 "error: the ranks were started with different settings (every rank must run the "
-                 "same command and config): %s\n",
-                 diff.c_str());
+    const std::string msg = fmt::format(
+        "the ranks were started with different settings (every rank must run the same command "
+        "and config): {}",
+        diff);
+    std::fprintf(err, "%s\n", describe_error(0, world, msg).c_str());
   }
   return 2;
 }

@@ -25,9 +25,11 @@
 #include "model/hf_checkpoint.h"
 #include "optim/loss_scaler.h"
 #include "runtime/csv_monitor.h"
+#include "runtime/effective_config_file.h"
 #include "runtime/interrupt.h"
 #include "runtime/metrics.h"
 #include "runtime/model_source.h"
+#include "runtime/progress.h"
 #include "runtime/resume_notes.h"
 #include "runtime/run_lock.h"
 #include "runtime/start_agreement.h"
@@ -444,12 +446,9 @@ RunFingerprint run_fingerprint(const TrainArgs& args, const Plan& plan,
   return fp;
 }
 
-int fail(const Failure& f, int rank) {
-  const std::string& msg = f.status.message();
-  // Name the rank unless the message already does (communicator errors start with "rank R:").
-  const bool named = msg.rfind("rank ", 0) == 0;
-  std::fprintf(stderr, "error: %s%s\n",
-               rank > 0 && !named ? fmt::format("rank {}: ", rank).c_str() : "", msg.c_str());
+int fail(const Failure& f, int rank, int world) {
+  // One whole line (one write), "[rank R] error: ..." when there are several ranks.
+  std::fprintf(stderr, "%s\n", rank_error_line(rank, world, f.status.message()).c_str());
   return f.exit_code;
 }
 
@@ -458,13 +457,19 @@ int fail(const Failure& f, int rank) {
 int run_training(const TrainArgs& args, Communicator& comm) {
   const int rank = comm.rank(), world = comm.world_size();
   const bool lead = rank == 0;
+  // Rank 0's stdout: a live line only on a terminal this process owns (never under a launcher).
+  ProgressPrinter progress(
+      lead ? choose_progress_mode(console_facts_of_this_process(world, args.quiet))
+           : ProgressMode::kPlainLines,
+      stdout);
   // Until the ranks agreed to start (below), a failure is reported through the agreement, which
   // stops every rank with it; after that, a rank that fails alone ends the whole job at once
   // (its peers would otherwise wait in the next collective until the timeout).
   bool started = false;
   auto stop = [&](int exit_code, const Status& s) -> int {
+    progress.end_live_line();
     if (!started) return agree_to_start(comm, exit_code, s.message(), {}, stderr);
-    fail({exit_code, s}, rank);
+    fail({exit_code, s}, rank, world);
     if (world > 1) comm.abort_job(exit_code);
     return exit_code;
   };
@@ -523,6 +528,8 @@ int run_training(const TrainArgs& args, Communicator& comm) {
   Plan& plan = *plan_or;
   plan.engine.planned_micro_batch = plan.micro_batch;
   plan.engine.planned_seq_len = block;
+  plan.engine.wall_clock_breakdown = plan.ds.wall_clock_breakdown.value;
+  record_batch_triad(plan.effective, plan.train_batch, plan.micro_batch, plan.grad_accum);
   const int64_t max_steps = plan.max_steps;
 
   BatchSamplerConfig sc;
@@ -614,6 +621,8 @@ int run_training(const TrainArgs& args, Communicator& comm) {
     }
     s = metrics.open(metrics_path, /*truncate=*/!resume);
     if (!s.ok()) return bad(s);
+    s = write_effective_config(*default_storage(), args.output_dir, plan.effective);
+    if (!s.ok()) return bad(s);
     if (plan.ds.csv_monitor.enabled.value) {
       csv = std::make_unique<CsvMonitor>(plan.ds.csv_monitor.output_path.value,
                                          plan.ds.csv_monitor.job_name.value);
@@ -638,8 +647,13 @@ int run_training(const TrainArgs& args, Communicator& comm) {
         static_cast<long long>(plan.train_batch), static_cast<long long>(plan.micro_batch),
         static_cast<long long>(plan.grad_accum), world, static_cast<long long>(max_steps));
     for (const auto& n : plan.info) std::printf("zero train: %s\n", n.c_str());
-    std::printf("zero train: effective DeepSpeed config:\n%s\n",
-                config::render_effective_config(plan.effective).c_str());
+    std::printf("zero train: config: %s; in %s/%s%s\n",
+                effective_config_summary(plan.effective, world).c_str(), args.output_dir.c_str(),
+                kEffectiveConfigFile, args.verbose ? "" : " (--verbose prints it)");
+    if (args.verbose) {
+      std::printf("zero train: effective DeepSpeed config:\n%s\n",
+                  config::render_effective_config(plan.effective).c_str());
+    }
     if (resume) {
       for (const std::string& n : schedule_change_notes(*resume, plan.effective.json, max_steps)) {
         std::printf("zero train: note: %s\n", n.c_str());
@@ -705,19 +719,20 @@ int run_training(const TrainArgs& args, Communicator& comm) {
     // the others waiting in it.)
     if (lead) {
       Status synced = metrics.sync();
+      progress.end_live_line();
       if (!synced.ok()) std::fprintf(stderr, "warning: %s\n", synced.to_string().c_str());
     }
     ZERO_ASSIGN_OR_RETURN(checkpoint::SaveResult res,
                           checkpoint::save_checkpoint(*default_storage(), comm, r));
     if (lead) {
-      std::printf("zero train: saved checkpoint %s%s\n", res.tag_dir.c_str(),
-                  res.replaced ? " (replaced an earlier run's checkpoint of that tag)" : "");
-      std::fflush(stdout);
+      progress.message(
+          fmt::format("zero train: saved checkpoint {}{}", res.tag_dir,
+                      res.replaced ? " (replaced an earlier run's checkpoint of that tag)" : ""));
     }
     return ok_status();
   };
 
-  const bool tty = lead && !args.quiet && isatty(STDOUT_FILENO);
+  const bool live = progress.mode() == ProgressMode::kLiveLine;
   const auto start = std::chrono::steady_clock::now();
   double window_tokens = 0;
   auto window_start = start;
@@ -728,12 +743,15 @@ int run_training(const TrainArgs& args, Communicator& comm) {
   // Progress goes to stdout; `zero train ... | head` closes it early. SIGPIPE is ignored (see
   // InterruptGuard) and the run goes on without progress lines, saying so once on stderr.
   auto flush_stdout = [&] {
-    if (std::fflush(stdout) != 0 && !stdout_closed) {
+    // ferror is sticky: a failed write by the progress printer counts too.
+    if ((std::fflush(stdout) != 0 || std::ferror(stdout) != 0) && !stdout_closed) {
       stdout_closed = true;
       std::fprintf(stderr,
                    "zero train: warning: stdout is closed (%s); training goes on, progress lines "
                    "are no longer printed (metrics.jsonl has every step)\n",
-                   std::strerror(errno));
+                   errno != 0 ? std::strerror(errno) : "write failed");
+      // Later writes go nowhere instead of failing (fmt::print throws on a failed write).
+      if (std::freopen("/dev/null", "w", stdout) == nullptr) std::clearerr(stdout);
     }
   };
   for (int64_t step = start_step; step < max_steps; ++step) {
@@ -743,6 +761,7 @@ int run_training(const TrainArgs& args, Communicator& comm) {
     if (!sig.ok()) return broken(sig.status());
     if (*sig != 0) {
       if (lead) {
+        progress.end_live_line();
         std::fprintf(stderr, "zero train: %s received: stopping after step %lld of %lld\n",
                      interrupt_name(*sig), static_cast<long long>(step),
                      static_cast<long long>(max_steps));
@@ -823,12 +842,12 @@ int run_training(const TrainArgs& args, Communicator& comm) {
     }
     if ((step + 1) % steps_per_print == 0 && plan.ds.steps_per_print.value) {
       // DeepSpeed's periodic line (engine._report_progress).
-      std::printf("[Rank 0] step=%lld, skipped=%s, lr=[%g], mom=[(%g, %g)]\n",
-                  static_cast<long long>(step + 1), result->skipped ? "True" : "False", result->lr,
-                  plan.engine.optimizer.beta1, plan.engine.optimizer.beta2);
+      progress.message(fmt::format("[Rank 0] step={}, skipped={}, lr=[{:g}], mom=[({:g}, {:g})]",
+                                   step + 1, result->skipped ? "True" : "False", result->lr,
+                                   plan.engine.optimizer.beta1, plan.engine.optimizer.beta2));
     }
     const bool last = step + 1 == max_steps;
-    if ((step + 1) % log_every == 0 || last || tty) {
+    if ((step + 1) % log_every == 0 || last || live) {
       const double window_s = std::chrono::duration<double>(now - window_start).count();
       const double tok_s = window_s > 0 ? window_tokens / window_s : 0.0;
       // Rates over the steps this run did (a resumed run did not do steps 1..start_step).
@@ -839,10 +858,10 @@ int run_training(const TrainArgs& args, Communicator& comm) {
           step + 1, max_steps, result->loss, result->lr, result->grad_norm,
           result->skipped ? " | skipped" : "", tok_s, format_duration(eta));
       const bool persist = (step + 1) % log_every == 0 || last;
-      if (tty) {
-        std::printf("\r\033[K%s%s", line.c_str(), persist ? "\n" : "");
-      } else {
-        std::printf("%s\n", line.c_str());
+      progress.progress(line, persist);
+      // DeepSpeed's wall_clock_breakdown line: rank 0's own phase times (no collective).
+      if (persist && engine.timers().enabled()) {
+        progress.message("[Rank 0] " + engine.timers().log_line_and_reset());
       }
       flush_stdout();
       if (persist) {

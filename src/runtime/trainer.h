@@ -38,6 +38,7 @@ struct TrainArgs {
   bool quiet = false;                  // no live progress line (tests, logs)
   int64_t max_nonfinite_steps = 10;    // consecutive NaN / Inf losses before stopping; 0: never
   std::vector<std::string> cli_notes;  // notes about accepted no-op flags, printed on rank 0
+  bool verbose = false;  // print the whole effective config (it is in OUTPUT_DIR either way)
 
   // TrainingArguments flags resolving "auto" config values.
   std::optional<int64_t> per_device_train_batch_size;

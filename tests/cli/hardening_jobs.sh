@@ -154,7 +154,7 @@ t.tofile(open(sys.argv[1], 'wb'))" "$out/bad.bin"
   rc=$?
   [[ $rc -ne 124 ]] || fail "a bad token in one rank's share left the other rank waiting"
   [[ $rc -eq 2 ]] || fail "bad token: exit $rc, expected 2"
-  grep -q "rank 1: .*token id 65000" "$out/token.log" || fail "the error does not name rank 1"
+  grep -q "^\[rank 1\] error: .*token id 65000" "$out/token.log" || fail "the error does not name rank 1"
   echo "PASS: a rank failing alone ends the job (exit $rc)"
   ;;
 mismatch)
