@@ -15,11 +15,11 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include <fmt/format.h>
+
+#include "core/regular_file.h"
 
 extern char** environ;
 
@@ -542,12 +542,15 @@ StatusOr<LaunchPlan> build_launch_plan(const LaunchOptions& options, const Launc
 
 namespace {
 
-std::optional<std::string> read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+// A hostfile or .deepspeed_env: nullopt when there is none; an error when the path is something a
+// launcher must not read (a FIFO would block it, a device never end; core/regular_file.h).
+StatusOr<std::optional<std::string>> read_text_file(const std::string& path,
+                                                    std::string_view what) {
+  constexpr uint64_t kMaxTextFileBytes = uint64_t{16} << 20;
+  auto text = read_regular_file(path, kMaxTextFileBytes, what);
+  if (text.ok()) return std::optional<std::string>(std::move(*text));
+  if (text.status().code() == StatusCode::kNotFound) return std::optional<std::string>();
+  return text.status();
 }
 
 // GPUs the driver reports (/proc/driver/nvidia/gpus/<bus id>, else /dev/nvidiaN).
@@ -604,7 +607,8 @@ StatusOr<LaunchEnvironment> gather_launch_environment(const std::string& hostfil
   if (gethostname(host, sizeof host - 1) == 0) env.hostname = host;
   env.self_exe = std::filesystem::read_symlink("/proc/self/exe", ec).string();
 
-  if (auto text = read_text_file(hostfile_path)) env.hostfile = TextFile{hostfile_path, *text};
+  ZERO_ASSIGN_OR_RETURN(auto hostfile, read_text_file(hostfile_path, "a hostfile"));
+  if (hostfile) env.hostfile = TextFile{hostfile_path, *hostfile};
   std::string env_name = ".deepspeed_env";
   if (auto it = env.vars.find("DS_ENV_FILE"); it != env.vars.end()) env_name = it->second;
   std::set<std::string> seen;
@@ -613,7 +617,8 @@ StatusOr<LaunchEnvironment> gather_launch_environment(const std::string& hostfil
     std::filesystem::path path = std::filesystem::path(dir) / env_name;
     std::string canonical = std::filesystem::weakly_canonical(path, ec).string();
     if (!seen.insert(canonical).second) continue;
-    if (auto text = read_text_file(path.string())) {
+    ZERO_ASSIGN_OR_RETURN(auto text, read_text_file(path.string(), "a .deepspeed_env file"));
+    if (text) {
       env.deepspeed_env_files.push_back({path.string(), *text});
     }
   }

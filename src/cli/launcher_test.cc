@@ -2,6 +2,10 @@
 // the exact mpirun / srun argv for machines described by hand.
 #include "cli/launcher.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -389,6 +393,20 @@ TEST(Environment, GathersThisMachine) {
   auto none = gather_launch_environment("/nonexistent/hostfile");
   ASSERT_TRUE(none.ok());
   EXPECT_FALSE(none->hostfile.has_value());
+}
+
+// A FIFO given as the hostfile is refused at once (before: the launcher blocked in open()).
+TEST(Environment, HostfileMustBeARegularFile) {
+  const std::string dir = ::testing::TempDir() + "zero_launcher_fifo_" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  const std::string fifo = dir + "/hostfile";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto env = gather_launch_environment(fifo);
+  std::filesystem::remove_all(dir);
+  ASSERT_FALSE(env.ok());
+  EXPECT_THAT(
+      env.status().message(),
+      HasSubstr("hostfile: is a FIFO (named pipe), not a regular file (expected a hostfile)"));
 }
 
 TEST(Run, ReturnsTheChildExitStatus) {

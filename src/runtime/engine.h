@@ -50,10 +50,12 @@ struct EngineOptions {
   OffloadOptions offload;
   // Memory honesty (memory_plan.h): before allocating, the engine checks what this configuration
   // needs per rank against the machine. The planned micro-batch sizes the activations (0: not
-  // counted); `resources` replaces the probe of this machine (tests).
+  // counted), and with the planned accumulation steps the token batches of one step, which the
+  // trainer holds at once; `resources` replaces the probe of this machine (tests).
   bool check_memory = true;
   int64_t planned_micro_batch = 0;
   int64_t planned_seq_len = 0;
+  int64_t planned_grad_accum = 0;
   std::optional<HostResources> resources;
   // ds_config wall_clock_breakdown: time the step phases (timers()).
   bool wall_clock_breakdown = false;
