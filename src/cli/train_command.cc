@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "cli/flag_checks.h"
 #include "cli/world.h"
+#include "runtime/train_steps.h"
 #include "runtime/trainer.h"
 
 namespace zero::cli {
@@ -68,7 +69,8 @@ void add_train_command(CLI::App& app, int& exit_code) {
   add_value(t, "max_steps", a->max_steps,
             "optimizer steps to run (total, across resumes); -1 (HF's default): from epochs")
       ->check(int_at_least(-1));
-  add_value(t, "num_train_epochs", a->num_train_epochs, "epochs, when --max_steps is not given")
+  add_value(t, "num_train_epochs", a->num_train_epochs,
+            "epochs, when --max_steps is not given (steps counted as the HF Trainer does)")
       ->check(real_at_least(0, /*exclusive=*/true));
   add_value(t, "seed", a->seed, "seed for presets' initialisation and data shuffling (default 42)")
       ->check(int_at_least(0));
@@ -119,11 +121,21 @@ void add_train_command(CLI::App& app, int& exit_code) {
       ->check(real_at_least(0, false, 1));
   add_value(t, "adam_epsilon", a->adam_epsilon, "optimizer.params.eps")->check(real_at_least(0));
   add_value(t, "max_grad_norm", a->max_grad_norm, "gradient_clipping")->check(real_at_least(0));
-  add_value(t, "warmup_steps", a->warmup_steps, "scheduler.params.warmup_num_steps")
-      ->check(int_at_least(0));
+  // Read as a number: transformers 5 takes a fraction in (0, 1) as a ratio of the steps.
+  auto warmup_steps_flag = std::make_shared<std::optional<double>>();
+  add_value(t, "warmup_steps", *warmup_steps_flag,
+            "warmup steps (scheduler.params.warmup_num_steps with a scheduler block), or a "
+            "fraction in (0, 1) of the total steps")
+      ->check(real_at_least(0));
+  add_value(t, "warmup_ratio", a->warmup_ratio,
+            "warmup = ceil(ratio x total steps) when --warmup_steps is 0 or not given")
+      ->check(real_at_least(0, false, 1));
   add_value(t, "lr_scheduler_type", a->lr_scheduler_type,
-            "without a scheduler block: linear (default) | cosine | constant | "
-            "constant_with_warmup");
+            "without a scheduler block, HF's schedule: linear (default) | cosine | "
+            "cosine_with_restarts | polynomial | constant | constant_with_warmup | inverse_sqrt | "
+            "cosine_with_min_lr | warmup_stable_decay");
+  add_value(t, "lr_scheduler_kwargs", a->lr_scheduler_kwargs,
+            "JSON object of the HF schedule's extra arguments, e.g. '{\"num_cycles\": 2}'");
   add_value(t, "bf16", a->bf16, "bf16.enabled (true/false)")->expected(0, 1)->default_str("true");
   add_value(t, "fp16", a->fp16, "fp16.enabled (true/false)")->expected(0, 1)->default_str("true");
   // HF TrainingArguments flags that mean nothing here: accepted (scripts pass them) with a note.
@@ -139,13 +151,22 @@ void add_train_command(CLI::App& app, int& exit_code) {
   // A flag repeated on the command line: the last one wins (as with argparse).
   for (CLI::Option* opt : t->get_options())
     opt->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  t->callback([a, do_train, report_to, local_rank, &exit_code] {
+  t->callback([a, do_train, report_to, local_rank, warmup_steps_flag, &exit_code] {
     if (a->bf16.value_or(false) && a->fp16.value_or(false)) {
       std::fprintf(stderr,
                    "error: --bf16 and --fp16 are both set: choose one (HF and DeepSpeed refuse "
                    "both too)\n");
       exit_code = 2;
       return;
+    }
+    if (*warmup_steps_flag) {
+      Status s =
+          runtime::split_warmup_steps_flag(**warmup_steps_flag, &a->warmup_steps, &a->warmup_ratio);
+      if (!s.ok()) {
+        std::fprintf(stderr, "error: %s\n", s.message().c_str());
+        exit_code = 2;
+        return;
+      }
     }
     if (a->max_steps == -1) a->max_steps = 0;  // HF's "not set": steps come from the epochs
     if (*do_train) a->cli_notes.push_back("--do_train: accepted for HF scripts; zero train trains");

@@ -155,6 +155,41 @@ LrSchedule LrSchedule::constant(double optimizer_lr) {
   return LrSchedule(p);
 }
 
+LrSchedule LrSchedule::hugging_face(const HfScheduleParams& hf) {
+  LrScheduleParams p;
+  p.kind = LrScheduleKind::kHuggingFace;
+  p.optimizer_lr = hf.lr_init;
+  p.hf = hf;
+  return LrSchedule(p);
+}
+
+StatusOr<LrSchedule> LrSchedule::from_hf_flags(std::string_view name, std::string_view kwargs_json,
+                                               int64_t num_warmup_steps, int64_t num_training_steps,
+                                               double optimizer_lr) {
+  json kwargs = json::object();
+  if (!kwargs_json.empty()) {
+    kwargs = json::parse(kwargs_json, nullptr, /*allow_exceptions=*/false);
+    if (kwargs.is_discarded() || !kwargs.is_object()) {
+      return invalid_argument("--lr_scheduler_kwargs: expected a JSON object, got '{}'",
+                              kwargs_json);
+    }
+  }
+  if (name == "constant") {
+    // HF's get_scheduler passes constant nothing but the optimizer.
+    if (!kwargs.empty()) {
+      return invalid_argument(
+          "--lr_scheduler_kwargs: constant takes no arguments (HF's get_scheduler passes none to "
+          "it), got {}",
+          kwargs.begin().key());
+    }
+    return constant(optimizer_lr);
+  }
+  ZERO_ASSIGN_OR_RETURN(
+      HfScheduleParams hf,
+      hf_schedule_from_flags(name, kwargs, num_warmup_steps, num_training_steps, optimizer_lr));
+  return hugging_face(hf);
+}
+
 StatusOr<LrSchedule> LrSchedule::from_params(const LrScheduleParams& in) {
   LrScheduleParams p = in;
   p.warmup_num_steps = std::max<int64_t>(2, p.warmup_num_steps);  // DeepSpeed: max(2, n)
@@ -257,13 +292,15 @@ StatusOr<LrSchedule> LrSchedule::from_json(std::string_view type, const json& pa
       ZERO_RETURN_IF_ERROR(r.number("cos_min_ratio", &p.cos_min_ratio));
       ZERO_RETURN_IF_ERROR(read_warmup(r, &p));
       break;
-    case LrScheduleKind::kConstant: break;
+    case LrScheduleKind::kConstant:
+    case LrScheduleKind::kHuggingFace: break;
   }
   ZERO_RETURN_IF_ERROR(r.finish());
   return from_params(p);
 }
 
 std::string_view LrSchedule::type_name() const {
+  if (params_.kind == LrScheduleKind::kHuggingFace) return hf_schedule_name(params_.hf.type);
   for (const auto& t : kTypeNames) {
     if (t.kind == params_.kind) return t.name;
   }
@@ -284,6 +321,7 @@ double LrSchedule::lr_at_iteration(int64_t t) const {
   const LrScheduleParams& p = params_;
   switch (p.kind) {
     case LrScheduleKind::kConstant: return p.optimizer_lr;
+    case LrScheduleKind::kHuggingFace: return p.optimizer_lr * hf_lr_lambda(p.hf, t + 1);
     case LrScheduleKind::kLRRangeTest: {
       double interval = static_cast<double>(t + 1) / p.lr_range_test_step_size;
       if (p.lr_range_test_staircase) interval = std::floor(interval);
@@ -369,9 +407,21 @@ Status LrSchedule::restore(const json& state) {
     return invalid_argument("lr scheduler state: expected {{type, last_batch_iteration}}, got {}",
                             state.dump());
   }
-  if (state["type"].get<std::string>() != type_name()) {
-    return invalid_argument("lr scheduler state is for {}, but the config uses {}",
-                            state["type"].get<std::string>(), type_name());
+  const std::string saved_type = state["type"].get<std::string>();
+  if (saved_type != type_name() && params_.kind == LrScheduleKind::kHuggingFace &&
+      (saved_type == "WarmupDecayLR" || saved_type == "WarmupCosineLR" ||
+       saved_type == "WarmupLR")) {
+    // Before HF's formulas, --lr_scheduler_type mapped to a DeepSpeed schedule.
+    return invalid_argument(
+        "lr scheduler state is for DeepSpeed's {}, but --lr_scheduler_type {} now follows HF's "
+        "formula; to continue on the checkpoint's schedule, write a \"scheduler\" block of type "
+        "{} in the ds_config (docs/optim.md)",
+        saved_type, type_name(), saved_type);
+  }
+  if (saved_type != type_name()) {
+    return invalid_argument(
+        "lr scheduler state is for {}, but this run uses {}{}", saved_type, type_name(),
+        params_.kind == LrScheduleKind::kHuggingFace ? " (--lr_scheduler_type)" : "");
   }
   const int64_t t = state["last_batch_iteration"].get<int64_t>();
   if (t < -1) return invalid_argument("lr scheduler state: last_batch_iteration {} < -1", t);

@@ -1,5 +1,6 @@
 // DeepSpeed's LR schedules (runtime/lr_schedules.py) with their exact formulas and the
-// last_batch_iteration offset, plus "no scheduler" (the optimizer's constant lr).
+// last_batch_iteration offset, plus "no scheduler" (the optimizer's constant lr) and HF Trainer's
+// schedules (--lr_scheduler_type without a scheduler block; hf_lr_schedule.h).
 #pragma once
 
 #include <cstdint>
@@ -10,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/status.h"
+#include "optim/hf_lr_schedule.h"
 
 namespace zero::optim {
 
@@ -19,7 +21,8 @@ enum class LrScheduleKind {
   kOneCycle,
   kWarmupLR,
   kWarmupDecayLR,
-  kWarmupCosineLR
+  kWarmupCosineLR,
+  kHuggingFace  // HF get_scheduler's LambdaLR: LrScheduleParams::hf
 };
 enum class WarmupType { kLog, kLinear };
 
@@ -54,6 +57,8 @@ struct LrScheduleParams {
   int64_t total_num_steps = 0;  // required by WarmupDecayLR and WarmupCosineLR
   double warmup_min_ratio = 0.0;
   double cos_min_ratio = 1e-4;
+  // kHuggingFace (its lr_init is optimizer_lr)
+  HfScheduleParams hf;
 };
 
 // A schedule: a pure function of the update number, plus the progress counter that is saved.
@@ -64,6 +69,8 @@ struct LrScheduleParams {
 // DeepSpeed's last_batch_iteration while that update runs is t = u - 2: construction (t = -1)
 // writes the lr of update 1, and each successful step() advances t by one before the next update.
 // Hence WarmupLR's first TWO updates both run at warmup_min_lr.
+// HF's schedules (LambdaLR, stepped by DeepSpeed after each successful update as under the HF
+// Trainer) run update u at optimizer_lr * lambda(u - 1): update 1 uses lambda(0).
 class LrSchedule {
  public:
   // Builds a schedule from `scheduler.type` (case-sensitive, as DeepSpeed) and
@@ -74,6 +81,14 @@ class LrSchedule {
   // No `scheduler` block: every update uses the optimizer's lr.
   static LrSchedule constant(double optimizer_lr);
   static StatusOr<LrSchedule> from_params(const LrScheduleParams& params);
+  // An HF schedule from hf_schedule_from_flags (the optimizer lr is hf.lr_init).
+  static LrSchedule hugging_face(const HfScheduleParams& hf);
+  // HF get_scheduler(name, ...) for --lr_scheduler_type: "constant" is constant(optimizer_lr),
+  // the others hugging_face(hf_schedule_from_flags(...)). `kwargs_json` is the text of
+  // --lr_scheduler_kwargs (empty: none).
+  static StatusOr<LrSchedule> from_hf_flags(std::string_view name, std::string_view kwargs_json,
+                                            int64_t num_warmup_steps, int64_t num_training_steps,
+                                            double optimizer_lr);
 
   const LrScheduleParams& params() const { return params_; }
   std::string_view type_name() const;
@@ -95,7 +110,8 @@ class LrSchedule {
   // Call after each successful (non-skipped) optimizer update.
   void on_successful_update() { ++completed_updates_; }
 
-  // {"type", "last_batch_iteration"}: DeepSpeed's t after the completed updates.
+  // {"type", "last_batch_iteration"}: DeepSpeed's t after the completed updates (for HF schedules
+  // too: type is the HF name, e.g. "cosine"; LambdaLR's last_epoch is last_batch_iteration + 1).
   nlohmann::json state() const;
   // Restores progress; the type must match (params may differ: DeepSpeed also keeps the ones
   // given at construction and only restores last_batch_iteration).

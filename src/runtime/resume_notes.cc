@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include "optim/hf_lr_schedule.h"
+
 namespace zero::runtime {
 
 checkpoint::RunIdentity run_identity(const EngineOptions& engine) {
@@ -44,15 +46,29 @@ std::vector<std::string> schedule_change_notes(const checkpoint::LoadedCheckpoin
     const nlohmann::json& v = sch["params"].value("total_num_steps", nlohmann::json());
     return v.is_number_integer() ? v.get<int64_t>() : -1;
   };
-  const int64_t saved_total = total_steps(saved_config);
-  const int64_t total = total_steps(effective_config);
+  int64_t saved_total = total_steps(saved_config);
+  int64_t total = total_steps(effective_config);
   const int64_t step = state.value("global_step", int64_t{0});
+  // An HF schedule (no scheduler block; optim/hf_lr_schedule.h) spans the run's steps.
+  std::string hf_type;
+  if (saved_total < 0 && total < 0 && state.contains("schedule") && state["schedule"].is_object() &&
+      state["schedule"].value("type", nlohmann::json()).is_string()) {
+    hf_type = state["schedule"]["type"].get<std::string>();
+    if (optim::hf_schedule_uses_total(hf_type) && saved_max >= 0) {
+      saved_total = saved_max;
+      total = max_steps;
+    }
+  }
   if (saved_max >= 0 && saved_max != max_steps) {
     notes.push_back(fmt::format("--max_steps is {}, the checkpoint was saved by a run of {}",
                                 max_steps, saved_max));
   }
   if (saved_total >= 0 && total >= 0 && saved_total != total) {
-    const std::string type = effective_config["scheduler"].value("type", std::string("?"));
+    const std::string type =
+        !hf_type.empty() ? "HF " + hf_type
+        : effective_config["scheduler"].value("type", nlohmann::json()).is_string()
+            ? effective_config["scheduler"]["type"].get<std::string>()
+            : "?";
     notes.push_back(fmt::format(
         "the {} schedule's total_num_steps changes from {} to {}: the learning rate from step {} "
         "on follows the new schedule, not the one the checkpoint was on",

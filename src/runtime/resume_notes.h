@@ -24,8 +24,9 @@ std::string model_banner(const std::string& description,
                          const checkpoint::LoadedCheckpoint* resume);
 
 // Notes for a resumed run whose --max_steps differs from the one the checkpoint was saved under:
-// the schedule's total_num_steps (WarmupDecayLR / WarmupCosineLR) changes the learning rate from
-// the resumed step on. Empty when nothing changed or the checkpoint does not say.
+// the schedule's total_num_steps (WarmupDecayLR / WarmupCosineLR, or an HF schedule that spans the
+// run: the checkpoint's schedule state names it) changes the learning rate from the resumed step
+// on. Empty when nothing changed or the checkpoint does not say.
 std::vector<std::string> schedule_change_notes(const checkpoint::LoadedCheckpoint& resume,
                                                const nlohmann::json& effective_config,
                                                int64_t max_steps);

@@ -66,6 +66,24 @@ TEST(ResumeNotes, BannerAndScheduleChangeOfAResumedRun) {
   EXPECT_NE(notes[1].find("total_num_steps changes from 8 to 12"), std::string::npos) << notes[1];
   EXPECT_NE(notes[1].find("from step 5"), std::string::npos) << notes[1];
   fs::remove_all(out);
+
+  // An HF schedule (no scheduler block): its total is the run's steps.
+  r.state["schedule"] = {{"type", "cosine"}, {"last_batch_iteration", 3}};
+  r.effective_config = {{"scheduler", {{"type", nullptr}, {"params", nlohmann::json::object()}}}};
+  ASSERT_TRUE(checkpoint::save_checkpoint(*default_storage(), comm, r).ok());
+  auto hf = checkpoint::open_checkpoint(*default_storage(), out.string());
+  ASSERT_TRUE(hf.ok());
+  notes = schedule_change_notes(**hf, r.effective_config, 12);
+  ASSERT_EQ(notes.size(), 2u);
+  EXPECT_NE(notes[1].find("HF cosine schedule's total_num_steps changes from 8 to 12"),
+            std::string::npos)
+      << notes[1];
+  r.state["schedule"]["type"] = "constant_with_warmup";  // does not depend on the total
+  ASSERT_TRUE(checkpoint::save_checkpoint(*default_storage(), comm, r).ok());
+  auto cww = checkpoint::open_checkpoint(*default_storage(), out.string());
+  ASSERT_TRUE(cww.ok());
+  EXPECT_EQ(schedule_change_notes(**cww, r.effective_config, 12).size(), 1u);
+  fs::remove_all(out);
 }
 
 }  // namespace

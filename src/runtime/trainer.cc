@@ -33,6 +33,7 @@
 #include "runtime/resume_notes.h"
 #include "runtime/run_lock.h"
 #include "runtime/start_agreement.h"
+#include "runtime/train_steps.h"
 
 namespace zero::runtime {
 
@@ -51,8 +52,10 @@ struct Plan {
   config::EffectiveConfig effective;
   config::DsConfig ds;
   int64_t micro_batch = 0, grad_accum = 0, train_batch = 0;
+  int64_t max_steps = 0;  // --max_steps, or counted from --num_train_epochs
   EngineOptions engine;
   std::vector<std::string> notes;  // warnings to print once on rank 0
+  std::vector<std::string> info;   // lines of the banner (rank 0, stdout)
 };
 
 // Optimizer / scheduler params written in the file or set by a flag (DeepSpeed passes exactly
@@ -68,41 +71,8 @@ Json given_params(const config::EffectiveConfig& eff, const std::string& block) 
   return out;
 }
 
-// HF's lr_scheduler_type mapped to the DeepSpeed schedule the HF integration would configure.
-StatusOr<Json> scheduler_for_flag(const std::string& type) {
-  if (type == "linear") {
-    return Json{{"type", "WarmupDecayLR"},
-                {"params",
-                 {{"warmup_min_lr", 0},
-                  {"warmup_max_lr", "auto"},
-                  {"warmup_num_steps", "auto"},
-                  {"total_num_steps", "auto"},
-                  {"warmup_type", "linear"}}}};
-  }
-  if (type == "cosine") {
-    return Json{{"type", "WarmupCosineLR"},
-                {"params",
-                 {{"warmup_num_steps", "auto"},
-                  {"total_num_steps", "auto"},
-                  {"warmup_min_ratio", 0},
-                  {"cos_min_ratio", 0},
-                  {"warmup_type", "linear"}}}};
-  }
-  if (type == "constant_with_warmup") {
-    return Json{{"type", "WarmupLR"},
-                {"params",
-                 {{"warmup_min_lr", 0},
-                  {"warmup_max_lr", "auto"},
-                  {"warmup_num_steps", "auto"},
-                  {"warmup_type", "linear"}}}};
-  }
-  if (type == "constant") return Json();
-  return invalid_argument(
-      "--lr_scheduler_type: \"{}\" is not one of linear, cosine, constant, constant_with_warmup",
-      type);
-}
-
-StatusOr<Plan> make_plan(const TrainArgs& args, const model::ModelConfig& model, int world) {
+StatusOr<Plan> make_plan(const TrainArgs& args, const model::ModelConfig& model, int world,
+                         int64_t num_samples) {
   Plan plan;
   Json doc = Json::object();
   std::string config_name = "(no --deepspeed config)";
@@ -129,13 +99,18 @@ StatusOr<Plan> make_plan(const TrainArgs& args, const model::ModelConfig& model,
         {"type", "AdamW"},
         {"params", {{"lr", "auto"}, {"betas", "auto"}, {"eps", "auto"}, {"weight_decay", "auto"}}}};
   }
-  if (!doc.contains("scheduler")) {
-    ZERO_ASSIGN_OR_RETURN(Json sched,
-                          scheduler_for_flag(args.lr_scheduler_type.value_or("linear")));
-    if (!sched.is_null()) doc["scheduler"] = sched;
-  } else if (args.lr_scheduler_type) {
+  // Without a scheduler block the HF Trainer builds its own schedule (get_scheduler) and DeepSpeed
+  // steps it: HF's formulas, built below once the steps are known. A block keeps DeepSpeed's.
+  const bool hf_schedule = !doc.contains("scheduler");
+  if (!hf_schedule && args.lr_scheduler_type) {
     return invalid_argument("--lr_scheduler_type {} contradicts scheduler.type in {} (remove one)",
                             *args.lr_scheduler_type, config_name);
+  }
+  if (!hf_schedule && args.lr_scheduler_kwargs) {
+    return invalid_argument(
+        "--lr_scheduler_kwargs: {} has a scheduler block (set its params there, or remove the "
+        "block to use --lr_scheduler_type)",
+        config_name);
   }
   ZERO_ASSIGN_OR_RETURN(plan.effective, config::build_effective_config(doc));
   config::EffectiveConfig& eff = plan.effective;
@@ -149,6 +124,8 @@ StatusOr<Plan> make_plan(const TrainArgs& args, const model::ModelConfig& model,
                                      : "";
   const bool sched_has_max_lr = sched_type == "WarmupLR" || sched_type == "WarmupDecayLR";
   const bool sched_has_total = sched_type == "WarmupDecayLR" || sched_type == "WarmupCosineLR";
+  const std::string kWarmupPath = "scheduler.params.warmup_num_steps";
+  const std::string kTotalPath = "scheduler.params.total_num_steps";
   if (args.per_device_train_batch_size) {
     ZERO_RETURN_IF_ERROR(flag("train_micro_batch_size_per_gpu", *args.per_device_train_batch_size,
                               "--per_device_train_batch_size"));
@@ -182,13 +159,6 @@ StatusOr<Plan> make_plan(const TrainArgs& args, const model::ModelConfig& model,
   if (args.max_grad_norm) {
     ZERO_RETURN_IF_ERROR(flag("gradient_clipping", *args.max_grad_norm, "--max_grad_norm"));
   }
-  if (args.warmup_steps && !sched_type.empty()) {
-    ZERO_RETURN_IF_ERROR(
-        flag("scheduler.params.warmup_num_steps", *args.warmup_steps, "--warmup_steps"));
-  }
-  if (sched_has_total) {
-    ZERO_RETURN_IF_ERROR(flag("scheduler.params.total_num_steps", args.max_steps, "--max_steps"));
-  }
   if (args.bf16) ZERO_RETURN_IF_ERROR(flag("bf16.enabled", *args.bf16, "--bf16"));
   if (args.fp16) ZERO_RETURN_IF_ERROR(flag("fp16.enabled", *args.fp16, "--fp16"));
 
@@ -206,10 +176,8 @@ StatusOr<Plan> make_plan(const TrainArgs& args, const model::ModelConfig& model,
       {"optimizer.params.eps", 1e-8},
       {"optimizer.params.weight_decay", 0.0},
       {"gradient_clipping", 1.0},
-      {"scheduler.params.warmup_num_steps", 0},
       {"scheduler.params.warmup_max_lr", lr_now},
       {"scheduler.params.warmup_min_lr", 0},
-      {"scheduler.params.total_num_steps", args.max_steps},
       {"bf16.enabled", false},
       {"fp16.enabled", false},
       {"zero_optimization.reduce_bucket_size", static_cast<int64_t>(hidden * hidden)},
@@ -218,7 +186,8 @@ StatusOr<Plan> make_plan(const TrainArgs& args, const model::ModelConfig& model,
       {"zero_optimization.stage3_param_persistence_threshold", static_cast<int64_t>(10 * hidden)},
   };
   for (const std::string& path : config::unresolved_auto_paths(eff)) {
-    if (path == "train_batch_size") continue;  // derived below from the triad
+    // Derived below from the triad (the batch, and the steps an epoch takes).
+    if (path == "train_batch_size" || path == kWarmupPath || path == kTotalPath) continue;
     auto it = defaults.find(path);
     if (it == defaults.end()) {
       return invalid_argument("{}: \"auto\" has no flag or default to resolve it (write a value)",
@@ -247,6 +216,31 @@ StatusOr<Plan> make_plan(const TrainArgs& args, const model::ModelConfig& model,
   plan.grad_accum = *triad->gradient_accumulation_steps;
   plan.train_batch = *triad->train_batch_size;
 
+  // Steps: --max_steps, or the epochs counted as the HF Trainer counts them; then the warmup
+  // (--warmup_steps, or --warmup_ratio of the steps), into the scheduler block's "auto" values.
+  const EpochGeometry geometry{num_samples, plan.micro_batch, plan.grad_accum, world};
+  ZERO_ASSIGN_OR_RETURN(plan.max_steps,
+                        resolve_max_steps(args.max_steps, args.num_train_epochs, geometry));
+  const char* steps_flag = args.max_steps > 0 ? "--max_steps" : "--num_train_epochs";
+  if (args.max_steps <= 0) {
+    plan.info.push_back(fmt::format("{} steps for --num_train_epochs {} (as the HF Trainer counts)",
+                                    plan.max_steps, *args.num_train_epochs));
+  }
+  std::string warmup_note;
+  ZERO_ASSIGN_OR_RETURN(
+      std::optional<int64_t> warmup,
+      resolve_warmup_steps(args.warmup_steps, args.warmup_ratio, plan.max_steps, &warmup_note));
+  if (!warmup_note.empty()) plan.notes.push_back(warmup_note);
+  const bool warmup_from_ratio =
+      args.warmup_ratio && !(args.warmup_steps && *args.warmup_steps > 0);
+  const char* warmup_flag = warmup_from_ratio ? "--warmup_ratio" : "--warmup_steps";
+  if (warmup && !sched_type.empty()) ZERO_RETURN_IF_ERROR(flag(kWarmupPath, *warmup, warmup_flag));
+  if (sched_has_total) ZERO_RETURN_IF_ERROR(flag(kTotalPath, plan.max_steps, steps_flag));
+  for (const std::string& path : config::unresolved_auto_paths(eff)) {
+    if (path == kWarmupPath) ZERO_RETURN_IF_ERROR(flag(path, 0, "(default)"));
+    if (path == kTotalPath) ZERO_RETURN_IF_ERROR(flag(path, plan.max_steps, steps_flag));
+  }
+
   ZERO_ASSIGN_OR_RETURN(plan.ds, config::make_ds_config(eff));
   const config::DsConfig& ds = plan.ds;
 
@@ -266,7 +260,20 @@ StatusOr<Plan> make_plan(const TrainArgs& args, const model::ModelConfig& model,
   const std::string opt_type = ds.optimizer.type.value.value_or("AdamW");
   ZERO_ASSIGN_OR_RETURN(o.optimizer,
                         optim::optimizer_spec_from_json(opt_type, given_params(eff, "optimizer")));
-  if (sched_type.empty()) {
+  if (hf_schedule) {
+    const std::string type = args.lr_scheduler_type.value_or("linear");
+    ZERO_ASSIGN_OR_RETURN(o.schedule, optim::LrSchedule::from_hf_flags(
+                                          type, args.lr_scheduler_kwargs.value_or(""),
+                                          warmup.value_or(0), plan.max_steps, o.optimizer.lr));
+    if (type == "constant" && warmup.value_or(0) > 0) {
+      plan.notes.push_back(
+          "warning: --lr_scheduler_type constant has no warmup (as in HF); use "
+          "constant_with_warmup");
+    }
+    plan.info.push_back(fmt::format(
+        "lr schedule: HF {} from lr {:g}, {} warmup steps of {} (no scheduler block in the config)",
+        type, o.optimizer.lr, warmup.value_or(0), plan.max_steps));
+  } else if (sched_type.empty()) {
     o.schedule = optim::LrSchedule::constant(o.optimizer.lr);
   } else {
     ZERO_ASSIGN_OR_RETURN(
@@ -420,6 +427,13 @@ RunFingerprint run_fingerprint(const TrainArgs& args, const Plan& plan,
   add_to_fingerprint(fp, "--data_order", args.data_order);
   add_to_fingerprint(fp, "--seed", args.seed);
   add_to_fingerprint(fp, "--max_steps", max_steps);
+  // An HF schedule (no scheduler block) is not in the DeepSpeed config: its type and inputs.
+  const optim::LrSchedule& schedule = plan.engine.schedule;
+  add_to_fingerprint(fp, "lr_schedule.type", std::string(schedule.type_name()));
+  if (schedule.params().kind == optim::LrScheduleKind::kHuggingFace) {
+    add_to_fingerprint(fp, "lr_schedule.warmup_steps", schedule.params().hf.num_warmup_steps);
+    add_to_fingerprint(fp, "--lr_scheduler_kwargs", args.lr_scheduler_kwargs.value_or(""));
+  }
   add_to_fingerprint(fp, "resume.step", start_step);
   add_to_fingerprint(fp, "--save_steps", args.save_steps);
   add_to_fingerprint(fp, "--save_total_limit", args.save_total_limit.value_or(0));
@@ -507,9 +521,9 @@ int run_training(const TrainArgs& args, Communicator& comm) {
   auto data = TokenDataset::open(*default_storage(), args.train_file, dopts);
   if (!data.ok()) return bad(data.status());
 
-  // Steps: --max_steps, or epochs over the samples.
+  // The plan counts the steps (--max_steps, or epochs over the samples).
   TrainArgs resolved_args = args;
-  auto plan_or = make_plan(resolved_args, mc, world);
+  auto plan_or = make_plan(resolved_args, mc, world, data->num_samples());
   if (!plan_or.ok()) return bad(plan_or.status());
   Plan& plan = *plan_or;
   plan.engine.planned_micro_batch = plan.micro_batch;
@@ -517,14 +531,7 @@ int run_training(const TrainArgs& args, Communicator& comm) {
   plan.engine.wall_clock_breakdown = plan.ds.wall_clock_breakdown.value;
   record_batch_triad(plan.effective, plan.train_batch, plan.micro_batch, plan.grad_accum);
   plan.engine.planned_grad_accum = plan.grad_accum;  // sizes the step's token batches
-  int64_t max_steps = args.max_steps;
-  if (max_steps <= 0 && args.num_train_epochs) {
-    max_steps = static_cast<int64_t>(
-        std::ceil(*args.num_train_epochs * static_cast<double>(data->num_samples()) /
-                  static_cast<double>(plan.train_batch)));
-  }
-  if (max_steps <= 0)
-    return bad(invalid_argument("--max_steps (or --num_train_epochs) is required"));
+  const int64_t max_steps = plan.max_steps;
 
   BatchSamplerConfig sc;
   sc.num_samples = data->num_samples();
@@ -640,6 +647,7 @@ int run_training(const TrainArgs& args, Communicator& comm) {
         static_cast<long long>(data->num_samples()), static_cast<long long>(block),
         static_cast<long long>(plan.train_batch), static_cast<long long>(plan.micro_batch),
         static_cast<long long>(plan.grad_accum), world, static_cast<long long>(max_steps));
+    for (const auto& n : plan.info) std::printf("zero train: %s\n", n.c_str());
     std::printf("zero train: config: %s; in %s/%s%s\n",
                 effective_config_summary(plan.effective, world).c_str(), args.output_dir.c_str(),
                 kEffectiveConfigFile, args.verbose ? "" : " (--verbose prints it)");

@@ -50,8 +50,11 @@ struct TrainArgs {
   std::optional<double> adam_epsilon;
   std::optional<double> max_grad_norm;
   std::optional<int64_t> warmup_steps;
-  std::optional<std::string>
-      lr_scheduler_type;  // linear | cosine | constant | constant_with_warmup
+  std::optional<double> warmup_ratio;  // ceil(ratio * steps) warmup steps when warmup_steps is 0
+  // Without a scheduler block: HF's schedule of that name (optim/hf_lr_schedule.h; default
+  // linear) with the JSON object of --lr_scheduler_kwargs.
+  std::optional<std::string> lr_scheduler_type;
+  std::optional<std::string> lr_scheduler_kwargs;
   std::optional<bool> bf16;
   std::optional<bool> fp16;
 };
