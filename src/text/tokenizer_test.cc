@@ -1,0 +1,209 @@
+// Tokenizer against HF `tokenizers`: fixtures from tools/golden/make_tokenizer_fixtures.py hold
+// tiny tokenizers trained by HF in each supported form and the ids / text HF gives for a corpus
+// (English, code, CJK, emoji, combining marks, whitespace runs, added tokens, invalid UTF-8).
+#include "text/tokenizer.h"
+
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "text/utf8.h"
+
+namespace zero::text {
+namespace {
+
+std::string fixture_dir(const std::string& name) {
+  return std::string(ZERO_SOURCE_DIR) + "/tests/fixtures/tokenizers/" + name;
+}
+
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path);
+  EXPECT_TRUE(in) << path;
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return nlohmann::json::parse(ss.str());
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+class HfParity : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(HfParity, EncodeEqualsHf) {
+  auto tok = Tokenizer::load(fixture_dir(GetParam()));
+  ASSERT_TRUE(tok.ok()) << tok.status().message();
+  const nlohmann::json expected = read_json(fixture_dir(GetParam()) + "/expected.json");
+  int checked = 0;
+  for (const auto& c : expected["encode"]) {
+    const auto text = c["text"].get<std::string>();
+    const bool special = c["add_special_tokens"].get<bool>();
+    auto ids = tok->encode(text, special);
+    ASSERT_TRUE(ids.ok()) << ids.status().message();
+    EXPECT_EQ(*ids, c["ids"].get<std::vector<int32_t>>())
+        << "text " << nlohmann::json(text).dump() << " add_special_tokens " << special;
+    ++checked;
+  }
+  EXPECT_GT(checked, 50);
+}
+
+TEST_P(HfParity, DecodeEqualsHf) {
+  auto tok = Tokenizer::load(fixture_dir(GetParam()));
+  ASSERT_TRUE(tok.ok()) << tok.status().message();
+  const nlohmann::json expected = read_json(fixture_dir(GetParam()) + "/expected.json");
+  int checked = 0;
+  for (const auto& c : expected["decode"]) {
+    const auto ids = c["ids"].get<std::vector<int32_t>>();
+    const bool skip = c["skip_special_tokens"].get<bool>();
+    auto text = tok->decode(ids, skip);
+    ASSERT_TRUE(text.ok()) << text.status().message();
+    EXPECT_EQ(*text, c["text"].get<std::string>())
+        << "ids " << c["ids"].dump() << " skip_special_tokens " << skip;
+    ++checked;
+  }
+  EXPECT_GT(checked, 100);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, HfParity,
+                         ::testing::Values("gpt2_bytelevel", "gpt2_prefix_space", "llama3_split",
+                                           "llama2_byte_fallback", "llama2_metaspace"));
+
+TEST(Tokenizer, SpecialIdsFromTokenizerConfig) {
+  auto l3 = Tokenizer::load(fixture_dir("llama3_split"));
+  ASSERT_TRUE(l3.ok()) << l3.status().message();
+  EXPECT_EQ(l3->bos_id(), l3->token_to_id("<|begin_of_text|>"));
+  EXPECT_EQ(l3->eos_id(), l3->token_to_id("<|eot_id|>"));
+  EXPECT_EQ(l3->pad_id(), l3->token_to_id("<|end_of_text|>"));  // {"content": ...} form
+  EXPECT_EQ(l3->special_prefix_ids(), std::vector<int32_t>{*l3->bos_id()});
+  EXPECT_TRUE(l3->special_suffix_ids().empty());
+  EXPECT_TRUE(l3->is_special(*l3->eos_id()));
+  EXPECT_FALSE(l3->is_special(*l3->token_to_id("foo_bar")));  // added, not special
+
+  auto l2 = Tokenizer::load(fixture_dir("llama2_byte_fallback"));
+  ASSERT_TRUE(l2.ok()) << l2.status().message();
+  EXPECT_EQ(l2->bos_id(), 1);
+  EXPECT_EQ(l2->eos_id(), 2);
+  EXPECT_EQ(l2->unk_id(), 0);
+  EXPECT_FALSE(l2->pad_id().has_value());  // null in tokenizer_config.json
+  EXPECT_EQ(l2->vocab_size(), 501);
+  EXPECT_EQ(l2->id_to_token(3), "<0x00>");
+}
+
+TEST(Tokenizer, ContentHashIgnoresFormattingButNotContent) {
+  const std::string dir = fixture_dir("gpt2_bytelevel");
+  const std::string json = read_text(dir + "/tokenizer.json");
+  const std::string config = read_text(dir + "/tokenizer_config.json");
+  auto a = Tokenizer::from_strings(json, config, dir + "/tokenizer.json");
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  auto b = Tokenizer::from_strings(nlohmann::json::parse(json).dump(), config, "compact");
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  EXPECT_EQ(a->content_hash(), b->content_hash());
+  EXPECT_EQ(a->content_hash().rfind("xxh3:", 0), 0u);
+  nlohmann::json changed = nlohmann::json::parse(json);
+  changed["model"]["merges"].erase(changed["model"]["merges"].size() - 1);
+  auto c = Tokenizer::from_strings(changed.dump(), config, "changed");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_NE(a->content_hash(), c->content_hash());
+  auto d = Tokenizer::from_strings(json, "", "no config");
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_NE(a->content_hash(), d->content_hash());  // bos/eos ids are part of it
+}
+
+TEST(Tokenizer, InvalidUtf8InputIsAnError) {
+  auto tok = Tokenizer::load(fixture_dir("gpt2_bytelevel"));
+  ASSERT_TRUE(tok.ok()) << tok.status().message();
+  auto ids = tok->encode(std::string("ok \xC3\x28 bad"));
+  ASSERT_FALSE(ids.ok());
+  EXPECT_NE(ids.status().message().find("byte 3"), std::string::npos) << ids.status().message();
+}
+
+TEST(Tokenizer, DecodeOutOfVocabularyIdIsAnError) {
+  auto tok = Tokenizer::load(fixture_dir("gpt2_bytelevel"));
+  ASSERT_TRUE(tok.ok()) << tok.status().message();
+  std::vector<int32_t> ids{1, 99999};
+  auto text = tok->decode(ids);
+  ASSERT_FALSE(text.ok());
+  EXPECT_NE(text.status().message().find("99999"), std::string::npos);
+}
+
+// Every unsupported component is a load error that names it and the file.
+TEST(Tokenizer, UnsupportedComponentsAreRefused) {
+  const std::string dir = fixture_dir("llama2_byte_fallback");
+  const nlohmann::json base = nlohmann::json::parse(read_text(dir + "/tokenizer.json"));
+  struct Case {
+    const char* pointer;
+    nlohmann::json value;
+    const char* names;
+  };
+  const Case cases[] = {
+      {"/normalizer", {{"type", "NFKC"}}, "normalizer type \"NFKC\""},
+      {"/normalizer",
+       {{"type", "Sequence"}, {"normalizers", {{{"type", "Lowercase"}}}}},
+       "normalizer type \"Lowercase\""},
+      {"/pre_tokenizer", {{"type", "Whitespace"}}, "pre_tokenizer type \"Whitespace\""},
+      {"/model/type", "WordPiece", "model type \"WordPiece\""},
+      {"/model/dropout", 0.1, "dropout 0.1"},
+      {"/model/continuing_subword_prefix", "##", "continuing_subword_prefix"},
+      {"/decoder", {{"type", "WordPiece"}}, "decoder type \"WordPiece\""},
+      {"/post_processor", {{"type", "Weird"}}, "post_processor type \"Weird\""},
+      {"/added_tokens/0/single_word", true, "single_word"},
+      {"/pre_tokenizer",
+       {{"type", "Split"}, {"pattern", {{"Regex", "(unclosed"}}}, {"behavior", "Isolated"}},
+       "does not compile"},
+  };
+  for (const Case& c : cases) {
+    nlohmann::json j = base;
+    j[nlohmann::json::json_pointer(c.pointer)] = c.value;
+    auto tok = Tokenizer::from_strings(j.dump(), "", "/m/tokenizer.json");
+    ASSERT_FALSE(tok.ok()) << c.pointer;
+    EXPECT_NE(tok.status().message().find(c.names), std::string::npos) << tok.status().message();
+    EXPECT_NE(tok.status().message().find("/m/tokenizer.json"), std::string::npos)
+        << tok.status().message();
+  }
+}
+
+TEST(Tokenizer, ConfigTokenMissingFromVocabIsAnError) {
+  const std::string dir = fixture_dir("llama2_byte_fallback");
+  auto tok = Tokenizer::from_strings(read_text(dir + "/tokenizer.json"),
+                                     R"({"eos_token": "<|nope|>"})", dir + "/tokenizer.json");
+  ASSERT_FALSE(tok.ok());
+  EXPECT_NE(tok.status().message().find("eos_token \"<|nope|>\""), std::string::npos)
+      << tok.status().message();
+}
+
+TEST(Tokenizer, LstripRstripAbsorbWhitespace) {
+  // As HF: an lstrip/rstrip added token takes the whitespace next to it.
+  const std::string dir = fixture_dir("gpt2_bytelevel");
+  nlohmann::json j = nlohmann::json::parse(read_text(dir + "/tokenizer.json"));
+  j["added_tokens"][0]["lstrip"] = true;
+  j["added_tokens"][0]["rstrip"] = true;
+  auto tok = Tokenizer::from_strings(j.dump(), "", "t");
+  ASSERT_TRUE(tok.ok()) << tok.status().message();
+  auto spaced = tok->encode("a  <|endoftext|>  b", false);
+  auto tight = tok->encode("a<|endoftext|>b", false);
+  ASSERT_TRUE(spaced.ok() && tight.ok());
+  EXPECT_EQ(*spaced, *tight);
+}
+
+TEST(Utf8, LossyReplacesMaximalSubparts) {
+  // Unicode §3.9 U+FFFD substitution examples (as Rust's from_utf8_lossy).
+  const std::string r = "\xEF\xBF\xBD";
+  EXPECT_EQ(utf8_lossy("a\x80"
+                       "b"),
+            "a" + r + "b");
+  EXPECT_EQ(utf8_lossy("\xE6\x9D"), r);  // truncated 3-byte: one U+FFFD
+  EXPECT_EQ(utf8_lossy("\xF0\x9F\x98"
+                       "x"),
+            r + "x");                                     // truncated 4-byte
+  EXPECT_EQ(utf8_lossy("\xC0\xAF"), r + r);               // overlong lead: each byte
+  EXPECT_EQ(utf8_lossy("\xED\xA0\x80"), r + r + r);       // surrogate
+  EXPECT_EQ(utf8_lossy("\xE6\x9D\xB1"), "\xE6\x9D\xB1");  // valid
+}
+
+}  // namespace
+}  // namespace zero::text
