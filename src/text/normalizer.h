@@ -1,6 +1,6 @@
 // tokenizer.json's "normalizer": the SentencePiece-style rewriting Llama-2 / Mistral / TinyLlama
-// use (Prepend "▁", Replace " " -> "▁"), alone or in a Sequence. Unicode normal forms and other
-// normalizers are refused at load time rather than skipped.
+// use (Prepend "▁", Replace " " -> "▁"), the Unicode normal forms (NFC as Qwen2; NFD, NFKC, NFKD)
+// through ICU, alone or in a Sequence. Other normalizers are refused at load time, not skipped.
 #pragma once
 
 #include <string>
@@ -32,7 +32,11 @@ class Normalizer {
     Pattern pattern;
     std::string content;
   };
-  using Step = std::variant<Prepend, Replace>;
+  enum class UnicodeForm { kNfc, kNfd, kNfkc, kNfkd };
+  struct Normalize {
+    UnicodeForm form;
+  };
+  using Step = std::variant<Prepend, Replace, Normalize>;
   static Status append_steps(const nlohmann::json& j, const std::string& where,
                              std::vector<Step>* steps);
 

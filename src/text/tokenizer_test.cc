@@ -71,7 +71,8 @@ TEST_P(HfParity, DecodeEqualsHf) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, HfParity,
                          ::testing::Values("gpt2_bytelevel", "gpt2_prefix_space", "llama3_split",
-                                           "llama2_byte_fallback", "llama2_metaspace"));
+                                           "llama2_byte_fallback", "llama2_metaspace",
+                                           "qwen2_nfc"));
 
 TEST(Tokenizer, SpecialIdsFromTokenizerConfig) {
   auto l3 = Tokenizer::load(fixture_dir("llama3_split"));
@@ -141,7 +142,7 @@ TEST(Tokenizer, UnsupportedComponentsAreRefused) {
     const char* names;
   };
   const Case cases[] = {
-      {"/normalizer", {{"type", "NFKC"}}, "normalizer type \"NFKC\""},
+      {"/normalizer", {{"type", "BertNormalizer"}}, "normalizer type \"BertNormalizer\""},
       {"/normalizer",
        {{"type", "Sequence"}, {"normalizers", {{{"type", "Lowercase"}}}}},
        "normalizer type \"Lowercase\""},

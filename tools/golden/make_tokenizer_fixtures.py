@@ -67,6 +67,7 @@ CORPUS = [
     "<|begin_of_text|foo_bar>",
     "▁already▁meta",
     "<0x41> is not a byte token in text",
+    "NFC: \u1100\u1161\u11a8 A\u030a \u212b \ufb01 \u2460 x\u0323\u0307",
     "ZeRO stage 3 shards parameters, gradients and optimizer states across ranks.",
 ]
 
@@ -121,6 +122,22 @@ def llama3():
            "pad_token": {"__type": "AddedToken", "content": "<|end_of_text|>", "lstrip": False,
                          "normalized": False, "rstrip": False, "single_word": False}}
     return tok, cfg
+
+
+QWEN2_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+"
+                 r"[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+
+def qwen2_variant(llama3_tok):
+    # Qwen2's tokenizer.json: NFC normalizer, one-digit numbers in the split regex, no BOS added.
+    tok = Tokenizer.from_str(llama3_tok.to_str())
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(QWEN2_PATTERN), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False),
+    ])
+    tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    return tok
 
 
 def llama2():
@@ -231,6 +248,8 @@ def main():
     write(out, "gpt2_prefix_space", prefix_space_variant(g), gcfg)
     l3, l3cfg = llama3()
     write(out, "llama3_split", l3, l3cfg)
+    write(out, "qwen2_nfc", qwen2_variant(l3), {"bos_token": None, "eos_token": "<|end_of_text|>",
+                                                "pad_token": "<|end_of_text|>"})
     l2, l2cfg = llama2()
     write(out, "llama2_byte_fallback", l2, l2cfg)
     write(out, "llama2_metaspace", metaspace_variant(l2), l2cfg)
