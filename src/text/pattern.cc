@@ -5,9 +5,101 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 namespace zero::text {
+
+namespace {
+
+// HF runs tokenizer.json regexes through Oniguruma; PCRE2 (Debian 12: 10.42, Unicode 14) differs in
+// two places that change tokenization, so the expression is rewritten before compiling:
+//  - \s: Oniguruma's is Unicode White_Space; PCRE2's also matches U+180E (MONGOLIAN VOWEL
+//    SEPARATOR, no longer a space since Unicode 6.3).
+//  - \p{L}, \p{N}: HF tokenizers 0.23 knows Unicode 16; the code points assigned since Unicode 14
+//    are added as ranges (measured over all code points against tokenizers 0.23; a union, so a
+//    newer PCRE2 is unaffected).
+constexpr const char* kWhiteSpaceClassBody =
+    R"(\t-\r\x{20}\x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000})";
+constexpr uint32_t kLetterSince14[][2] = {
+    {0x1C89, 0x1C8A},   {0xA7CB, 0xA7CD},   {0xA7DA, 0xA7DC},   {0x105C0, 0x105F3},
+    {0x10D4A, 0x10D65}, {0x10D6F, 0x10D85}, {0x10EC2, 0x10EC4}, {0x1123F, 0x11240},
+    {0x11380, 0x11389}, {0x1138B, 0x1138B}, {0x1138E, 0x1138E}, {0x11390, 0x113B5},
+    {0x113B7, 0x113B7}, {0x113D1, 0x113D1}, {0x113D3, 0x113D3}, {0x11BC0, 0x11BE0},
+    {0x11F02, 0x11F02}, {0x11F04, 0x11F10}, {0x11F12, 0x11F33}, {0x1342F, 0x1342F},
+    {0x13441, 0x13446}, {0x13460, 0x143FA}, {0x16100, 0x1611D}, {0x16D40, 0x16D6C},
+    {0x18CFF, 0x18CFF}, {0x1B132, 0x1B132}, {0x1B155, 0x1B155}, {0x1DF25, 0x1DF2A},
+    {0x1E030, 0x1E06D}, {0x1E4D0, 0x1E4EB}, {0x1E5D0, 0x1E5ED}, {0x1E5F0, 0x1E5F0},
+    {0x2B739, 0x2B739}, {0x2EBF0, 0x2EE5D}, {0x31350, 0x323AF}};
+constexpr uint32_t kNumberSince14[][2] = {
+    {0x10D40, 0x10D49}, {0x116D0, 0x116E3}, {0x11BF0, 0x11BF9}, {0x11F50, 0x11F59},
+    {0x16130, 0x16139}, {0x16D70, 0x16D79}, {0x1CCF0, 0x1CCF9}, {0x1D2C0, 0x1D2D3},
+    {0x1E4F0, 0x1E4F9}, {0x1E5F1, 0x1E5FA}};
+
+template <size_t N>
+std::string class_body(const char* property, const uint32_t (&ranges)[N][2]) {
+  std::string body = property;
+  for (const auto& r : ranges) body += fmt::format("\\x{{{:X}}}-\\x{{{:X}}}", r[0], r[1]);
+  return body;
+}
+
+// The Oniguruma-compatible PCRE2 form of `expression` (see above). Inside a character class \s,
+// \p{L}, \p{N} become class members; outside, classes of their own. Negated forms inside a class
+// (rare) keep PCRE2's meaning.
+std::string onig_compatible(const std::string& expression) {
+  const std::string space = kWhiteSpaceClassBody;
+  const std::string letter = class_body("\\p{L}", kLetterSince14);
+  const std::string number = class_body("\\p{N}", kNumberSince14);
+  std::string out;
+  bool in_class = false;
+  for (size_t i = 0; i < expression.size();) {
+    const char c = expression[i];
+    if (c == '\\' && i + 1 < expression.size()) {
+      const char n = expression[i + 1];
+      const std::string rest = expression.substr(i + 2, 3);
+      const std::string* body = nullptr;
+      size_t used = 2;
+      bool negated = false;
+      if (n == 's' || n == 'S') {
+        body = &space;
+        negated = n == 'S';
+      } else if ((n == 'p' || n == 'P') && (rest == "{L}" || rest == "{N}")) {
+        body = rest == "{L}" ? &letter : &number;
+        negated = n == 'P';
+        used = 5;
+      }
+      if (body != nullptr && !(in_class && negated)) {
+        out += in_class ? *body : (negated ? "[^" : "[") + *body + "]";
+      } else {
+        out.append(expression, i, used);
+      }
+      i += used;
+      continue;
+    }
+    if (c == '[' && !in_class) {
+      in_class = true;
+      out.push_back(c);
+      ++i;
+      if (i < expression.size() && expression[i] == '^') out.push_back(expression[i++]);
+      if (i < expression.size() && expression[i] == ']') out.push_back(expression[i++]);
+      continue;
+    }
+    if (c == '[' && in_class && i + 1 < expression.size() && expression[i + 1] == ':') {
+      const size_t end = expression.find(":]", i + 2);  // a POSIX class [:alpha:]
+      if (end != std::string::npos) {
+        out.append(expression, i, end + 2 - i);
+        i = end + 2;
+        continue;
+      }
+    }
+    if (c == ']' && in_class) in_class = false;
+    out.push_back(c);
+    ++i;
+  }
+  return out;
+}
+
+}  // namespace
 
 struct Pattern::Compiled {
   pcre2_code* code = nullptr;
@@ -24,14 +116,16 @@ StatusOr<Pattern> Pattern::literal(std::string text) {
 StatusOr<Pattern> Pattern::regex(const std::string& expression) {
   int error_code = 0;
   PCRE2_SIZE error_offset = 0;
+  const std::string pcre2_expression = onig_compatible(expression);
   pcre2_code* code =
-      pcre2_compile(reinterpret_cast<PCRE2_SPTR>(expression.data()), expression.size(),
+      pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pcre2_expression.data()), pcre2_expression.size(),
                     PCRE2_UTF | PCRE2_UCP, &error_code, &error_offset, nullptr);
   if (code == nullptr) {
     PCRE2_UCHAR message[256];
     pcre2_get_error_message(error_code, message, sizeof(message));
-    return invalid_argument("regex {:?} does not compile with PCRE2 at offset {}: {}", expression,
-                            error_offset, reinterpret_cast<const char*>(message));
+    // (error_offset counts in the rewritten expression, so it is not shown.)
+    return invalid_argument("regex {:?} does not compile with PCRE2: {}", expression,
+                            reinterpret_cast<const char*>(message));
   }
   // JIT makes matching several times faster; without it (unsupported CPU) the interpreter runs.
   pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);

@@ -67,6 +67,8 @@ CORPUS = [
     "<|begin_of_text|foo_bar>",
     "▁already▁meta",
     "<0x41> is not a byte token in text",
+    "mongolian \u180e'rettddd \u180e \u00a0\u2000\u3000 x\u0085y\u2028z \u200b\ufeff",
+    "unicode 16: \u1c89\u1c8a \U00031350\U00031351 \U00010d40\U00010d41 1\u1c89",
     "NFC: \u1100\u1161\u11a8 A\u030a \u212b \ufb01 \u2460 x\u0323\u0307",
     "ZeRO stage 3 shards parameters, gradients and optimizer states across ranks.",
 ]
