@@ -142,7 +142,8 @@ void add_data_command(CLI::App& app, int& exit_code) {
   data->require_subcommand(1);
   auto args = std::make_shared<DataArgs>();
   const std::string model_help =
-      "model directory with tokenizer.json (and tokenizer_config.json), or a tokenizer.json";
+      "model directory with tokenizer.json or tokenizer.model (and tokenizer_config.json), or "
+      "one of those files";
 
   CLI::App* tokenize =
       data->add_subcommand("tokenize", "print the token ids of a text as a JSON array");

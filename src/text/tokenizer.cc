@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <xxhash.h>
 #include <nlohmann/json.hpp>
 
@@ -30,30 +31,95 @@ constexpr const char* kKnownKeys[] = {"version",      "truncation",     "padding
 
 StatusOr<Tokenizer> Tokenizer::load(const std::string& path) {
   namespace fs = std::filesystem;
-  fs::path json_path = path, config_path;
+  fs::path json_path = path;
   std::error_code ec;
   if (fs::is_directory(path, ec)) {
     json_path = fs::path(path) / "tokenizer.json";
-    config_path = fs::path(path) / "tokenizer_config.json";
     if (!fs::exists(json_path, ec)) {
-      if (fs::exists(fs::path(path) / "tokenizer.model", ec)) {
-        return unimplemented(
-            "{}: has tokenizer.model (SentencePiece) but no tokenizer.json; a SentencePiece model "
-            "alone is not supported yet: write tokenizer.json with transformers "
-            "(AutoTokenizer.from_pretrained(dir).save_pretrained(dir))",
-            path);
+      if (!fs::exists(fs::path(path) / "tokenizer.model", ec)) {
+        return not_found("{}: no tokenizer.json or tokenizer.model in the model directory", path);
       }
-      return not_found("{}: no tokenizer.json in the model directory", path);
+      json_path = fs::path(path) / "tokenizer.model";
     }
-  } else {
-    config_path = json_path.parent_path() / "tokenizer_config.json";
   }
-  ZERO_ASSIGN_OR_RETURN(std::string tokenizer_json, read_file(json_path));
+  const fs::path config_path = json_path.parent_path() / "tokenizer_config.json";
   std::string config_json;
   if (fs::exists(config_path, ec)) {
     ZERO_ASSIGN_OR_RETURN(config_json, read_file(config_path));
   }
+  if (json_path.extension() == ".model") return load_sentencepiece(json_path.string(), config_json);
+  ZERO_ASSIGN_OR_RETURN(std::string tokenizer_json, read_file(json_path));
   return from_strings(tokenizer_json, config_json, json_path.string());
+}
+
+StatusOr<Tokenizer> Tokenizer::load_sentencepiece(const std::string& model_path,
+                                                  const std::string& config_json) {
+  Tokenizer t;
+  t.source_ = model_path;
+  ZERO_ASSIGN_OR_RETURN(t.spm_, SentencePieceModel::load(model_path));
+  t.vocab_size_ = t.spm_->vocab_size();
+  t.bos_id_ = t.spm_->bos_id();
+  t.eos_id_ = t.spm_->eos_id();
+  t.pad_id_ = t.spm_->pad_id();
+  t.unk_id_ = t.spm_->unk_id();
+  // BOS/EOS as transformers' LlamaTokenizer: add_bos_token (default true) and add_eos_token
+  // (default false) from tokenizer_config.json.
+  bool add_bos = true, add_eos = false;
+  if (!config_json.empty()) {
+    const std::string config_source =
+        (std::filesystem::path(model_path).parent_path() / "tokenizer_config.json").string();
+    ZERO_RETURN_IF_ERROR(t.read_config(config_json, config_source));
+    const nlohmann::json c = nlohmann::json::parse(config_json, nullptr, false);
+    add_bos = c.value("add_bos_token", true);
+    add_eos = c.value("add_eos_token", false);
+  }
+  if (add_bos && t.bos_id_) t.prefix_ids_.push_back(*t.bos_id_);
+  if (add_eos && t.eos_id_) t.suffix_ids_.push_back(*t.eos_id_);
+  t.set_content_hash(t.spm_->serialized());
+  return t;
+}
+
+void Tokenizer::set_content_hash(const std::string& canonical_model) {
+  const std::string canonical =
+      fmt::format("{}\nbos={} eos={} pad={} unk={} prefix={} suffix={}\n", canonical_model,
+                  bos_id_.value_or(-1), eos_id_.value_or(-1), pad_id_.value_or(-1),
+                  unk_id_.value_or(-1), fmt::join(prefix_ids_, ","), fmt::join(suffix_ids_, ","));
+  content_hash_ = fmt::format("xxh3:{:016x}", XXH3_64bits(canonical.data(), canonical.size()));
+}
+
+Status Tokenizer::read_config(const std::string& config_json, const std::string& config_source) {
+  const nlohmann::json c = nlohmann::json::parse(config_json, nullptr, false);
+  if (c.is_discarded() || !c.is_object()) {
+    return invalid_argument("{}: not a JSON object", config_source);
+  }
+  struct Slot {
+    const char* key;
+    std::optional<int32_t>* id;
+  };
+  for (const Slot& s : {Slot{"bos_token", &bos_id_}, Slot{"eos_token", &eos_id_},
+                        Slot{"pad_token", &pad_id_}, Slot{"unk_token", &unk_id_}}) {
+    if (!c.contains(s.key)) continue;
+    const nlohmann::json& v = c[s.key];
+    if (v.is_null()) {
+      *s.id = std::nullopt;
+      continue;
+    }
+    std::string content;
+    if (v.is_string()) {
+      content = v.get<std::string>();
+    } else if (v.is_object() && v.contains("content") && v["content"].is_string()) {
+      content = v["content"].get<std::string>();
+    } else {
+      return invalid_argument("{}: {} must be a string or {{\"content\": ...}}, got {}",
+                              config_source, s.key, v.dump());
+    }
+    *s.id = token_to_id(content);
+    if (!*s.id) {
+      return invalid_argument("{}: {} {:?} is not a token of {}", config_source, s.key, content,
+                              source_);
+    }
+  }
+  return ok_status();
 }
 
 StatusOr<Tokenizer> Tokenizer::from_strings(const std::string& tokenizer_json,
@@ -96,57 +162,35 @@ StatusOr<Tokenizer> Tokenizer::from_strings(const std::string& tokenizer_json,
     }
   }
 
+  t.prefix_ids_ = t.post_.prefix_ids();
+  t.suffix_ids_ = t.post_.suffix_ids();
   if (!config_json.empty()) {
-    const std::string config_source =
-        (std::filesystem::path(source).parent_path() / "tokenizer_config.json").string();
-    nlohmann::json c = nlohmann::json::parse(config_json, nullptr, false);
-    if (c.is_discarded() || !c.is_object()) {
-      return invalid_argument("{}: not a JSON object", config_source);
-    }
-    struct Slot {
-      const char* key;
-      std::optional<int32_t>* id;
-    };
-    for (const Slot& s : {Slot{"bos_token", &t.bos_id_}, Slot{"eos_token", &t.eos_id_},
-                          Slot{"pad_token", &t.pad_id_}, Slot{"unk_token", &t.unk_id_}}) {
-      if (!c.contains(s.key) || c[s.key].is_null()) continue;
-      const nlohmann::json& v = c[s.key];
-      std::string content;
-      if (v.is_string()) {
-        content = v.get<std::string>();
-      } else if (v.is_object() && v.contains("content") && v["content"].is_string()) {
-        content = v["content"].get<std::string>();
-      } else {
-        return invalid_argument("{}: {} must be a string or {{\"content\": ...}}, got {}",
-                                config_source, s.key, v.dump());
-      }
-      *s.id = t.token_to_id(content);
-      if (!*s.id) {
-        return invalid_argument("{}: {} {:?} is not a token of {}", config_source, s.key, content,
-                                source);
-      }
-    }
+    ZERO_RETURN_IF_ERROR(t.read_config(
+        config_json,
+        (std::filesystem::path(source).parent_path() / "tokenizer_config.json").string()));
   }
-
-  const std::string canonical =
-      fmt::format("{}\nbos={} eos={} pad={} unk={}\n", j.dump(), t.bos_id_.value_or(-1),
-                  t.eos_id_.value_or(-1), t.pad_id_.value_or(-1), t.unk_id_.value_or(-1));
-  t.content_hash_ = fmt::format("xxh3:{:016x}", XXH3_64bits(canonical.data(), canonical.size()));
+  t.set_content_hash(j.dump());
   return t;
 }
 
 std::optional<int32_t> Tokenizer::token_to_id(std::string_view token) const {
+  if (spm_) return spm_->piece_to_id(token);
   if (auto id = added_.token_to_id(token)) return id;
   return model_.token_to_id(token);
 }
 
 std::optional<std::string> Tokenizer::id_to_token(int32_t id) const {
+  if (spm_) {
+    if (id < 0 || id >= vocab_size_) return std::nullopt;
+    return spm_->id_to_piece(id);
+  }
   if (const AddedToken* a = added_.find_id(id)) return a->token;
   if (const std::string* s = model_.id_to_token(id)) return *s;
   return std::nullopt;
 }
 
 bool Tokenizer::is_special(int32_t id) const {
+  if (spm_) return id >= 0 && id < vocab_size_ && spm_->is_control(id);
   const AddedToken* a = added_.find_id(id);
   return a != nullptr && a->special;
 }
@@ -181,21 +225,37 @@ StatusOr<std::vector<int32_t>> Tokenizer::encode(std::string_view text,
                             static_cast<uint8_t>(text[bad]));
   }
   std::vector<int32_t> ids;
-  ids.reserve(text.size() / 3 + 4);
-  for (const Segment& seg : added_.split(text, /*normalized_set=*/false)) {
-    if (seg.token_id >= 0) {
-      ids.push_back(seg.token_id);
-    } else {
-      ZERO_RETURN_IF_ERROR(encode_text(text.substr(seg.span.begin, seg.span.end - seg.span.begin),
-                                       seg.span.begin == 0, &ids));
+  if (spm_) {
+    ZERO_ASSIGN_OR_RETURN(ids, spm_->encode(text));
+  } else {
+    ids.reserve(text.size() / 3 + 4);
+    for (const Segment& seg : added_.split(text, /*normalized_set=*/false)) {
+      if (seg.token_id >= 0) {
+        ids.push_back(seg.token_id);
+      } else {
+        ZERO_RETURN_IF_ERROR(encode_text(text.substr(seg.span.begin, seg.span.end - seg.span.begin),
+                                         seg.span.begin == 0, &ids));
+      }
     }
   }
-  if (add_special_tokens) post_.add_special_tokens(&ids);
+  if (add_special_tokens) {
+    ids.insert(ids.begin(), prefix_ids_.begin(), prefix_ids_.end());
+    ids.insert(ids.end(), suffix_ids_.begin(), suffix_ids_.end());
+  }
   return ids;
 }
 
 StatusOr<std::string> Tokenizer::decode(std::span<const int32_t> ids,
                                         bool skip_special_tokens) const {
+  if (spm_) {
+    for (int32_t id : ids) {
+      if (id < 0 || id >= vocab_size_) {
+        return invalid_argument("token id {} is not in the vocabulary of {} (size {})", id, source_,
+                                vocab_size_);
+      }
+    }
+    return spm_->decode(ids, skip_special_tokens);
+  }
   std::vector<std::string> tokens;
   tokens.reserve(ids.size());
   for (int32_t id : ids) {

@@ -1,6 +1,7 @@
 // The model's own tokenizer, read natively from an HF model directory's tokenizer.json (and
 // tokenizer_config.json for bos/eos/pad): encode and decode equal to HF `tokenizers` token for
-// token for the supported forms (docs/formats/tokenizer.md). Anything in the file that is not
+// token for the supported forms (docs/formats/tokenizer.md). A directory with only a SentencePiece
+// tokenizer.model is read through libsentencepiece instead. Anything in the file that is not
 // implemented fails the load with the component and the file named, never a silently different
 // tokenization.
 //
@@ -23,13 +24,15 @@
 #include "text/normalizer.h"
 #include "text/post_processor.h"
 #include "text/pre_tokenizer.h"
+#include "text/sentencepiece_model.h"
 
 namespace zero::text {
 
 class Tokenizer {
  public:
   // Loads `path`: a model directory holding tokenizer.json (and optionally
-  // tokenizer_config.json), or a tokenizer.json file itself.
+  // tokenizer_config.json), or else tokenizer.model (SentencePiece); or a tokenizer.json or
+  // tokenizer.model file itself.
   static StatusOr<Tokenizer> load(const std::string& path);
   // From the files' contents; `config_json` may be empty (no tokenizer_config.json). `source`
   // names the file in errors.
@@ -60,8 +63,8 @@ class Tokenizer {
   std::optional<int32_t> pad_id() const { return pad_id_; }
   std::optional<int32_t> unk_id() const { return unk_id_; }
   // The ids encode(.., true) puts before / after the text.
-  const std::vector<int32_t>& special_prefix_ids() const { return post_.prefix_ids(); }
-  const std::vector<int32_t>& special_suffix_ids() const { return post_.suffix_ids(); }
+  const std::vector<int32_t>& special_prefix_ids() const { return prefix_ids_; }
+  const std::vector<int32_t>& special_suffix_ids() const { return suffix_ids_; }
 
   // "xxh3:<16 hex>": a hash of tokenizer.json's content (canonical JSON, so formatting does not
   // matter) and the bos/eos/pad/unk ids, for data manifests to check that prepared tokens match
@@ -72,7 +75,12 @@ class Tokenizer {
 
  private:
   Tokenizer() = default;
+  static StatusOr<Tokenizer> load_sentencepiece(const std::string& model_path,
+                                                const std::string& config_json);
   Status encode_text(std::string_view text, bool at_start, std::vector<int32_t>* ids) const;
+  // bos/eos/pad/unk from tokenizer_config.json (`config_source` names it in errors).
+  Status read_config(const std::string& config_json, const std::string& config_source);
+  void set_content_hash(const std::string& canonical_model);
 
   std::string source_;
   Normalizer normalizer_;
@@ -81,6 +89,8 @@ class Tokenizer {
   Decoder decoder_;
   PostProcessor post_;
   AddedVocabulary added_;
+  std::shared_ptr<const SentencePieceModel> spm_;  // set: a tokenizer.model, the rest unused
+  std::vector<int32_t> prefix_ids_, suffix_ids_;
   int64_t vocab_size_ = 0;
   std::optional<int32_t> bos_id_, eos_id_, pad_id_, unk_id_;
   std::string content_hash_;

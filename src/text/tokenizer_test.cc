@@ -1,6 +1,7 @@
-// Tokenizer against HF `tokenizers`: fixtures from tools/golden/make_tokenizer_fixtures.py hold
-// tiny tokenizers trained by HF in each supported form and the ids / text HF gives for a corpus
-// (English, code, CJK, emoji, combining marks, whitespace runs, added tokens, invalid UTF-8).
+// Tokenizer against HF `tokenizers` (and `sentencepiece` for spm_bpe): fixtures from
+// tools/golden/make_tokenizer_fixtures.py hold tiny tokenizers trained on the fly in each supported
+// form and the ids / text the reference gives for a corpus (English, code, CJK, emoji, combining
+// marks, whitespace runs, added tokens, invalid UTF-8).
 #include "text/tokenizer.h"
 
 #include <fstream>
@@ -71,8 +72,8 @@ TEST_P(HfParity, DecodeEqualsHf) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, HfParity,
                          ::testing::Values("gpt2_bytelevel", "gpt2_prefix_space", "llama3_split",
-                                           "llama2_byte_fallback", "llama2_metaspace",
-                                           "qwen2_nfc"));
+                                           "llama2_byte_fallback", "llama2_metaspace", "qwen2_nfc",
+                                           "spm_bpe"));
 
 TEST(Tokenizer, SpecialIdsFromTokenizerConfig) {
   auto l3 = Tokenizer::load(fixture_dir("llama3_split"));
@@ -93,6 +94,31 @@ TEST(Tokenizer, SpecialIdsFromTokenizerConfig) {
   EXPECT_FALSE(l2->pad_id().has_value());  // null in tokenizer_config.json
   EXPECT_EQ(l2->vocab_size(), 501);
   EXPECT_EQ(l2->id_to_token(3), "<0x00>");
+}
+
+TEST(Tokenizer, SentencePieceModelAlone) {
+  auto sp = Tokenizer::load(fixture_dir("spm_bpe"));
+  ASSERT_TRUE(sp.ok()) << sp.status().message();
+  EXPECT_EQ(sp->source(), fixture_dir("spm_bpe") + "/tokenizer.model");
+  EXPECT_EQ(sp->vocab_size(), 420);
+  EXPECT_EQ(sp->bos_id(), 1);
+  EXPECT_EQ(sp->eos_id(), 2);
+  EXPECT_EQ(sp->unk_id(), 0);
+  EXPECT_FALSE(sp->pad_id().has_value());
+  EXPECT_EQ(sp->special_prefix_ids(), std::vector<int32_t>{1});
+  EXPECT_TRUE(sp->is_special(2));
+  EXPECT_EQ(sp->token_to_id("</s>"), 2);
+  EXPECT_FALSE(sp->token_to_id("no such piece").has_value());
+  // Control pieces kept in decode read as their text between the decoded runs.
+  auto hello = sp->encode("Hello world", false);
+  ASSERT_TRUE(hello.ok());
+  std::vector<int32_t> ids{1};
+  ids.insert(ids.end(), hello->begin(), hello->end());
+  ids.push_back(2);
+  auto text = sp->decode(ids);
+  ASSERT_TRUE(text.ok());
+  EXPECT_EQ(*text, "<s>Hello world</s>");
+  EXPECT_EQ(sp->content_hash().rfind("xxh3:", 0), 0u);
 }
 
 TEST(Tokenizer, ContentHashIgnoresFormattingButNotContent) {

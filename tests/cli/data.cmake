@@ -19,7 +19,8 @@ set_tests_properties(cli.data.tokenize_llama3_no_special PROPERTIES LABELS unit
 # File -> ids -> text is the identity (English, code, CJK, emoji, combining marks, whitespace runs,
 # special and added tokens), through a file, stdin and the three id spellings. (Not for the legacy
 # Llama-2 normalizer: there a space after a special token decodes doubled, in HF as here.)
-foreach(_tok gpt2_bytelevel llama3_split llama2_metaspace)
+# spm_bpe is a SentencePiece tokenizer.model alone.
+foreach(_tok gpt2_bytelevel llama3_split llama2_metaspace spm_bpe)
   set(_ids ${CMAKE_CURRENT_BINARY_DIR}/data_roundtrip_${_tok}.ids)
   add_test(NAME cli.data.roundtrip_${_tok}
            COMMAND sh -c "set -e; z='$<TARGET_FILE:zero>'; m='${_tok_fix}/${_tok}'; \
@@ -67,8 +68,14 @@ add_test(NAME cli.data.not_an_id
 5 x7; echo rc=$?")
 set_tests_properties(cli.data.not_an_id PROPERTIES LABELS unit PASS_REGULAR_EXPRESSION
   "x7 is not a token id.*rc=2\n$")
-add_test(NAME cli.data.sentencepiece_only
-         COMMAND sh -c "d='${CMAKE_CURRENT_BINARY_DIR}/data_spm_only'; mkdir -p \"$d\"; \
-: > \"$d/tokenizer.model\"; '$<TARGET_FILE:zero>' data tokenize --model \"$d\" --text hi; echo rc=$?")
-set_tests_properties(cli.data.sentencepiece_only PROPERTIES LABELS unit PASS_REGULAR_EXPRESSION
-  "tokenizer.model \\(SentencePiece\\) but no tokenizer.json.*rc=2\n$")
+add_test(NAME cli.data.bad_sentencepiece_model
+         COMMAND sh -c "d='${CMAKE_CURRENT_BINARY_DIR}/data_spm_bad'; mkdir -p \"$d\"; \
+echo nonsense > \"$d/tokenizer.model\"; '$<TARGET_FILE:zero>' data tokenize --model \"$d\" --text hi; \
+echo rc=$?")
+set_tests_properties(cli.data.bad_sentencepiece_model PROPERTIES LABELS unit PASS_REGULAR_EXPRESSION
+  "data_spm_bad/tokenizer.model: not a SentencePiece model.*rc=2\n$")
+add_test(NAME cli.data.no_tokenizer
+         COMMAND sh -c "'$<TARGET_FILE:zero>' data tokenize --model '${PROJECT_SOURCE_DIR}/tests/fixtures' \
+--text hi; echo rc=$?")
+set_tests_properties(cli.data.no_tokenizer PROPERTIES LABELS unit PASS_REGULAR_EXPRESSION
+  "no tokenizer.json or tokenizer.model in the model directory.*rc=2\n$")

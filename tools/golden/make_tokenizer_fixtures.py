@@ -5,6 +5,7 @@
 decodes for id lists (including byte tokens that form invalid UTF-8).
 
   python3 -m venv /work/venv-tok && /work/venv-tok/bin/pip install tokenizers
+  /work/venv-tok/bin/pip install sentencepiece   # for the spm_bpe fixture
   /work/venv-tok/bin/python tools/golden/make_tokenizer_fixtures.py tests/fixtures/tokenizers
 
 Writes <out>/<name>/{tokenizer.json, tokenizer_config.json, expected.json} per tokenizer. CI only
@@ -255,6 +256,54 @@ def main():
     l2, l2cfg = llama2()
     write(out, "llama2_byte_fallback", l2, l2cfg)
     write(out, "llama2_metaspace", metaspace_variant(l2), l2cfg)
+    sentencepiece_fixture(out)
+
+
+def sentencepiece_fixture(out_dir):
+    """A SentencePiece BPE model (byte_fallback, identity normalisation, as Llama-2's
+    tokenizer.model) trained by `sentencepiece`; the expected ids and text are sentencepiece's
+    own (BOS added with add_special_tokens, as transformers' LlamaTokenizer)."""
+    import io
+    import sentencepiece as spm
+    d = os.path.join(out_dir, "spm_bpe")
+    os.makedirs(d, exist_ok=True)
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(TRAIN_TEXT), model_writer=model,
+                                   model_type="bpe", vocab_size=420, byte_fallback=True,
+                                   normalization_rule_name="identity", character_coverage=1.0,
+                                   add_dummy_prefix=True, remove_extra_whitespaces=False,
+                                   minloglevel=2)
+    with open(os.path.join(d, "tokenizer.model"), "wb") as f:
+        f.write(model.getvalue())
+    sp = spm.SentencePieceProcessor(model_proto=model.getvalue())
+    cfg = {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "pad_token": None,
+           "add_bos_token": True, "add_eos_token": False}
+    with open(os.path.join(d, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+        json.dump(cfg, f, indent=1)
+        f.write("\n")
+    encode = []
+    for text in CORPUS:
+        ids = sp.encode(text)
+        encode.append({"text": text, "add_special_tokens": False, "ids": ids})
+        encode.append({"text": text, "add_special_tokens": True, "ids": [sp.bos_id()] + ids})
+    rng = random.Random(1234)
+    n = sp.get_piece_size()
+    byte_ids = [i for i in range(n) if sp.is_byte(i)]
+    ordinary = [i for i in range(n) if not sp.is_control(i)]
+    lists = [c["ids"] for c in encode if not c["add_special_tokens"]]
+    lists += [[rng.choice(ordinary) for _ in range(rng.randrange(1, 12))] for _ in range(40)]
+    lists += [[rng.choice(byte_ids) for _ in range(rng.randrange(1, 8))] for _ in range(40)]
+    decode = [{"ids": ids, "skip_special_tokens": False, "text": sp.decode(ids)} for ids in lists]
+    # With control pieces mixed in, skipping them decodes the rest as one run.
+    for _ in range(20):
+        ids = [rng.randrange(n) for _ in range(rng.randrange(1, 12))]
+        decode.append({"ids": ids, "skip_special_tokens": True,
+                       "text": sp.decode([i for i in ids if not sp.is_control(i)])})
+    expected = {"sentencepiece_version": spm.__version__, "encode": encode, "decode": decode}
+    with open(os.path.join(d, "expected.json"), "w", encoding="utf-8") as f:
+        json.dump(expected, f, ensure_ascii=False, separators=(",", ":"))
+        f.write("\n")
+    print(f"spm_bpe: vocab {n}, {len(encode)} encode, {len(decode)} decode cases")
 
 
 if __name__ == "__main__":
