@@ -106,7 +106,7 @@ Status PreTokenizer::apply(const Step& step, std::vector<Piece>* pieces) const {
   };
   if (const auto* b = std::get_if<ByteLevel>(&step)) {
     for (Piece& piece : *pieces) {
-      if (b->add_prefix_space && piece.text[0] != ' ') piece.text.insert(0, " ");
+      if (b->add_prefix_space && piece.text[0] != ' ') piece.text.insert(piece.text.begin(), ' ');
       std::vector<ByteSpan> spans{{0, piece.text.size()}};
       if (b->use_regex) {
         ZERO_ASSIGN_OR_RETURN(std::vector<ByteSpan> m, gpt2_regex_->find_all(piece.text));

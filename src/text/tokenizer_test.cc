@@ -6,6 +6,7 @@
 
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -215,6 +216,33 @@ TEST(Tokenizer, LstripRstripAbsorbWhitespace) {
   auto tight = tok->encode("a<|endoftext|>b", false);
   ASSERT_TRUE(spaced.ok() && tight.ok());
   EXPECT_EQ(*spaced, *tight);
+}
+
+// Each thread keeps its own word cache: concurrent encodes give the single-threaded ids.
+TEST(Tokenizer, ConcurrentEncodeMatchesSerial) {
+  for (const char* name : {"llama3_split", "llama2_byte_fallback", "spm_bpe"}) {
+    auto tok = Tokenizer::load(fixture_dir(name));
+    ASSERT_TRUE(tok.ok()) << tok.status().message();
+    const nlohmann::json expected = read_json(fixture_dir(name) + "/expected.json");
+    std::vector<std::string> texts;
+    std::vector<std::vector<int32_t>> serial;
+    for (const auto& c : expected["encode"]) {
+      texts.push_back(c["text"].get<std::string>());
+      serial.push_back(*tok->encode(texts.back()));
+    }
+    std::vector<std::vector<std::vector<int32_t>>> got(4);
+    std::vector<std::thread> threads;
+    for (size_t t = 0; t < got.size(); ++t) {
+      threads.emplace_back([&, t] {
+        for (int round = 0; round < 20; ++round) {
+          got[t].clear();
+          for (const std::string& text : texts) got[t].push_back(*tok->encode(text));
+        }
+      });
+    }
+    for (auto& th : threads) th.join();
+    for (const auto& g : got) EXPECT_EQ(g, serial) << name;
+  }
 }
 
 TEST(Utf8, LossyReplacesMaximalSubparts) {
