@@ -18,7 +18,7 @@ constexpr size_t kCacheMaxWords = 1 << 18;
 
 struct WordCache {
   uint64_t owner = 0;
-  std::unordered_map<std::string, std::vector<int32_t>> words;
+  StringMap<std::vector<int32_t>> words;
 };
 
 WordCache& thread_cache(uint64_t owner) {
@@ -138,7 +138,7 @@ StatusOr<BpeModel> BpeModel::from_json(const nlohmann::json& j, const std::strin
 }
 
 std::optional<int32_t> BpeModel::token_to_id(std::string_view token) const {
-  auto it = vocab_.find(std::string(token));
+  auto it = vocab_.find(token);
   if (it == vocab_.end()) return std::nullopt;
   return it->second;
 }
@@ -151,7 +151,7 @@ const std::string* BpeModel::id_to_token(int32_t id) const {
 void BpeModel::tokenize(std::string_view word, std::vector<int32_t>* ids) const {
   if (word.empty()) return;
   if (ignore_merges_) {
-    if (auto it = vocab_.find(std::string(word)); it != vocab_.end()) {
+    if (auto it = vocab_.find(word); it != vocab_.end()) {
       ids->push_back(it->second);
       return;
     }
@@ -161,15 +161,14 @@ void BpeModel::tokenize(std::string_view word, std::vector<int32_t>* ids) const 
     return;
   }
   WordCache& cache = thread_cache(cache_owner_);
-  std::string key(word);
-  if (auto it = cache.words.find(key); it != cache.words.end()) {
+  if (auto it = cache.words.find(word); it != cache.words.end()) {
     ids->insert(ids->end(), it->second.begin(), it->second.end());
     return;
   }
   std::vector<int32_t> word_ids;
   merge_word(word, &word_ids);
   ids->insert(ids->end(), word_ids.begin(), word_ids.end());
-  cache.words.emplace(std::move(key), std::move(word_ids));
+  cache.words.emplace(std::string(word), std::move(word_ids));
 }
 
 void BpeModel::merge_word(std::string_view word, std::vector<int32_t>* ids) const {

@@ -17,6 +17,15 @@
 
 namespace zero::text {
 
+// Hashes std::string and std::string_view alike, so maps keyed by std::string are searched with a
+// string_view without building a temporary string (C++20 heterogeneous lookup).
+struct StringHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+template <typename V>
+using StringMap = std::unordered_map<std::string, V, StringHash, std::equal_to<>>;
+
 class BpeModel {
  public:
   // `j` is the "model" object. Refuses other model types, dropout, continuing_subword_prefix and
@@ -43,7 +52,7 @@ class BpeModel {
   }
   void merge_word(std::string_view word, std::vector<int32_t>* ids) const;
 
-  std::unordered_map<std::string, int32_t> vocab_;
+  StringMap<int32_t> vocab_;
   std::vector<std::string> id_to_token_;
   std::vector<bool> has_token_;  // per id: a vocab entry exists (ids may have gaps)
   std::unordered_map<uint64_t, MergeResult> merges_;
