@@ -49,7 +49,9 @@ StatusOr<BpeModel> BpeModel::from_json(const nlohmann::json& j, const std::strin
         "from HF",
         where, type);
   }
-  if (j.contains("dropout") && !j["dropout"].is_null()) {
+  // dropout 0 is no dropout (HF takes the cached, deterministic path for it too).
+  if (j.contains("dropout") && !j["dropout"].is_null() &&
+      !(j["dropout"].is_number() && j["dropout"].get<double>() == 0.0)) {
     return unimplemented("{}: model BPE: dropout {} is not supported (only null)", where,
                          j["dropout"].dump());
   }

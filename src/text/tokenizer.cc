@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -26,6 +27,11 @@ StatusOr<std::string> read_file(const std::filesystem::path& path) {
 constexpr const char* kKnownKeys[] = {"version",      "truncation",     "padding",
                                       "added_tokens", "normalizer",     "pre_tokenizer",
                                       "model",        "post_processor", "decoder"};
+
+// tokenizer_class values whose transformers tokenizer rebuilds BOS/EOS from tokenizer_config.json.
+const std::set<std::string> kRebuildsTemplate = {"LlamaTokenizer",     "LlamaTokenizerFast",
+                                                 "CodeLlamaTokenizer", "CodeLlamaTokenizerFast",
+                                                 "GemmaTokenizer",     "GemmaTokenizerFast"};
 
 }  // namespace
 
@@ -117,6 +123,40 @@ Status Tokenizer::read_config(const std::string& config_json, const std::string&
     if (!*s.id) {
       return invalid_argument("{}: {} {:?} is not a token of {}", config_source, s.key, content,
                               source_);
+    }
+  }
+  if (c.contains("chat_template")) {
+    const nlohmann::json& ct = c["chat_template"];
+    if (ct.is_string()) {
+      chat_template_ = ct.get<std::string>();
+    } else if (ct.is_array()) {  // [{"name": "default", "template": "..."}, ...]
+      for (const auto& named : ct) {
+        if (named.is_object() && named.value("name", "") == "default" &&
+            named.contains("template") && named["template"].is_string()) {
+          chat_template_ = named["template"].get<std::string>();
+        }
+      }
+    }
+  }
+  // transformers' Llama / Gemma fast tokenizers rebuild the post-processor from add_bos_token
+  // (default true) and add_eos_token (default false) when they load, whatever tokenizer.json says.
+  const std::string tokenizer_class = c.value("tokenizer_class", "");
+  if (!spm_ && kRebuildsTemplate.contains(tokenizer_class)) {
+    prefix_ids_.clear();
+    suffix_ids_.clear();
+    if (c.value("add_bos_token", true)) {
+      if (!bos_id_) {
+        return invalid_argument("{}: add_bos_token is true but there is no bos_token",
+                                config_source);
+      }
+      prefix_ids_.push_back(*bos_id_);
+    }
+    if (c.value("add_eos_token", false)) {
+      if (!eos_id_) {
+        return invalid_argument("{}: add_eos_token is true but there is no eos_token",
+                                config_source);
+      }
+      suffix_ids_.push_back(*eos_id_);
     }
   }
   return ok_status();

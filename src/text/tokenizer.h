@@ -62,7 +62,12 @@ class Tokenizer {
   std::optional<int32_t> eos_id() const { return eos_id_; }
   std::optional<int32_t> pad_id() const { return pad_id_; }
   std::optional<int32_t> unk_id() const { return unk_id_; }
-  // The ids encode(.., true) puts before / after the text.
+  // tokenizer_config.json's chat_template (the "default" one when it lists several), verbatim.
+  const std::optional<std::string>& chat_template() const { return chat_template_; }
+  // The ids encode(.., true) puts before / after the text: the post-processor's, except for
+  // tokenizer_class Llama/CodeLlama/Gemma(Fast), where transformers rebuilds them from
+  // tokenizer_config.json's add_bos_token (default true) / add_eos_token (default false), and for
+  // a tokenizer.model, where the same keys decide.
   const std::vector<int32_t>& special_prefix_ids() const { return prefix_ids_; }
   const std::vector<int32_t>& special_suffix_ids() const { return suffix_ids_; }
 
@@ -91,6 +96,7 @@ class Tokenizer {
   AddedVocabulary added_;
   std::shared_ptr<const SentencePieceModel> spm_;  // set: a tokenizer.model, the rest unused
   std::vector<int32_t> prefix_ids_, suffix_ids_;
+  std::optional<std::string> chat_template_;
   int64_t vocab_size_ = 0;
   std::optional<int32_t> bos_id_, eos_id_, pad_id_, unk_id_;
   std::string content_hash_;

@@ -195,6 +195,54 @@ TEST(Tokenizer, UnsupportedComponentsAreRefused) {
   }
 }
 
+TEST(Tokenizer, LlamaTokenizerClassRebuildsBosEosFromConfig) {
+  // As transformers' LlamaTokenizerFast.update_post_processor: add_bos_token / add_eos_token
+  // decide, not tokenizer.json's template. Other classes keep the template.
+  const std::string dir = fixture_dir("llama2_byte_fallback");
+  const std::string json = read_text(dir + "/tokenizer.json");
+  auto eos = Tokenizer::from_strings(
+      json,
+      R"({"tokenizer_class": "LlamaTokenizerFast", "bos_token": "<s>", "eos_token": "</s>",
+          "add_bos_token": true, "add_eos_token": true})",
+      dir + "/tokenizer.json");
+  ASSERT_TRUE(eos.ok()) << eos.status().message();
+  EXPECT_EQ(eos->special_prefix_ids(), std::vector<int32_t>{1});
+  EXPECT_EQ(eos->special_suffix_ids(), std::vector<int32_t>{2});
+  auto ids = eos->encode("x");
+  ASSERT_TRUE(ids.ok());
+  EXPECT_EQ(ids->front(), 1);
+  EXPECT_EQ(ids->back(), 2);
+  auto none = Tokenizer::from_strings(
+      json, R"({"tokenizer_class": "LlamaTokenizer", "bos_token": "<s>", "add_bos_token": false})",
+      dir + "/tokenizer.json");
+  ASSERT_TRUE(none.ok()) << none.status().message();
+  EXPECT_TRUE(none->special_prefix_ids().empty());
+  auto other = Tokenizer::from_strings(
+      json, R"({"tokenizer_class": "PreTrainedTokenizerFast", "add_eos_token": true})",
+      dir + "/tokenizer.json");
+  ASSERT_TRUE(other.ok()) << other.status().message();
+  EXPECT_EQ(other->special_prefix_ids(), std::vector<int32_t>{1});
+  EXPECT_TRUE(other->special_suffix_ids().empty());
+  EXPECT_NE(eos->content_hash(), other->content_hash());
+}
+
+TEST(Tokenizer, ChatTemplateFromConfig) {
+  const std::string dir = fixture_dir("llama3_split");
+  const std::string json = read_text(dir + "/tokenizer.json");
+  auto plain = Tokenizer::from_strings(json, R"({"chat_template": "{{ messages }}"})", "t");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->chat_template(), "{{ messages }}");
+  auto named =
+      Tokenizer::from_strings(json, R"({"chat_template": [{"name": "tool_use", "template": "T"},
+                                  {"name": "default", "template": "D"}]})",
+                              "t");
+  ASSERT_TRUE(named.ok());
+  EXPECT_EQ(named->chat_template(), "D");
+  auto none = Tokenizer::load(dir);
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->chat_template().has_value());
+}
+
 TEST(Tokenizer, ConfigTokenMissingFromVocabIsAnError) {
   const std::string dir = fixture_dir("llama2_byte_fallback");
   auto tok = Tokenizer::from_strings(read_text(dir + "/tokenizer.json"),
