@@ -183,6 +183,11 @@ TEST(Tokenizer, UnsupportedComponentsAreRefused) {
       {"/pre_tokenizer",
        {{"type", "Split"}, {"pattern", {{"Regex", "(unclosed"}}}, {"behavior", "Isolated"}},
        "does not compile"},
+      {"/pre_tokenizer", {{"type", "Split"}, {"pattern", {{"Glob", "*"}}}}, "pattern must be"},
+      {"/unknown_section", {{"type", "X"}}, "unknown top-level key \"unknown_section\""},
+      {"/model/merges/0", {"zz", "qq"}, "merge 0 (\"zz\" \"qq\") names a token that is not"},
+      {"/model/merges/1", "a b c", "merge 1 \"a b c\" is not two tokens"},
+      {"/added_tokens/0/content", "", "empty or invalid UTF-8"},
   };
   for (const Case& c : cases) {
     nlohmann::json j = base;
