@@ -232,6 +232,11 @@ Status publish(Storage& storage, const SaveRequest& req, const std::vector<Recor
        {{"type", req.optimizer_type}, {"betas", nlohmann::json::array({req.beta1, req.beta2})}}},
       {"files", std::move(files)},
   };
+  // The model's generation_config.json (EOS ids, sampling defaults) travels with the checkpoint,
+  // so `zero ckpt to-fp32` writes the one the model came with, not one made from config.json.
+  if (req.layout->config().generation_config.is_object()) {
+    manifest["generation_config"] = req.layout->config().generation_config;
+  }
   manifest["manifest_xxh3"] = hex64(manifest_hash(manifest));
   ZERO_RETURN_IF_ERROR(
       write_file_atomically(storage, join(tmp_dir, "manifest.json"), manifest.dump(1) + "\n"));

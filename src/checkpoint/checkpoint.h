@@ -133,6 +133,10 @@ class LoadedCheckpoint {
   int stage() const { return stage_; }
   const nlohmann::json& state() const { return manifest_["state"]; }
   const nlohmann::json& model_config() const { return manifest_["model_config"]; }
+  // The model's generation_config.json as saved (null when the model had none).
+  nlohmann::json generation_config() const {
+    return manifest_.value("generation_config", nlohmann::json());
+  }
   const std::vector<RankFile>& files() const { return files_; }
   // Unit names and real numels as saved.
   int num_units() const { return static_cast<int>(unit_numel_.size()); }

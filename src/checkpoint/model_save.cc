@@ -12,6 +12,7 @@ Status consolidate_to_hf(Storage& storage, const LoadedCheckpoint& ckpt, const s
   ZERO_ASSIGN_OR_RETURN(
       model::ModelConfig config,
       model::model_config_from_json(ckpt.model_config(), ckpt.tag_dir() + "/manifest.json"));
+  config.generation_config = ckpt.generation_config();
   model::ModelLayout layout(config);
   ZERO_RETURN_IF_ERROR(ckpt.check_compatible(layout));
   // Checksums and completeness first, so a bad shard fails before any output is written.

@@ -88,7 +88,12 @@ StatusOr<sharding::EstimateSetup> build_setup(const EstimateArgs& args,
   }
   for (int stage : {2, 3}) {
     if (args.stage == 0 || args.stage == stage) {
-      ZERO_RETURN_IF_ERROR(sharding::validate_estimate_setup(setup, stage));
+      Status valid = sharding::validate_estimate_setup(setup, stage);
+      if (!valid.ok() && model_counts) {
+        return valid.with_context(
+            fmt::format("--model {} ({} parameters)", args.model, setup.total_params));
+      }
+      ZERO_RETURN_IF_ERROR(valid);
     }
   }
   return setup;

@@ -3,12 +3,13 @@
 // outputs are token ids.
 #include <cstdio>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/flag_checks.h"
 #include "comm/self_communicator.h"
+#include "model/model_config.h"
 #include "runtime/engine.h"
 #include "runtime/generate.h"
 #include "runtime/model_source.h"
@@ -21,6 +22,7 @@ struct GenerateArgs {
   std::string prompt;
   std::string prompt_tokens;  // "1,2,3"
   runtime::SamplingOptions sampling;
+  bool ignore_eos = false;
 };
 
 void print_token(int32_t token, void* ctx) {
@@ -44,18 +46,13 @@ int run_generate(GenerateArgs& a) {
   bool bytes = mc.vocab_size == 256;
   std::vector<int32_t> tokens;
   if (!a.prompt_tokens.empty()) {
-    std::stringstream ss(a.prompt_tokens);
-    std::string item;
-    while (std::getline(ss, item, ',')) {
-      int64_t id = std::stoll(item);
-      if (id < 0 || id >= mc.vocab_size) {
-        std::fprintf(stderr,
-                     "error: --prompt_tokens: id %lld is outside the vocabulary [0, %lld)\n",
-                     static_cast<long long>(id), static_cast<long long>(mc.vocab_size));
-        return 2;
-      }
-      tokens.push_back(static_cast<int32_t>(id));
+    std::vector<int64_t> ids;
+    const std::string err = parse_id_list(a.prompt_tokens, mc.vocab_size, "--prompt_tokens", &ids);
+    if (!err.empty()) {
+      std::fprintf(stderr, "error: %s\n", err.c_str());
+      return 2;
     }
+    for (int64_t id : ids) tokens.push_back(static_cast<int32_t>(id));
     bytes = false;
   } else if (bytes) {
     for (unsigned char ch : a.prompt) tokens.push_back(ch);
@@ -67,6 +64,19 @@ int run_generate(GenerateArgs& a) {
     return 2;
   }
   if (tokens.empty()) tokens.push_back(bytes ? '\n' : 0);
+
+  // The model's EOS ids (generation_config.json, else config.json): generation stops there.
+  if (!a.ignore_eos) {
+    const nlohmann::json gen = model::generation_config_to_json(mc);
+    auto eos = gen.find("eos_token_id");
+    if (eos != gen.end()) {
+      for (const nlohmann::json& id : eos->is_array() ? *eos : nlohmann::json::array({*eos})) {
+        if (id.is_number_integer() && id.get<int64_t>() >= 0 && id.get<int64_t>() < mc.vocab_size) {
+          a.sampling.stop_tokens.push_back(id.get<int32_t>());
+        }
+      }
+    }
+  }
 
   // Inference on one rank: the engine holds the weights (stage 0, no optimizer steps taken).
   runtime::EngineOptions o;
@@ -82,9 +92,10 @@ int run_generate(GenerateArgs& a) {
   } else {
     for (int32_t t : tokens) std::printf(" %d", t);
   }
-  runtime::generate((*engine)->model(), (*engine)->params(), tokens, a.sampling, print_token,
-                    &bytes);
+  const bool stopped = runtime::generate((*engine)->model(), (*engine)->params(), tokens,
+                                         a.sampling, print_token, &bytes);
   std::printf("\n");
+  if (stopped) std::fprintf(stderr, "zero generate: stopped at the end-of-sequence token\n");
   return 0;
 }
 
@@ -102,11 +113,16 @@ void add_generate_command(CLI::App& app, int& exit_code) {
   g->add_option("--prompt_tokens,--prompt-tokens", a->prompt_tokens,
                 "prompt as comma-separated token ids");
   g->add_option("--max_new_tokens,--max-new-tokens", a->sampling.max_new_tokens,
-                "tokens to generate (default 100)");
+                "tokens to generate (default 100)")
+      ->check(int_at_least(0));
   g->add_option("--temperature", a->sampling.temperature,
-                "softmax temperature; 0 = greedy (default 1)");
-  g->add_option("--top_k,--top-k", a->sampling.top_k, "sample among the k most likely (0 = all)");
-  g->add_option("--seed", a->sampling.seed, "sampling seed (default 1)");
+                "softmax temperature; 0 = greedy (default 1)")
+      ->check(real_at_least(0));
+  g->add_option("--top_k,--top-k", a->sampling.top_k, "sample among the k most likely (0 = all)")
+      ->check(int_at_least(0));
+  g->add_option("--seed", a->sampling.seed, "sampling seed (default 1)")->check(int_at_least(0));
+  g->add_flag("--ignore_eos,--ignore-eos", a->ignore_eos,
+              "keep generating past the model's end-of-sequence token");
   g->callback([a, &exit_code] { exit_code = run_generate(*a); });
 }
 

@@ -1,8 +1,11 @@
 // `zero launch [options] -- COMMAND...`: DeepSpeed's launcher options turned into an mpirun (or
 // srun) command line, printed and then run; the logic lives in cli/launcher.h.
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <string>
+#include <system_error>
 
 #include "cli/commands.h"
 #include "cli/launcher.h"
@@ -35,11 +38,36 @@ void run_launch(LaunchArgs& args, CLI::App* cmd, int& exit_code) {
   // A dry run's output is the command itself; a real run keeps stdout for the ranks.
   std::FILE* out = args.dry_run ? stdout : stderr;
   std::fprintf(out, "zero launch: %s\n", shell_join(plan->argv).c_str());
+  if (!plan->rank_log_pattern.empty()) {
+    std::fprintf(out, "zero launch: each rank's stdout and stderr go to %s\n",
+                 plan->rank_log_pattern.c_str());
+  }
   std::fflush(out);
   if (args.dry_run) {
     exit_code = 0;
     return;
   }
+  // The per-rank log directory exists before any rank starts (ranks on other hosts make theirs).
+  const std::string log_dir = each_rank_log_dir(options, *env);
+  if (!log_dir.empty()) {
+    std::error_code ec;
+    if (std::filesystem::exists(log_dir, ec) && !std::filesystem::is_directory(log_dir, ec)) {
+      std::fprintf(stderr, "zero launch: error: --enable_each_rank_log %s: not a directory\n",
+                   log_dir.c_str());
+      exit_code = 2;
+      return;
+    }
+    std::filesystem::create_directories(log_dir, ec);
+    if (ec) {
+      std::fprintf(stderr, "zero launch: error: --enable_each_rank_log %s: cannot create: %s\n",
+                   log_dir.c_str(), ec.message().c_str());
+      exit_code = 2;
+      return;
+    }
+  }
+  // Ranks inherit it (mpirun's local ranks, srun --export=ALL): their stdout is ours, forwarded,
+  // so `zero train` prints whole lines, never a live progress line.
+  setenv("ZERO_LAUNCHED", "1", 1);
   auto status = run_and_wait(plan->argv);
   if (!status.ok()) {
     std::fprintf(stderr, "zero launch: error: %s\n", status.status().message().c_str());
@@ -78,6 +106,9 @@ void add_launch_command(CLI::App& app, int& exit_code) {
       ->check(CLI::IsMember({"openmpi", "slurm"}));
   cmd->add_option("--launcher_args,--launcher-args", o.launcher_args,
                   "extra arguments for mpirun/srun, split like a shell would");
+  cmd->add_option("--enable_each_rank_log,--enable-each-rank-log", o.each_rank_log_dir,
+                  "DIR: each rank's stdout and stderr go to DIR/<timestamp>_rank<N>.log "
+                  "(DeepSpeed's naming) instead of this terminal");
   cmd->add_flag("--dry_run,--dry-run", args->dry_run, "print the command, do not run it");
   cmd->add_option("command", o.command,
                   "what each rank runs (after --); a leading 'zero' is "

@@ -15,11 +15,11 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include <fmt/format.h>
+
+#include "core/regular_file.h"
 
 extern char** environ;
 
@@ -407,6 +407,13 @@ Status plan_slurm_without_hostfile(const LaunchOptions& options, const LaunchEnv
 
 }  // namespace
 
+std::string each_rank_log_dir(const LaunchOptions& options, const LaunchEnvironment& env) {
+  const std::string& dir = options.each_rank_log_dir;
+  if (dir.empty() || dir == "None") return "";
+  if (dir.front() == '/' || env.cwd.empty()) return dir;
+  return (std::filesystem::path(env.cwd) / dir).lexically_normal().string();
+}
+
 StatusOr<LaunchPlan> build_launch_plan(const LaunchOptions& options, const LaunchEnvironment& env) {
   ZERO_RETURN_IF_ERROR(validate_options(options));
   LaunchPlan plan;
@@ -510,6 +517,20 @@ StatusOr<LaunchPlan> build_launch_plan(const LaunchOptions& options, const Launc
     for (const std::string& name : plan.forwarded_vars) argv.insert(argv.end(), {"-x", name});
   }
   argv.insert(argv.end(), launcher_args.begin(), launcher_args.end());
+  // --enable_each_rank_log: a shell on each rank sends the command's stdout and stderr to its own
+  // file, named by the launcher's rank variable (as DeepSpeed's launch.py names them).
+  const std::string log_dir = each_rank_log_dir(options, env);
+  if (!log_dir.empty()) {
+    const std::string prefix = fmt::format("{}/{}_rank", log_dir, env.start_timestamp);
+    plan.rank_log_pattern = prefix + "<N>.log";
+    argv.insert(
+        argv.end(),
+        {"sh", "-c",
+         fmt::format("mkdir -p {} && exec \"$@\" >{}\"${{OMPI_COMM_WORLD_RANK:-${{PMI_RANK:-"
+                     "${{SLURM_PROCID:-0}}}}}}\".log 2>&1",
+                     shell_quote(log_dir), shell_quote(prefix)),
+         "zero-rank-log"});
+  }
   size_t command_start = argv.size();
   argv.insert(argv.end(), options.command.begin(), options.command.end());
   // Ranks run the same build as the launcher.
@@ -521,12 +542,15 @@ StatusOr<LaunchPlan> build_launch_plan(const LaunchOptions& options, const Launc
 
 namespace {
 
-std::optional<std::string> read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+// A hostfile or .deepspeed_env: nullopt when there is none; an error when the path is something a
+// launcher must not read (a FIFO would block it, a device never end; core/regular_file.h).
+StatusOr<std::optional<std::string>> read_text_file(const std::string& path,
+                                                    std::string_view what) {
+  constexpr uint64_t kMaxTextFileBytes = uint64_t{16} << 20;
+  auto text = read_regular_file(path, kMaxTextFileBytes, what);
+  if (text.ok()) return std::optional<std::string>(std::move(*text));
+  if (text.status().code() == StatusCode::kNotFound) return std::optional<std::string>();
+  return text.status();
 }
 
 // GPUs the driver reports (/proc/driver/nvidia/gpus/<bus id>, else /dev/nvidiaN).
@@ -570,12 +594,21 @@ StatusOr<LaunchEnvironment> gather_launch_environment(const std::string& hostfil
   }
   std::error_code ec;
   env.cwd = std::filesystem::current_path(ec).string();
+  {
+    const std::time_t now = std::time(nullptr);
+    std::tm local{};
+    localtime_r(&now, &local);
+    char stamp[32];
+    std::strftime(stamp, sizeof stamp, "%Y%m%d%H%M%S", &local);
+    env.start_timestamp = stamp;
+  }
   if (auto it = env.vars.find("HOME"); it != env.vars.end()) env.home = it->second;
   char host[256] = {};
   if (gethostname(host, sizeof host - 1) == 0) env.hostname = host;
   env.self_exe = std::filesystem::read_symlink("/proc/self/exe", ec).string();
 
-  if (auto text = read_text_file(hostfile_path)) env.hostfile = TextFile{hostfile_path, *text};
+  ZERO_ASSIGN_OR_RETURN(auto hostfile, read_text_file(hostfile_path, "a hostfile"));
+  if (hostfile) env.hostfile = TextFile{hostfile_path, *hostfile};
   std::string env_name = ".deepspeed_env";
   if (auto it = env.vars.find("DS_ENV_FILE"); it != env.vars.end()) env_name = it->second;
   std::set<std::string> seen;
@@ -584,7 +617,8 @@ StatusOr<LaunchEnvironment> gather_launch_environment(const std::string& hostfil
     std::filesystem::path path = std::filesystem::path(dir) / env_name;
     std::string canonical = std::filesystem::weakly_canonical(path, ec).string();
     if (!seen.insert(canonical).second) continue;
-    if (auto text = read_text_file(path.string())) {
+    ZERO_ASSIGN_OR_RETURN(auto text, read_text_file(path.string(), "a .deepspeed_env file"));
+    if (text) {
       env.deepspeed_env_files.push_back({path.string(), *text});
     }
   }

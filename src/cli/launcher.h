@@ -42,7 +42,10 @@ struct LaunchOptions {
   std::string master_addr;
   int master_port = 29500;
   LauncherKind launcher = LauncherKind::kOpenMpi;
-  std::string launcher_args;         // split shell-like, appended verbatim before the command
+  std::string launcher_args;  // split shell-like, appended verbatim before the command
+  // --enable_each_rank_log DIR (DeepSpeed's flag): each rank's stdout and stderr go to
+  // DIR/<start timestamp>_rank<N>.log instead of the launcher's output. Empty or "None": off.
+  std::string each_rank_log_dir;
   std::vector<std::string> command;  // what each rank runs
 };
 
@@ -58,6 +61,7 @@ struct LaunchEnvironment {
   std::map<std::string, std::string> vars;    // the process environment
   std::optional<TextFile> hostfile;           // the hostfile's content, when the file exists
   std::vector<TextFile> deepspeed_env_files;  // ~/.deepspeed_env then ./.deepspeed_env, if present
+  std::string start_timestamp;                // local time %Y%m%d%H%M%S (per-rank log names)
 };
 
 // The result: the argv to execute plus what it was derived from (for messages and tests).
@@ -68,7 +72,12 @@ struct LaunchPlan {
   std::string master_addr;
   std::map<std::string, std::string> exports;  // NAME=VALUE set for every rank by the launcher
   std::vector<std::string> forwarded_vars;     // names passed with their current value (-x NAME)
+  // --enable_each_rank_log: the per-rank file names, "DIR/<timestamp>_rank<N>.log" (absolute).
+  std::string rank_log_pattern;
 };
+
+// The absolute per-rank log directory of --enable_each_rank_log, or "" when it is off.
+std::string each_rank_log_dir(const LaunchOptions& options, const LaunchEnvironment& env);
 
 // Parses an MPI-style hostfile: `hostname slots=N` per line, `#` comments, blank lines. Errors name
 // `path:line` for a bad line or a duplicate host. Each host gets slots 0..N-1.

@@ -2,6 +2,10 @@
 // the exact mpirun / srun argv for machines described by hand.
 #include "cli/launcher.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -352,6 +356,33 @@ TEST(Plan, OtherCommandsRunAsGiven) {
               ElementsAre("python3", "-c", "print(1)"));
 }
 
+// --enable_each_rank_log DIR: each rank's stdout and stderr go to DIR/<timestamp>_rank<N>.log, N
+// from the launcher's rank variable (DeepSpeed's launch.py names the files so).
+TEST(Plan, EachRankLogWrapsTheCommand) {
+  LaunchOptions options = train_options();
+  options.num_gpus = 2;
+  options.each_rank_log_dir = "logs";  // relative to the launcher's cwd
+  LaunchEnvironment env = cpu_box();
+  env.start_timestamp = "20261125130501";
+  auto plan = build_launch_plan(options, env);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_EQ(plan->rank_log_pattern, "/work/logs/20261125130501_rank<N>.log");
+  EXPECT_EQ(
+      shell_join(plan->argv),
+      "mpirun -np 2 --bind-to none -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT=29500 "
+      "-x OMP_NUM_THREADS -x PATH sh -c 'mkdir -p /work/logs && exec \"$@\" "
+      ">/work/logs/20261125130501_rank\"${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-${SLURM_PROCID:-0}}"
+      "}\".log 2>&1' zero-rank-log /opt/zero/bin/zero train --deepspeed ds.json");
+  // DeepSpeed's default "None" (and an empty value) mean off.
+  for (const char* off : {"None", ""}) {
+    options.each_rank_log_dir = off;
+    auto plain = build_launch_plan(options, env);
+    ASSERT_TRUE(plain.ok());
+    EXPECT_TRUE(plain->rank_log_pattern.empty());
+    EXPECT_EQ(plain->argv[plain->argv.size() - 4], "/opt/zero/bin/zero");
+  }
+}
+
 TEST(Environment, GathersThisMachine) {
   auto env = gather_launch_environment(fixture_path("good.hostfile"));
   ASSERT_TRUE(env.ok());
@@ -362,6 +393,20 @@ TEST(Environment, GathersThisMachine) {
   auto none = gather_launch_environment("/nonexistent/hostfile");
   ASSERT_TRUE(none.ok());
   EXPECT_FALSE(none->hostfile.has_value());
+}
+
+// A FIFO given as the hostfile is refused at once (before: the launcher blocked in open()).
+TEST(Environment, HostfileMustBeARegularFile) {
+  const std::string dir = ::testing::TempDir() + "zero_launcher_fifo_" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  const std::string fifo = dir + "/hostfile";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto env = gather_launch_environment(fifo);
+  std::filesystem::remove_all(dir);
+  ASSERT_FALSE(env.ok());
+  EXPECT_THAT(
+      env.status().message(),
+      HasSubstr("hostfile: is a FIFO (named pipe), not a regular file (expected a hostfile)"));
 }
 
 TEST(Run, ReturnsTheChildExitStatus) {

@@ -1,10 +1,13 @@
 // `zero train`: HF-Trainer-style flags over a DeepSpeed config (docs/design.md §2). Run alone it is
 // world size 1; under mpirun / srun / `zero launch` every rank runs it and the world comes from
 // MPI.
+#include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 
 #include "cli/commands.h"
+#include "cli/flag_checks.h"
 #include "cli/world.h"
 #include "runtime/trainer.h"
 
@@ -45,7 +48,8 @@ void add_train_command(CLI::App& app, int& exit_code) {
       "naming both. Metrics go to OUTPUT_DIR/metrics.jsonl\n(one JSON object per optimizer step). "
       "Data order is sequential by default (HF shuffles; pass --data_order shuffle).");
   add_value(t, "deepspeed", a->deepspeed, "ds_config.json (or url-safe base64 of its JSON)");
-  add_value(t, "model", a->model, "HF model directory (config.json + safetensors) or preset:NAME")
+  t->add_option("--model,--model_name_or_path,--model-name-or-path", a->model,
+                "HF model directory (config.json + safetensors) or preset:NAME")
       ->required();
   add_value(t, "train_file", a->train_file,
             "token stream: raw uint16 (nanoGPT .bin), llm.c headered file, or text with "
@@ -59,12 +63,18 @@ void add_train_command(CLI::App& app, int& exit_code) {
   add_bool_flag(t, "overwrite_output_dir", a->overwrite_output_dir,
                 "replace an earlier run's metrics in output_dir");
   add_value(t, "block_size", a->block_size,
-            "tokens per sample T (default: the model's context, at most 1024)");
-  add_value(t, "max_steps", a->max_steps, "optimizer steps to run (total, across resumes)");
-  add_value(t, "num_train_epochs", a->num_train_epochs, "epochs, when --max_steps is not given");
-  add_value(t, "seed", a->seed, "seed for presets' initialisation and data shuffling (default 42)");
+            "tokens per sample T (default: the model's context, at most 1024)")
+      ->check(int_at_least(1));
+  add_value(t, "max_steps", a->max_steps,
+            "optimizer steps to run (total, across resumes); -1 (HF's default): from epochs")
+      ->check(int_at_least(-1));
+  add_value(t, "num_train_epochs", a->num_train_epochs, "epochs, when --max_steps is not given")
+      ->check(real_at_least(0, /*exclusive=*/true));
+  add_value(t, "seed", a->seed, "seed for presets' initialisation and data shuffling (default 42)")
+      ->check(int_at_least(0));
   add_value(t, "logging_steps", a->logging_steps,
-            "progress line every N steps (default: steps_per_print, else 10)");
+            "progress line every N steps (default: steps_per_print, else 10)")
+      ->check(int_at_least(1));
   add_bool_flag(t, "save_final", a->save_final,
                 "write the trained model as HF safetensors to OUTPUT_DIR/final");
   add_value(t, "save_dtype", a->save_dtype,
@@ -75,35 +85,83 @@ void add_train_command(CLI::App& app, int& exit_code) {
       t, "resume_from_checkpoint", a->resume_from_checkpoint,
       "continue from OUTPUT_DIR (its `latest`) or one tag directory; any world size or stage");
   add_value(t, "save_steps", a->save_steps,
-            "save a sharded checkpoint (OUTPUT_DIR/global_step<N>) every N steps");
+            "save a sharded checkpoint (OUTPUT_DIR/global_step<N>) every N steps")
+      ->check(int_at_least(1));
   add_value(t, "save_total_limit", a->save_total_limit,
-            "keep at most K checkpoints (older ones pruned after a newer one is published)");
+            "keep at most K checkpoints (older ones pruned after a newer one is published)")
+      ->check(int_at_least(1));
+  add_value(t, "max_nonfinite_steps", a->max_nonfinite_steps,
+            "stop with an error after N consecutive steps whose loss is NaN or infinite "
+            "(default 10; 0: never)")
+      ->check(int_at_least(0));
   add_bool_flag(t, "save_on_interrupt", a->save_on_interrupt,
                 "on SIGINT / SIGTERM, save a checkpoint of the last finished step before exiting "
                 "(exit status 130 / 143 either way)");
   add_value(t, "device", a->device, "cpu (the CUDA backend is not available yet)");
   add_bool_flag(t, "quiet", a->quiet, "no live progress line");
+  add_bool_flag(t, "verbose", a->verbose,
+                "print the whole effective DeepSpeed config (always written to "
+                "OUTPUT_DIR/ds_config.effective.json)");
   add_value(t, "per_device_train_batch_size", a->per_device_train_batch_size,
-            "train_micro_batch_size_per_gpu");
+            "train_micro_batch_size_per_gpu")
+      ->check(int_at_least(1));
   add_value(t, "gradient_accumulation_steps", a->gradient_accumulation_steps,
-            "gradient_accumulation_steps");
+            "gradient_accumulation_steps")
+      ->check(int_at_least(1));
   add_value(t, "learning_rate", a->learning_rate,
-            "optimizer.params.lr (and the warmup schedules' warmup_max_lr)");
-  add_value(t, "weight_decay", a->weight_decay, "optimizer.params.weight_decay");
-  add_value(t, "adam_beta1", a->adam_beta1, "optimizer.params.betas[0]");
-  add_value(t, "adam_beta2", a->adam_beta2, "optimizer.params.betas[1]");
-  add_value(t, "adam_epsilon", a->adam_epsilon, "optimizer.params.eps");
-  add_value(t, "max_grad_norm", a->max_grad_norm, "gradient_clipping");
-  add_value(t, "warmup_steps", a->warmup_steps, "scheduler.params.warmup_num_steps");
+            "optimizer.params.lr (and the warmup schedules' warmup_max_lr)")
+      ->check(real_at_least(0));
+  add_value(t, "weight_decay", a->weight_decay, "optimizer.params.weight_decay")
+      ->check(real_at_least(0));
+  add_value(t, "adam_beta1", a->adam_beta1, "optimizer.params.betas[0]")
+      ->check(real_at_least(0, false, 1));
+  add_value(t, "adam_beta2", a->adam_beta2, "optimizer.params.betas[1]")
+      ->check(real_at_least(0, false, 1));
+  add_value(t, "adam_epsilon", a->adam_epsilon, "optimizer.params.eps")->check(real_at_least(0));
+  add_value(t, "max_grad_norm", a->max_grad_norm, "gradient_clipping")->check(real_at_least(0));
+  add_value(t, "warmup_steps", a->warmup_steps, "scheduler.params.warmup_num_steps")
+      ->check(int_at_least(0));
   add_value(t, "lr_scheduler_type", a->lr_scheduler_type,
             "without a scheduler block: linear (default) | cosine | constant | "
             "constant_with_warmup");
   add_value(t, "bf16", a->bf16, "bf16.enabled (true/false)")->expected(0, 1)->default_str("true");
   add_value(t, "fp16", a->fp16, "fp16.enabled (true/false)")->expected(0, 1)->default_str("true");
+  // HF TrainingArguments flags that mean nothing here: accepted (scripts pass them) with a note.
+  auto do_train = std::make_shared<bool>(false);
+  auto report_to = std::make_shared<std::vector<std::string>>();
+  auto local_rank = std::make_shared<int64_t>(-1);
+  add_bool_flag(t, "do_train", *do_train, "accepted for HF scripts (zero train always trains)");
+  add_value(t, "report_to", *report_to,
+            "accepted for HF scripts: metrics go to OUTPUT_DIR/metrics.jsonl and the csv_monitor")
+      ->expected(1, 16);
+  add_value(t, "local_rank", *local_rank,
+            "accepted for DeepSpeed-launched scripts (the rank comes from MPI)");
   // A flag repeated on the command line: the last one wins (as with argparse).
   for (CLI::Option* opt : t->get_options())
     opt->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  t->callback([a, &exit_code] {
+  t->callback([a, do_train, report_to, local_rank, &exit_code] {
+    if (a->bf16.value_or(false) && a->fp16.value_or(false)) {
+      std::fprintf(stderr,
+                   "error: --bf16 and --fp16 are both set: choose one (HF and DeepSpeed refuse "
+                   "both too)\n");
+      exit_code = 2;
+      return;
+    }
+    if (a->max_steps == -1) a->max_steps = 0;  // HF's "not set": steps come from the epochs
+    if (*do_train) a->cli_notes.push_back("--do_train: accepted for HF scripts; zero train trains");
+    for (const std::string& r : *report_to) {
+      if (r != "none") {
+        a->cli_notes.push_back("--report_to " + r +
+                               ": not supported; metrics go to OUTPUT_DIR/metrics.jsonl (and "
+                               "the ds_config csv_monitor)");
+      }
+    }
+    if (*local_rank >= 0) {
+      a->cli_notes.push_back("--local_rank: ignored; each rank's place comes from MPI");
+    }
+    // `zero train ... | head`: a closed stdout must not kill the run (the trainer stops printing
+    // progress and says so on stderr); ignored for the whole process, so the exit flush is safe.
+    std::signal(SIGPIPE, SIG_IGN);
     auto world = make_world();
     if (!world.ok()) {
       std::fprintf(stderr, "error: %s\n", world.status().message().c_str());

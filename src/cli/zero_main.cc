@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
+#include "cli/flag_checks.h"
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -27,6 +28,10 @@ int main(int argc, char** argv) {
 
   try {
     app.parse(argc, argv);
+  } catch (const CLI::ExtrasError& e) {
+    // Unknown flags: name each with the closest known flag of the subcommand.
+    std::fputs(zero::cli::describe_unknown_flags(app, e).c_str(), stderr);
+    return 2;
   } catch (const CLI::ParseError& e) {
     int rc = app.exit(e);
     return rc == 0 ? 0 : 2;
@@ -36,8 +41,9 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (app.get_subcommands().empty()) {
-    std::fputs(app.help().c_str(), stdout);
-    return 0;
+    // `zero` alone is a usage error (as git and docker treat it): the help, on stderr.
+    std::fputs(app.help().c_str(), stderr);
+    return 2;
   }
   return exit_code;
 }

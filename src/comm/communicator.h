@@ -93,6 +93,12 @@ class Communicator {
   // Completes once every rank issued it.
   virtual CommHandle barrier_async() = 0;
 
+  // Ends the whole job now with `exit_code`: this process and every other rank of the group
+  // (MPI_Abort; NCCL aborts its communicator first), after flushing stdout and stderr. For a rank
+  // that fails alone while its peers are in, or heading for, a collective: without it they would
+  // wait there until the collective timeout. A world of one just exits. Never returns.
+  [[noreturn]] virtual void abort_job(int exit_code) = 0;
+
   // --- Synchronous forms: the asynchronous call, then wait(). ---
   Status all_reduce(void* buf, size_t numel, DType dtype, ReduceOp op = ReduceOp::kSum) {
     return all_reduce_async(buf, numel, dtype, op).wait();

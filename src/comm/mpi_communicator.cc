@@ -408,4 +408,12 @@ void MpiCommunicator::drain_on_exit() {
   }
 }
 
+void MpiCommunicator::abort_job(int exit_code) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  // MPI_COMM_WORLD, not comm_: the whole job ends, whatever group this communicator spans.
+  MPI_Abort(MPI_COMM_WORLD, exit_code);
+  std::_Exit(exit_code);  // MPI_Abort does not return; in case an implementation does
+}
+
 }  // namespace zero

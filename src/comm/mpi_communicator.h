@@ -66,6 +66,7 @@ class MpiCommunicator final : public Communicator {
   CommHandle all_gather_async(const void* in, void* out, size_t block_numel, DType dtype) override;
   CommHandle broadcast_async(void* buf, size_t numel, DType dtype, int root) override;
   CommHandle barrier_async() override;
+  [[noreturn]] void abort_job(int exit_code) override;
 
   // Timeout for collectives started after this call. Thread-safe.
   void set_timeout_ms(int64_t timeout_ms) { timeout_ms_.store(timeout_ms); }

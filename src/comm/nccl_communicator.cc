@@ -5,7 +5,11 @@
 
 #include <chrono>
 #include <climits>
+#include <cstdio>
+#include <cstdlib>
 #include <thread>
+
+#include <mpi.h>
 
 #include "comm/comm_handle.h"
 #include "comm/nccl_bootstrap.h"
@@ -192,6 +196,14 @@ CommHandle NcclCommunicator::barrier_async() {
       CommKind::kBarrier,
       ncclAllReduce(barrier_scratch_, barrier_scratch_, 1, ncclFloat32, ncclSum, comm_, stream_),
       "ncclAllReduce (barrier)");
+}
+
+void NcclCommunicator::abort_job(int exit_code) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  ncclCommAbort(comm_);  // kernels waiting on dead peers are torn down, not waited for
+  MPI_Abort(MPI_COMM_WORLD, exit_code);
+  std::_Exit(exit_code);
 }
 
 }  // namespace zero

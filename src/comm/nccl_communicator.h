@@ -45,6 +45,7 @@ class NcclCommunicator final : public Communicator {
   CommHandle all_gather_async(const void* in, void* out, size_t block_numel, DType dtype) override;
   CommHandle broadcast_async(void* buf, size_t numel, DType dtype, int root) override;
   CommHandle barrier_async() override;
+  [[noreturn]] void abort_job(int exit_code) override;
 
   // The stream every collective runs on. Owned by the communicator.
   cudaStream_t stream() const { return stream_; }

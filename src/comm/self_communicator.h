@@ -22,6 +22,7 @@ class SelfCommunicator final : public Communicator {
   CommHandle all_gather_async(const void* in, void* out, size_t block_numel, DType dtype) override;
   CommHandle broadcast_async(void* buf, size_t numel, DType dtype, int root) override;
   CommHandle barrier_async() override;
+  [[noreturn]] void abort_job(int exit_code) override;
 };
 
 }  // namespace zero

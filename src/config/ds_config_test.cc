@@ -14,6 +14,16 @@ EffectiveConfig build(std::string_view text) {
   return *build_effective_config(loaded->json);
 }
 
+TEST(DsConfig, StringBooleansAreReadAsBooleans) {
+  // Before: make_ds_config failed with "fp16.enabled: unexpected value \"false\"".
+  auto c = make_ds_config(build(R"({"fp16": {"enabled": "false"}, "bf16": {"enabled": "true"},
+      "wall_clock_breakdown": "yes"})"));
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_FALSE(c->fp16.enabled.value);
+  EXPECT_TRUE(c->bf16_enabled.value);
+  EXPECT_TRUE(c->wall_clock_breakdown.value);
+}
+
 TEST(DsConfig, TypedFieldsAndOrigins) {
   EffectiveConfig e = build(R"({"train_micro_batch_size_per_gpu": 2, "gradient_clipping": "auto",
       "bf16": {"enabled": true}, "data_types": {"grad_accum_dtype": "fp32"},

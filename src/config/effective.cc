@@ -228,6 +228,7 @@ StatusOr<EffectiveConfig> build_effective_config(const Json& config,
                                                  std::optional<int64_t> world_size) {
   if (!config.is_object()) return invalid_argument("a DeepSpeed config must be a JSON object");
   Json doc = config;
+  coerce_string_booleans(doc);  // "enabled": "false" is false (validate_ds_config warned)
   EffectiveConfig eff;
   bool legacy_zero = false;
   if (auto it = doc.find("zero_optimization"); it != doc.end() && it->is_boolean()) {

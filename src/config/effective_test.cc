@@ -26,6 +26,21 @@ TEST(Effective, DefaultsFollowTheCode) {
   EXPECT_EQ(e.origin("zero_optimization.stage"), Origin::kDefault);
 }
 
+// "enabled": "false" (the HF guide's fp32 example) is the boolean false in the effective config,
+// so `zero config show` prints false and the trainer reads false; also for a document that did
+// not come through the loader.
+TEST(Effective, StringBooleansBecomeBooleans) {
+  EffectiveConfig e = build(R"({"fp16": {"enabled": "false"}, "bf16": {"enabled": "TRUE"}})");
+  EXPECT_EQ(e.json["fp16"]["enabled"], false);
+  EXPECT_EQ(e.json["bf16"]["enabled"], true);
+  EXPECT_EQ(e.origin("fp16.enabled"), Origin::kFile);
+  EXPECT_NE(render_effective_config(e).find("\"enabled\": false,"), std::string::npos);
+  auto raw = build_effective_config(
+      Json{{"zero_optimization", {{"offload_optimizer", {{"pin_memory", "on"}}}}}});
+  ASSERT_TRUE(raw.ok());
+  EXPECT_EQ(raw->json["zero_optimization"]["offload_optimizer"]["pin_memory"], true);
+}
+
 TEST(Effective, OverlapCommDefaultsTrueAtStage3) {
   EXPECT_EQ(
       build(R"({"zero_optimization": {"stage": 3}})").json["zero_optimization"]["overlap_comm"],

@@ -1,6 +1,7 @@
 // Recursive-descent reader for the JSON-with-comments dialect of ds_config files (json_text.h).
 #include "config/json_text.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -34,21 +35,28 @@ class Parser {
   bool at_end() const { return pos_ >= text_.size(); }
   char peek() const { return at_end() ? '\0' : text_[pos_]; }
 
-  // Line and column (in code points) of byte offset `at`.
+  // Line and column (in code points) of byte offset `at`. Values are located in increasing order,
+  // so the scan resumes from the last position asked for: locating every value of the document
+  // costs one pass over the text (a scan from the start each time made a 40,000-element array take
+  // seconds, quadratically). Only an error may ask for an earlier offset and rescan from the start.
   std::pair<int, int> line_column(size_t at) const {
-    int line = 1, column = 1;
-    for (size_t i = 0; i < at && i < text_.size(); ++i) {
+    at = std::min(at, text_.size());
+    if (at < located_.offset) located_ = Location{};
+    Location loc = located_;
+    for (size_t i = loc.offset; i < at; ++i) {
       unsigned char c = static_cast<unsigned char>(text_[i]);
       if (c == '\n') {
-        ++line;
-        column = 1;
+        ++loc.line;
+        loc.column = 1;
       } else if (c == '\r') {
         // CRLF counts once (at the \n); a lone CR does not start a line.
       } else if ((c & 0xC0) != 0x80) {
-        ++column;
+        ++loc.column;
       }
     }
-    return {line, column};
+    loc.offset = at;
+    located_ = loc;
+    return {loc.line, loc.column};
   }
 
   Status error(size_t at, const std::string& what) const {
@@ -65,22 +73,41 @@ class Parser {
     return fmt::format("'{}'", c);
   }
 
-  // Skips whitespace and the three comment forms DeepSpeed's hjson reader accepts.
+  // Skips whitespace and the three comment forms DeepSpeed's hjson reader accepts. Comments
+  // follow the same UTF-8 rule as strings.
   Status skip_space() {
     while (!at_end()) {
       char c = text_[pos_];
       if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
         ++pos_;
       } else if (c == '#' || (c == '/' && pos_ + 1 < text_.size() && text_[pos_ + 1] == '/')) {
-        while (!at_end() && text_[pos_] != '\n') ++pos_;
+        size_t end = text_.find('\n', pos_);
+        ZERO_RETURN_IF_ERROR(
+            check_comment_utf8(pos_, end == std::string_view::npos ? text_.size() : end));
+        pos_ = end == std::string_view::npos ? text_.size() : end;
       } else if (c == '/' && pos_ + 1 < text_.size() && text_[pos_ + 1] == '*') {
         size_t start = pos_;
         size_t end = text_.find("*/", pos_ + 2);
         if (end == std::string_view::npos) return error(start, "unterminated /* comment");
+        ZERO_RETURN_IF_ERROR(check_comment_utf8(start, end));
         pos_ = end + 2;
       } else {
         break;
       }
+    }
+    return ok_status();
+  }
+
+  // Every non-ASCII byte in text_[begin, end) must start a valid UTF-8 sequence inside the range.
+  Status check_comment_utf8(size_t begin, size_t end) const {
+    for (size_t i = begin; i < end;) {
+      if (static_cast<unsigned char>(text_[i]) < 0x80) {
+        ++i;
+        continue;
+      }
+      size_t n = utf8_length(i);
+      if (n == 0 || i + n > end) return error(i, "invalid UTF-8 in comment");
+      i += n;
     }
     return ok_status();
   }
@@ -137,6 +164,8 @@ class Parser {
   Status parse_object(const std::string& path, int depth, Json& out, SourceMap& sources) {
     ++pos_;  // '{'
     out = Json::object();
+    // ordered_map is a std::vector of (key, value) pairs underneath.
+    auto& members = static_cast<Json::object_t::Container&>(out.get_ref<Json::object_t&>());
     std::unordered_map<std::string, size_t> seen;  // key -> offset of its first occurrence
     while (true) {
       ZERO_RETURN_IF_ERROR(skip_space());
@@ -169,7 +198,9 @@ class Parser {
       ZERO_RETURN_IF_ERROR(skip_space());
       Json value;
       ZERO_RETURN_IF_ERROR(parse_value(path_join(path, key), depth + 1, value, sources));
-      out[key] = std::move(value);
+      // Appended directly: ordered_json's operator[] searches the members linearly, which made an
+      // object with n keys cost n^2; `seen` has already ruled out a duplicate.
+      members.emplace_back(std::move(key), std::move(value));
       ZERO_RETURN_IF_ERROR(skip_space());
       if (peek() == ',') {
         ++pos_;
@@ -179,7 +210,7 @@ class Parser {
       if (at_end()) return error(pos_, "unterminated object: expected ',' or '}'");
       if (peek() == '"') return error(pos_, "missing ',' between object members");
       return error(pos_, fmt::format("expected ',' or '}}' after the value of \"{}\", found {}",
-                                     key, describe_char(pos_)));
+                                     members.back().first, describe_char(pos_)));
     }
   }
 
@@ -246,10 +277,10 @@ class Parser {
     return true;
   }
 
-  // Length of the valid UTF-8 sequence at pos_, or 0 when it is malformed.
-  size_t utf8_length() const {
+  // Length of the valid UTF-8 sequence at byte offset `at`, or 0 when it is malformed.
+  size_t utf8_length(size_t at) const {
     auto byte = [&](size_t i) {
-      return pos_ + i < text_.size() ? static_cast<unsigned char>(text_[pos_ + i]) : 0;
+      return at + i < text_.size() ? static_cast<unsigned char>(text_[at + i]) : 0;
     };
     auto cont = [&](size_t i) { return (byte(i) & 0xC0) == 0x80; };
     unsigned char b0 = byte(0);
@@ -325,7 +356,7 @@ class Parser {
         ++pos_;
         continue;
       }
-      size_t n = utf8_length();
+      size_t n = utf8_length(pos_);
       if (n == 0) return error(pos_, "invalid UTF-8 in string");
       out.append(text_.substr(pos_, n));
       pos_ += n;
@@ -389,8 +420,16 @@ class Parser {
     return ok_status();
   }
 
+  // A byte offset with its line and column (line_column's resume point).
+  struct Location {
+    size_t offset = 0;
+    int line = 1;
+    int column = 1;
+  };
+
   std::string_view text_;
   size_t pos_ = 0;
+  mutable Location located_;
 };
 
 int base64_value(char c) {

@@ -4,8 +4,9 @@
 #include <sys/stat.h>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
+
+#include "config/validate.h"
+#include "core/regular_file.h"
 
 namespace zero::config {
 namespace {
@@ -59,6 +60,9 @@ StatusOr<LoadedConfig> load_ds_config_text(std::string_view text, std::string_vi
         "found {}",
         label, line, column, type_name(parsed->value));
   }
+  // "enabled": "false" is a boolean to DeepSpeed (pydantic); the source map keeps the quoted text,
+  // from which validate_ds_config warns about it.
+  coerce_string_booleans(parsed->value);
   return LoadedConfig{std::string(name), std::move(parsed->value), std::move(parsed->sources)};
 }
 
@@ -70,13 +74,9 @@ StatusOr<LoadedConfig> load_ds_config_file(const std::string& path) {
     if (err == ENOENT) return not_found("{}: no such file", path);
     return io_error("{}: {}", path, std::strerror(err));
   }
-  if (S_ISDIR(st.st_mode)) return invalid_argument("{}: is a directory, not a config file", path);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return io_error("{}: cannot open: {}", path, std::strerror(errno));
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  if (in.bad()) return io_error("{}: read failed", path);
-  return load_ds_config_text(buf.str(), path);
+  ZERO_ASSIGN_OR_RETURN(std::string text,
+                        read_regular_file(path, kMaxDsConfigBytes, "a DeepSpeed config file"));
+  return load_ds_config_text(text, path);
 }
 
 }  // namespace zero::config

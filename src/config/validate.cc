@@ -75,6 +75,22 @@ class KeyIndex {
   std::map<std::string, std::vector<std::string>> homes_;
 };
 
+// A boolean that was written as a string (the loader replaced it; the source map keeps the text).
+bool written_as_string(const SourceMap* sources, const std::string& path) {
+  if (sources == nullptr) return false;
+  auto it = sources->find(path);
+  return it != sources->end() && !it->second.raw.empty() && it->second.raw.front() == '"';
+}
+
+void warn_string_boolean(Context& ctx, const std::string& path, const std::string& written,
+                         bool value) {
+  ctx.warning(path,
+              fmt::format("{} is a string; read as the boolean {} (pydantic's rule, as DeepSpeed "
+                          "reads it)",
+                          written, value ? "true" : "false"),
+              fmt::format("write {} without quotes", value ? "true" : "false"));
+}
+
 class Walker {
  public:
   Walker(Context& ctx) : ctx_(ctx) {}
@@ -111,6 +127,9 @@ class Walker {
         if (!v.is_boolean()) {
           ctx_.error(path, fmt::format("expected true or false, got {}", ctx_.quote(path, v)));
           return;
+        }
+        if (written_as_string(ctx_.sources, path)) {
+          warn_string_boolean(ctx_, path, ctx_.sources->at(path).raw, v.get<bool>());
         }
         break;
       case Kind::kInt:
@@ -312,7 +331,57 @@ class Walker {
   KeyIndex index_;
 };
 
+// Boolean keys given as strings ("enabled": "false"), replaced by booleans
+// (coerce_string_booleans).
+void coerce_block(const BlockSpec& spec, Json& obj, const std::string& path,
+                  std::vector<CoercedBoolean>& replaced) {
+  for (auto& [key, value] : obj.items()) {
+    const KeySpec* k = find_key(spec, key);
+    if (k == nullptr) continue;
+    std::string key_path = path_join(path, key);
+    if (k->kind == Kind::kBool && value.is_string()) {
+      if (auto b = pydantic_bool(value.get_ref<const std::string&>())) {
+        replaced.push_back({std::move(key_path), value.get<std::string>(), *b});
+        value = *b;
+      }
+    } else if (k->kind == Kind::kBlock && k->block != nullptr && value.is_object()) {
+      coerce_block(*k->block, value, key_path, replaced);
+    }
+  }
+  // optimizer.params / scheduler.params: the keys of the named type.
+  if (path == "optimizer" || path == "scheduler") {
+    auto type = obj.find("type");
+    auto params = obj.find("params");
+    if (type == obj.end() || !type->is_string() || params == obj.end() || !params->is_object()) {
+      return;
+    }
+    const TypeSpec* t = find_type(path == "optimizer" ? optimizer_types() : scheduler_types(),
+                                  type->get_ref<const std::string&>());
+    if (t != nullptr && t->params != nullptr) {
+      coerce_block(*t->params, *params, path_join(path, "params"), replaced);
+    }
+  }
+}
+
 }  // namespace
+
+std::optional<bool> pydantic_bool(std::string_view text) {
+  if (text == "0" || iequals(text, "f") || iequals(text, "n") || iequals(text, "no") ||
+      iequals(text, "off") || iequals(text, "false")) {
+    return false;
+  }
+  if (text == "1" || iequals(text, "t") || iequals(text, "y") || iequals(text, "on") ||
+      iequals(text, "yes") || iequals(text, "true")) {
+    return true;
+  }
+  return std::nullopt;
+}
+
+std::vector<CoercedBoolean> coerce_string_booleans(Json& config) {
+  std::vector<CoercedBoolean> replaced;
+  if (config.is_object()) coerce_block(root_schema(), config, "", replaced);
+  return replaced;
+}
 
 std::string Context::quote(const std::string& path, const Json& v) const {
   if (sources != nullptr) {
@@ -371,13 +440,20 @@ ValidationReport validate_ds_config(const Json& config, const ValidateOptions& o
     ctx.error(std::string(kRootPath), "a DeepSpeed config must be a JSON object");
     return std::move(ctx.report);
   }
+  // "enabled": "false" and the like are booleans, as in DeepSpeed (pydantic). Documents from the
+  // loader have them replaced already (the schema walk warns, seeing the quoted source text).
+  Json coerced = config;
+  for (const CoercedBoolean& c : coerce_string_booleans(coerced)) {
+    if (written_as_string(sources, c.path)) continue;  // the schema walk warns about it
+    warn_string_boolean(ctx, c.path, Json(c.written).dump(), c.value);
+  }
   // The legacy boolean form of zero_optimization is checked by the rules, not the schema walk.
-  Json walked = config;
+  Json walked = coerced;
   if (walked.contains("zero_optimization") && walked["zero_optimization"].is_boolean()) {
     walked.erase("zero_optimization");
   }
   check_block(ctx, root_schema(), walked, "");
-  check_rules(ctx, config, options);
+  check_rules(ctx, coerced, options);
   if (options.strict) {
     for (Diagnostic& d : ctx.report.diagnostics) {
       if (d.severity == Severity::kWarning) {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "config/json_text.h"
@@ -44,6 +45,26 @@ std::string format_diagnostic(const Diagnostic& d);
 // exactly as written ("2e8" rather than 200000000.0). Never touches the filesystem.
 ValidationReport validate_ds_config(const Json& config, const ValidateOptions& options,
                                     const SourceMap* sources = nullptr);
+
+// pydantic v2's lax reading of a string as a boolean, which DeepSpeed's pydantic-modelled blocks
+// (fp16, bf16, zero_optimization, the monitors, ...) apply: "true"/"false", "yes"/"no", "on"/"off",
+// "t"/"f", "y"/"n" in any letter case, and exactly "1"/"0". nullopt for any other string ("auto",
+// " true", "enabled").
+std::optional<bool> pydantic_bool(std::string_view text);
+
+// One boolean key that was written as a string.
+struct CoercedBoolean {
+  std::string path;     // "fp16.enabled"
+  std::string written;  // the string as written, without quotes: "false"
+  bool value = false;
+};
+
+// Replaces, in place, every string that pydantic_bool reads as a boolean on a boolean key of the
+// schema (optimizer / scheduler params by their type included) with that boolean, and returns what
+// it replaced, in document order. The loader applies it, so everything after it sees real
+// booleans; validate_ds_config warns about each such key, and build_effective_config applies it
+// too for documents that did not come through the loader.
+std::vector<CoercedBoolean> coerce_string_booleans(Json& config);
 
 // DeepSpeed's batch-size triad derivation (train_batch_size = micro × accumulation × world).
 struct BatchTriad {

@@ -7,6 +7,7 @@
 
 #include "config/did_you_mean.h"
 #include "config/validate_internal.h"
+#include "core/checked_math.h"
 
 namespace zero::config {
 namespace {
@@ -316,6 +317,13 @@ StatusOr<BatchTriad> derive_batch_triad(const BatchTriad& given, int64_t world_s
   if (world_size <= 0) return fail("(root)", fmt::format("world size {} must be > 0", world_size));
   auto [tbs, mbs, gas] = given;
   const int64_t w = world_size;
+  // micro × accumulation × world beyond int64: no real batch is that large, and wrapped arithmetic
+  // must not pass the equality check below.
+  auto overflow = [&](std::string_view p, int64_t micro, int64_t accum) -> Status {
+    return fail(p, fmt::format("train_micro_batch_size_per_gpu {} * gradient_accumulation_steps {} "
+                               "* world size {} overflows a 64-bit integer (at most {})",
+                               micro, accum, w, INT64_MAX));
+  };
   if (tbs && mbs && gas) {
     // nothing to derive
   } else if (tbs && mbs) {
@@ -323,13 +331,17 @@ StatusOr<BatchTriad> derive_batch_triad(const BatchTriad& given, int64_t world_s
   } else if (tbs && gas) {
     mbs = *tbs / w / *gas;
   } else if (mbs && gas) {
-    tbs = *mbs * *gas * w;
+    auto product = checked_product({*mbs, *gas, w});
+    if (!product) return overflow("gradient_accumulation_steps", *mbs, *gas);
+    tbs = *product;
   } else if (tbs) {
     gas = 1;
     mbs = *tbs / w;
   } else if (mbs) {
     gas = 1;
-    tbs = *mbs * w;
+    auto product = checked_mul(*mbs, w);
+    if (!product) return overflow("train_micro_batch_size_per_gpu", *mbs, 1);
+    tbs = *product;
   } else {
     return fail(
         given.gradient_accumulation_steps ? "train_micro_batch_size_per_gpu" : "train_batch_size",
@@ -348,7 +360,10 @@ StatusOr<BatchTriad> derive_batch_triad(const BatchTriad& given, int64_t world_s
                             "{} / world size {}; has to be greater than 0",
                             *gas, *tbs, *mbs, w));
   }
-  if (*tbs != *mbs * *gas * w) {
+  // Checked: a product that wraps around could otherwise equal train_batch_size by accident.
+  auto product = checked_product({*mbs, *gas, w});
+  if (!product) return overflow("gradient_accumulation_steps", *mbs, *gas);
+  if (*tbs != *product) {
     return fail("train_batch_size",
                 fmt::format("train_batch_size is not equal to train_micro_batch_size_per_gpu * "
                             "gradient_accumulation_steps * world_size: {} != {} * {} * {}",

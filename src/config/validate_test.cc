@@ -115,7 +115,7 @@ TEST(Validate, StrictTurnsWarningsIntoErrors) {
 }
 
 TEST(Validate, EveryProblemIsReportedAtOnce) {
-  auto r = check(R"({"gradient_clipin": 1, "fp16": {"enabled": "yes"}, "zero_optimization":
+  auto r = check(R"({"gradient_clipin": 1, "fp16": {"enabled": "sometimes"}, "zero_optimization":
       {"stage": 9}})");
   EXPECT_EQ(r.error_count(), 3) << r.format();
 }
@@ -124,6 +124,81 @@ TEST(Validate, DiagnosticFormat) {
   EXPECT_EQ(format_diagnostic({Severity::kError, "a.b", "bad", "fix it"}),
             "error: a.b: bad (fix it)");
   EXPECT_EQ(format_diagnostic({Severity::kWarning, "a", "meh", ""}), "warning: a: meh");
+}
+
+TEST(StringBooleans, PydanticRule) {
+  // pydantic-core str_as_bool: case-insensitive words, exact "0" / "1", no trimming.
+  for (const char* t : {"true", "True", "TRUE", "yes", "Yes", "on", "ON", "t", "T", "y", "1"}) {
+    EXPECT_EQ(pydantic_bool(t), true) << t;
+  }
+  for (const char* f : {"false", "False", "FALSE", "no", "No", "off", "OFF", "f", "F", "n", "0"}) {
+    EXPECT_EQ(pydantic_bool(f), false) << f;
+  }
+  for (const char* s : {"auto", "", " true", "false ", "2", "00", "enabled", "truee", "nope"}) {
+    EXPECT_EQ(pydantic_bool(s), std::nullopt) << '"' << s << '"';
+  }
+}
+
+// The HF guide's fp32 example writes "enabled": "false"; DeepSpeed 0.19's pydantic models read it
+// as false. Before: "error: fp16.enabled: expected true or false, got \"false\"".
+TEST(StringBooleans, AcceptedWithAWarningNamingTheKey) {
+  auto r = check(R"({"fp16": {"enabled": "false"}, "bf16": {"enabled": "True"},
+      "zero_optimization": {"stage": 3, "offload_param": {"device": "cpu", "pin_memory": "yes"}},
+      "wall_clock_breakdown": "0",
+      "optimizer": {"type": "AdamW", "params": {"lr": 1e-3, "bias_correction": "off"}}})");
+  EXPECT_TRUE(r.ok()) << r.format();
+  EXPECT_EQ(r.warning_count(), 5) << r.format();
+  EXPECT_TRUE(has(r,
+                  "warning: fp16.enabled: \"false\" is a string; read as the boolean false "
+                  "(pydantic's rule, as DeepSpeed reads it) (write false without quotes)"))
+      << r.format();
+  EXPECT_TRUE(has(r, "warning: bf16.enabled: \"True\" is a string; read as the boolean true"));
+  EXPECT_TRUE(has(r, "warning: zero_optimization.offload_param.pin_memory: \"yes\" is a string"));
+  EXPECT_TRUE(
+      has(r, "warning: wall_clock_breakdown: \"0\" is a string; read as the boolean false"));
+  EXPECT_TRUE(has(r, "warning: optimizer.params.bias_correction: \"off\" is a string"));
+}
+
+TEST(StringBooleans, RulesSeeTheBooleans) {
+  // Both "true": the fp16/bf16 rule must fire as it does for JSON booleans.
+  auto r = check(R"({"fp16": {"enabled": "true"}, "bf16": {"enabled": "yes"}})");
+  EXPECT_TRUE(has(r, "error: fp16.enabled: fp16 and bf16 cannot both be enabled")) << r.format();
+  // Without the loader (a Json built in code): the same reading and one warning per key.
+  Json doc = {{"fp16", {{"enabled", "false"}}}};
+  ValidationReport raw = validate_ds_config(doc, {});
+  EXPECT_TRUE(raw.ok()) << raw.format();
+  EXPECT_EQ(raw.warning_count(), 1);
+  EXPECT_TRUE(has(raw, "warning: fp16.enabled: \"false\" is a string; read as the boolean false"));
+}
+
+TEST(StringBooleans, OtherStringsAndAutoAreUnchanged) {
+  auto r = check(R"({"fp16": {"enabled": "maybe"}, "bf16": {"enabled": " true"}})");
+  EXPECT_TRUE(has(r, "error: fp16.enabled: expected true or false, got \"maybe\"")) << r.format();
+  EXPECT_TRUE(has(r, "error: bf16.enabled: expected true or false, got \" true\""));
+  auto a = check(R"({"fp16": {"enabled": "auto"}})");
+  EXPECT_TRUE(a.diagnostics.empty()) << a.format();
+  auto loaded =
+      load_ds_config_text(R"({"fp16": {"enabled": "auto"}, "steps_per_print": "1"})", "t.json");
+  ASSERT_TRUE(loaded.ok());
+  EXPECT_EQ(loaded->json["fp16"]["enabled"], "auto");
+  EXPECT_EQ(loaded->json["steps_per_print"], "1");  // an integer key: not a boolean, stays
+}
+
+TEST(BatchTriad, ProductOverflowIsAnError) {
+  // 8 * (2^61 + 1) * 1 wraps to 8 in int64: the triad used to be accepted as consistent.
+  std::string path;
+  auto r = derive_batch_triad({8, 8, int64_t{2305843009213693953}}, 1, &path);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(path, "gradient_accumulation_steps");
+  EXPECT_EQ(r.status().message(),
+            "train_micro_batch_size_per_gpu 8 * gradient_accumulation_steps 2305843009213693953 "
+            "* world size 1 overflows a 64-bit integer (at most 9223372036854775807)");
+  EXPECT_FALSE(derive_batch_triad({std::nullopt, int64_t{1} << 40, int64_t{1} << 40}, 2).ok());
+  EXPECT_FALSE(derive_batch_triad({std::nullopt, INT64_MAX, std::nullopt}, 2).ok());
+  EXPECT_FALSE(derive_batch_triad({std::nullopt, int64_t{1} << 31, int64_t{1} << 31}, 2).ok());
+  auto big = derive_batch_triad({std::nullopt, int64_t{1} << 30, int64_t{1} << 31}, 2);
+  ASSERT_TRUE(big.ok());
+  EXPECT_EQ(*big->train_batch_size, int64_t{1} << 62);
 }
 
 TEST(BatchTriad, DerivationRules) {

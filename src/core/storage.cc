@@ -14,6 +14,8 @@
 #include <filesystem>
 #include <system_error>
 
+#include "core/regular_file.h"
+
 namespace zero {
 namespace {
 
@@ -129,7 +131,9 @@ class PosixWritableFile : public WritableFile {
 class PosixStorage : public Storage {
  public:
   StatusOr<std::unique_ptr<RandomAccessFile>> open_read(const std::string& path) override {
-    Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    // O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below like any file
+    // that is not regular (a device would never end, or its size would be meaningless).
+    Fd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
     if (fd.get() < 0) {
       int err = errno;
       if (err == ENOENT) return not_found("{}: no such file", path);
@@ -138,6 +142,9 @@ class PosixStorage : public Storage {
     struct stat st;
     if (::fstat(fd.get(), &st) != 0) return posix_error("stat", path, errno);
     if (S_ISDIR(st.st_mode)) return invalid_argument("{}: is a directory, not a file", path);
+    if (!S_ISREG(st.st_mode)) {
+      return invalid_argument("{}: is {}, not a regular file", path, file_type_name(st.st_mode));
+    }
     return std::unique_ptr<RandomAccessFile>(
         new PosixRandomAccessFile(path, fd.release(), static_cast<uint64_t>(st.st_size)));
   }

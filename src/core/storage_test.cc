@@ -2,6 +2,7 @@
 // surfacing as a Status that names the path.
 #include "core/storage.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -93,6 +94,20 @@ TEST_F(StorageTest, ExchangeSwapsTwoDirectories) {
   s = storage_->exchange(path("a"), path("missing"));
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("missing"), std::string::npos) << s.message();
+}
+
+// Every reader built on Storage (checkpoint manifests, metrics, safetensors and their index) gets
+// this: a FIFO is refused without waiting for a writer, a device without reading it.
+TEST_F(StorageTest, OpenReadRefusesFifosAndDevices) {
+  std::string fifo = path("manifest.json");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto f = storage_->open_read(fifo);  // before: blocked forever in open()
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(f.status().message(), fifo + ": is a FIFO (named pipe), not a regular file");
+  auto z = storage_->open_read("/dev/zero");
+  ASSERT_FALSE(z.ok());
+  EXPECT_EQ(z.status().message(), "/dev/zero: is a character device, not a regular file");
 }
 
 TEST_F(StorageTest, ErrorsNamePathAndErrnoText) {

@@ -170,7 +170,11 @@ StatusOr<uint64_t> parse_size_bytes(const std::string& text) {
   while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.'))
     ++i;
   if (i == 0) return invalid_argument("size \"{}\": expected a number like 5GB or 500MB", text);
-  double value = std::stod(text.substr(0, i));
+  const std::string number = text.substr(0, i);
+  if (std::count(number.begin(), number.end(), '.') > 1) {
+    return invalid_argument("size \"{}\": expected a number like 5GB or 500MB", text);
+  }
+  double value = std::stod(number);
   std::string unit = text.substr(i);
   for (auto& ch : unit) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
   double mult = 1;
@@ -193,7 +197,10 @@ StatusOr<uint64_t> parse_size_bytes(const std::string& text) {
   else
     return invalid_argument("size \"{}\": unknown unit \"{}\" (B, KB, MB, GB, TB, KiB, MiB, GiB)",
                             text, unit);
-  return static_cast<uint64_t>(value * mult);
+  const double bytes = value * mult;
+  if (!(bytes >= 1)) return invalid_argument("size \"{}\": must be at least 1 byte", text);
+  if (bytes >= 9.2e18) return invalid_argument("size \"{}\": too large", text);
+  return static_cast<uint64_t>(bytes);
 }
 
 Status save_hf_model(Storage& storage, const std::string& dir, const ModelLayout& layout,

@@ -5,11 +5,13 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <optional>
-#include <sstream>
 
 #include <spdlog/spdlog.h>
+
+#include "core/check.h"
+#include "core/checked_math.h"
+#include "core/regular_file.h"
 
 namespace zero::model {
 namespace {
@@ -45,8 +47,10 @@ class Reader {
                             json_type_name(got));
   }
 
-  // A positive integer; integral floats (e.g. 4096.0) are accepted.
-  StatusOr<int64_t> positive_int(const std::string& key, std::optional<int64_t> fallback) const {
+  // A positive integer of at most `max`; integral floats (e.g. 4096.0) are accepted. The bound is
+  // checked here, before anything is sized from the value.
+  StatusOr<int64_t> positive_int(const std::string& key, std::optional<int64_t> fallback,
+                                 int64_t max = kMaxModelDimension) const {
     const json* v = find(key);
     if (v == nullptr || v->is_null()) {
       if (fallback) return *fallback;
@@ -64,6 +68,10 @@ class Reader {
     }
     if (out <= 0)
       return invalid_argument("{}: {}: must be positive, got {}", source_, name(key), out);
+    if (out > max) {
+      return invalid_argument("{}: {}: {} is larger than the limit {}", source_, name(key), out,
+                              max);
+    }
     return out;
   }
 
@@ -140,7 +148,7 @@ Status parse_gpt2(const Reader& r, ModelConfig& c) {
   ZERO_ASSIGN_OR_RETURN(c.vocab_size, r.positive_int("vocab_size", std::nullopt));
   ZERO_ASSIGN_OR_RETURN(c.max_position_embeddings, r.positive_int("n_positions", std::nullopt));
   ZERO_ASSIGN_OR_RETURN(c.hidden_size, r.positive_int("n_embd", std::nullopt));
-  ZERO_ASSIGN_OR_RETURN(c.num_layers, r.positive_int("n_layer", std::nullopt));
+  ZERO_ASSIGN_OR_RETURN(c.num_layers, r.positive_int("n_layer", std::nullopt, kMaxModelLayers));
   ZERO_ASSIGN_OR_RETURN(c.num_heads, r.positive_int("n_head", std::nullopt));
   c.num_kv_heads = c.num_heads;
   ZERO_ASSIGN_OR_RETURN(c.intermediate_size, r.positive_int("n_inner", 4 * c.hidden_size));
@@ -422,7 +430,8 @@ Status parse_llama_family(const json& j, const Reader& r, ModelConfig& c) {
   c.arch = Arch::kLlama;
   ZERO_ASSIGN_OR_RETURN(c.vocab_size, r.positive_int("vocab_size", std::nullopt));
   ZERO_ASSIGN_OR_RETURN(c.hidden_size, r.positive_int("hidden_size", std::nullopt));
-  ZERO_ASSIGN_OR_RETURN(c.num_layers, r.positive_int("num_hidden_layers", std::nullopt));
+  ZERO_ASSIGN_OR_RETURN(c.num_layers,
+                        r.positive_int("num_hidden_layers", std::nullopt, kMaxModelLayers));
   ZERO_ASSIGN_OR_RETURN(c.num_heads, r.positive_int("num_attention_heads", std::nullopt));
   ZERO_ASSIGN_OR_RETURN(c.num_kv_heads, r.positive_int("num_key_value_heads", c.num_heads));
   ZERO_ASSIGN_OR_RETURN(c.intermediate_size, r.positive_int("intermediate_size", std::nullopt));
@@ -566,6 +575,14 @@ StatusOr<ModelConfig> model_config_from_json(const nlohmann::json& j,
     return invalid_argument("{}: number of heads {} does not divide the hidden size {}",
                             source_name, c.num_heads, c.hidden_size);
   }
+  // The parameter count must fit (checked arithmetic), and stay below kMaxModelParams so that every
+  // byte count derived from it (weights, gradients, optimizer state) fits in 64 bits.
+  auto counts = checked_count_params(c);
+  if (!counts.ok()) return counts.status().with_context(std::string(source_name));
+  if (counts->total > kMaxModelParams) {
+    return invalid_argument("{}: {} parameters is more than the limit {} (check the dimensions)",
+                            source_name, counts->total, kMaxModelParams);
+  }
   ZERO_ASSIGN_OR_RETURN(c.initializer_range, r.positive_number("initializer_range", 0.02));
   const json* dtype = r.find("dtype");
   const json* torch_dtype = r.find("torch_dtype");
@@ -582,13 +599,16 @@ StatusOr<ModelConfig> load_model_config(const std::string& path) {
   std::error_code ec;
   fs::path file = path;
   if (fs::is_directory(file, ec)) file /= "config.json";
-  std::ifstream in(file);
-  if (!in) return not_found("{}: cannot open model config", file.string());
-  std::stringstream buf;
-  buf << in.rdbuf();
+  auto text = read_regular_file(file.string(), kMaxModelConfigBytes, "an HF config.json");
+  if (!text.ok()) {
+    if (text.status().code() == StatusCode::kNotFound) {
+      return not_found("{}: cannot open model config: no such file", file.string());
+    }
+    return text.status();
+  }
   json j;
   try {
-    j = json::parse(buf.str());
+    j = json::parse(*text);
   } catch (const json::parse_error& e) {
     return invalid_argument("{}: invalid JSON: {}", file.string(), e.what());
   }
@@ -596,12 +616,12 @@ StatusOr<ModelConfig> load_model_config(const std::string& path) {
   for (const std::string& w : c.warnings) spdlog::warn("{}", w);
   // generation_config.json beside it is kept, to be saved with the model.
   fs::path gen = file.parent_path() / "generation_config.json";
-  if (fs::is_regular_file(gen, ec)) {
-    std::ifstream gin(gen);
-    std::stringstream gbuf;
-    gbuf << gin.rdbuf();
+  if (fs::exists(gen, ec)) {
+    ZERO_ASSIGN_OR_RETURN(
+        std::string gen_text,
+        read_regular_file(gen.string(), kMaxModelConfigBytes, "an HF generation_config.json"));
     try {
-      c.generation_config = json::parse(gbuf.str());
+      c.generation_config = json::parse(gen_text);
     } catch (const json::parse_error& e) {
       return invalid_argument("{}: invalid JSON: {}", gen.string(), e.what());
     }
@@ -717,48 +737,70 @@ StatusOr<ModelConfig> preset_model_config(std::string_view name) {
   return invalid_argument("preset:{}: unknown model preset (known: {})", name, known);
 }
 
-ParamCounts count_params(const ModelConfig& c) {
-  const int64_t C = c.hidden_size;
-  const int64_t I = c.intermediate_size;
-  const int64_t V = c.vocab_size;
-  ParamCounts p;
+StatusOr<ParamCounts> checked_count_params(const ModelConfig& c) {
+  // Every sum and product is overflow-checked (CheckedInt64): an absurd config must be refused,
+  // not wrap around to a negative count.
+  using N = CheckedInt64;
+  const N C = c.hidden_size;
+  const N I = c.intermediate_size;
+  const N V = c.vocab_size;
   // Each module's own parameters (DeepSpeed's largest-layer definition is the max of these).
-  std::vector<int64_t> modules;
-  const int64_t token_embedding = V * C;
+  std::vector<N> modules;
+  const N token_embedding = V * C;
   modules.push_back(token_embedding);
-  p.embedding = token_embedding;
+  N embedding = token_embedding, per_block = 0, final_norm = 0;
   if (c.arch == Arch::kGpt2) {
-    const int64_t position_embedding = c.max_position_embeddings * C;
+    const N position_embedding = N(c.max_position_embeddings) * C;
     modules.push_back(position_embedding);
-    p.embedding += position_embedding;
-    const int64_t ln = 2 * C;                  // weight + bias
-    const int64_t c_attn = C * 3 * C + 3 * C;  // fused qkv (Conv1D) + bias
-    const int64_t attn_proj = C * C + C;
-    const int64_t c_fc = C * I + I;
-    const int64_t mlp_proj = I * C + C;
+    embedding += position_embedding;
+    const N ln = N(2) * C;                     // weight + bias
+    const N c_attn = C * N(3) * C + N(3) * C;  // fused qkv (Conv1D) + bias
+    const N attn_proj = C * C + C;
+    const N c_fc = C * I + I;
+    const N mlp_proj = I * C + C;
     modules.insert(modules.end(), {ln, c_attn, attn_proj, c_fc, mlp_proj});
-    p.per_block = 2 * ln + c_attn + attn_proj + c_fc + mlp_proj;
-    p.final_norm = 2 * C;
+    per_block = N(2) * ln + c_attn + attn_proj + c_fc + mlp_proj;
+    final_norm = N(2) * C;
   } else {
-    const int64_t q_numel = c.num_heads * c.head_dim();
-    const int64_t kv_numel = c.num_kv_heads * c.head_dim();
+    const N q_numel = N(c.num_heads) * N(c.head_dim());
+    const N kv_numel = N(c.num_kv_heads) * N(c.head_dim());
     const bool qkv_bias = c.attention_bias;
     const bool o_bias = c.attention_bias && c.model_type != "qwen2";
-    const int64_t q_proj = C * q_numel + (qkv_bias ? q_numel : 0);
-    const int64_t kv_proj = C * kv_numel + (qkv_bias ? kv_numel : 0);  // k_proj and v_proj each
-    const int64_t o_proj = q_numel * C + (o_bias ? C : 0);
-    const int64_t up_proj = C * I + (c.mlp_bias ? I : 0);  // gate_proj and up_proj each
-    const int64_t down_proj = I * C + (c.mlp_bias ? C : 0);
-    const int64_t norm = C;
+    const N q_proj = C * q_numel + (qkv_bias ? q_numel : N(0));
+    const N kv_proj = C * kv_numel + (qkv_bias ? kv_numel : N(0));  // k_proj and v_proj each
+    const N o_proj = q_numel * C + (o_bias ? C : N(0));
+    const N up_proj = C * I + (c.mlp_bias ? I : N(0));  // gate_proj and up_proj each
+    const N down_proj = I * C + (c.mlp_bias ? C : N(0));
+    const N norm = C;
     modules.insert(modules.end(), {q_proj, kv_proj, o_proj, up_proj, down_proj, norm});
-    p.per_block = q_proj + 2 * kv_proj + o_proj + 2 * up_proj + down_proj + 2 * norm;
-    p.final_norm = C;
+    per_block = q_proj + N(2) * kv_proj + o_proj + N(2) * up_proj + down_proj + N(2) * norm;
+    final_norm = C;
   }
-  p.head = c.tie_word_embeddings ? 0 : V * C;  // lm_head has no bias; tied shares wte
-  if (!c.tie_word_embeddings) modules.push_back(p.head);
-  p.total = p.embedding + c.num_layers * p.per_block + p.final_norm + p.head;
-  p.largest_layer = *std::max_element(modules.begin(), modules.end());
+  const N head = c.tie_word_embeddings ? N(0) : V * C;  // lm_head has no bias; tied shares wte
+  if (!c.tie_word_embeddings) modules.push_back(head);
+  const N total = embedding + N(c.num_layers) * per_block + final_norm + head;
+  N largest = 0;
+  for (const N& m : modules) largest = max(largest, m);
+  if (total.overflowed() || largest.overflowed()) {
+    return invalid_argument(
+        "the parameter count of this model overflows a 64-bit integer (vocab_size {}, hidden "
+        "size {}, intermediate size {}, {} layers)",
+        c.vocab_size, c.hidden_size, c.intermediate_size, c.num_layers);
+  }
+  ParamCounts p;
+  p.embedding = *embedding.get();
+  p.per_block = *per_block.get();
+  p.final_norm = *final_norm.get();
+  p.head = *head.get();
+  p.total = *total.get();
+  p.largest_layer = *largest.get();
   return p;
+}
+
+ParamCounts count_params(const ModelConfig& c) {
+  auto counts = checked_count_params(c);
+  ZERO_CHECK(counts.ok(), "count_params: ", counts.status().message());
+  return *counts;
 }
 
 }  // namespace zero::model

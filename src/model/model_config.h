@@ -63,10 +63,22 @@ struct ModelConfig {
   }
 };
 
+// Sanity limits on a model read from config.json, checked before anything is sized from it: every
+// dimension (vocab, hidden, intermediate, positions, heads, window) fits in an int32; layers are
+// far beyond any real model (the deepest published decoders have a few hundred); the parameter
+// count times the bytes of training state per parameter fits in an int64.
+inline constexpr int64_t kMaxModelDimension = 2147483647;  // 2^31 - 1
+inline constexpr int64_t kMaxModelLayers = 65536;
+inline constexpr int64_t kMaxModelParams = 1'000'000'000'000'000;  // 1e15
+
 // Parses an HF config.json object. Errors name the key (e.g. "config.json: num_attention_heads:
 // ...").
 StatusOr<ModelConfig> model_config_from_json(const nlohmann::json& j, std::string_view source_name);
-// Reads DIR/config.json (or a path to a config.json file).
+// Largest config.json / generation_config.json read (real ones are a few KiB).
+inline constexpr uint64_t kMaxModelConfigBytes = uint64_t{16} << 20;
+
+// Reads DIR/config.json (or a path to a config.json file). Only a regular file of at most
+// kMaxModelConfigBytes is read (a FIFO or a device is refused without blocking).
 StatusOr<ModelConfig> load_model_config(const std::string& path);
 // HF config.json for this model (original keys kept, ours updated), in the layout read: the 4.x
 // top-level rope_theta / rope_scaling / torch_dtype, or transformers-5 rope_parameters / dtype
@@ -92,6 +104,10 @@ struct ParamCounts {
   int64_t total = 0;
   int64_t largest_layer = 0;
 };
+// REQUIRES: checked_count_params(config) succeeds (true of every config model_config_from_json
+// returns and of the presets).
 ParamCounts count_params(const ModelConfig& config);
+// The counts, or kInvalidArgument when they overflow int64.
+StatusOr<ParamCounts> checked_count_params(const ModelConfig& config);
 
 }  // namespace zero::model

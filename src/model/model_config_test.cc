@@ -189,6 +189,55 @@ TEST(ModelConfig, Errors) {
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
 }
 
+// Dimensions that would wrap the parameter count, or size allocations beyond any machine, are
+// refused while config.json is read. Before: `zero estimate --model` printed a negative --params
+// and n_layer 1e9 aborted `zero train` with std::bad_alloc after 11 s.
+TEST(ModelConfig, AbsurdDimensionsAreRefusedBeforeAnythingIsSized) {
+  json g = model_config_to_json(*preset_model_config("gpt2-tiny"));
+  g["n_layer"] = 1000000000;
+  expect_error(g, StatusCode::kInvalidArgument,
+               "n_layer: 1000000000 is larger than the limit 65536");
+  g["n_layer"] = 1e9;  // as a float
+  expect_error(g, StatusCode::kInvalidArgument, "n_layer: 1000000000 is larger than the limit");
+  json l = llama_json();
+  l["num_hidden_layers"] = 65537;
+  expect_error(l, StatusCode::kInvalidArgument, "num_hidden_layers: 65537 is larger than");
+  l = llama_json();
+  l["vocab_size"] = int64_t{1} << 40;
+  expect_error(l, StatusCode::kInvalidArgument,
+               "vocab_size: 1099511627776 is larger than the "
+               "limit 2147483647");
+  // Every dimension within its limit, but the count wraps: GPT-2's fused qkv alone is 3 * C * C,
+  // beyond int64 for C near 2^31.
+  g = model_config_to_json(*preset_model_config("gpt2-tiny"));
+  g["n_embd"] = 2147483646;
+  g["n_head"] = 1;
+  g["n_inner"] = 1;
+  expect_error(g, StatusCode::kInvalidArgument,
+               "parameter count of this model overflows a 64-bit "
+               "integer");
+  // Fits int64 but not the limit on parameters (byte counts must fit too).
+  l = llama_json();
+  l["hidden_size"] = 1 << 20;
+  l["num_attention_heads"] = 1 << 10;
+  l["num_key_value_heads"] = 1 << 10;
+  l["intermediate_size"] = 1 << 20;
+  l["num_hidden_layers"] = 2000;
+  expect_error(l, StatusCode::kInvalidArgument,
+               "parameters is more than the limit "
+               "1000000000000000");
+}
+
+TEST(ModelConfig, OnlyRegularFilesAreRead) {
+  // /dev/zero as a model "config.json": refused at once (before: read until std::bad_alloc).
+  auto zero = load_model_config("/dev/zero");
+  ASSERT_FALSE(zero.ok());
+  EXPECT_EQ(zero.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(zero.status().message().find("/dev/zero: is a character device, not a regular file"),
+            std::string::npos)
+      << zero.status().message();
+}
+
 TEST(ModelConfig, RoundTripKeepsUnknownKeys) {
   for (const char* dir : {"gpt2", "gpt2-medium", "Llama-3.2-1B", "Meta-Llama-3-8B",
                           "Mistral-7B-v0.1", "Qwen2-0.5B", "TinyLlama-1.1B-Chat-v1.0"}) {

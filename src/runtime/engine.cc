@@ -19,15 +19,16 @@
 
 namespace zero::runtime {
 
-Engine::Engine(EngineOptions options) : options_(std::move(options)) {}
+Engine::Engine(EngineOptions options)
+    : options_(std::move(options)), timers_(options_.wall_clock_breakdown) {}
 
 Engine::~Engine() {
   // The coordinator and reducer wait for their in-flight collectives; destroy them before the
   // communicator they use.
   params_.reset();
   grads_.reset();
-  // The swapper waits for in-flight I/O on the staging buffers and removes its files.
-  swapper_.reset();
+  // The state store waits for in-flight swap I/O and removes its files.
+  state_.reset();
 }
 
 StatusOr<std::unique_ptr<Engine>> Engine::create(EngineOptions options, const UnitInitFn& init,
@@ -110,56 +111,22 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(EngineOptions options, const Un
   }
   e->grads_ = std::make_unique<sharding::GradReducer>(*e->shard_layout_, *comm, o.zero, e->memory_);
 
-  // Master weights and optimizer state: this rank's partition only (the full unit at stage 0).
-  // offload_optimizer.ratio picks which units the offloaded optimizer owns (a prefix).
+  // Master weights and optimizer state: this rank's partition only (the full unit at stage 0),
+  // wherever offload_optimizer puts them.
   const int num_units = layout.num_units();
-  if (!(off.ratio >= 0.0 && off.ratio <= 1.0)) {
-    return invalid_argument("zero_optimization.offload_optimizer.ratio: {} is not in [0, 1]",
-                            off.ratio);
-  }
-  e->offloaded_units_ = off.optimizer == OptimizerOffload::kNone
-                            ? 0
-                            : static_cast<int>(off.ratio * static_cast<double>(num_units));
-  e->units_.resize(static_cast<size_t>(num_units));
-  for (int u = 0; u < num_units; ++u) {
-    e->units_[static_cast<size_t>(u)].on_nvme =
-        off.optimizer == OptimizerOffload::kNvme && u < e->offloaded_units_;
-  }
-  if (e->offloaded_units_ > 0 && off.optimizer == OptimizerOffload::kNvme) {
-    // Each unit's initial state goes through a staging set straight into the swap files.
-    ZERO_RETURN_IF_ERROR(e->setup_nvme());
-    Staging& st = e->staging_[0];
-    for (int u = 0; u < e->offloaded_units_; ++u) {
-      const int64_t begin = e->partition_begin(u), numel = e->partition_numel(u);
-      ZERO_RETURN_IF_ERROR(
-          init(u, begin, begin + numel, st.master.get())
-              .with_context(fmt::format("initialising unit {}", layout.unit(u).name)));
-      ZERO_RETURN_IF_ERROR(e->params_->set_values(u, st.master.get()));
-      std::memset(st.exp_avg.get(), 0, static_cast<size_t>(numel) * sizeof(float));
-      std::memset(st.exp_avg_sq.get(), 0, static_cast<size_t>(numel) * sizeof(float));
-      // fast_init: the moments are zero and the preallocated files already read back as zeros.
-      ZERO_RETURN_IF_ERROR(e->submit_swap(u, st, /*write=*/true, /*master_only=*/off.fast_init));
-      ZERO_RETURN_IF_ERROR(wait_tickets(*e->swapper_, &st.writes));
-    }
-  }
-  {
-    for (int u = 0; u < num_units; ++u) {
-      UnitState& s = e->units_[static_cast<size_t>(u)];
-      if (s.on_nvme) continue;
-      const int64_t begin = e->partition_begin(u), numel = e->partition_numel(u);
-      s.master = Tensor(Shape{numel});
-      s.exp_avg = Tensor(Shape{numel});
-      s.exp_avg_sq = Tensor(Shape{numel});
-      e->memory_.master_bytes += static_cast<int64_t>(s.master.nbytes());
-      e->memory_.optimizer_state_bytes += static_cast<int64_t>(2 * s.exp_avg.nbytes());
-      ZERO_RETURN_IF_ERROR(
-          init(u, begin, begin + numel, s.master.f32())
-              .with_context(fmt::format("initialising unit {}", layout.unit(u).name)));
-      ZERO_RETURN_IF_ERROR(e->params_->set_values(u, s.master.f32()));
-    }
-  }
+  std::vector<int64_t> partition_numel(static_cast<size_t>(num_units));
+  for (int u = 0; u < num_units; ++u)
+    partition_numel[static_cast<size_t>(u)] = e->partition_numel(u);
+  Engine* engine = e.get();
+  auto fill = [engine, &init, &layout](int u, float* master) {
+    const int64_t begin = engine->partition_begin(u);
+    return init(u, begin, begin + engine->partition_numel(u), master)
+        .with_context(fmt::format("initialising unit {}", layout.unit(u).name));
+  };
+  ZERO_ASSIGN_OR_RETURN(e->state_,
+                        OptimizerStateStore::create(off, std::move(partition_numel), comm->rank(),
+                                                    e->memory_, fill, e->install_fn()));
   ZERO_RETURN_IF_ERROR(e->params_->finish_updates());
-  if (off.pin_memory && e->offloaded_units_ > 0) ZERO_RETURN_IF_ERROR(e->pin_offloaded_state());
 
   // Loss scaling exists only for fp16; bf16 and fp32 run at scale 1 (non-finite steps still skip).
   const bool fp16 = o.dtype == DType::kF16;
@@ -168,34 +135,8 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(EngineOptions options, const Un
   return e;
 }
 
-Status Engine::pin_offloaded_state() {
-  std::string why_not;
-  auto pin = [&](void* data, size_t nbytes) {
-    if (data == nullptr || nbytes == 0) return;
-    pins_.emplace_back(data, nbytes);
-    if (!pins_.back().pinned() && why_not.empty()) why_not = pins_.back().why_not();
-    memory_.pinned_bytes += static_cast<int64_t>(pins_.back().nbytes());
-  };
-  for (int u = 0; u < offloaded_units_; ++u) {
-    UnitState& s = units_[static_cast<size_t>(u)];
-    if (s.on_nvme) continue;
-    pin(s.master.view().data, s.master.nbytes());
-    pin(s.exp_avg.view().data, s.exp_avg.nbytes());
-    pin(s.exp_avg_sq.view().data, s.exp_avg_sq.nbytes());
-  }
-  for (Staging& st : staging_) {
-    const size_t bytes = offload::NvmeSwapper::slot_bytes(staging_numel_ * sizeof(float));
-    pin(st.master.get(), bytes);
-    pin(st.exp_avg.get(), bytes);
-    pin(st.exp_avg_sq.get(), bytes);
-  }
-  if (!why_not.empty() && comm_->rank() == 0) {
-    spdlog::warn(
-        "zero_optimization.offload_optimizer.pin_memory: the offloaded optimizer state stays "
-        "pageable: {} (raise `ulimit -l` to pin it)",
-        why_not);
-  }
-  return ok_status();
+OptimizerStateStore::InstallFn Engine::install_fn() {
+  return [this](int u, const float* master) { return params_->set_values(u, master); };
 }
 
 model::ParamAccess& Engine::params() { return *params_; }
@@ -207,7 +148,12 @@ StatusOr<StepResult> Engine::train_step(const std::vector<MicroBatch>& micro_bat
   for (const auto& mb : micro_batches) r.tokens += mb.batch * mb.seq * comm_->world_size();
 
   ZERO_ASSIGN_OR_RETURN(r.loss, forward_backward(micro_batches, static_cast<float>(r.loss_scale)));
-  ZERO_RETURN_IF_ERROR(grads_->finish_step());
+  {
+    StepTimers::Scope t(timers_, StepPhase::kBackwardAllreduce);
+    ZERO_RETURN_IF_ERROR(grads_->finish_step());
+  }
+  StepTimers::Scope step_timer(timers_, StepPhase::kStep);
+  timers_.end_step();
 
   double norm_scaled = 0.0;
   bool overflow = false;
@@ -245,11 +191,17 @@ StatusOr<double> Engine::forward_backward(const std::vector<MicroBatch>& micro_b
     const MicroBatch& mb = micro_batches[static_cast<size_t>(m)];
     params_->begin_micro_step();
     grads_->begin_micro_step(m);
-    loss_sum += model_->forward(*params_, mb.tokens.data(), mb.targets.data(), mb.batch, mb.seq);
+    {
+      StepTimers::Scope t(timers_, StepPhase::kForward);
+      loss_sum += model_->forward(*params_, mb.tokens.data(), mb.targets.data(), mb.batch, mb.seq);
+    }
     const int64_t counted = model_->counted_targets();
     const double dloss =
         counted > 0 ? loss_scale / (static_cast<double>(counted) * gas * world) : 0.0;
-    model_->backward(*params_, *grads_, static_cast<float>(dloss));
+    {
+      StepTimers::Scope t(timers_, StepPhase::kBackwardInner);
+      model_->backward(*params_, *grads_, static_cast<float>(dloss));
+    }
     ZERO_RETURN_IF_ERROR(params_->status());
   }
   // The loss of the global batch: mean over this rank's micro-steps, then over ranks.
@@ -319,166 +271,18 @@ void Engine::update_unit(int u, double lr, float grad_multiplier,
 
 Status Engine::apply_update(double lr, float grad_multiplier) {
   ++optimizer_updates_;
-  if (swapper_) return apply_update_nvme(lr, grad_multiplier);
-  std::optional<optim::Betas> betas = options_.schedule.betas_at(optimizer_updates_);
-  for (int u = 0; u < model_->layout().num_units(); ++u) {
-    UnitState& s = units_[static_cast<size_t>(u)];
-    update_unit(u, lr, grad_multiplier, betas, s.master.f32(), s.exp_avg.f32(), s.exp_avg_sq.f32());
-    ZERO_RETURN_IF_ERROR(params_->set_values(u, s.master.f32()));
-  }
-  return params_->finish_updates();
-}
-
-namespace {
-
-constexpr const char* kSwapClasses[3] = {"master", "exp_avg", "exp_avg_sq"};
-
-std::shared_ptr<float> aligned_floats(int64_t numel) {
-  const uint64_t bytes =
-      offload::NvmeSwapper::slot_bytes(static_cast<uint64_t>(std::max<int64_t>(numel, 1)) * 4);
-  void* p = std::aligned_alloc(offload::kDirectIoAlignBytes, bytes);
-  ZERO_CHECK(p != nullptr, "out of memory allocating NVMe staging buffers");
-  std::memset(p, 0, bytes);
-  return std::shared_ptr<float>(static_cast<float*>(p), [](float* q) { std::free(q); });
-}
-
-}  // namespace
-
-Status Engine::setup_nvme() {
-  const OffloadOptions& off = options_.offload;
-  offload::NvmeSwapperOptions so;
-  so.nvme_path = off.nvme_path;
-  so.rank = comm_->rank();
-  so.aio = off.aio;
-  auto swapper = offload::NvmeSwapper::create(so);
-  if (!swapper.ok()) {
-    return swapper.status().with_context("zero_optimization.offload_optimizer.nvme_path");
-  }
-  swapper_ = std::move(*swapper);
-  uint64_t capacity = 0;
-  int64_t max_numel = 0;
-  for (int u = 0; u < offloaded_units_; ++u) {
-    units_[static_cast<size_t>(u)].swap_offset = capacity;
-    const int64_t numel = partition_numel(u);
-    capacity += offload::NvmeSwapper::slot_bytes(static_cast<uint64_t>(numel) * 4);
-    max_numel = std::max(max_numel, numel);
-  }
-  for (const char* c : kSwapClasses) {
-    ZERO_RETURN_IF_ERROR(swapper_->add_file(c, std::max<uint64_t>(capacity, 1))
-                             .with_context("zero_optimization.offload_optimizer.nvme_path"));
-  }
-  staging_numel_ = static_cast<uint64_t>(std::max<int64_t>(max_numel, 1));
-  const int sets = 1 + (off.pipeline_read ? 1 : 0) + (off.pipeline_write ? 1 : 0);
-  staging_.resize(static_cast<size_t>(sets));
-  for (Staging& st : staging_) {
-    st.master = aligned_floats(max_numel);
-    st.exp_avg = aligned_floats(max_numel);
-    st.exp_avg_sq = aligned_floats(max_numel);
-  }
-  // RAM: the staging sets only; the partitions themselves live in the swap files.
-  const int64_t set_bytes = static_cast<int64_t>(
-      offload::NvmeSwapper::slot_bytes(static_cast<uint64_t>(std::max<int64_t>(max_numel, 1)) * 4));
-  memory_.master_bytes += sets * set_bytes;
-  memory_.optimizer_state_bytes += 2 * sets * set_bytes;
-  memory_.offloaded_bytes += static_cast<int64_t>(3 * capacity);
-  return ok_status();
-}
-
-Status Engine::submit_swap(int u, Staging& st, bool write, bool master_only) {
-  const UnitState& s = units_[static_cast<size_t>(u)];
-  const size_t nbytes = static_cast<size_t>(partition_numel(u)) * sizeof(float);
-  if (nbytes == 0) return ok_status();
-  float* bufs[3] = {st.master.get(), st.exp_avg.get(), st.exp_avg_sq.get()};
-  for (int k = 0; k < (master_only ? 1 : 3); ++k) {
-    StatusOr<offload::Ticket> t =
-        write ? swapper_->submit_write(kSwapClasses[k], s.swap_offset, nbytes, bufs[k])
-              : swapper_->submit_read(kSwapClasses[k], s.swap_offset, nbytes, bufs[k]);
-    if (!t.ok()) return t.status();
-    (write ? st.writes : st.reads).push_back(t->id);
-  }
-  return ok_status();
-}
-
-Status Engine::wait_tickets(offload::NvmeSwapper& swapper, std::vector<uint64_t>* tickets) {
-  Status first = ok_status();
-  for (uint64_t id : *tickets) {
-    Status s = swapper.wait(offload::Ticket{id});
-    if (first.ok() && !s.ok()) first = s;
-  }
-  tickets->clear();
-  return first;
-}
-
-Status Engine::apply_update_nvme(double lr, float grad_multiplier) {
-  // Per unit: read master + moments into a staging set, update, install, write back. With
-  // pipeline_read the next unit's read is in flight during this update; with pipeline_write the
-  // previous unit's write-back is. Staging sets rotate, so a set is reused only after its
-  // write-back finished.
-  const OffloadOptions& off = options_.offload;
   const std::optional<optim::Betas> betas = options_.schedule.betas_at(optimizer_updates_);
-  // Units [0, offloaded_units_) live on NVMe; the rest (offload_optimizer.ratio < 1) in RAM.
-  const int n = offloaded_units_;
-  const int sets = static_cast<int>(staging_.size());
-  auto start_read = [&](int u) -> Status {
-    Staging& st = staging_[static_cast<size_t>(u % sets)];
-    ZERO_RETURN_IF_ERROR(wait_tickets(*swapper_, &st.writes));
-    return submit_swap(u, st, /*write=*/false);
-  };
-  auto run = [&]() -> Status {
-    for (int u = 0; u < n; ++u) {
-      Staging& st = staging_[static_cast<size_t>(u % sets)];
-      if (u == 0 || !off.pipeline_read) ZERO_RETURN_IF_ERROR(start_read(u));
-      ZERO_RETURN_IF_ERROR(wait_tickets(*swapper_, &st.reads));
-      if (off.pipeline_read && u + 1 < n) ZERO_RETURN_IF_ERROR(start_read(u + 1));
-      update_unit(u, lr, grad_multiplier, betas, st.master.get(), st.exp_avg.get(),
-                  st.exp_avg_sq.get());
-      ZERO_RETURN_IF_ERROR(params_->set_values(u, st.master.get()));
-      ZERO_RETURN_IF_ERROR(submit_swap(u, st, /*write=*/true));
-      if (!off.pipeline_write) ZERO_RETURN_IF_ERROR(wait_tickets(*swapper_, &st.writes));
-    }
-    for (Staging& st : staging_) ZERO_RETURN_IF_ERROR(wait_tickets(*swapper_, &st.writes));
-    for (int u = n; u < model_->layout().num_units(); ++u) {
-      UnitState& s = units_[static_cast<size_t>(u)];
-      update_unit(u, lr, grad_multiplier, betas, s.master.f32(), s.exp_avg.f32(),
-                  s.exp_avg_sq.f32());
-      ZERO_RETURN_IF_ERROR(params_->set_values(u, s.master.f32()));
-    }
-    return ok_status();
-  };
-  Status s = run();
-  if (!s.ok()) {
-    // Leave no request in flight on the staging buffers.
-    (void)swapper_->wait_all();
-    for (Staging& st : staging_) {
-      st.reads.clear();
-      st.writes.clear();
-    }
-    return s.with_context("optimizer step on NVMe-offloaded state");
-  }
+  ZERO_RETURN_IF_ERROR(state_->update_all(
+      [&](int u, float* master, float* exp_avg, float* exp_avg_sq) {
+        update_unit(u, lr, grad_multiplier, betas, master, exp_avg, exp_avg_sq);
+      },
+      install_fn()));
   return params_->finish_updates();
 }
 
 Status Engine::read_partition_state(int u, float* master, float* exp_avg, float* exp_avg_sq) const {
-  const size_t nbytes = static_cast<size_t>(partition_numel(u)) * sizeof(float);
-  float* dst[3] = {master, exp_avg, exp_avg_sq};
-  const UnitState& s = units_[static_cast<size_t>(u)];
-  if (!s.on_nvme) {
-    const float* src[3] = {s.master.f32(), s.exp_avg.f32(), s.exp_avg_sq.f32()};
-    for (int k = 0; k < 3; ++k) {
-      if (dst[k] != nullptr && nbytes > 0) std::memcpy(dst[k], src[k], nbytes);
-    }
-    return ok_status();
-  }
-  for (int k = 0; k < 3; ++k) {
-    if (dst[k] == nullptr || nbytes == 0) continue;
-    ZERO_RETURN_IF_ERROR(swapper_->read(kSwapClasses[k], s.swap_offset, nbytes, dst[k]));
-  }
-  return ok_status();
+  return state_->read_partition(u, master, exp_avg, exp_avg_sq);
 }
-
-}  // namespace zero::runtime
-
-namespace zero::runtime {
 
 Status Engine::restore(const RestoreState& state) {
   global_step_ = state.global_step;
@@ -489,23 +293,13 @@ Status Engine::restore(const RestoreState& state) {
   if (!state.loss_scaler_state.is_null()) {
     ZERO_RETURN_IF_ERROR(scaler_->restore(state.loss_scaler_state));
   }
-  for (int u = 0; u < shard_layout_->num_units(); ++u) {
-    UnitState& s = units_[static_cast<size_t>(u)];
-    const int64_t begin = partition_begin(u), end = begin + partition_numel(u);
-    if (s.on_nvme) {
-      // Through a staging set into the swap files.
-      Staging& st = staging_[0];
-      ZERO_RETURN_IF_ERROR(state.read_partition(u, begin, end, st.master.get(), st.exp_avg.get(),
-                                                st.exp_avg_sq.get()));
-      ZERO_RETURN_IF_ERROR(params_->set_values(u, st.master.get()));
-      ZERO_RETURN_IF_ERROR(submit_swap(u, st, /*write=*/true));
-      ZERO_RETURN_IF_ERROR(wait_tickets(*swapper_, &st.writes));
-      continue;
-    }
-    ZERO_RETURN_IF_ERROR(
-        state.read_partition(u, begin, end, s.master.f32(), s.exp_avg.f32(), s.exp_avg_sq.f32()));
-    ZERO_RETURN_IF_ERROR(params_->set_values(u, s.master.f32()));
-  }
+  ZERO_RETURN_IF_ERROR(state_->load_all(
+      [&](int u, float* master, float* exp_avg, float* exp_avg_sq) {
+        const int64_t begin = partition_begin(u);
+        return state.read_partition(u, begin, begin + partition_numel(u), master, exp_avg,
+                                    exp_avg_sq);
+      },
+      install_fn()));
   return params_->finish_updates();
 }
 

@@ -24,6 +24,9 @@
 #include "optim/lr_schedule.h"
 #include "optim/optimizer_spec.h"
 #include "runtime/memory_plan.h"
+#include "runtime/offload_options.h"
+#include "runtime/optimizer_state_store.h"
+#include "runtime/step_timers.h"
 #include "sharding/grad_reducer.h"
 #include "sharding/param_coordinator.h"
 #include "sharding/shard_layout.h"
@@ -34,33 +37,6 @@ class NvmeSwapper;
 }  // namespace zero::offload
 
 namespace zero::runtime {
-
-// zero_optimization.offload_optimizer (+ the `aio` block): where the fp32 master weights and the
-// optimizer moments of this rank's partition live and which kernel updates them (docs/offload.md).
-enum class OptimizerOffload { kNone, kCpu, kNvme };
-
-struct OffloadOptions {
-  // kCpu: the vectorised CPU Adam (offload::cpu_adam_update; Lamb stays scalar), state in RAM.
-  // kNvme: as kCpu, and master + exp_avg + exp_avg_sq live in swap files under nvme_path (stage 3
-  // only; DeepSpeed treats nvme as cpu below stage 3 and so do we, with a warning).
-  OptimizerOffload optimizer = OptimizerOffload::kNone;
-  std::string nvme_path;        // swap directory (created if missing); required for kNvme
-  offload::AioConfig aio;       // the ds_config `aio` block
-  bool pipeline_read = false;   // read the next unit's state while this one updates
-  bool pipeline_write = false;  // write the previous unit's state back while this one updates
-  // offload_optimizer.fast_init: initial moments are not written to NVMe (the preallocated swap
-  // files read back as zeros), a third of the initialisation I/O.
-  bool fast_init = false;
-  // offload_optimizer.pin_memory: page-lock the offloaded state kept in RAM (and the NVMe staging
-  // sets), best effort: a warning names RLIMIT_MEMLOCK when the lock is refused.
-  bool pin_memory = false;
-  // offload_optimizer.ratio: the fraction of units (DeepSpeed: of sub-groups) whose update runs
-  // in the offloaded optimizer; unit u is offloaded iff u < int(ratio * units). The others keep
-  // their state resident (on the device, on GPU builds) and use the device update.
-  double ratio = 1.0;
-  // offload_param (stage 3 only; below stage 3 it is ignored with a warning, as DeepSpeed does).
-  sharding::ParamOffloadOptions param;
-};
 
 struct EngineOptions {
   model::ModelConfig model_config;
@@ -74,11 +50,15 @@ struct EngineOptions {
   OffloadOptions offload;
   // Memory honesty (memory_plan.h): before allocating, the engine checks what this configuration
   // needs per rank against the machine. The planned micro-batch sizes the activations (0: not
-  // counted); `resources` replaces the probe of this machine (tests).
+  // counted), and with the planned accumulation steps the token batches of one step, which the
+  // trainer holds at once; `resources` replaces the probe of this machine (tests).
   bool check_memory = true;
   int64_t planned_micro_batch = 0;
   int64_t planned_seq_len = 0;
+  int64_t planned_grad_accum = 0;
   std::optional<HostResources> resources;
+  // ds_config wall_clock_breakdown: time the step phases (timers()).
+  bool wall_clock_breakdown = false;
 };
 
 // One micro-batch of this rank: tokens and targets, (B, T) each.
@@ -122,14 +102,14 @@ class Engine {
   // This rank's partition of unit u's fp32 master weights: elements
   // [partition_begin(u), partition_begin(u) + partition_numel(u)) of the padded unit.
   // Null when the unit's state lives on NVMe (see state_on_nvme()): use read_partition_state.
-  const float* master(int u) const { return units_[static_cast<size_t>(u)].master.f32(); }
+  const float* master(int u) const { return state_->master(u); }
   int64_t partition_begin(int u) const { return grads_->partition_begin(u); }
   int64_t partition_numel(int u) const { return grads_->partition_numel(u); }
   // Optimizer state of this rank's partition of unit u (same range as master()).
-  const float* exp_avg(int u) const { return units_[static_cast<size_t>(u)].exp_avg.f32(); }
-  const float* exp_avg_sq(int u) const { return units_[static_cast<size_t>(u)].exp_avg_sq.f32(); }
+  const float* exp_avg(int u) const { return state_->exp_avg(u); }
+  const float* exp_avg_sq(int u) const { return state_->exp_avg_sq(u); }
   // Whether master weights and moments live in NVMe swap files (offload nvme at stage 3).
-  bool state_on_nvme() const { return swapper_ != nullptr; }
+  bool state_on_nvme() const { return state_->on_nvme(); }
   // Copies this rank's partition of unit u (partition_numel(u) floats each; any pointer may be
   // null to skip it) from wherever it lives: RAM or the swap files. Not concurrent with steps.
   Status read_partition_state(int u, float* master, float* exp_avg, float* exp_avg_sq) const;
@@ -156,36 +136,21 @@ class Engine {
   Communicator& comm() { return *comm_; }
   const optim::LossScaler& loss_scaler() const { return *scaler_; }
   const optim::LrSchedule& schedule() const { return options_.schedule; }
+  // This rank's phase times (wall_clock_breakdown; disabled timers stay at zero).
+  StepTimers& timers() { return timers_; }
 
  private:
-  struct UnitState {
-    Tensor master;             // fp32 master weights of this rank's partition (empty on NVMe)
-    Tensor exp_avg;            // Adam / Lamb first moment (partition)
-    Tensor exp_avg_sq;         // second moment (partition)
-    uint64_t swap_offset = 0;  // byte offset of the partition in each swap file (NVMe)
-    bool on_nvme = false;      // state in the swap files (offload nvme, within ratio)
-  };
-  // Staging for one unit's state read from / written to the swap files (4096-aligned).
-  struct Staging {
-    std::shared_ptr<float> master, exp_avg, exp_avg_sq;
-    std::vector<uint64_t> reads, writes;  // outstanding swapper tickets
-  };
-
   explicit Engine(EngineOptions options);
   // Phases of a step.
   StatusOr<double> forward_backward(const std::vector<MicroBatch>& micro_batches, float loss_scale);
   Status global_norm(double* norm_scaled, bool* nonfinite);
   Status apply_update(double lr, float grad_multiplier);
+  // Hands a unit's new master weights to the parameter coordinator.
+  OptimizerStateStore::InstallFn install_fn();
   // Updates one unit's partition in place (the optimizer math, shared by every placement).
   void update_unit(int u, double lr, float grad_multiplier,
                    const std::optional<optim::Betas>& betas, float* master, float* exp_avg,
                    float* exp_avg_sq);
-  Status apply_update_nvme(double lr, float grad_multiplier);
-  Status setup_nvme();
-  Status pin_offloaded_state();
-  // master_only: only the master weights (fast_init's first write).
-  Status submit_swap(int u, Staging& st, bool write, bool master_only = false);
-  static Status wait_tickets(offload::NvmeSwapper& swapper, std::vector<uint64_t>* tickets);
 
   EngineOptions options_;
   std::unique_ptr<Communicator> own_comm_;  // the world of one when none was given
@@ -193,17 +158,13 @@ class Engine {
   std::unique_ptr<model::Model> model_;
   std::unique_ptr<sharding::ShardLayout> shard_layout_;
   sharding::MemoryAccounting memory_;
-  std::vector<UnitState> units_;
-  std::unique_ptr<offload::NvmeSwapper> swapper_;  // state on NVMe; null otherwise
-  int offloaded_units_ = 0;  // units [0, k) use the offloaded optimizer (offload_optimizer.ratio)
-  std::vector<PinnedRange> pins_;  // offload_optimizer.pin_memory
-  std::vector<Staging> staging_;   // 1 + pipeline_read + pipeline_write sets
-  uint64_t staging_numel_ = 0;     // floats per staging buffer
   std::unique_ptr<sharding::ParamCoordinator> params_;
   std::unique_ptr<sharding::GradReducer> grads_;
+  std::unique_ptr<OptimizerStateStore> state_;  // master weights and moments, where they live
   std::unique_ptr<optim::LossScaler> scaler_;
   int64_t global_step_ = 0;
   int64_t optimizer_updates_ = 0;  // successful updates (Adam's step counter)
+  StepTimers timers_;
 };
 
 }  // namespace zero::runtime

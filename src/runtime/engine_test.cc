@@ -626,6 +626,32 @@ TEST(MemoryCheck, TooLittleMemoryIsRefusedNamingTheLargestPartAndItsSetting) {
   EXPECT_NE(e.status().message().find("rank 0"), std::string::npos) << e.status().message();
 }
 
+// The trainer holds one step's micro-batches at once: gradient_accumulation_steps x micro-batch x
+// sequence tokens and targets. An absurd accumulation count must be refused here, by name, with no
+// int64 wrap-around (before: the trainer died of std::length_error sizing a vector by it).
+TEST(MemoryCheck, StepTokenBatchesAreCountedWithoutOverflow) {
+  std::unique_ptr<model::HfWeightReader> reader;
+  OffloadOptions none;
+  auto fits = make_offload_engine(1, none, reader);
+  ASSERT_TRUE(fits.ok()) << fits.status().to_string();
+  EngineOptions o = (*fits)->options();
+  const sharding::ShardLayout& layout = (*fits)->shard_layout();
+  o.planned_grad_accum = 3;
+  EXPECT_EQ(plan_memory(o, layout, 4, 16).step_batches, 3 * 4 * 16 * 8 + 3 * 64);
+  o.planned_grad_accum = 1'000'000'000'000'000'000;
+  const MemoryNeeds needs = plan_memory(o, layout, 4, 16);
+  EXPECT_EQ(needs.step_batches, INT64_MAX);
+  EXPECT_EQ(needs.ram(), INT64_MAX);  // saturates instead of wrapping negative
+  HostResources big;
+  big.available_ram_bytes = int64_t{1} << 50;
+  Status s = check_memory(needs, 8, big);
+  ASSERT_EQ(s.code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(s.message().find("The largest part is the token batches of one step: lower "
+                             "gradient_accumulation_steps"),
+            std::string::npos)
+      << s.message();
+}
+
 TEST(MemoryCheck, SwapSpaceIsCheckedPerDirectoryNamingTheKey) {
   const auto dir = temp_dir("disk");
   std::unique_ptr<model::HfWeightReader> reader;

@@ -9,9 +9,9 @@
 
 namespace zero::runtime {
 
-void generate(model::Model& model, model::ParamAccess& params, std::vector<int32_t>& tokens,
+bool generate(model::Model& model, model::ParamAccess& params, std::vector<int32_t>& tokens,
               const SamplingOptions& options, void (*on_token)(int32_t, void*), void* ctx) {
-  if (options.max_new_tokens <= 0 || tokens.empty()) return;
+  if (options.max_new_tokens <= 0 || tokens.empty()) return false;
   const model::ModelConfig& c = model.layout().config();
   const int64_t limit = options.context_limit > 0
                             ? std::min(options.context_limit, c.max_position_embeddings)
@@ -49,6 +49,10 @@ void generate(model::Model& model, model::ParamAccess& params, std::vector<int32
       std::discrete_distribution<int64_t> dist(probs.begin(), probs.end());
       next = static_cast<int32_t>(dist(rng));
     }
+    if (std::find(options.stop_tokens.begin(), options.stop_tokens.end(), next) !=
+        options.stop_tokens.end()) {
+      return true;
+    }
     tokens.push_back(next);
     if (on_token) on_token(next, ctx);
     if (i + 1 == options.max_new_tokens) break;
@@ -58,6 +62,7 @@ void generate(model::Model& model, model::ParamAccess& params, std::vector<int32
       prefill(std::max<int64_t>(1, limit / 2));
     }
   }
+  return false;
 }
 
 }  // namespace zero::runtime

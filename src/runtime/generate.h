@@ -20,11 +20,14 @@ struct SamplingOptions {
   // Positions kept in the cache; 0 = max_position_embeddings, at most 4096 (long-context models
   // would otherwise allocate a cache for 128k positions).
   int64_t context_limit = 0;
+  // Generation ends when one of these is sampled (the model's EOS ids); it is not appended.
+  std::vector<int32_t> stop_tokens;
 };
 
 // Appends up to max_new_tokens sampled tokens to `tokens` (which holds the prompt, at least 1
-// token). `on_token` (may be null) is called with each new token as it is produced.
-void generate(model::Model& model, model::ParamAccess& params, std::vector<int32_t>& tokens,
+// token), stopping early at a stop token. `on_token` (may be null) is called with each new token
+// as it is produced. Returns true when a stop token ended the generation.
+bool generate(model::Model& model, model::ParamAccess& params, std::vector<int32_t>& tokens,
               const SamplingOptions& options, void (*on_token)(int32_t token, void* ctx) = nullptr,
               void* ctx = nullptr);
 

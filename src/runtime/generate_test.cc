@@ -53,6 +53,26 @@ TEST_P(Generate, GreedyEqualsArgmaxOfTheFullForward) {
   EXPECT_EQ(got, want);
 }
 
+// A stop token (the model's EOS) ends generation before it is appended: the output is the
+// unstopped greedy run cut where that token first appears.
+TEST_P(Generate, StopsAtAStopTokenWithoutAppendingIt) {
+  Fixture f = load(GetParam());
+  const std::vector<int32_t> prompt = {3, 14, 15};
+  SamplingOptions o;
+  o.max_new_tokens = 12;
+  o.temperature = 0.0;
+  std::vector<int32_t> full = prompt;
+  EXPECT_FALSE(generate(*f.model, *f.params, full, o));
+  const int32_t stop = full[prompt.size() + 4];
+  const auto first =
+      std::find(full.begin() + static_cast<std::ptrdiff_t>(prompt.size()), full.end(), stop);
+  std::vector<int32_t> want(full.begin(), first);
+  o.stop_tokens = {stop};
+  std::vector<int32_t> got = prompt;
+  EXPECT_TRUE(generate(*f.model, *f.params, got, o));
+  EXPECT_EQ(got, want);
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, Generate, ::testing::Values("gpt2_tiny", "llama_tiny"));
 
 // Past the context limit the oldest half is dropped: generation goes on, deterministic per seed.

@@ -13,7 +13,7 @@ namespace zero::runtime {
 namespace {
 
 std::atomic<int> g_pending{0};  // async-signal-safe: lock-free int
-struct sigaction g_old_int, g_old_term;
+struct sigaction g_old_int, g_old_term, g_old_pipe;
 
 void on_signal(int signal) {
   int expected = 0;
@@ -40,11 +40,17 @@ InterruptGuard::InterruptGuard() {
   sa.sa_flags = SA_RESTART;  // blocking I/O and MPI progress continue across the signal
   sigaction(SIGINT, &sa, &g_old_int);
   sigaction(SIGTERM, &sa, &g_old_term);
+  // A closed stdout (`zero train | head`) must not kill the run: writes fail with EPIPE instead.
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  sigaction(SIGPIPE, &ignore, &g_old_pipe);
 }
 
 InterruptGuard::~InterruptGuard() {
   sigaction(SIGINT, &g_old_int, nullptr);
   sigaction(SIGTERM, &g_old_term, nullptr);
+  sigaction(SIGPIPE, &g_old_pipe, nullptr);
 }
 
 int InterruptGuard::pending() { return g_pending.load(); }

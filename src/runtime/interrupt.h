@@ -9,7 +9,8 @@
 
 namespace zero::runtime {
 
-// Installs the handlers for its lifetime and restores the previous ones after. A second signal
+// Installs the handlers for its lifetime and restores the previous ones after; SIGPIPE is ignored
+// meanwhile (a closed stdout makes writes fail; the run goes on). A second signal
 // while the first is being handled takes the default action (an operator's "stop now").
 // One at a time per process.
 class InterruptGuard {

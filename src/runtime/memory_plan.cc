@@ -123,12 +123,23 @@ MemoryNeeds plan_memory(const EngineOptions& o, const sharding::ShardLayout& lay
     n.activations =
         model::Transformer::activation_bytes(o.model_config, o.transformer, micro_batch, seq_len);
   }
+  if (o.planned_grad_accum > 0 && micro_batch > 0 && seq_len > 0) {
+    // Tokens and targets (int32 each) of every micro-batch of the step, plus their headers.
+    // Checked: gradient_accumulation_steps near 2^63 must be refused here, before the trainer
+    // sizes a vector by it.
+    constexpr int64_t kTokenAndTargetBytes = 8;
+    constexpr int64_t kMicroBatchHeaderBytes = 64;
+    const CheckedInt64 bytes =
+        CheckedInt64(o.planned_grad_accum) * micro_batch * seq_len * kTokenAndTargetBytes +
+        CheckedInt64(o.planned_grad_accum) * kMicroBatchHeaderBytes;
+    n.step_batches = bytes.get().value_or(INT64_MAX);
+  }
   return n;
 }
 
 Status check_memory(const MemoryNeeds& needs, int ranks_on_node, const HostResources& have) {
   const int64_t ranks = std::max(ranks_on_node, 1);
-  const int64_t need = needs.ram() * ranks;
+  const int64_t need = checked_mul(needs.ram(), ranks).value_or(INT64_MAX);
   if (need > have.available_ram_bytes) {
     struct Part {
       const char* what;
@@ -148,6 +159,9 @@ Status check_memory(const MemoryNeeds& needs, int ranks_on_node, const HostResou
         {"activations", needs.activations,
          "lower --per_device_train_batch_size / --block_size or turn on "
          "--gradient_checkpointing"},
+        {"token batches of one step", needs.step_batches,
+         "lower gradient_accumulation_steps (or train_batch_size), "
+         "train_micro_batch_size_per_gpu or --block_size"},
     };
     std::sort(parts.begin(), parts.end(),
               [](const Part& a, const Part& b) { return a.bytes > b.bytes; });

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/checked_math.h"
 #include "core/status.h"
 #include "sharding/shard_layout.h"
 
@@ -25,8 +26,13 @@ struct MemoryNeeds {
   int64_t master_weights = 0;   // fp32 master weights kept in RAM (or their staging)
   int64_t optimizer_state = 0;  // Adam moments kept in RAM (or their staging)
   int64_t activations = 0;      // the planned micro-batch (0 when not known)
+  int64_t step_batches = 0;     // one step's micro-batches of tokens and targets, held at once
+                                // (INT64_MAX when the count overflows)
+  // The sum, saturating at INT64_MAX (absurd batch settings must read as "too much", not wrap).
   int64_t ram() const {
-    return parameters + gradients + master_weights + optimizer_state + activations;
+    return checked_sum(
+               {parameters, gradients, master_weights, optimizer_state, activations, step_batches})
+        .value_or(INT64_MAX);
   }
   // Swap files, per directory (the optimizer's and the parameters' may differ).
   struct Swap {

@@ -4,9 +4,11 @@
 #include <omp.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <map>
 
@@ -23,11 +25,14 @@
 #include "model/hf_checkpoint.h"
 #include "optim/loss_scaler.h"
 #include "runtime/csv_monitor.h"
+#include "runtime/effective_config_file.h"
 #include "runtime/interrupt.h"
 #include "runtime/metrics.h"
 #include "runtime/model_source.h"
+#include "runtime/progress.h"
 #include "runtime/resume_notes.h"
 #include "runtime/run_lock.h"
+#include "runtime/start_agreement.h"
 
 namespace zero::runtime {
 
@@ -401,12 +406,35 @@ Status remove_checkpoints(const std::string& out_dir) {
   return ok_status();
 }
 
-int fail(const Failure& f, int rank) {
-  const std::string& msg = f.status.message();
-  // Name the rank unless the message already does (communicator errors start with "rank R:").
-  const bool named = msg.rfind("rank ", 0) == 0;
-  std::fprintf(stderr, "error: %s%s\n",
-               rank > 0 && !named ? fmt::format("rank {}: ", rank).c_str() : "", msg.c_str());
+// What every rank must agree on: the effective DeepSpeed config, the model and the run plan.
+RunFingerprint run_fingerprint(const TrainArgs& args, const Plan& plan,
+                               const model::ModelConfig& mc, int64_t block, int64_t num_samples,
+                               int64_t max_steps, int64_t start_step) {
+  RunFingerprint fp;
+  add_to_fingerprint(fp, "ds_config", plan.effective.json);
+  add_to_fingerprint(fp, "model", model::model_config_to_json(mc));
+  add_to_fingerprint(fp, "--model", args.model);
+  add_to_fingerprint(fp, "--train_file", args.train_file);
+  add_to_fingerprint(fp, "data.samples", num_samples);
+  add_to_fingerprint(fp, "--block_size", block);
+  add_to_fingerprint(fp, "--data_order", args.data_order);
+  add_to_fingerprint(fp, "--seed", args.seed);
+  add_to_fingerprint(fp, "--max_steps", max_steps);
+  add_to_fingerprint(fp, "resume.step", start_step);
+  add_to_fingerprint(fp, "--save_steps", args.save_steps);
+  add_to_fingerprint(fp, "--save_total_limit", args.save_total_limit.value_or(0));
+  add_to_fingerprint(fp, "--save_final", args.save_final);
+  add_to_fingerprint(fp, "--save_dtype", args.save_dtype.value_or("fp32"));
+  add_to_fingerprint(fp, "--save_on_interrupt", args.save_on_interrupt);
+  add_to_fingerprint(fp, "--gradient_checkpointing", args.gradient_checkpointing);
+  add_to_fingerprint(fp, "--output_dir", args.output_dir);
+  add_to_fingerprint(fp, "--device", args.device);
+  return fp;
+}
+
+int fail(const Failure& f, int rank, int world) {
+  // One whole line (one write), "[rank R] error: ..." when there are several ranks.
+  std::fprintf(stderr, "%s\n", rank_error_line(rank, world, f.status.message()).c_str());
   return f.exit_code;
 }
 
@@ -415,8 +443,24 @@ int fail(const Failure& f, int rank) {
 int run_training(const TrainArgs& args, Communicator& comm) {
   const int rank = comm.rank(), world = comm.world_size();
   const bool lead = rank == 0;
-  auto bad = [&](const Status& s) { return fail({2, s}, rank); };
-  auto broken = [&](const Status& s) { return fail({1, s}, rank); };
+  // Rank 0's stdout: a live line only on a terminal this process owns (never under a launcher).
+  ProgressPrinter progress(
+      lead ? choose_progress_mode(console_facts_of_this_process(world, args.quiet))
+           : ProgressMode::kPlainLines,
+      stdout);
+  // Until the ranks agreed to start (below), a failure is reported through the agreement, which
+  // stops every rank with it; after that, a rank that fails alone ends the whole job at once
+  // (its peers would otherwise wait in the next collective until the timeout).
+  bool started = false;
+  auto stop = [&](int exit_code, const Status& s) -> int {
+    progress.end_live_line();
+    if (!started) return agree_to_start(comm, exit_code, s.message(), {}, stderr);
+    fail({exit_code, s}, rank, world);
+    if (world > 1) comm.abort_job(exit_code);
+    return exit_code;
+  };
+  auto bad = [&](const Status& s) { return stop(2, s); };
+  auto broken = [&](const Status& s) { return stop(1, s); };
 
   // SIGINT / SIGTERM from here on are acted on at the next step boundary (swap files are made
   // while the engine is created, and must go with it).
@@ -442,7 +486,7 @@ int run_training(const TrainArgs& args, Communicator& comm) {
     }
     save_dtype = *d;
   }
-  auto source = ModelSource::open(args.model, args.seed);
+  auto source = ModelSource::open(args.model, static_cast<uint64_t>(args.seed));
   if (!source.ok()) return bad(source.status().with_context("--model " + args.model));
   const model::ModelConfig& mc = (*source)->config();
 
@@ -470,6 +514,9 @@ int run_training(const TrainArgs& args, Communicator& comm) {
   Plan& plan = *plan_or;
   plan.engine.planned_micro_batch = plan.micro_batch;
   plan.engine.planned_seq_len = block;
+  plan.engine.wall_clock_breakdown = plan.ds.wall_clock_breakdown.value;
+  record_batch_triad(plan.effective, plan.train_batch, plan.micro_batch, plan.grad_accum);
+  plan.engine.planned_grad_accum = plan.grad_accum;  // sizes the step's token batches
   int64_t max_steps = args.max_steps;
   if (max_steps <= 0 && args.num_train_epochs) {
     max_steps = static_cast<int64_t>(
@@ -484,7 +531,7 @@ int run_training(const TrainArgs& args, Communicator& comm) {
   sc.train_batch_size = plan.train_batch;
   sc.micro_batch_size = plan.micro_batch;
   sc.world_size = world;
-  sc.seed = args.seed;
+  sc.seed = static_cast<uint64_t>(args.seed);
   if (args.data_order == "shuffle") {
     sc.order = DataOrder::kShuffle;
   } else if (args.data_order != "sequential") {
@@ -522,17 +569,30 @@ int run_training(const TrainArgs& args, Communicator& comm) {
   MetricsWriter metrics;
   std::unique_ptr<CsvMonitor> csv;
   std::unique_ptr<RunLock> run_lock;
+  const std::string metrics_path = args.output_dir + "/metrics.jsonl";
   if (lead) {
     auto lock = RunLock::acquire(args.output_dir, "zero train");
     if (!lock.ok()) return bad(lock.status());
     run_lock = std::move(*lock);
-    const std::string metrics_path = args.output_dir + "/metrics.jsonl";
     if (std::filesystem::exists(metrics_path) && !args.overwrite_output_dir && !resume) {
       return bad(failed_precondition(
           "{} already holds a run (metrics.jsonl); pass --overwrite_output_dir to replace it or "
           "--resume_from_checkpoint to continue it",
           args.output_dir));
     }
+  }
+
+  // Every rank is ready: check that they run the same thing before anything is written or any
+  // collective of the engine is issued.
+  {
+    const int code = agree_to_start(
+        comm, 0, "",
+        run_fingerprint(args, plan, mc, block, data->num_samples(), max_steps, start_step), stderr);
+    if (code != 0) return code;
+    started = true;
+  }
+
+  if (lead) {
     Status s = default_storage()->make_dirs(args.output_dir);
     if (!s.ok()) return bad(s);
     if (resume) {
@@ -555,6 +615,8 @@ int run_training(const TrainArgs& args, Communicator& comm) {
     }
     s = metrics.open(metrics_path, /*truncate=*/!resume);
     if (!s.ok()) return bad(s);
+    s = write_effective_config(*default_storage(), args.output_dir, plan.effective);
+    if (!s.ok()) return bad(s);
     if (plan.ds.csv_monitor.enabled.value) {
       csv = std::make_unique<CsvMonitor>(plan.ds.csv_monitor.output_path.value,
                                          plan.ds.csv_monitor.job_name.value);
@@ -565,6 +627,7 @@ int run_training(const TrainArgs& args, Communicator& comm) {
       plan.ds.steps_per_print.value.value_or(args.logging_steps > 0 ? args.logging_steps : 10);
   const int64_t log_every = args.logging_steps > 0 ? args.logging_steps : steps_per_print;
   if (lead) {
+    for (const auto& n : args.cli_notes) std::fprintf(stderr, "note: %s\n", n.c_str());
     for (const auto& n : plan.notes) std::fprintf(stderr, "%s\n", n.c_str());
     std::printf("zero train: %s, %s params, world size %d, ZeRO stage %d, %s\n",
                 model_banner((*source)->description(), resume.get()).c_str(),
@@ -577,8 +640,13 @@ int run_training(const TrainArgs& args, Communicator& comm) {
         static_cast<long long>(data->num_samples()), static_cast<long long>(block),
         static_cast<long long>(plan.train_batch), static_cast<long long>(plan.micro_batch),
         static_cast<long long>(plan.grad_accum), world, static_cast<long long>(max_steps));
-    std::printf("zero train: effective DeepSpeed config:\n%s\n",
-                config::render_effective_config(plan.effective).c_str());
+    std::printf("zero train: config: %s; in %s/%s%s\n",
+                effective_config_summary(plan.effective, world).c_str(), args.output_dir.c_str(),
+                kEffectiveConfigFile, args.verbose ? "" : " (--verbose prints it)");
+    if (args.verbose) {
+      std::printf("zero train: effective DeepSpeed config:\n%s\n",
+                  config::render_effective_config(plan.effective).c_str());
+    }
     if (resume) {
       for (const std::string& n : schedule_change_notes(*resume, plan.effective.json, max_steps)) {
         std::printf("zero train: note: %s\n", n.c_str());
@@ -644,24 +712,41 @@ int run_training(const TrainArgs& args, Communicator& comm) {
     // the others waiting in it.)
     if (lead) {
       Status synced = metrics.sync();
+      progress.end_live_line();
       if (!synced.ok()) std::fprintf(stderr, "warning: %s\n", synced.to_string().c_str());
     }
     ZERO_ASSIGN_OR_RETURN(checkpoint::SaveResult res,
                           checkpoint::save_checkpoint(*default_storage(), comm, r));
     if (lead) {
-      std::printf("zero train: saved checkpoint %s%s\n", res.tag_dir.c_str(),
-                  res.replaced ? " (replaced an earlier run's checkpoint of that tag)" : "");
-      std::fflush(stdout);
+      progress.message(
+          fmt::format("zero train: saved checkpoint {}{}", res.tag_dir,
+                      res.replaced ? " (replaced an earlier run's checkpoint of that tag)" : ""));
     }
     return ok_status();
   };
 
-  const bool tty = lead && !args.quiet && isatty(STDOUT_FILENO);
+  const bool live = progress.mode() == ProgressMode::kLiveLine;
   const auto start = std::chrono::steady_clock::now();
   double window_tokens = 0;
   auto window_start = start;
   std::vector<MicroBatch> micro(static_cast<size_t>(plan.grad_accum));
   int64_t last_saved_step = start_step;
+  int64_t nonfinite_steps = 0;  // consecutive steps whose loss was NaN / Inf
+  bool stdout_closed = false;
+  // Progress goes to stdout; `zero train ... | head` closes it early. SIGPIPE is ignored (see
+  // InterruptGuard) and the run goes on without progress lines, saying so once on stderr.
+  auto flush_stdout = [&] {
+    // ferror is sticky: a failed write by the progress printer counts too.
+    if ((std::fflush(stdout) != 0 || std::ferror(stdout) != 0) && !stdout_closed) {
+      stdout_closed = true;
+      std::fprintf(stderr,
+                   "zero train: warning: stdout is closed (%s); training goes on, progress lines "
+                   "are no longer printed (metrics.jsonl has every step)\n",
+                   errno != 0 ? std::strerror(errno) : "write failed");
+      // Later writes go nowhere instead of failing (fmt::print throws on a failed write).
+      if (std::freopen("/dev/null", "w", stdout) == nullptr) std::clearerr(stdout);
+    }
+  };
   for (int64_t step = start_step; step < max_steps; ++step) {
     // Step boundary: did any rank get SIGINT / SIGTERM? (one tiny all-gather: all ranks must
     // stop after the same step, or the others would wait in the next step's collectives.)
@@ -669,6 +754,7 @@ int run_training(const TrainArgs& args, Communicator& comm) {
     if (!sig.ok()) return broken(sig.status());
     if (*sig != 0) {
       if (lead) {
+        progress.end_live_line();
         std::fprintf(stderr, "zero train: %s received: stopping after step %lld of %lld\n",
                      interrupt_name(*sig), static_cast<long long>(step),
                      static_cast<long long>(max_steps));
@@ -697,6 +783,7 @@ int run_training(const TrainArgs& args, Communicator& comm) {
     }
     auto result = engine.train_step(micro);
     if (!result.ok()) return broken(result.status());
+    nonfinite_steps = std::isfinite(result->loss) ? 0 : nonfinite_steps + 1;
     const auto now = std::chrono::steady_clock::now();
     const double elapsed = std::chrono::duration<double>(now - start).count();
     window_tokens += static_cast<double>(result->tokens);
@@ -713,6 +800,21 @@ int run_training(const TrainArgs& args, Communicator& comm) {
       sm.elapsed_s = elapsed;
       Status s = metrics.write(sm);
       if (!s.ok()) return broken(s);
+    }
+    if (args.max_nonfinite_steps > 0 && nonfinite_steps >= args.max_nonfinite_steps) {
+      // The loss is the global batch's mean, the same on every rank: all ranks stop here.
+      if (lead) {
+        std::fprintf(stderr,
+                     "error: the loss was %g (not finite) in the last %lld steps (%lld..%lld); "
+                     "stopping (--max_nonfinite_steps %lld). The weights (--model), the learning "
+                     "rate or the data are broken: fp16 overflow does not cause this (its steps "
+                     "are skipped with a finite loss)\n",
+                     result->loss, static_cast<long long>(nonfinite_steps),
+                     static_cast<long long>(step + 2 - nonfinite_steps),
+                     static_cast<long long>(step + 1),
+                     static_cast<long long>(args.max_nonfinite_steps));
+      }
+      return 1;
     }
     if (args.save_steps > 0 && (step + 1) % args.save_steps == 0) {
       Status s = save(step + 1);
@@ -733,12 +835,12 @@ int run_training(const TrainArgs& args, Communicator& comm) {
     }
     if ((step + 1) % steps_per_print == 0 && plan.ds.steps_per_print.value) {
       // DeepSpeed's periodic line (engine._report_progress).
-      std::printf("[Rank 0] step=%lld, skipped=%s, lr=[%g], mom=[(%g, %g)]\n",
-                  static_cast<long long>(step + 1), result->skipped ? "True" : "False", result->lr,
-                  plan.engine.optimizer.beta1, plan.engine.optimizer.beta2);
+      progress.message(fmt::format("[Rank 0] step={}, skipped={}, lr=[{:g}], mom=[({:g}, {:g})]",
+                                   step + 1, result->skipped ? "True" : "False", result->lr,
+                                   plan.engine.optimizer.beta1, plan.engine.optimizer.beta2));
     }
     const bool last = step + 1 == max_steps;
-    if ((step + 1) % log_every == 0 || last || tty) {
+    if ((step + 1) % log_every == 0 || last || live) {
       const double window_s = std::chrono::duration<double>(now - window_start).count();
       const double tok_s = window_s > 0 ? window_tokens / window_s : 0.0;
       // Rates over the steps this run did (a resumed run did not do steps 1..start_step).
@@ -749,12 +851,12 @@ int run_training(const TrainArgs& args, Communicator& comm) {
           step + 1, max_steps, result->loss, result->lr, result->grad_norm,
           result->skipped ? " | skipped" : "", tok_s, format_duration(eta));
       const bool persist = (step + 1) % log_every == 0 || last;
-      if (tty) {
-        std::printf("\r\033[K%s%s", line.c_str(), persist ? "\n" : "");
-      } else {
-        std::printf("%s\n", line.c_str());
+      progress.progress(line, persist);
+      // DeepSpeed's wall_clock_breakdown line: rank 0's own phase times (no collective).
+      if (persist && engine.timers().enabled()) {
+        progress.message("[Rank 0] " + engine.timers().log_line_and_reset());
       }
-      std::fflush(stdout);
+      flush_stdout();
       if (persist) {
         window_tokens = 0;
         window_start = now;

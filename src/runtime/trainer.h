@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "comm/communicator.h"
 #include "core/status.h"
@@ -24,7 +25,7 @@ struct TrainArgs {
   int64_t block_size = 0;  // 0: the model's context length, at most 1024
   int64_t max_steps = 0;
   std::optional<double> num_train_epochs;
-  uint64_t seed = 42;
+  int64_t seed = 42;
   int64_t logging_steps = 0;  // 0: DeepSpeed's steps_per_print (or 10)
   bool save_final = false;
   std::optional<std::string> save_dtype;  // fp32 | bf16 | fp16 for --save_final
@@ -34,7 +35,10 @@ struct TrainArgs {
   std::optional<int64_t> save_total_limit;
   bool save_on_interrupt = false;  // SIGINT / SIGTERM: save a checkpoint before exiting
   std::string device = "cpu";
-  bool quiet = false;  // no live progress line (tests, logs)
+  bool quiet = false;                  // no live progress line (tests, logs)
+  int64_t max_nonfinite_steps = 10;    // consecutive NaN / Inf losses before stopping; 0: never
+  std::vector<std::string> cli_notes;  // notes about accepted no-op flags, printed on rank 0
+  bool verbose = false;  // print the whole effective config (it is in OUTPUT_DIR either way)
 
   // TrainingArguments flags resolving "auto" config values.
   std::optional<int64_t> per_device_train_batch_size;

@@ -58,3 +58,15 @@ foreach(_bad "--params 100" "--params 10 --largest_layer_params 20 --stage 3"
   set_tests_properties(cli.estimate.bad_${_bad_id} PROPERTIES LABELS unit
                        PASS_REGULAR_EXPRESSION "rc=2\n$")
 endforeach()
+
+# A model config whose parameter count overflows int64, or with 1e9 layers: refused while reading
+# config.json, naming the file and the key (before: a negative --params / std::bad_alloc).
+add_test(NAME cli.estimate.model_param_count_overflows
+         COMMAND sh -c "'$<TARGET_FILE:zero>' estimate --model ${PROJECT_SOURCE_DIR}/tests/fixtures/models/absurd/overflow 2>&1; echo rc=$?")
+set_tests_properties(cli.estimate.model_param_count_overflows PROPERTIES LABELS unit
+  PASS_REGULAR_EXPRESSION "absurd/overflow/config.json: the parameter count of this model overflows a 64-bit integer.*\nrc=2\n$"
+  FAIL_REGULAR_EXPRESSION "-[0-9]+ params|--params: must be")
+add_test(NAME cli.estimate.model_too_many_layers
+         COMMAND sh -c "'$<TARGET_FILE:zero>' estimate --model ${PROJECT_SOURCE_DIR}/tests/fixtures/models/absurd/deep 2>&1; echo rc=$?")
+set_tests_properties(cli.estimate.model_too_many_layers PROPERTIES LABELS unit TIMEOUT 30
+  PASS_REGULAR_EXPRESSION "absurd/deep/config.json: n_layer: 1000000000 is larger than the limit 65536\nrc=2\n$")

@@ -68,3 +68,72 @@ add_test(NAME cli.ckpt.to_fp32_refuses_a_locked_directory
          COMMAND sh -c "rm -rf ${_zh_out}/locked && mkdir -p ${_zh_out}/locked && echo 'pid 4242 host elsewhere (zero train)' > ${_zh_out}/locked/.lock && flock -n ${_zh_out}/locked/.lock $<TARGET_FILE:zero> ckpt to-fp32 ${PROJECT_SOURCE_DIR}/tests/fixtures/checkpoint/hand_built ${_zh_out}/locked 2>&1; test $? -eq 2 && test ! -e ${_zh_out}/locked/config.json")
 set_tests_properties(cli.ckpt.to_fp32_refuses_a_locked_directory PROPERTIES LABELS unit
                      PASS_REGULAR_EXPRESSION "in use by another job: pid 4242 host elsewhere")
+
+# Items 8 and 9: a rank that fails alone ends the job at once (the collective timeout is 30
+# minutes; the test's limit is 60 s), and ranks started with different settings are refused.
+add_test(NAME cli.train.rank_failing_alone_ends_the_job
+         COMMAND ${_zh_jobs} alone $<TARGET_FILE:zero> ${MPIEXEC_EXECUTABLE} ${_zh_data} ${_zh_out}/alone)
+set_tests_properties(cli.train.rank_failing_alone_ends_the_job PROPERTIES LABELS mpi RUN_SERIAL TRUE
+                     TIMEOUT 150 PASS_REGULAR_EXPRESSION "PASS: a rank failing alone")
+add_test(NAME cli.train.ranks_with_different_settings_refused
+         COMMAND ${_zh_jobs} mismatch $<TARGET_FILE:zero> ${MPIEXEC_EXECUTABLE} ${_zh_data} ${_zh_out}/mismatch)
+set_tests_properties(cli.train.ranks_with_different_settings_refused PROPERTIES LABELS mpi
+                     TIMEOUT 150 PASS_REGULAR_EXPRESSION "PASS: ranks with different settings")
+
+# Item 12: flags out of range are refused naming the flag (they were reinterpreted: 0 = default,
+# -1 = unlimited or 2^64 - 1); bad token lists and sampling values in zero generate.
+foreach(_zh_bad "--block_size 0" "--block_size -5" "--save_steps -1" "--save_total_limit -1"
+        "--seed -1" "--max_steps -5" "--learning_rate nan" "--adam_beta2 1.5")
+  string(REPLACE " " ";" _zh_args "${_zh_bad}")
+  list(GET _zh_args 0 _zh_flag)
+  string(MAKE_C_IDENTIFIER "${_zh_bad}" _zh_id)
+  add_test(NAME cli.train.flag_out_of_range_${_zh_id}
+           COMMAND sh -c "$<TARGET_FILE:zero> train ${_zh_common} --max_steps 2 ${_zh_bad} --output_dir ${_zh_out}/range_${_zh_id} 2>&1; test $? -eq 2 && test ! -e ${_zh_out}/range_${_zh_id}")
+  set_tests_properties(cli.train.flag_out_of_range_${_zh_id} PROPERTIES LABELS unit
+                       PASS_REGULAR_EXPRESSION "${_zh_flag}: must be")
+endforeach()
+foreach(_zh_bad "--prompt_tokens abc" "--prompt_tokens 1,,2" "--temperature -1" "--temperature nan"
+        "--top_k -3")
+  string(MAKE_C_IDENTIFIER "${_zh_bad}" _zh_id)
+  add_test(NAME cli.generate.bad_${_zh_id}
+           COMMAND sh -c "$<TARGET_FILE:zero> generate --model preset:gpt2-tiny --max_new_tokens 2 ${_zh_bad} 2>&1; test $? -eq 2")
+  set_tests_properties(cli.generate.bad_${_zh_id} PROPERTIES LABELS unit
+                       PASS_REGULAR_EXPRESSION "--(prompt_tokens|temperature|top_k)")
+endforeach()
+add_test(NAME cli.ckpt.max_shard_size_zero_refused
+         COMMAND sh -c "$<TARGET_FILE:zero> ckpt to-fp32 ${PROJECT_SOURCE_DIR}/tests/fixtures/checkpoint/hand_built ${_zh_out}/shard0 --max_shard_size 0 2>&1; test $? -eq 2")
+set_tests_properties(cli.ckpt.max_shard_size_zero_refused PROPERTIES LABELS unit
+                     PASS_REGULAR_EXPRESSION "must be at least 1 byte")
+
+# Item 12: `zero train | head` used to die of SIGPIPE after step 1; the run goes on to the end.
+add_test(NAME cli.train.closed_stdout_keeps_training
+         COMMAND bash -c "rm -rf ${_zh_out}/pipe && $<TARGET_FILE:zero> train ${_zh_common} --max_steps 6 --logging_steps 1 --output_dir ${_zh_out}/pipe 2>${_zh_out}/pipe.err | head -n 1 >/dev/null; rc=\${PIPESTATUS[0]}; test $rc -eq 0 && test $(wc -l < ${_zh_out}/pipe/metrics.jsonl) -eq 6 && cat ${_zh_out}/pipe.err")
+set_tests_properties(cli.train.closed_stdout_keeps_training PROPERTIES LABELS unit
+                     PASS_REGULAR_EXPRESSION "stdout is closed")
+
+# Item 13: a model whose weights are all NaN stopped with exit 0 after skipping every step.
+add_test(NAME cli.train.nonfinite_loss_stops
+         COMMAND sh -c "/usr/bin/python3 ${PROJECT_SOURCE_DIR}/tests/cli/nan_model.py ${PROJECT_SOURCE_DIR}/tests/fixtures/golden/gpt2_tiny ${_zh_out}/nan_model && rm -rf ${_zh_out}/nan && $<TARGET_FILE:zero> train --model ${_zh_out}/nan_model --train_file ${_zh_data} --block_size 16 --per_device_train_batch_size 2 --quiet --max_steps 50 --max_nonfinite_steps 3 --output_dir ${_zh_out}/nan 2>&1; test $? -eq 1 && test $(wc -l < ${_zh_out}/nan/metrics.jsonl) -eq 3")
+set_tests_properties(cli.train.nonfinite_loss_stops PROPERTIES LABELS unit
+                     PASS_REGULAR_EXPRESSION "not finite\\) in the last 3 steps \\(1..3\\)")
+
+# Item 16: --bf16 with --fp16 is an error; unknown flags get a did-you-mean; HF's no-op flags are
+# accepted with a note; --model_name_or_path is --model.
+add_test(NAME cli.train.bf16_and_fp16_refused
+         COMMAND sh -c "$<TARGET_FILE:zero> train ${_zh_common} --max_steps 2 --bf16 --fp16 --output_dir ${_zh_out}/both 2>&1; test $? -eq 2")
+set_tests_properties(cli.train.bf16_and_fp16_refused PROPERTIES LABELS unit
+                     PASS_REGULAR_EXPRESSION "--bf16 and --fp16 are both set")
+add_test(NAME cli.train.unknown_flag_did_you_mean
+         COMMAND sh -c "$<TARGET_FILE:zero> train ${_zh_common} --max_steps 2 --learnig_rate 1e-3 --output_dir ${_zh_out}/typo 2>&1; test $? -eq 2")
+set_tests_properties(cli.train.unknown_flag_did_you_mean PROPERTIES LABELS unit
+                     PASS_REGULAR_EXPRESSION "unknown flag --learnig_rate \\(did you mean --learning_rate\\?\\)")
+add_test(NAME cli.train.hf_noop_flags_and_alias
+         COMMAND sh -c "rm -rf ${_zh_out}/hf && $<TARGET_FILE:zero> train --model_name_or_path preset:gpt2-tiny --train_file ${_zh_data} --block_size 16 --per_device_train_batch_size 4 --quiet --max_steps 2 --do_train --report_to none --local_rank 0 --output_dir ${_zh_out}/hf 2>&1 && test $(wc -l < ${_zh_out}/hf/metrics.jsonl) -eq 2")
+set_tests_properties(cli.train.hf_noop_flags_and_alias PROPERTIES LABELS unit
+                     PASS_REGULAR_EXPRESSION "note: --do_train")
+
+# Item 19: `zero` alone is a usage error.
+add_test(NAME cli.no_arguments_is_a_usage_error
+         COMMAND sh -c "$<TARGET_FILE:zero> 2>&1; test $? -eq 2")
+set_tests_properties(cli.no_arguments_is_a_usage_error PROPERTIES LABELS unit
+                     PASS_REGULAR_EXPRESSION "Subcommands:")

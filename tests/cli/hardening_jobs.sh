@@ -7,6 +7,9 @@
 #           one line per step up to it, and no swap file is left.
 #   kill9   kill -9 of rank 1 while 2 ranks save every step (3 trials): resuming from `latest`
 #           leaves metrics.jsonl with exactly one line per step 1..N.
+#   alone   a rank that fails alone ends the job within seconds (not the 30-minute collective
+#           timeout): rank 0 cannot use --output_dir; a bad token only in rank 1's share.
+#   mismatch ranks started with different settings are refused, naming the key and both values.
 # Usage: hardening_jobs.sh MODE ZERO_BINARY MPIEXEC TOKENS_FILE OUT_DIR
 set -u
 mode=$1 zero=$2 mpiexec=$3 tokens=$4 out=$5
@@ -127,6 +130,49 @@ kill9)
     echo "trial $trial: killed at checkpoint step $step; resumed metrics hold steps 1..$((step + 1))"
   done
   echo "PASS: kill -9 during saves, ${TRIALS:-3} trials"
+  ;;
+alone)
+  # The collective timeout stays at its 30-minute default: only the abort can end these quickly.
+  unset ZERO_COMM_TIMEOUT_MS
+  touch "$out/not_a_dir"
+  timeout 60 "${mpi[@]}" "$zero" train "${common[@]}" --max_steps 4 \
+    --output_dir "$out/not_a_dir" >"$out/setup.log" 2>&1
+  rc=$?
+  [[ $rc -ne 124 ]] || fail "a set-up failure on rank 0 alone left the job waiting"
+  [[ $rc -eq 2 ]] || fail "set-up failure on rank 0: exit $rc, expected 2"
+  grep -q "not_a_dir" "$out/setup.log" || fail "the error does not name the output directory"
+  # 64 samples of 16 tokens; sample 3 holds a token id past the vocabulary. Each step takes 4
+  # samples (2 per rank), so exactly one rank reads it, in step 1.
+  python3 -c "
+import array, sys
+t = array.array('H', [i % 200 for i in range(64 * 16 + 1)])
+t[3 * 16 + 5] = 65000
+t.tofile(open(sys.argv[1], 'wb'))" "$out/bad.bin"
+  timeout 60 "${mpi[@]}" "$zero" train --model preset:gpt2-tiny --train_file "$out/bad.bin" \
+    --block_size 16 --per_device_train_batch_size 2 --quiet --max_steps 8 \
+    --output_dir "$out/run" >"$out/token.log" 2>&1
+  rc=$?
+  [[ $rc -ne 124 ]] || fail "a bad token in one rank's share left the other rank waiting"
+  [[ $rc -eq 2 ]] || fail "bad token: exit $rc, expected 2"
+  grep -q "^\[rank 1\] error: .*token id 65000" "$out/token.log" || fail "the error does not name rank 1"
+  echo "PASS: a rank failing alone ends the job (exit $rc)"
+  ;;
+mismatch)
+  mpmd=("$mpiexec" --oversubscribe --allow-run-as-root --bind-to none)
+  timeout 60 "${mpmd[@]}" -np 1 "$zero" train "${common[@]}" --max_steps 4 --learning_rate 1e-3 \
+    --output_dir "$out/lr" : -np 1 "$zero" train "${common[@]}" --max_steps 4 \
+    --learning_rate 2e-3 --output_dir "$out/lr" >"$out/lr.log" 2>&1
+  rc=$?
+  [[ $rc -eq 2 ]] || fail "different learning rates: exit $rc, expected 2"
+  grep -q "optimizer.params.lr: rank 0 has 0.001, rank 1 has 0.002" "$out/lr.log" ||
+    fail "the error does not name the learning rate and both values"
+  [[ ! -e "$out/lr/metrics.jsonl" ]] || fail "a refused run wrote metrics"
+  timeout 60 "${mpmd[@]}" -np 1 "$zero" train "${common[@]}" --max_steps 4 --output_dir "$out/st" \
+    : -np 1 "$zero" train "${common[@]}" --max_steps 6 --output_dir "$out/st" >"$out/st.log" 2>&1
+  rc=$?
+  [[ $rc -eq 2 ]] || fail "different --max_steps: exit $rc, expected 2"
+  grep -q "rank 0 has 4, rank 1 has 6" "$out/st.log" || fail "the error does not name max_steps"
+  echo "PASS: ranks with different settings refused"
   ;;
 *) fail "unknown mode $mode" ;;
 esac

@@ -1,0 +1,83 @@
+// Backend: what the engine needs from a device — streams, events and the small set of ops ZeRO
+// queues between the model's kernels (issue 10 item 1). The engine is written once against this
+// table; make_backend() is the one place that picks an implementation by Device.
+//
+// Every op is queued on the given stream and returns at once (no host wait). Views must be memory
+// of the backend's device, stay valid and not be touched by other streams until the op is known to
+// have run (an event recorded after it, or a synchronize). Shapes: ops see a view as its numel()
+// elements.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "core/status.h"
+#include "core/tensor.h"
+#include "device/cpu_stream.h"
+#include "device/stream.h"
+#include "optim/adam.h"
+
+namespace zero::device {
+
+// Sum of squares (accumulated in double) and a non-finite flag, filled in when the op runs.
+struct SumSquaresOut {
+  double sum_sq = 0.0;
+  bool nonfinite = false;
+};
+
+// One shard's AdamW state as views (fp32 master, grad, moments; optional 16-bit working copy).
+struct AdamShardViews {
+  TensorView param, grad, exp_avg, exp_avg_sq;
+  TensorView param_16bit;  // data == nullptr: none
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual Device device() const = 0;
+  virtual std::unique_ptr<Stream> create_stream(const std::string& name) = 0;
+  virtual std::unique_ptr<Event> create_event() = 0;
+
+  // dst = 0.
+  virtual void zero(Stream& stream, TensorView dst) = 0;
+  // dst = src converted to dst.dtype, bitwise as core/dtype.h (round to nearest even). Same numel;
+  // no overlap unless dst and src are the same view of the same dtype.
+  virtual void copy(Stream& stream, TensorView dst, TensorView src) = 0;
+  // acc (fp32) += float(x), x of any dtype.
+  virtual void accumulate(Stream& stream, TensorView acc, TensorView x) = 0;
+  // x (fp32) *= s.
+  virtual void scale(Stream& stream, TensorView x, float s) = 0;
+  // out->sum_sq += sum(float(x)^2) in double; out->nonfinite |= any inf / NaN in x. `out` is host
+  // memory, read after the stream (or an event after the op) was synchronized.
+  virtual void sum_squares(Stream& stream, TensorView x, SumSquaresOut* out) = 0;
+  // One AdamW / Adam-L2 step of a shard (optim::adam_update's math).
+  virtual void adamw(Stream& stream, const optim::AdamArgs& args, const AdamShardViews& shard,
+                     float grad_scale) = 0;
+};
+
+// The CPU backend: CpuStreams (one worker thread each) running the CPU kernels.
+std::unique_ptr<Backend> make_cpu_backend(StreamOptions options = {});
+
+// The backend for `device`: the CPU one, or the CUDA one when it is built and a GPU is present.
+StatusOr<std::unique_ptr<Backend>> make_backend(Device device, StreamOptions options = {});
+
+// What the model, the parameter coordinator, the gradient reducer and the optimizer-state store are
+// handed explicitly: the backend, and the two streams of one rank (compute: the model's kernels and
+// the ops around them; comm: collectives and the work queued after them).
+class ExecutionContext {
+ public:
+  static StatusOr<std::unique_ptr<ExecutionContext>> create(Device device,
+                                                            StreamOptions options = {});
+
+  Backend& backend() const { return *backend_; }
+  Stream& compute() const { return *compute_; }
+  Stream& comm() const { return *comm_; }
+  Device device() const { return backend_->device(); }
+
+ private:
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Stream> compute_;
+  std::unique_ptr<Stream> comm_;
+};
+
+}  // namespace zero::device

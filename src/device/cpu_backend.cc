@@ -1,0 +1,173 @@
+// The CPU backend (backend.h): CpuStreams running the CPU kernels, and make_backend()'s dispatch.
+#include <cmath>
+#include <vector>
+
+#include "device/backend.h"
+#include "kernels/elementwise/elementwise.h"
+#include "kernels/norm/norm.h"
+
+namespace zero::device {
+namespace {
+
+CpuStream& cpu(Stream& s) {
+  ZERO_CHECK(s.device() == Device::kCpu, "stream ", s.name(), " is not a CPU stream");
+  return static_cast<CpuStream&>(s);
+}
+
+void check_host(const TensorView& v, const char* what) {
+  ZERO_CHECK(v.device == Device::kCpu, what, " is not host memory");
+}
+
+// Elements converted to fp32 in chunks (16-bit inputs), so no op allocates a full fp32 copy.
+constexpr int64_t kChunk = 1 << 14;
+
+template <typename F>
+void for_f32_chunks(const TensorView& x, F&& f) {
+  const int64_t n = x.numel();
+  if (x.dtype == DType::kF32) {
+    f(static_cast<const float*>(x.data), int64_t{0}, n);
+    return;
+  }
+  std::vector<float> buf(static_cast<size_t>(std::min(n, kChunk)));
+  const size_t esize = dtype_bytes(x.dtype);
+  for (int64_t b = 0; b < n; b += kChunk) {
+    const int64_t len = std::min(kChunk, n - b);
+    convert_to_f32(static_cast<const std::byte*>(x.data) + static_cast<size_t>(b) * esize, x.dtype,
+                   buf.data(), static_cast<size_t>(len));
+    f(buf.data(), b, len);
+  }
+}
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(StreamOptions options) : options_(options) {}
+
+  Device device() const override { return Device::kCpu; }
+
+  std::unique_ptr<Stream> create_stream(const std::string& name) override {
+    StreamOptions o = options_;
+    o.delay_seed = options_.delay_seed + 7919 * streams_created_++;  // each stream its own delays
+    return std::make_unique<CpuStream>(name, o);
+  }
+  std::unique_ptr<Event> create_event() override { return std::make_unique<CpuEvent>(); }
+
+  void zero(Stream& stream, TensorView dst) override {
+    check_host(dst, "zero: dst");
+    cpu(stream).enqueue([dst] {
+      std::memset(dst.data, 0, dst.nbytes());
+      return ok_status();
+    });
+  }
+
+  void copy(Stream& stream, TensorView dst, TensorView src) override {
+    check_host(dst, "copy: dst");
+    check_host(src, "copy: src");
+    ZERO_CHECK(dst.numel() == src.numel(), "copy: ", dst.numel(), " vs ", src.numel(), " elements");
+    cpu(stream).enqueue([dst, src] {
+      const size_t n = static_cast<size_t>(src.numel());
+      if (dst.dtype == src.dtype) {
+        if (dst.data != src.data) std::memcpy(dst.data, src.data, src.nbytes());
+      } else if (src.dtype == DType::kF32) {
+        kernels::cpu::cast_from_f32(static_cast<const float*>(src.data), dst.data, dst.dtype,
+                                    static_cast<int64_t>(n));
+      } else if (dst.dtype == DType::kF32) {
+        kernels::cpu::cast_to_f32(src.data, src.dtype, static_cast<float*>(dst.data),
+                                  static_cast<int64_t>(n));
+      } else {  // 16-bit to the other 16-bit: through fp32 (exact), rounded once
+        const size_t out_size = dtype_bytes(dst.dtype);
+        for_f32_chunks(src, [&](const float* x, int64_t b, int64_t len) {
+          convert_from_f32(x, static_cast<std::byte*>(dst.data) + static_cast<size_t>(b) * out_size,
+                           dst.dtype, static_cast<size_t>(len));
+        });
+      }
+      return ok_status();
+    });
+  }
+
+  void accumulate(Stream& stream, TensorView acc, TensorView x) override {
+    check_host(acc, "accumulate: acc");
+    check_host(x, "accumulate: x");
+    ZERO_CHECK(acc.dtype == DType::kF32, "accumulate: the accumulator must be fp32");
+    ZERO_CHECK(acc.numel() == x.numel(), "accumulate: ", acc.numel(), " vs ", x.numel());
+    cpu(stream).enqueue([acc, x] {
+      float* a = static_cast<float*>(acc.data);
+      for_f32_chunks(x, [&](const float* v, int64_t b, int64_t len) {
+        kernels::cpu::accumulate<float>(a + b, v, len);
+      });
+      return ok_status();
+    });
+  }
+
+  void scale(Stream& stream, TensorView x, float s) override {
+    check_host(x, "scale: x");
+    ZERO_CHECK(x.dtype == DType::kF32, "scale: x must be fp32");
+    cpu(stream).enqueue([x, s] {
+      kernels::cpu::scale<float>(static_cast<float*>(x.data), s, x.numel());
+      return ok_status();
+    });
+  }
+
+  void sum_squares(Stream& stream, TensorView x, SumSquaresOut* out) override {
+    check_host(x, "sum_squares: x");
+    cpu(stream).enqueue([x, out] {
+      for_f32_chunks(x, [&](const float* v, int64_t, int64_t len) {
+        const kernels::cpu::SumSquares r = kernels::cpu::sum_squares(v, len);
+        out->sum_sq += r.sum_sq;
+        out->nonfinite = out->nonfinite || r.nonfinite;
+      });
+      return ok_status();
+    });
+  }
+
+  void adamw(Stream& stream, const optim::AdamArgs& args, const AdamShardViews& shard,
+             float grad_scale) override {
+    for (const TensorView* v : {&shard.param, &shard.grad, &shard.exp_avg, &shard.exp_avg_sq}) {
+      check_host(*v, "adamw: shard");
+      ZERO_CHECK(v->dtype == DType::kF32 && v->numel() == shard.param.numel(),
+                 "adamw: param, grad and moments must be fp32 of the same numel");
+    }
+    cpu(stream).enqueue([args, shard, grad_scale] {
+      optim::AdamShard s;
+      s.param = static_cast<float*>(shard.param.data);
+      s.grad = static_cast<const float*>(shard.grad.data);
+      s.exp_avg = static_cast<float*>(shard.exp_avg.data);
+      s.exp_avg_sq = static_cast<float*>(shard.exp_avg_sq.data);
+      s.numel = shard.param.numel();
+      s.param_16bit = shard.param_16bit.data;
+      s.param_16bit_dtype = shard.param_16bit.dtype;
+      optim::adam_update(args, s, grad_scale);
+      return ok_status();
+    });
+  }
+
+ private:
+  StreamOptions options_;
+  uint64_t streams_created_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend(StreamOptions options) {
+  return std::make_unique<CpuBackend>(options);
+}
+
+StatusOr<std::unique_ptr<Backend>> make_backend(Device device, StreamOptions options) {
+  switch (device) {
+    case Device::kCpu: return make_cpu_backend(options);
+    case Device::kCuda:
+      return unimplemented(
+          "the CUDA backend is not wired to the engine yet (its kernels exist; issue 11)");
+  }
+  return invalid_argument("unknown device");
+}
+
+StatusOr<std::unique_ptr<ExecutionContext>> ExecutionContext::create(Device device,
+                                                                     StreamOptions options) {
+  auto ctx = std::unique_ptr<ExecutionContext>(new ExecutionContext());
+  ZERO_ASSIGN_OR_RETURN(ctx->backend_, make_backend(device, options));
+  ctx->compute_ = ctx->backend_->create_stream("compute");
+  ctx->comm_ = ctx->backend_->create_stream("comm");
+  return ctx;
+}
+
+}  // namespace zero::device

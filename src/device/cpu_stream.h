@@ -1,0 +1,92 @@
+// The CPU backend's streams: each CpuStream is one worker thread running its queue in order, so
+// the engine's stream and event logic runs (and is tested) on the CPU exactly as it will on a GPU.
+//
+// Delay mode (tests): every queued op first sleeps a random 0..max_delay_us, drawn from a seeded
+// generator per stream, so a missing wait between streams shows up as a wrong result or a TSan
+// report instead of passing by luck. Enabled by StreamOptions or, for whole test runs, by the
+// environment variable ZERO_STREAM_DELAY_US=<max microseconds>.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+
+#include "device/stream.h"
+
+namespace zero::device {
+
+struct StreamOptions {
+  // Each op sleeps uniform [0, max_delay_us] first; 0: no delays (unless ZERO_STREAM_DELAY_US).
+  int64_t max_delay_us = 0;
+  uint64_t delay_seed = 1;
+};
+
+// ZERO_STREAM_DELAY_US as a number (0 when unset or invalid).
+int64_t delay_us_from_env();
+
+class CpuEvent final : public Event {
+ public:
+  bool query() const override;
+  void synchronize() const override;
+
+  // Backend side (CpuStream): a new record's generation, and its completion.
+  uint64_t next_record();
+  void complete(uint64_t generation);
+  // Generation of the most recent record (0: never recorded).
+  uint64_t recorded() const;
+  // Blocks until `generation` has completed.
+  void wait_for(uint64_t generation) const;
+
+ private:
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  uint64_t recorded_ = 0;   // guarded by mu_
+  uint64_t completed_ = 0;  // guarded by mu_; records complete in order on their stream
+};
+
+class CpuStream final : public Stream {
+ public:
+  explicit CpuStream(std::string name, StreamOptions options = {});
+  // Runs what is queued, then stops the worker.
+  ~CpuStream() override;
+  CpuStream(const CpuStream&) = delete;
+  CpuStream& operator=(const CpuStream&) = delete;
+
+  Device device() const override { return Device::kCpu; }
+  const std::string& name() const override { return name_; }
+  void record(Event& event) override;
+  void wait(const Event& event) override;
+  Status synchronize() override;
+
+  // Queues `op` (run on the worker thread, after everything queued before it). A failing op's
+  // Status is kept for synchronize(); ops queued after a failure are skipped.
+  void enqueue(std::function<Status()> op);
+
+ private:
+  struct Op {
+    std::function<Status()> fn;
+    bool ordering_only = false;  // event record / wait: runs even after a failure
+  };
+  void push(Op op);
+  void worker_main();
+
+  const std::string name_;
+  int64_t max_delay_us_;
+  std::mt19937_64 delay_rng_;  // worker thread only
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Op> queue_;   // guarded by mu_
+  uint64_t queued_ = 0;    // ops ever queued; guarded by mu_
+  uint64_t done_ = 0;      // ops ever run or skipped; guarded by mu_
+  Status first_error_;     // guarded by mu_
+  bool stopping_ = false;  // guarded by mu_
+  std::thread worker_;
+};
+
+}  // namespace zero::device
