@@ -13,6 +13,12 @@ if(ZERO_BENCH)
 endif()
 pkg_check_modules(URING REQUIRED IMPORTED_TARGET liburing)
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
+# PCRE2 (UTF + UCP): tokenizer.json pre-tokenizer regexes with Unicode classes (src/text).
+pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
+# ICU: the Unicode normal forms of tokenizer.json normalizers (NFC as Qwen2).
+pkg_check_modules(ICU REQUIRED IMPORTED_TARGET icu-uc)
+# SentencePiece: a model directory with tokenizer.model and no tokenizer.json.
+pkg_check_modules(SENTENCEPIECE REQUIRED IMPORTED_TARGET sentencepiece)
 
 # OpenBLAS, never the reference BLAS (30x slower): link the OpenMP flavour explicitly.
 find_path(OPENBLAS_INCLUDE_DIR cblas.h PATHS /usr/include/x86_64-linux-gnu/openblas-openmp

@@ -12,6 +12,7 @@ packages=(
   openmpi-bin libopenmpi-dev
   liburing-dev libaio-dev
   libopenblas-openmp-dev libhwloc-dev libnuma-dev libhwy-dev libxxhash-dev
+  libpcre2-dev libicu-dev libsentencepiece-dev
   libclang-rt-14-dev
   python3-dev python3-numpy
   fio

@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   zero::cli::add_ckpt_command(app, exit_code);
   zero::cli::add_generate_command(app, exit_code);
   zero::cli::add_bench_command(app, exit_code);
+  zero::cli::add_data_command(app, exit_code);
 
   try {
     app.parse(argc, argv);
