@@ -17,6 +17,7 @@ Committed output was made with transformers 5.24.0 and torch 2.15 (CPU). Running
 identical files.
 """
 import argparse
+import copy
 import json
 import os
 import shutil
@@ -50,7 +51,9 @@ CASES = {
     "llama_linear_untied_fp32_sharded_hf5": ("llama", {}, {"rope_type": "linear",
                                                            "rope_theta": 10000.0, "factor": 2.0},
                                              "fp32", True, "hf5", 23),
-    "llama_dynamic_tied_bf16_single_hf4": ("llama", {"tie_word_embeddings": True},
+    # Dynamic NTK only differs from default past max_position_embeddings: 8 and 12 here, T = 16.
+    "llama_dynamic_tied_bf16_single_hf4": ("llama", {"tie_word_embeddings": True,
+                                                     "max_position_embeddings": 8},
                                            {"rope_type": "dynamic", "rope_theta": 10000.0,
                                             "factor": 2.0}, "bf16", False, "hf4", 24),
     "llama_yarn_untied_fp32_single_hf4": ("llama", {}, {
@@ -73,7 +76,7 @@ CASES = {
         "use_sliding_window": True, "sliding_window": 5, "max_window_layers": 2,
         "num_hidden_layers": 3, "tie_word_embeddings": True}, {
         "rope_type": "linear", "rope_theta": 1000000.0, "factor": 2.0}, "fp32", True, "hf4", 42),
-    "qwen2_dynamic_untied_fp32_single_hf5": ("qwen2", {}, {
+    "qwen2_dynamic_untied_fp32_single_hf5": ("qwen2", {"max_position_embeddings": 12}, {
         "rope_type": "dynamic", "rope_theta": 10000.0, "factor": 3.0}, "fp32", False, "hf5", 43),
     "llama_yarn_untied_bf16_sharded_hf5": ("llama", {}, {
         "rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
@@ -97,12 +100,20 @@ def build(family, kwargs, rope, seed):
         config = config_cls(**dict(LLAMA, **kwargs), rope_parameters=rope)
         model = model_cls(config)
     config._attn_implementation = "eager"
+    # transformers' init (std 0.02) leaves attention almost uniform, so RoPE scaling and sliding
+    # windows would move the loss by less than the 1e-6 under test. Re-drawn: matrices with std
+    # 1/sqrt(fan_in), embeddings 0.3, norms 1 + N(0, 0.1), biases N(0, 0.02).
     g = torch.Generator().manual_seed(seed + 1000)
     with torch.no_grad():
         for name, p in sorted(model.named_parameters()):
-            if p.dim() == 1 and ("norm" in name or "ln_" in name):
+            if p.dim() == 2 and ("wte" in name or "wpe" in name or "embed_tokens" in name):
+                p.copy_(0.3 * torch.randn(p.shape, generator=g))
+            elif p.dim() == 2:
+                fan_in = p.shape[0] if family == "gpt2" else p.shape[1]  # GPT-2 Conv1D is [in, out]
+                p.copy_(torch.randn(p.shape, generator=g) / fan_in ** 0.5)
+            elif "norm" in name or "ln_" in name:
                 p.copy_(1 + 0.1 * torch.randn(p.shape, generator=g))
-            elif p.dim() == 1:
+            else:
                 p.copy_(0.02 * torch.randn(p.shape, generator=g))
     return model.eval()
 
@@ -144,11 +155,18 @@ def main():
 
     for name, (family, kwargs, rope, dtype, sharded, layout, seed) in CASES.items():
         model = build(family, kwargs, rope, seed)
-        if dtype == "bf16":  # the weights are exactly bf16 values; the reference runs on them
-            model = model.to(torch.bfloat16)
         path = os.path.join(args.out, name)
         shutil.rmtree(path, ignore_errors=True)
-        model.save_pretrained(path, max_shard_size=SHARD if sharded else "50GB")
+        shard = SHARD if sharded else "50GB"
+        if dtype == "bf16":
+            # The weights become exactly bf16 values (the reference runs on them); a bf16 copy is
+            # saved, so the fp32 model keeps its fp32 RoPE buffers for the check below.
+            with torch.no_grad():
+                for p in model.parameters():
+                    p.copy_(p.bfloat16().float())
+            copy.deepcopy(model).to(torch.bfloat16).save_pretrained(path, max_shard_size=shard)
+        else:
+            model.save_pretrained(path, max_shard_size=shard)
         if layout == "hf4":
             to_hf4_layout(path)
         files = sorted(f for f in os.listdir(path) if f.endswith(".safetensors"))
@@ -158,20 +176,27 @@ def main():
         # transformers' own loss (labels shifted inside) upcasts the logits to fp32 only, so it
         # is checked against that within fp32 rounding. The batch has T + 1 tokens; logits at the
         # last one are not counted.
-        # The reference model is the saved directory loaded back by transformers (so the 4.x
-        # rewrite is read by transformers too), not the one in memory: .to(bfloat16) above also
-        # rounded the RoPE inv_freq buffer, which a loaded model computes afresh in fp32.
+        # The reference model is the saved directory loaded back by transformers, so the 4.x
+        # rewrite is read by transformers too.
         ref = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32,
                                                    attn_implementation="eager").eval()
+        # The reference runs T tokens, as the C++ side does (dynamic RoPE depends on the length).
+        # Checked once on T + 1 tokens: transformers' own loss, which shifts the labels inside and
+        # upcasts the logits to fp32 only, is this cross-entropy within fp32 rounding.
+        ce = torch.nn.functional.cross_entropy
         with torch.no_grad():
-            loss32 = ref(input_ids=seq, labels=seq).loss.item()
+            loss32 = ce(ref(input_ids=input_ids).logits.reshape(-1, V), labels.reshape(-1)).item()
             ref = ref.double()
-            out = ref(input_ids=seq, labels=seq)
-            logits = out.logits[:, :T]
-            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, V), labels.reshape(-1))
-            assert abs(loss.item() / out.loss.item() - 1) < 1e-6, (name, loss.item(), out.loss.item())
-            built = model.double()(input_ids=seq).logits[:, :T]  # the model as built, for a check
-            assert (built - logits).abs().max().item() < 1e-4, name
+            logits = ref(input_ids=input_ids).logits
+            loss = ce(logits.reshape(-1, V), labels.reshape(-1))
+            # Last: dynamic RoPE keeps the frequencies of the longest sequence seen.
+            longer = ref(input_ids=seq, labels=seq)
+            mine = ce(longer.logits[:, :T].reshape(-1, V), labels.reshape(-1)).item()
+            assert abs(mine / longer.loss.item() - 1) < 1e-6, (name, mine, longer.loss.item())
+            # The model as built gives the same logits (not so after .to(bfloat16): that also
+            # rounds the RoPE inv_freq buffer, which a loaded model computes afresh in fp32).
+            built = model.double()(input_ids=input_ids).logits
+            assert (built - logits).abs().max().item() < 1e-9 * logits.abs().max().item(), name
         expected = {
             "case": name, "family": family, "layout": layout, "weights_dtype": dtype,
             "sharded": sharded, "files": files, "transformers": transformers.__version__,
