@@ -10,11 +10,11 @@ The cases are a covering subset of family x layout x RoPE x sliding window x tie
 tests/fixtures/hf_matrix/README.md lists them.
 
   /usr/bin/python3 -m venv /work/venv-hfm
-  /work/venv-hfm/bin/pip install torch transformers safetensors numpy
-  /work/venv-hfm/bin/python tools/golden/make_hf_matrix.py [--out DIR]
+  /work/venv-hfm/bin/pip install torch transformers safetensors numpy   # plain PyPI; runs on CPU
+  /work/venv-hfm/bin/python tools/golden/make_hf_matrix.py [--out DIR]   # about 10 s
 
-Committed output was made with transformers 5.24.0 and torch 2.15 (CPU). Running it twice gives
-identical files.
+Committed output was made with transformers 5.24.0 and torch 2.15.0 (PyPI wheel, run on CPU).
+Running it twice gives identical files.
 """
 import argparse
 import copy
