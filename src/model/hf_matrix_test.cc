@@ -4,6 +4,7 @@
 // directory is loaded the way `zero train --model DIR` loads it; the step-1 loss on the recorded
 // batch must be within 1e-6 relative of transformers' fp64 loss, and the recorded logits rows
 // within the fp32 matmul-output bound of the tolerance table (kernels/tolerance.h).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -92,6 +93,9 @@ TEST_P(HfMatrix, StepOneLossAndLogitsMatchTransformersFp64) {
       "worst err / (atol + rtol |ref|) %.2f\n",
       GetParam().c_str(), loss_rel, worst_norm, norm_rtol, worst_elem);
 }
+
+// The parameterized test passes vacuously on an empty directory; this one does not.
+TEST(HfMatrixFixtures, AreThere) { EXPECT_GE(matrix_cases().size(), 12u) << kMatrix; }
 
 INSTANTIATE_TEST_SUITE_P(Cases, HfMatrix, ::testing::ValuesIn(matrix_cases()),
                          [](const ::testing::TestParamInfo<std::string>& info) {

@@ -17,7 +17,7 @@ foreach(_case ${_hfm_cases})
     set(_save_dtype bf16)
   endif()
   add_test(NAME cli.hf_matrix.np2_zero3_save_roundtrip.${_case}
-           COMMAND sh -c "rm -rf ${_hfm_out}/${_case} && ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root --bind-to none -np 2 $<TARGET_FILE:zero> train --deepspeed ${PROJECT_SOURCE_DIR}/examples/ds_config_zero3.json --model ${_hfm_dir}/${_case} --train_file ${PROJECT_SOURCE_DIR}/tests/fixtures/golden/tokens.bin --block_size 16 --per_device_train_batch_size 2 --learning_rate 0 --max_steps 1 --save_final --save_dtype ${_save_dtype} --quiet --output_dir ${_hfm_out}/${_case} >/dev/null 2>&1 && /usr/bin/python3 ${PROJECT_SOURCE_DIR}/tools/golden/check_hf_roundtrip.py ${_hfm_out}/${_case}/final ${_hfm_dir}/${_case}")
+           COMMAND sh -c "rm -rf ${_hfm_out}/${_case} && mkdir -p ${_hfm_out} && ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root --bind-to none -np 2 $<TARGET_FILE:zero> train --deepspeed ${PROJECT_SOURCE_DIR}/examples/ds_config_zero3.json --model ${_hfm_dir}/${_case} --train_file ${PROJECT_SOURCE_DIR}/tests/fixtures/golden/tokens.bin --block_size 16 --per_device_train_batch_size 2 --learning_rate 0 --max_steps 1 --save_final --save_dtype ${_save_dtype} --quiet --output_dir ${_hfm_out}/${_case} >${_hfm_out}/${_case}.log 2>&1 || { cat ${_hfm_out}/${_case}.log; exit 1; }; /usr/bin/python3 ${PROJECT_SOURCE_DIR}/tools/golden/check_hf_roundtrip.py ${_hfm_out}/${_case}/final ${_hfm_dir}/${_case}")
   set_tests_properties(cli.hf_matrix.np2_zero3_save_roundtrip.${_case} PROPERTIES LABELS mpi
                        TIMEOUT 120)
 endforeach()
