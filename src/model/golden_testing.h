@@ -39,15 +39,20 @@ struct GoldenModel {
   std::vector<std::vector<float>> units;  // every unit's parameters, in ModelLayout order
 };
 
-// Loads tests/fixtures/golden/<name> (config.json + model.safetensors) unit by unit.
-inline GoldenModel load_golden(const std::string& name) {
+// Loads an HF model directory (config.json + model.safetensors or its sharded form) unit by unit,
+// the way `zero train --model DIR` reads it.
+inline GoldenModel load_hf_dir(const std::string& dir) {
   GoldenModel g;
-  auto config = load_model_config(kGolden + name);
+  auto config = load_model_config(dir);
   EXPECT_TRUE(config.ok()) << config.status().to_string();
+  if (!config.ok()) return g;
   g.config = *config;
   ModelLayout layout(g.config);
-  auto reader = HfWeightReader::open(*default_storage(), kGolden + name, layout);
-  EXPECT_TRUE(reader.ok()) << reader.status().to_string();
+  auto reader = HfWeightReader::open(*default_storage(), dir, layout);
+  if (!reader.ok()) {
+    ADD_FAILURE() << reader.status().to_string();
+    return g;
+  }
   for (int u = 0; u < layout.num_units(); ++u) {
     std::vector<float> buf(static_cast<size_t>(layout.unit(u).numel));
     Status s = (*reader)->read_unit_range(u, 0, layout.unit(u).numel, buf.data());
@@ -56,5 +61,8 @@ inline GoldenModel load_golden(const std::string& name) {
   }
   return g;
 }
+
+// Loads tests/fixtures/golden/<name> (config.json + model.safetensors).
+inline GoldenModel load_golden(const std::string& name) { return load_hf_dir(kGolden + name); }
 
 }  // namespace zero::model::testing

@@ -190,6 +190,12 @@ Status parse_gpt2(const Reader& r, ModelConfig& c) {
 
 // One RoPE object: 4.x `rope_scaling` or transformers-5 `rope_parameters` (`where` is the key, for
 // errors). Every key must be known; keys that change the math must be implemented.
+// transformers' get_mscale: yarn's attention factor for `scale` (without attention_factor or the
+// mscale pair, m = 1).
+double yarn_mscale(double scale, double m) {
+  return scale <= 1.0 ? 1.0 : 0.1 * m * std::log(scale) + 1.0;
+}
+
 // top_orig: a top-level original_max_position_embeddings, which transformers 5 puts into the rope
 // parameters of llama3 / yarn (standardize_rope_params).
 Status parse_rope_object(const json& obj, std::string_view source, const std::string& where,
@@ -283,9 +289,6 @@ Status parse_rope_object(const json& obj, std::string_view source, const std::st
     auto truncate = r.boolean("truncate", true);
     if (!truncate.ok()) return truncate.status();
     out.truncate = *truncate;
-    auto mscale_of = [](double scale, double m) {
-      return scale <= 1.0 ? 1.0 : 0.1 * m * std::log(scale) + 1.0;
-    };
     double attention = 0, mscale = 0, mscale_all = 0;
     const json* af = r.find("attention_factor");
     const json* ms = r.find("mscale");
@@ -295,9 +298,9 @@ Status parse_rope_object(const json& obj, std::string_view source, const std::st
     } else if (ms != nullptr && !ms->is_null() && msa != nullptr && !msa->is_null()) {
       ZERO_RETURN_IF_ERROR(number("mscale", std::nullopt, mscale));
       ZERO_RETURN_IF_ERROR(number("mscale_all_dim", std::nullopt, mscale_all));
-      attention = mscale_of(out.factor, mscale) / mscale_of(out.factor, mscale_all);
+      attention = yarn_mscale(out.factor, mscale) / yarn_mscale(out.factor, mscale_all);
     } else {
-      attention = mscale_of(out.factor, 1.0);
+      attention = yarn_mscale(out.factor, 1.0);
     }
     out.attention_factor = attention;
     return ok_status();
@@ -486,8 +489,13 @@ Status parse_llama_family(const json& j, const Reader& r, ModelConfig& c) {
   return ok_status();
 }
 
-// The RoPE object for `s` (without rope_theta): the keys transformers reads for its type.
-json rope_object(const kernels::cpu::RopeScaling& s) {
+// The RoPE object for `s` (without rope_theta): the keys transformers reads for its type. yarn's
+// optional keys are written when `input` (the rope object read, or null) had them or when their
+// value is not the one transformers derives without them, so a save keeps the keys it was given.
+json rope_object(const kernels::cpu::RopeScaling& s, const json* input) {
+  auto had = [&](const char* key) {
+    return input != nullptr && input->is_object() && input->contains(key);
+  };
   json o = {{"rope_type", s.type}};
   if (s.type == "default") return o;
   o["factor"] = s.factor;
@@ -499,10 +507,12 @@ json rope_object(const kernels::cpu::RopeScaling& s) {
     o["original_max_position_embeddings"] = s.original_max_position_embeddings;
   }
   if (s.type == "yarn") {
-    o["beta_fast"] = s.beta_fast;
-    o["beta_slow"] = s.beta_slow;
-    o["attention_factor"] = s.attention_factor;
-    o["truncate"] = s.truncate;
+    if (had("beta_fast") || s.beta_fast != 32.0) o["beta_fast"] = s.beta_fast;
+    if (had("beta_slow") || s.beta_slow != 1.0) o["beta_slow"] = s.beta_slow;
+    if (had("attention_factor") || s.attention_factor != yarn_mscale(s.factor, 1.0)) {
+      o["attention_factor"] = s.attention_factor;
+    }
+    if (had("truncate") || !s.truncate) o["truncate"] = s.truncate;
   }
   return o;
 }
@@ -672,7 +682,10 @@ nlohmann::json model_config_to_json(const ModelConfig& c, std::string_view dtype
   j["intermediate_size"] = c.intermediate_size;
   j["max_position_embeddings"] = c.max_position_embeddings;
   j["rms_norm_eps"] = c.norm_eps;
-  json rope = rope_object(c.rope_scaling);
+  const json* rope_read = j.contains("rope_parameters")
+                              ? &j["rope_parameters"]
+                              : (j.contains("rope_scaling") ? &j["rope_scaling"] : nullptr);
+  json rope = rope_object(c.rope_scaling, rope_read);
   if (v5) {
     json params = rope;
     params["rope_theta"] = c.rope_theta;

@@ -3,6 +3,7 @@
 #include "model/model_config.h"
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -486,6 +487,25 @@ TEST(HfConfigLayouts, WriteKeepsLayout) {
     EXPECT_EQ(again->rope_theta, m->rope_theta) << dir;
     EXPECT_EQ(again->sliding_window, m->sliding_window) << dir;
   }
+}
+
+// A save writes back the config.json transformers wrote, key for key, in either layout: no key
+// added (yarn's beta_fast / beta_slow / attention_factor / truncate used to be written with their
+// defaults) and none changed. Fixtures: tests/fixtures/hf_matrix (tools/golden/make_hf_matrix.py).
+TEST(HfConfigLayouts, SaveWritesTransformersConfigsBackUnchanged) {
+  const std::string matrix = std::string(ZERO_SOURCE_DIR) + "/tests/fixtures/hf_matrix";
+  int cases = 0;
+  for (const auto& e : std::filesystem::directory_iterator(matrix)) {
+    if (!std::filesystem::exists(e.path() / "config.json")) continue;
+    const std::string dir = e.path().string();
+    auto m = load_model_config(dir);
+    ASSERT_TRUE(m.ok()) << dir << ": " << m.status().to_string();
+    const json& in = m->original;
+    const std::string dtype = in.value("dtype", in.value("torch_dtype", std::string("float32")));
+    EXPECT_EQ(model_config_to_json(*m, dtype), in) << dir;
+    cases += 1;
+  }
+  EXPECT_GE(cases, 12);
 }
 
 TEST(HfConfigLayouts, GenerationConfig) {

@@ -1,0 +1,106 @@
+// Parity with models that transformers 5 itself built and saved (tests/fixtures/hf_matrix, made by
+// tools/golden/make_hf_matrix.py): every family x both config layouts x RoPE variant x sliding
+// window x tied/untied x fp32/bf16 weights x single/sharded files, as a covering subset. Each case
+// directory is loaded the way `zero train --model DIR` loads it; the step-1 loss on the recorded
+// batch must be within 1e-6 relative of transformers' fp64 loss, and the recorded logits rows
+// within the fp32 matmul-output bound of the tolerance table (kernels/tolerance.h).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "kernels/tolerance.h"
+#include "model/golden_testing.h"
+#include "model/transformer.h"
+
+namespace zero::model {
+namespace {
+
+const std::string kMatrix = std::string(ZERO_SOURCE_DIR) + "/tests/fixtures/hf_matrix/";
+
+// Every case directory (one holding expected.json), sorted.
+std::vector<std::string> matrix_cases() {
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(kMatrix))
+    if (std::filesystem::exists(e.path() / "expected.json")) names.push_back(e.path().filename());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::vector<int32_t> flatten_tokens(const nlohmann::json& rows) {
+  std::vector<int32_t> out;
+  for (const auto& row : rows)
+    for (const auto& t : row) out.push_back(t.get<int32_t>());
+  return out;
+}
+
+class HfMatrix : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(HfMatrix, StepOneLossAndLogitsMatchTransformersFp64) {
+  const std::string dir = kMatrix + GetParam();
+  nlohmann::json expected = nlohmann::json::parse(std::ifstream(dir + "/expected.json"));
+  testing::GoldenModel g = testing::load_hf_dir(dir);
+  ASSERT_FALSE(::testing::Test::HasFailure()) << "loading " << dir;
+
+  const std::vector<int32_t> tokens = flatten_tokens(expected["input_ids"]);  // (B, T)
+  const std::vector<int32_t> labels = flatten_tokens(expected["labels"]);     // (B, T)
+  const int64_t B = static_cast<int64_t>(expected["input_ids"].size());
+  const int64_t T = static_cast<int64_t>(tokens.size()) / B;
+  const int64_t V = g.config.vocab_size;
+  const double ref_loss = expected["loss_fp64"].get<double>();
+
+  Transformer model(g.config, TransformerOptions{});
+  testing::ResidentParams params(g.units);
+  const float loss = model.forward(params, tokens.data(), labels.data(), B, T);
+  // The weights of the bf16 cases are exact bf16 values and both sides compute in fp32 / fp64 from
+  // them, so one bound holds for every case: the loss is a mean of fp32 log-softmaxes.
+  const double loss_rel = std::fabs(loss - ref_loss) / std::fabs(ref_loss);
+  EXPECT_LT(loss_rel, 1e-6) << "loss " << loss << " vs transformers fp64 " << ref_loss;
+
+  // Logits: compute is fp32 whatever the weights' storage dtype, so the fp32 row of the table
+  // applies, with its rule for matmul outputs (the head sums hidden_size products): each row's
+  // relative error norm within norm_rtol_for(kF32). The elementwise rule (atol 1e-6 + rtol 1e-5)
+  // is too tight for logits near 0 in a row whose others are ~3: transformers' own fp32 forward
+  // reaches 0.76 of it against its fp64 one (llama_default_tied), this code 1.5; it is printed.
+  const double norm_rtol = kernels::norm_rtol_for(DType::kF32);
+  const kernels::Tolerance tol = kernels::tolerance_for(DType::kF32);
+  double worst_norm = 0, worst_elem = 0;  // largest row error norm / ref norm; |err| / bound
+  for (const auto& row : expected["logits_fp64"]) {
+    const int64_t b = row["b"].get<int64_t>(), t = row["t"].get<int64_t>();
+    const float* got = model.logits() + (b * T + t) * V;
+    ASSERT_EQ(static_cast<int64_t>(row["values"].size()), V);
+    double err2 = 0, ref2 = 0;
+    for (int64_t v = 0; v < V; ++v) {
+      const double ref = row["values"][static_cast<size_t>(v)].get<double>();
+      const double err = got[v] - ref;
+      err2 += err * err;
+      ref2 += ref * ref;
+      worst_elem = std::max(worst_elem, std::fabs(err) / (tol.atol + tol.rtol * std::fabs(ref)));
+    }
+    const double rel = std::sqrt(err2 / ref2);
+    EXPECT_LE(rel, norm_rtol) << "logits[" << b << ", " << t << ", :]: relative error norm";
+    worst_norm = std::max(worst_norm, rel);
+  }
+  // The measured agreement, for the record.
+  std::printf(
+      "%s: loss rel %.2e (bound 1e-6), logits rel error norm %.2e (bound %.0e), elementwise "
+      "worst err / (atol + rtol |ref|) %.2f\n",
+      GetParam().c_str(), loss_rel, worst_norm, norm_rtol, worst_elem);
+}
+
+// The parameterized test passes vacuously on an empty directory; this one does not.
+TEST(HfMatrixFixtures, AreThere) { EXPECT_GE(matrix_cases().size(), 12u) << kMatrix; }
+
+INSTANTIATE_TEST_SUITE_P(Cases, HfMatrix, ::testing::ValuesIn(matrix_cases()),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param;
+                         });
+
+}  // namespace
+}  // namespace zero::model

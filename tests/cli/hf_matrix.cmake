@@ -1,0 +1,23 @@
+# Round trip of the transformers-made fixtures (tests/fixtures/hf_matrix, README there): each case is
+# trained one step on 2 ranks under ZeRO-3 with learning rate 0, saved with --save_final (in the
+# case's weight dtype), and the saved directory must be the fixture again: the same tensors bitwise
+# and the same config.json keys and values in the same layout (tools/golden/check_hf_roundtrip.py,
+# json only: no numpy, torch or transformers). So transformers computes from the saved model the very loss that the
+# fixture's expected.json records. The config's weight_decay 0.1 stays: with lr 0 the AdamW update
+# lr * (adam + wd * p) is exactly 0.
+set(_hfm_dir ${PROJECT_SOURCE_DIR}/tests/fixtures/hf_matrix)
+set(_hfm_out ${CMAKE_BINARY_DIR}/test_out/hf_matrix)
+file(GLOB _hfm_cases LIST_DIRECTORIES true RELATIVE ${_hfm_dir} CONFIGURE_DEPENDS ${_hfm_dir}/*)
+foreach(_case ${_hfm_cases})
+  if(NOT EXISTS ${_hfm_dir}/${_case}/expected.json)
+    continue()
+  endif()
+  set(_save_dtype fp32)
+  if(_case MATCHES "_bf16_")
+    set(_save_dtype bf16)
+  endif()
+  add_test(NAME cli.hf_matrix.np2_zero3_save_roundtrip.${_case}
+           COMMAND sh -c "rm -rf ${_hfm_out}/${_case} && mkdir -p ${_hfm_out} && ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root --bind-to none -np 2 $<TARGET_FILE:zero> train --deepspeed ${PROJECT_SOURCE_DIR}/examples/ds_config_zero3.json --model ${_hfm_dir}/${_case} --train_file ${PROJECT_SOURCE_DIR}/tests/fixtures/golden/tokens.bin --block_size 16 --per_device_train_batch_size 2 --learning_rate 0 --max_steps 1 --save_final --save_dtype ${_save_dtype} --quiet --output_dir ${_hfm_out}/${_case} >${_hfm_out}/${_case}.log 2>&1 || { cat ${_hfm_out}/${_case}.log; exit 1; }; /usr/bin/python3 ${PROJECT_SOURCE_DIR}/tools/golden/check_hf_roundtrip.py ${_hfm_out}/${_case}/final ${_hfm_dir}/${_case}")
+  set_tests_properties(cli.hf_matrix.np2_zero3_save_roundtrip.${_case} PROPERTIES LABELS mpi
+                       TIMEOUT 120)
+endforeach()

@@ -1,0 +1,216 @@
+#!/usr/bin/env python3
+"""Writes tests/fixtures/hf_matrix/<case>/: tiny models saved by transformers 5 itself, with its loss.
+
+Each case is a tiny model built with transformers' own classes (GPT2LMHeadModel, LlamaForCausalLM,
+MistralForCausalLM, Qwen2ForCausalLM), seeded, saved with save_pretrained (fp32 or bf16, one file
+or sharded), in the transformers-5 config layout or rewritten into the 4.x layout, plus
+expected.json: the batch, transformers' loss computed in fp64 (model.double()) and a few logits
+rows. Read by src/model/hf_matrix_test.cc and tests/cli/hf_matrix.cmake (CI needs no transformers).
+The cases are a covering subset of family x layout x RoPE x sliding window x tied x dtype x files;
+tests/fixtures/hf_matrix/README.md lists them.
+
+  /usr/bin/python3 -m venv /work/venv-hfm
+  /work/venv-hfm/bin/pip install torch transformers safetensors numpy   # plain PyPI; runs on CPU
+  /work/venv-hfm/bin/python tools/golden/make_hf_matrix.py [--out DIR]   # about 10 s
+
+Committed output was made with transformers 5.24.0 and torch 2.15.0 (PyPI wheel, run on CPU).
+Running it twice gives identical files.
+"""
+import argparse
+import copy
+import json
+import os
+import shutil
+
+import torch
+import transformers
+from transformers import (AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM,
+                          MistralConfig, MistralForCausalLM, Qwen2Config, Qwen2ForCausalLM)
+
+ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
+OUT = os.path.join(ROOT, "tests", "fixtures", "hf_matrix")
+
+V, B, T = 67, 2, 16
+SHARD = "16KB"  # small enough that every tiny model here is split over several files
+LOGIT_ROWS = [(0, 0), (0, 9), (1, 4), (1, 15)]  # (batch, position) rows of logits recorded
+LLAMA = dict(vocab_size=V, hidden_size=32, intermediate_size=24, num_hidden_layers=2,
+             num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32,
+             rms_norm_eps=1e-5, bos_token_id=1, eos_token_id=2)
+
+# name: (family, config kwargs, rope_parameters or None, dtype, sharded, layout, seed)
+CASES = {
+    "gpt2_tied_fp32_single_hf4": ("gpt2", {}, None, "fp32", False, "hf4", 11),
+    "gpt2_untied_bf16_sharded_hf5": ("gpt2", {"tie_word_embeddings": False}, None, "bf16", True,
+                                     "hf5", 12),
+    "llama_default_tied_fp32_single_hf5": ("llama", {"tie_word_embeddings": True},
+                                           {"rope_type": "default", "rope_theta": 10000.0},
+                                           "fp32", False, "hf5", 21),
+    "llama_default_untied_bf16_sharded_hf4": ("llama", {}, {"rope_type": "default",
+                                                            "rope_theta": 500000.0},
+                                              "bf16", True, "hf4", 22),
+    "llama_linear_untied_fp32_sharded_hf5": ("llama", {}, {"rope_type": "linear",
+                                                           "rope_theta": 10000.0, "factor": 2.0},
+                                             "fp32", True, "hf5", 23),
+    # Dynamic NTK only differs from default past max_position_embeddings: 8 and 12 here, T = 16.
+    "llama_dynamic_tied_bf16_single_hf4": ("llama", {"tie_word_embeddings": True,
+                                                     "max_position_embeddings": 8},
+                                           {"rope_type": "dynamic", "rope_theta": 10000.0,
+                                            "factor": 2.0}, "bf16", False, "hf4", 24),
+    "llama_yarn_untied_fp32_single_hf4": ("llama", {}, {
+        "rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
+        "original_max_position_embeddings": 8}, "fp32", False, "hf4", 25),
+    "llama_llama3_tied_bf16_sharded_hf5": ("llama", {"tie_word_embeddings": True}, {
+        "rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0, "original_max_position_embeddings": 8}, "bf16", True, "hf5", 26),
+    "mistral_sliding_untied_fp32_sharded_hf4": ("mistral", {"sliding_window": 5}, {
+        "rope_type": "default", "rope_theta": 1000000.0}, "fp32", True, "hf4", 31),
+    "mistral_sliding_yarn_tied_bf16_single_hf5": ("mistral", {
+        "sliding_window": 6, "tie_word_embeddings": True}, {
+        "rope_type": "yarn", "rope_theta": 1000000.0, "factor": 4.0,
+        "original_max_position_embeddings": 8}, "bf16", False, "hf5", 32),
+    "qwen2_sliding_untied_bf16_single_hf5": ("qwen2", {
+        "use_sliding_window": True, "sliding_window": 4, "max_window_layers": 1,
+        "num_hidden_layers": 3}, {"rope_type": "default", "rope_theta": 1000000.0}, "bf16",
+        False, "hf5", 41),
+    "qwen2_sliding_linear_tied_fp32_sharded_hf4": ("qwen2", {
+        "use_sliding_window": True, "sliding_window": 5, "max_window_layers": 2,
+        "num_hidden_layers": 3, "tie_word_embeddings": True}, {
+        "rope_type": "linear", "rope_theta": 1000000.0, "factor": 2.0}, "fp32", True, "hf4", 42),
+    "qwen2_dynamic_untied_fp32_single_hf5": ("qwen2", {"max_position_embeddings": 12}, {
+        "rope_type": "dynamic", "rope_theta": 10000.0, "factor": 3.0}, "fp32", False, "hf5", 43),
+    "llama_yarn_untied_bf16_sharded_hf5": ("llama", {}, {
+        "rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
+        "original_max_position_embeddings": 8, "beta_fast": 16.0, "beta_slow": 2.0}, "bf16",
+        True, "hf5", 27),
+}
+
+CLASSES = {"llama": (LlamaConfig, LlamaForCausalLM), "mistral": (MistralConfig, MistralForCausalLM),
+           "qwen2": (Qwen2Config, Qwen2ForCausalLM)}
+
+
+def build(family, kwargs, rope, seed):
+    """The model in fp32, seeded; norms and biases perturbed so their math is exercised."""
+    torch.manual_seed(seed)
+    if family == "gpt2":
+        config = GPT2Config(vocab_size=V, n_positions=32, n_embd=24, n_layer=2, n_head=3, n_inner=48,
+                            layer_norm_epsilon=1e-5, bos_token_id=1, eos_token_id=2, **kwargs)
+        model = GPT2LMHeadModel(config)
+    else:
+        config_cls, model_cls = CLASSES[family]
+        config = config_cls(**dict(LLAMA, **kwargs), rope_parameters=rope)
+        model = model_cls(config)
+    config._attn_implementation = "eager"
+    # transformers' init (std 0.02) leaves attention almost uniform, so RoPE scaling and sliding
+    # windows would move the loss by less than the 1e-6 under test. Re-drawn: matrices with std
+    # 1/sqrt(fan_in), embeddings 0.3, norms 1 + N(0, 0.1), biases N(0, 0.02).
+    g = torch.Generator().manual_seed(seed + 1000)
+    with torch.no_grad():
+        for name, p in sorted(model.named_parameters()):
+            if p.dim() == 2 and ("wte" in name or "wpe" in name or "embed_tokens" in name):
+                p.copy_(0.3 * torch.randn(p.shape, generator=g))
+            elif p.dim() == 2:
+                fan_in = p.shape[0] if family == "gpt2" else p.shape[1]  # GPT-2 Conv1D is [in, out]
+                p.copy_(torch.randn(p.shape, generator=g) / fan_in ** 0.5)
+            elif "norm" in name or "ln_" in name:
+                p.copy_(1 + 0.1 * torch.randn(p.shape, generator=g))
+            else:
+                p.copy_(0.02 * torch.randn(p.shape, generator=g))
+    return model.eval()
+
+
+def to_hf4_layout(path):
+    """Rewrites config.json as transformers 4.x writes it: rope_theta + rope_scaling, torch_dtype,
+    no layer_types (4.x derives the sliding layers from sliding_window / max_window_layers)."""
+    cfg_path = os.path.join(path, "config.json")
+    with open(cfg_path) as f:
+        cfg = json.load(f)
+    if "dtype" in cfg:
+        cfg["torch_dtype"] = cfg.pop("dtype")
+    cfg.pop("layer_types", None)
+    rope = cfg.pop("rope_parameters", None)
+    if rope is not None:
+        rope = dict(rope)
+        cfg["rope_theta"] = rope.pop("rope_theta")
+        if rope["rope_type"] == "default":
+            cfg["rope_scaling"] = None
+        else:
+            if "original_max_position_embeddings" in cfg and rope["rope_type"] in ("yarn", "llama3"):
+                rope.setdefault("original_max_position_embeddings",
+                                cfg.pop("original_max_position_embeddings"))
+            cfg["rope_scaling"] = rope
+    with open(cfg_path, "w") as f:
+        f.write(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=OUT)
+    args = ap.parse_args()
+    torch.use_deterministic_algorithms(True)
+    torch.set_num_threads(1)
+
+    g = torch.Generator().manual_seed(4321)
+    seq = torch.randint(0, V, (B, T + 1), generator=g)  # the batch, the same for every case
+    input_ids, labels = seq[:, :T], seq[:, 1:]
+
+    for name, (family, kwargs, rope, dtype, sharded, layout, seed) in CASES.items():
+        model = build(family, kwargs, rope, seed)
+        path = os.path.join(args.out, name)
+        shutil.rmtree(path, ignore_errors=True)
+        shard = SHARD if sharded else "50GB"
+        if dtype == "bf16":
+            # The weights become exactly bf16 values (the reference runs on them); a bf16 copy is
+            # saved, so the fp32 model keeps its fp32 RoPE buffers for the check below.
+            with torch.no_grad():
+                for p in model.parameters():
+                    p.copy_(p.bfloat16().float())
+            copy.deepcopy(model).to(torch.bfloat16).save_pretrained(path, max_shard_size=shard)
+        else:
+            model.save_pretrained(path, max_shard_size=shard)
+        if layout == "hf4":
+            to_hf4_layout(path)
+        files = sorted(f for f in os.listdir(path) if f.endswith(".safetensors"))
+        assert (len(files) > 1) == sharded, (name, files)
+
+        # Reference: the fp64 model's logits and their mean cross-entropy against the next tokens.
+        # transformers' own loss (labels shifted inside) upcasts the logits to fp32 only, so it
+        # is checked against that within fp32 rounding. The batch has T + 1 tokens; logits at the
+        # last one are not counted.
+        # The reference model is the saved directory loaded back by transformers, so the 4.x
+        # rewrite is read by transformers too.
+        ref = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32,
+                                                   attn_implementation="eager").eval()
+        # The reference runs T tokens, as the C++ side does (dynamic RoPE depends on the length).
+        # Checked once on T + 1 tokens: transformers' own loss, which shifts the labels inside and
+        # upcasts the logits to fp32 only, is this cross-entropy within fp32 rounding.
+        ce = torch.nn.functional.cross_entropy
+        with torch.no_grad():
+            loss32 = ce(ref(input_ids=input_ids).logits.reshape(-1, V), labels.reshape(-1)).item()
+            ref = ref.double()
+            logits = ref(input_ids=input_ids).logits
+            loss = ce(logits.reshape(-1, V), labels.reshape(-1))
+            # Last: dynamic RoPE keeps the frequencies of the longest sequence seen.
+            longer = ref(input_ids=seq, labels=seq)
+            mine = ce(longer.logits[:, :T].reshape(-1, V), labels.reshape(-1)).item()
+            assert abs(mine / longer.loss.item() - 1) < 1e-6, (name, mine, longer.loss.item())
+            # The model as built gives the same logits (not so after .to(bfloat16): that also
+            # rounds the RoPE inv_freq buffer, which a loaded model computes afresh in fp32).
+            built = model.double()(input_ids=input_ids).logits
+            assert (built - logits).abs().max().item() < 1e-9 * logits.abs().max().item(), name
+        expected = {
+            "case": name, "family": family, "layout": layout, "weights_dtype": dtype,
+            "sharded": sharded, "files": files, "transformers": transformers.__version__,
+            "input_ids": input_ids.tolist(), "labels": labels.tolist(),
+            "loss_fp64": loss.item(), "loss_fp32": loss32,
+            "logits_fp64": [{"b": b, "t": t, "values": logits[b, t].tolist()}
+                            for b, t in LOGIT_ROWS],
+        }
+        with open(os.path.join(path, "expected.json"), "w") as f:
+            f.write(json.dumps(expected, indent=1) + "\n")
+        size = sum(os.path.getsize(os.path.join(path, f)) for f in os.listdir(path))
+        print(f"{name}: loss fp64 {loss.item():.10f} (fp32 rel {abs(loss32 / loss.item() - 1):.1e}),"
+              f" {len(files)} file(s), {size} bytes")
+
+
+if __name__ == "__main__":
+    main()
