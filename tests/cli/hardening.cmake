@@ -51,7 +51,7 @@ set_tests_properties(cli.train.kill9_np2_resume_keeps_metrics PROPERTIES LABELS 
 
 # Item 7 (CLI): a manifest listing rank 0's file twice fails `zero ckpt verify`.
 add_test(NAME cli.ckpt.verify_refuses_a_file_listed_twice
-         COMMAND sh -c "rm -rf ${_zh_out}/twice && cp -r ${PROJECT_SOURCE_DIR}/tests/fixtures/checkpoint/hand_built ${_zh_out}/twice && sed -i 's/rank_1.safetensors/rank_0.safetensors/' ${_zh_out}/twice/global_step7/manifest.json && $<TARGET_FILE:zero> ckpt verify ${_zh_out}/twice 2>&1; test $? -ne 0")
+         COMMAND sh -c "mkdir -p ${_zh_out} && rm -rf ${_zh_out}/twice && cp -r ${PROJECT_SOURCE_DIR}/tests/fixtures/checkpoint/hand_built ${_zh_out}/twice && sed -i 's/rank_1.safetensors/rank_0.safetensors/' ${_zh_out}/twice/global_step7/manifest.json && $<TARGET_FILE:zero> ckpt verify ${_zh_out}/twice 2>&1; test $? -ne 0")
 set_tests_properties(cli.ckpt.verify_refuses_a_file_listed_twice PROPERTIES LABELS unit
                      PASS_REGULAR_EXPRESSION "files.1. is 'rank_0.safetensors'")
 
@@ -107,7 +107,7 @@ set_tests_properties(cli.ckpt.max_shard_size_zero_refused PROPERTIES LABELS unit
 
 # Item 12: `zero train | head` used to die of SIGPIPE after step 1; the run goes on to the end.
 add_test(NAME cli.train.closed_stdout_keeps_training
-         COMMAND bash -c "rm -rf ${_zh_out}/pipe && $<TARGET_FILE:zero> train ${_zh_common} --max_steps 6 --logging_steps 1 --output_dir ${_zh_out}/pipe 2>${_zh_out}/pipe.err | head -n 1 >/dev/null; rc=\${PIPESTATUS[0]}; test $rc -eq 0 && test $(wc -l < ${_zh_out}/pipe/metrics.jsonl) -eq 6 && cat ${_zh_out}/pipe.err")
+         COMMAND bash -c "mkdir -p ${_zh_out} && rm -rf ${_zh_out}/pipe && $<TARGET_FILE:zero> train ${_zh_common} --max_steps 6 --logging_steps 1 --output_dir ${_zh_out}/pipe 2>${_zh_out}/pipe.err | head -n 1 >/dev/null; rc=\${PIPESTATUS[0]}; test $rc -eq 0 && test $(wc -l < ${_zh_out}/pipe/metrics.jsonl) -eq 6 && cat ${_zh_out}/pipe.err")
 set_tests_properties(cli.train.closed_stdout_keeps_training PROPERTIES LABELS unit
                      PASS_REGULAR_EXPRESSION "stdout is closed")
 
