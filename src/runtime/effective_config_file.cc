@@ -60,14 +60,23 @@ Status write_effective_config(Storage& storage, const std::string& out_dir,
   return ok_status();
 }
 
-std::string effective_config_summary(const config::EffectiveConfig& effective, int world_size) {
+std::string effective_config_summary(const config::EffectiveConfig& effective, int world_size,
+                                     const OffloadOptions* placement) {
   const Json& j = effective.json;
   const Json& zero = j.contains("zero_optimization") ? j["zero_optimization"] : Json();
   std::string out = fmt::format("ZeRO stage {}", zero.is_object() && zero.contains("stage")
                                                      ? number_text(zero["stage"])
                                                      : std::string("0"));
-  const std::string opt_off = offload_device(zero, "offload_optimizer");
-  const std::string param_off = offload_device(zero, "offload_param");
+  std::string opt_off = offload_device(zero, "offload_optimizer");
+  std::string param_off = offload_device(zero, "offload_param");
+  if (placement != nullptr) {
+    opt_off = placement->optimizer == OptimizerOffload::kCpu    ? "cpu"
+              : placement->optimizer == OptimizerOffload::kNvme ? "nvme"
+                                                                : "";
+    param_off = placement->param.device == sharding::ParamOffload::kCpu    ? "cpu"
+                : placement->param.device == sharding::ParamOffload::kNvme ? "nvme"
+                                                                           : "";
+  }
   if (!opt_off.empty()) out += fmt::format(", optimizer on {}", opt_off);
   if (!param_off.empty()) out += fmt::format(", params on {}", param_off);
   out += enabled(j, "bf16") ? ", bf16" : enabled(j, "fp16") ? ", fp16" : ", fp32";
@@ -78,7 +87,8 @@ std::string effective_config_summary(const config::EffectiveConfig& effective, i
       out += " lr " + number_text(o["params"]["lr"]);
     }
   }
-  if (j.contains("scheduler") && j["scheduler"].is_object() && j["scheduler"].contains("type")) {
+  if (j.contains("scheduler") && j["scheduler"].is_object() && j["scheduler"].contains("type") &&
+      j["scheduler"]["type"].is_string()) {
     out += ", " + number_text(j["scheduler"]["type"]);
   }
   auto triad = [&](const char* key) {

@@ -8,6 +8,7 @@
 #include "config/effective.h"
 #include "core/status.h"
 #include "core/storage.h"
+#include "runtime/offload_options.h"
 
 namespace zero::runtime {
 
@@ -27,6 +28,9 @@ Status write_effective_config(Storage& storage, const std::string& out_dir,
 
 // "ZeRO stage 3, bf16, AdamW lr 0.001, WarmupDecayLR, train_batch_size 32 (micro 4 x accumulation
 // 4 x world 2), gradient_clipping 1": what a reader checks first.
-std::string effective_config_summary(const config::EffectiveConfig& effective, int world_size);
+// `placement` (optional): the offload placements that will run (after the stage rules), shown
+// instead of the config's devices.
+std::string effective_config_summary(const config::EffectiveConfig& effective, int world_size,
+                                     const OffloadOptions* placement = nullptr);
 
 }  // namespace zero::runtime

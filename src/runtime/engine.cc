@@ -31,26 +31,18 @@ Engine::~Engine() {
   state_.reset();
 }
 
-StatusOr<std::unique_ptr<Engine>> Engine::create(EngineOptions options, const UnitInitFn& init,
-                                                 Communicator* comm) {
-  std::unique_ptr<Engine> e(new Engine(std::move(options)));
-  if (comm == nullptr) {
-    e->own_comm_ = std::make_unique<SelfCommunicator>();
-    comm = e->own_comm_.get();
-  }
-  e->comm_ = comm;
-  EngineOptions& o = e->options_;
+StatusOr<std::vector<std::string>> sanitize_engine_options(EngineOptions& o, int world_size) {
+  std::vector<std::string> warnings;
   o.zero.model_dtype = o.dtype;
   if (o.zero.stage < 0 || o.zero.stage > 3) {
     return invalid_argument("zero_optimization.stage: {} is not a ZeRO stage (0, 1, 2 or 3)",
                             o.zero.stage);
   }
-  if (o.optimizer.kind == optim::OptimizerKind::kLamb && o.zero.stage >= 1 &&
-      comm->world_size() > 1) {
+  if (o.optimizer.kind == optim::OptimizerKind::kLamb && o.zero.stage >= 1 && world_size > 1) {
     return unimplemented(
         "optimizer.type: Lamb with ZeRO stage {} across {} ranks is not supported (its per-tensor "
         "trust ratio needs whole tensors; use stage 0)",
-        o.zero.stage, comm->world_size());
+        o.zero.stage, world_size);
   }
   OffloadOptions& off = o.offload;
   if (off.optimizer != OptimizerOffload::kNone && o.zero.stage == 0) {
@@ -59,12 +51,10 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(EngineOptions options, const Un
         "(zero_optimization.stage is 0)");
   }
   if (off.optimizer == OptimizerOffload::kNvme && o.zero.stage < 3) {
-    if (comm->rank() == 0) {
-      spdlog::warn(
-          "zero_optimization.offload_optimizer.device: \"nvme\" is treated as \"cpu\" below ZeRO "
-          "stage 3 (zero_optimization.stage is {}); DeepSpeed does the same",
-          o.zero.stage);
-    }
+    warnings.push_back(fmt::format(
+        "zero_optimization.offload_optimizer.device: \"nvme\" is treated as \"cpu\" below ZeRO "
+        "stage 3 (zero_optimization.stage is {}); DeepSpeed does the same",
+        o.zero.stage));
     off.optimizer = OptimizerOffload::kCpu;
   }
   if (off.optimizer == OptimizerOffload::kNvme) {
@@ -75,22 +65,42 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(EngineOptions options, const Un
     }
     ZERO_RETURN_IF_ERROR(offload::validate_aio_config(off.aio).with_context("aio"));
   }
-  e->model_ = std::make_unique<model::Transformer>(o.model_config, o.transformer);
-  const model::ModelLayout& layout = e->model_->layout();
-  e->shard_layout_ =
-      std::make_unique<sharding::ShardLayout>(layout, comm->world_size(), comm->rank());
   if (off.param.device != sharding::ParamOffload::kNone && o.zero.stage < 3) {
-    if (comm->rank() == 0) {
-      spdlog::warn(
-          "zero_optimization.offload_param.device: parameter offload needs ZeRO stage 3 "
-          "(zero_optimization.stage is {}); ignored, as DeepSpeed does",
-          o.zero.stage);
-    }
+    warnings.push_back(
+        fmt::format("zero_optimization.offload_param.device: parameter offload needs ZeRO stage 3 "
+                    "(zero_optimization.stage is {}); ignored, as DeepSpeed does",
+                    o.zero.stage));
     off.param.device = sharding::ParamOffload::kNone;
   }
   if (off.param.device == sharding::ParamOffload::kNvme) {
     ZERO_RETURN_IF_ERROR(offload::validate_aio_config(off.param.aio).with_context("aio"));
   }
+  if (!(off.ratio >= 0.0 && off.ratio <= 1.0)) {
+    return invalid_argument("zero_optimization.offload_optimizer.ratio: {} is not in [0, 1]",
+                            off.ratio);
+  }
+  return warnings;
+}
+
+StatusOr<std::unique_ptr<Engine>> Engine::create(EngineOptions options, const UnitInitFn& init,
+                                                 Communicator* comm) {
+  std::unique_ptr<Engine> e(new Engine(std::move(options)));
+  if (comm == nullptr) {
+    e->own_comm_ = std::make_unique<SelfCommunicator>();
+    comm = e->own_comm_.get();
+  }
+  e->comm_ = comm;
+  EngineOptions& o = e->options_;
+  ZERO_ASSIGN_OR_RETURN(std::vector<std::string> warnings,
+                        sanitize_engine_options(o, comm->world_size()));
+  if (comm->rank() == 0) {
+    for (const std::string& w : warnings) spdlog::warn("{}", w);
+  }
+  const OffloadOptions& off = o.offload;
+  e->model_ = std::make_unique<model::Transformer>(o.model_config, o.transformer);
+  const model::ModelLayout& layout = e->model_->layout();
+  e->shard_layout_ =
+      std::make_unique<sharding::ShardLayout>(layout, comm->world_size(), comm->rank());
   if (o.check_memory) {
     // Why before any allocation: a shortfall must be a message naming the setting to change,
     // not the kernel's OOM killer halfway through loading the model.

@@ -83,6 +83,14 @@ struct StepResult {
 // its partition, so a model is never materialised whole on one rank.
 using UnitInitFn = std::function<Status(int u, int64_t begin, int64_t end, float* dst)>;
 
+// Applies the stage / offload rules to `options` once (Engine::create calls it; the trainer calls
+// it while planning, so what it prints is what runs): errors for what cannot run (stage out of
+// range, optimizer offload at stage 0, nvme without nvme_path, Lamb sharded across ranks, a bad
+// `aio` block or ratio), and, as DeepSpeed does, nvme optimizer offload treated as cpu below stage
+// 3 and parameter offload dropped below stage 3 — each returned as a warning to print once.
+// Idempotent: sanitized options come back unchanged with no warnings.
+StatusOr<std::vector<std::string>> sanitize_engine_options(EngineOptions& options, int world_size);
+
 class Engine {
  public:
   // `comm` is the data-parallel group (not owned; must outlive the engine); null = a world of one.

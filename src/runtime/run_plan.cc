@@ -315,6 +315,10 @@ StatusOr<Plan> make_plan(const TrainArgs& args, const model::ModelConfig& model,
         "micro-steps whatever the setting (16-bit accumulation is what makes bf16 runs diverge "
         "with gradient accumulation in DeepSpeed)");
   }
+  // The stage / offload rules, applied here so the plan (and the banner) says what will run; their
+  // warnings repeat the config validator's, already in plan.notes, and are not printed again.
+  ZERO_ASSIGN_OR_RETURN(std::vector<std::string> repeated, sanitize_engine_options(o, world));
+  (void)repeated;
   return plan;
 }
 

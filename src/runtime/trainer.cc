@@ -352,8 +352,9 @@ int run_training(const TrainArgs& args, Communicator& comm) {
         static_cast<long long>(plan.grad_accum), world, static_cast<long long>(max_steps));
     for (const auto& n : plan.info) std::printf("zero train: %s\n", n.c_str());
     std::printf("zero train: config: %s; in %s/%s%s\n",
-                effective_config_summary(plan.effective, world).c_str(), args.output_dir.c_str(),
-                kEffectiveConfigFile, args.verbose ? "" : " (--verbose prints it)");
+                effective_config_summary(plan.effective, world, &plan.engine.offload).c_str(),
+                args.output_dir.c_str(), kEffectiveConfigFile,
+                args.verbose ? "" : " (--verbose prints it)");
     if (args.verbose) {
       std::printf("zero train: effective DeepSpeed config:\n%s\n",
                   config::render_effective_config(plan.effective).c_str());

@@ -137,3 +137,12 @@ add_test(NAME cli.no_arguments_is_a_usage_error
          COMMAND sh -c "$<TARGET_FILE:zero> 2>&1; test $? -eq 2")
 set_tests_properties(cli.no_arguments_is_a_usage_error PROPERTIES LABELS unit
                      PASS_REGULAR_EXPRESSION "Subcommands:")
+
+# Issue 10 item 5: the stage / offload rules are applied once (sanitize_engine_options): nvme
+# optimizer offload below stage 3 is reported once (it was warned twice: validator and engine),
+# and the config summary shows what runs (cpu), not what was written.
+file(WRITE ${CMAKE_BINARY_DIR}/test_out/s2_nvme.json
+     "{\"zero_optimization\": {\"stage\": 2, \"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"${CMAKE_BINARY_DIR}/test_out/s2_nvme_swap\"}}}")
+add_test(NAME cli.train.offload_rules_reported_once
+         COMMAND sh -c "$<TARGET_FILE:zero> train ${_zh_common} --max_steps 1 --deepspeed ${CMAKE_BINARY_DIR}/test_out/s2_nvme.json --overwrite_output_dir --output_dir ${_zh_out}/s2nvme > ${CMAKE_BINARY_DIR}/test_out/s2_nvme.log 2>&1 && test $(grep -c 'treated as' ${CMAKE_BINARY_DIR}/test_out/s2_nvme.log) -eq 1 && grep -q 'optimizer on cpu' ${CMAKE_BINARY_DIR}/test_out/s2_nvme.log && echo once")
+set_tests_properties(cli.train.offload_rules_reported_once PROPERTIES LABELS unit PASS_REGULAR_EXPRESSION "once")
