@@ -9,6 +9,7 @@
 #include "checkpoint/checkpoint.h"
 #include "core/storage.h"
 #include "runtime/engine.h"
+#include "runtime/engine_checkpoint.h"
 #include "runtime/model_source.h"
 
 namespace zero::runtime {
@@ -104,21 +105,11 @@ int run_ckpt_benchmark(const CkptBenchOptions& o, Communicator& comm) {
   // The name travels as 2-byte elements (broadcast moves bytes verbatim).
   if (Status b = comm.broadcast(dir, sizeof dir / 2, DType::kBF16, 0); !b.ok()) return fail(b);
 
-  checkpoint::SaveRequest r;
+  auto request = engine_save_request(engine);
+  if (!request.ok()) return fail(request.status());
+  checkpoint::SaveRequest& r = *request;
   r.out_dir = dir;
   r.tag = "bench";
-  r.layout = &engine.layout();
-  r.shard_layout = &engine.shard_layout();
-  r.stage = o.stage;
-  for (int u = 0; u < engine.layout().num_units(); ++u) {
-    r.partitions.push_back({engine.partition_begin(u),
-                            engine.partition_numel(u),
-                            engine.master(u),
-                            engine.exp_avg(u),
-                            engine.exp_avg_sq(u),
-                            {}});
-  }
-  r.state = {{"global_step", 0}};
   r.tag_validation = checkpoint::TagValidation::kIgnore;
   // Why: time the save from a common start.
   if (Status b = comm.barrier(); !b.ok()) return fail(b);

@@ -26,6 +26,7 @@
 #include "optim/loss_scaler.h"
 #include "runtime/csv_monitor.h"
 #include "runtime/effective_config_file.h"
+#include "runtime/engine_checkpoint.h"
 #include "runtime/interrupt.h"
 #include "runtime/metrics.h"
 #include "runtime/model_source.h"
@@ -62,24 +63,6 @@ std::string format_duration(double seconds) {
   if (s >= 3600) return fmt::format("{}h{:02d}m", s / 3600, (s % 3600) / 60);
   if (s >= 60) return fmt::format("{}m{:02d}s", s / 60, s % 60);
   return fmt::format("{}s", s);
-}
-
-// This rank's partitions as a checkpoint sees them. State offloaded to NVMe is streamed: the
-// writer reads one tensor of one unit at a time from the swap files.
-StatusOr<std::vector<checkpoint::UnitPartition>> partitions(const Engine& e) {
-  std::vector<checkpoint::UnitPartition> p;
-  for (int u = 0; u < e.layout().num_units(); ++u) {
-    checkpoint::UnitPartition part{e.partition_begin(u), e.partition_numel(u), e.master(u),
-                                   e.exp_avg(u),         e.exp_avg_sq(u),      {}};
-    if (part.master == nullptr && part.numel > 0) {
-      part.exp_avg = part.exp_avg_sq = nullptr;
-      part.read = [&e, u](float* master, float* exp_avg, float* exp_avg_sq) {
-        return e.read_partition_state(u, master, exp_avg, exp_avg_sq);
-      };
-    }
-    p.push_back(std::move(part));
-  }
-  return p;
 }
 
 nlohmann::json sampler_json(const SamplerState& s) {
@@ -395,25 +378,11 @@ int run_training(const TrainArgs& args, Communicator& comm) {
       plan.effective.json["checkpoint"].value("tag_validation", std::string("Warn")));
   if (!tag_validation.ok()) return bad(tag_validation.status());
   auto save = [&](int64_t next_step) -> Status {
-    checkpoint::SaveRequest r;
+    ZERO_ASSIGN_OR_RETURN(checkpoint::SaveRequest r, engine_save_request(engine));
     r.out_dir = args.output_dir;
-    r.tag = checkpoint::default_tag(engine.global_step());
-    r.layout = &engine.layout();
-    r.shard_layout = &engine.shard_layout();
-    r.stage = plan.engine.zero.stage;
-    r.model_dtype = plan.engine.dtype;
-    const checkpoint::RunIdentity id = run_identity(plan.engine);
-    r.optimizer_type = id.optimizer_type;
-    r.beta1 = id.beta1;
-    r.beta2 = id.beta2;
-    ZERO_ASSIGN_OR_RETURN(r.partitions, partitions(engine));
-    r.state = {{"global_step", engine.global_step()},
-               {"optimizer_updates", engine.optimizer_updates()},
-               {"schedule", engine.schedule().state()},
-               {"loss_scaler", engine.loss_scaler().state()},
-               {"sampler", sampler_json(sampler->state(next_step))},
-               {"rng", {{"seed", args.seed}}},
-               {"max_steps", max_steps}};
+    r.state["sampler"] = sampler_json(sampler->state(next_step));
+    r.state["rng"] = {{"seed", args.seed}};
+    r.state["max_steps"] = max_steps;
     r.effective_config = plan.effective.json;
     r.save_total_limit = static_cast<int>(args.save_total_limit.value_or(0));
     r.tag_validation = *tag_validation;
@@ -579,7 +548,7 @@ int run_training(const TrainArgs& args, Communicator& comm) {
   if (args.save_final) {
     // Gathered unit by unit (peak memory one unit); rank 0 writes.
     const std::string dir = args.output_dir + "/final";
-    auto parts = partitions(engine);
+    auto parts = checkpoint_partitions(engine);
     if (!parts.ok()) return broken(parts.status());
     Status s = checkpoint::save_model_weights(*default_storage(), comm, dir, engine.layout(),
                                               engine.shard_layout(), *parts, save_dtype);

@@ -54,3 +54,7 @@ set_tests_properties(cli.train.save_keeps_transformers5_config PROPERTIES LABELS
 add_test(NAME cli.ckpt.to_fp32_keeps_generation_config
          COMMAND sh -c "d='${CMAKE_CURRENT_BINARY_DIR}/test_out/gencfg' && rm -rf $d && mkdir -p $d && cp -r '${PROJECT_SOURCE_DIR}/tests/fixtures/golden/gpt2_tiny' $d/model && printf '{\"eos_token_id\": 5, \"max_length\": 77, \"do_sample\": true}' > $d/model/generation_config.json && '$<TARGET_FILE:zero>' train --model $d/model --train_file '${PROJECT_SOURCE_DIR}/tests/fixtures/golden/tokens.bin' --block_size 16 --per_device_train_batch_size 4 --max_steps 2 --save_steps 2 --quiet --output_dir $d/run >/dev/null && '$<TARGET_FILE:zero>' ckpt to-fp32 $d/run $d/hf >/dev/null && grep -q '\"max_length\": 77' $d/hf/generation_config.json && grep -q '\"do_sample\": true' $d/hf/generation_config.json && echo kept")
 set_tests_properties(cli.ckpt.to_fp32_keeps_generation_config PROPERTIES LABELS unit PASS_REGULAR_EXPRESSION "kept")
+
+# `zero bench ckpt` saves through the trainer's request builder (runtime/engine_checkpoint.h).
+add_test(NAME cli.bench.ckpt_runs COMMAND $<TARGET_FILE:zero> bench ckpt)
+set_tests_properties(cli.bench.ckpt_runs PROPERTIES LABELS unit PASS_REGULAR_EXPRESSION "share = model state bytes")
