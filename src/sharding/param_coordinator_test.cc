@@ -1,0 +1,113 @@
+// ParamCoordinator across worlds 1-4 in one process (ThreadCommunicator): whatever the stage,
+// overlap, prefetch bucket, persistence threshold and model dtype, acquire(u) on every rank gives
+// the full unit exactly as the owners installed it (rounded once to the model dtype), in forward
+// and backward order, micro-step after micro-step; stage 3 re-gathers what it released.
+#include "sharding/param_coordinator.h"
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "comm/thread_communicator.h"
+#include "model/model_config.h"
+#include "model/param_layout.h"
+
+namespace zero::sharding {
+namespace {
+
+float master_value(int u, int64_t i) {
+  return static_cast<float>((u * 131 + i * 7) % 1009) / 97.0f - 5.0f;
+}
+
+struct Case {
+  int world;
+  int stage;
+  bool overlap;
+  int64_t prefetch_numel;
+  int64_t persistence_numel;
+  DType dtype;
+};
+
+std::string case_name(const ::testing::TestParamInfo<Case>& info) {
+  const Case& c = info.param;
+  return "w" + std::to_string(c.world) + "_s" + std::to_string(c.stage) +
+         (c.overlap ? "_overlap" : "") + "_prefetch" + std::to_string(c.prefetch_numel) +
+         "_persist" + std::to_string(c.persistence_numel) + "_" + std::string(dtype_name(c.dtype));
+}
+
+class ParamCoordinatorWorlds : public ::testing::TestWithParam<Case> {};
+
+TEST_P(ParamCoordinatorWorlds, EveryRankSeesTheInstalledUnits) {
+  const Case c = GetParam();
+  auto config = model::preset_model_config("gpt2-tiny");
+  ASSERT_TRUE(config.ok());
+  const model::ModelLayout layout(*config);
+  std::atomic<int> bad{0}, checked{0};
+  ThreadCommunicator::run(c.world, [&](Communicator& comm) {
+    const ShardLayout shards(layout, comm.world_size(), comm.rank());
+    ZeroOptions o;
+    o.stage = c.stage;
+    o.overlap_comm = c.overlap;
+    o.prefetch_bucket_numel = c.prefetch_numel;
+    o.param_persistence_threshold_numel = c.persistence_numel;
+    o.model_dtype = c.dtype;
+    MemoryAccounting memory;
+    auto coord = ParamCoordinator::create(shards, comm, o, ParamOffloadOptions{}, memory);
+    if (!coord.ok()) {
+      ++bad;
+      return;
+    }
+    const int units = layout.num_units();
+    // Stage 0: every rank installs the whole (padded) unit; stages 1-3: its own shard.
+    for (int u = 0; u < units; ++u) {
+      const UnitShardInfo& info = shards.unit(u);
+      const int64_t begin = c.stage == 0 ? 0 : shards.shard_begin(u);
+      const int64_t n = c.stage == 0 ? info.padded_numel : info.shard_numel;
+      std::vector<float> values(static_cast<size_t>(n), 0.0f);
+      for (int64_t k = 0; k < n; ++k) {
+        if (begin + k < info.numel) values[static_cast<size_t>(k)] = master_value(u, begin + k);
+      }
+      if (!(*coord)->set_values(u, values.data()).ok()) ++bad;
+    }
+    if (!(*coord)->finish_updates().ok()) ++bad;
+    auto check = [&](int u) {
+      const float* p = (*coord)->acquire(u);
+      for (int64_t i = 0; i < shards.unit(u).numel; ++i) {
+        if (p[i] != round_to_dtype(master_value(u, i), c.dtype)) ++bad;
+        ++checked;
+      }
+      (*coord)->release(u);
+    };
+    for (int micro = 0; micro < 2; ++micro) {
+      (*coord)->begin_micro_step();
+      for (int u = 0; u < units; ++u) check(u);       // forward
+      for (int u = units - 1; u >= 0; --u) check(u);  // backward
+    }
+    if (!(*coord)->status().ok()) ++bad;
+  });
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_GT(checked.load(), 0);
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> out;
+  for (int world : {1, 2, 3, 4}) {
+    for (int stage : {0, 1, 2, 3}) {
+      out.push_back({world, stage, false, 50'000'000, 100'000, DType::kF32});
+      out.push_back({world, stage, true, 50'000'000, 100'000, DType::kBF16});
+    }
+    // Stage 3: no prefetch (0), a bucket smaller than most units, nothing persistent.
+    out.push_back({world, 3, true, 0, 0, DType::kF32});
+    out.push_back({world, 3, true, 1000, 0, DType::kBF16});
+    out.push_back({world, 3, false, 1000, 0, DType::kF16});
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(ThreadRanks, ParamCoordinatorWorlds, ::testing::ValuesIn(cases()),
+                         case_name);
+
+}  // namespace
+}  // namespace zero::sharding
