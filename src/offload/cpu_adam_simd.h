@@ -1,0 +1,114 @@
+// The one SIMD body of the CPU Adam kernels (issue 10 item 7), written once over a vector-traits
+// type V and instantiated by cpu_adam_avx2.cc (8 lanes) and cpu_adam_avx512.cc (16 lanes). Each
+// includes this header after its target pragmas, so the code below is compiled for that ISA in
+// that translation unit only. Operation order is optim::adam_update's, unfused, so every width is
+// bitwise equal to the scalar reference (cpu_adam_test).
+//
+// V provides: `reg` (fp32 vector), kLanes, load / store (unaligned), set1, add, mul, div, sqrt,
+// and store_bf16 / store_f16 (kLanes rounded 16-bit values, bitwise core/dtype.h).
+//
+// REQUIRES: included only from those two files (everything is in an unnamed namespace, one copy
+// per ISA).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "offload/cpu_adam.h"
+
+namespace zero::offload::detail {
+namespace {
+
+enum Out { kNone, kBf16, kF16 };
+
+template <class V>
+struct Consts {
+  typename V::reg b1, b2, omb1, omb2, eps, gs, step, isbc2, dd, l2;
+  explicit Consts(const AdamTileParams& c)
+      : b1(V::set1(c.beta1)),
+        b2(V::set1(c.beta2)),
+        omb1(V::set1(c.one_minus_beta1)),
+        omb2(V::set1(c.one_minus_beta2)),
+        eps(V::set1(c.eps)),
+        gs(V::set1(c.grad_scale)),
+        step(V::set1(c.step_size)),
+        isbc2(V::set1(c.inv_sqrt_bc2)),
+        dd(V::set1(c.decoupled_decay)),
+        l2(V::set1(c.l2_decay)) {}
+};
+
+// One vector of V::kLanes elements, in optim::adam_update's operation order.
+template <class V, bool kL2, bool kDecoupled, Out kOut>
+inline void step_vector(const Consts<V>& k, float* p, const float* g, float* m, float* v,
+                        uint16_t* out) {
+  using R = typename V::reg;
+  R gv = V::mul(V::load(g), k.gs);
+  R pv = V::load(p);
+  if constexpr (kL2) gv = V::add(gv, V::mul(k.l2, pv));
+  const R mv = V::add(V::mul(k.b1, V::load(m)), V::mul(k.omb1, gv));
+  const R vv = V::add(V::mul(k.b2, V::load(v)), V::mul(k.omb2, V::mul(gv, gv)));
+  const R denom = V::add(V::mul(V::sqrt(vv), k.isbc2), k.eps);
+  if constexpr (kDecoupled) pv = V::add(pv, V::mul(k.dd, pv));
+  pv = V::add(pv, V::mul(k.step, V::div(mv, denom)));
+  V::store(p, pv);
+  V::store(m, mv);
+  V::store(v, vv);
+  if constexpr (kOut == kBf16) V::store_bf16(out, pv);
+  if constexpr (kOut == kF16) V::store_f16(out, pv);
+}
+
+template <class V, bool kL2, bool kDecoupled, Out kOut>
+void tile_loop(const Consts<V>& k, const optim::AdamShard& s, int64_t begin, int64_t end) {
+  constexpr int64_t kLanes = V::kLanes;
+  float* p = s.param;
+  const float* g = s.grad;
+  float* m = s.exp_avg;
+  float* v = s.exp_avg_sq;
+  auto* out = static_cast<uint16_t*>(s.param_16bit);
+  int64_t i = begin;
+  for (; i + kLanes <= end; i += kLanes) {
+    step_vector<V, kL2, kDecoupled, kOut>(k, p + i, g + i, m + i, v + i,
+                                          kOut == kNone ? nullptr : out + i);
+  }
+  if (i == end) return;
+  // Ragged tail: run the same vector code on zero-padded copies (the padding lanes are discarded).
+  const size_t n = static_cast<size_t>(end - i);
+  alignas(64) float tp[kLanes] = {}, tg[kLanes] = {}, tm[kLanes] = {}, tv[kLanes] = {};
+  alignas(64) uint16_t to[kLanes];
+  std::memcpy(tp, p + i, n * 4);
+  std::memcpy(tg, g + i, n * 4);
+  std::memcpy(tm, m + i, n * 4);
+  std::memcpy(tv, v + i, n * 4);
+  step_vector<V, kL2, kDecoupled, kOut>(k, tp, tg, tm, tv, to);
+  std::memcpy(p + i, tp, n * 4);
+  std::memcpy(m + i, tm, n * 4);
+  std::memcpy(v + i, tv, n * 4);
+  if constexpr (kOut != kNone) std::memcpy(out + i, to, n * 2);
+}
+
+template <class V, bool kL2, bool kDecoupled>
+void by_out(const Consts<V>& k, const optim::AdamShard& s, int64_t begin, int64_t end) {
+  if (s.param_16bit == nullptr) {
+    tile_loop<V, kL2, kDecoupled, kNone>(k, s, begin, end);
+  } else if (s.param_16bit_dtype == DType::kBF16) {
+    tile_loop<V, kL2, kDecoupled, kBf16>(k, s, begin, end);
+  } else {
+    tile_loop<V, kL2, kDecoupled, kF16>(k, s, begin, end);
+  }
+}
+
+// Elements [begin, end) of `s`: the decay variant picked once, compiled out when unused.
+template <class V>
+void adam_tile(const AdamTileParams& c, const optim::AdamShard& s, int64_t begin, int64_t end) {
+  const Consts<V> k(c);
+  if (c.l2) {
+    by_out<V, true, false>(k, s, begin, end);
+  } else if (c.decoupled) {
+    by_out<V, false, true>(k, s, begin, end);
+  } else {
+    by_out<V, false, false>(k, s, begin, end);
+  }
+}
+
+}  // namespace
+}  // namespace zero::offload::detail
