@@ -1,0 +1,170 @@
+// Tokenizing documents into a packed stream with a loss mask, and publishing the three files.
+#include "text/data_preparer.h"
+
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
+#include "core/check.h"
+#include "text/utf8.h"
+
+namespace zero::text {
+
+namespace {
+
+bool ends_with(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+// 1-based line of byte `offset`.
+int64_t line_of(std::string_view content, size_t offset) {
+  return 1 +
+         std::count(content.begin(), content.begin() + static_cast<std::ptrdiff_t>(offset), '\n');
+}
+
+void append(const std::vector<int32_t>& ids, uint8_t trained, PreparedTokens* out) {
+  out->ids.insert(out->ids.end(), ids.begin(), ids.end());
+  out->mask.insert(out->mask.end(), ids.size(), trained);
+}
+
+// One document: BOS-like prefix (mask 0), then each piece with its mask, then EOS (mask 1).
+struct Piece {
+  std::string_view text;
+  uint8_t trained;
+};
+Status append_document(const Tokenizer& tok, const std::vector<Piece>& pieces,
+                       const std::string& where, PreparedTokens* out) {
+  append(tok.special_prefix_ids(), 0, out);
+  for (const Piece& p : pieces) {
+    auto ids = tok.encode(p.text, /*add_special_tokens=*/false);
+    if (!ids.ok()) return invalid_argument("{}: {}", where, ids.status().message());
+    append(*ids, p.trained, out);
+  }
+  out->ids.push_back(*tok.eos_id());
+  out->mask.push_back(1);
+  ++out->documents;
+  return ok_status();
+}
+
+Status prepare_jsonl(const Tokenizer& tok, std::string_view content, const std::string& source,
+                     PreparedTokens* out) {
+  int64_t line_no = 0;
+  size_t pos = 0;
+  while (pos < content.size()) {
+    ++line_no;
+    size_t end = content.find('\n', pos);
+    if (end == std::string_view::npos) end = content.size();
+    std::string_view line = content.substr(pos, end - pos);
+    pos = end + 1;
+    const std::string where = source + ":" + std::to_string(line_no);
+    if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) return invalid_argument("{}: not valid JSON", where);
+    if (!j.is_object()) return invalid_argument("{}: not a JSON object", where);
+    auto field = [&](const char* key) -> StatusOr<std::string> {
+      auto it = j.find(key);
+      if (it == j.end()) return invalid_argument("{}: no \"{}\" field", where, key);
+      if (!it->is_string()) return invalid_argument("{}: \"{}\" is not a string", where, key);
+      return it->get<std::string>();
+    };
+    if (j.contains("text")) {
+      ZERO_ASSIGN_OR_RETURN(std::string text, field("text"));
+      ZERO_RETURN_IF_ERROR(append_document(tok, {{text, 1}}, where, out));
+    } else if (j.contains("prompt") || j.contains("completion")) {
+      ZERO_ASSIGN_OR_RETURN(std::string prompt, field("prompt"));
+      ZERO_ASSIGN_OR_RETURN(std::string completion, field("completion"));
+      ZERO_RETURN_IF_ERROR(append_document(tok, {{prompt, 0}, {completion, 1}}, where, out));
+    } else if (j.contains("messages")) {
+      return unimplemented(
+          "{}: chat \"messages\" are not supported yet; give \"text\" or \"prompt\" + "
+          "\"completion\"",
+          where);
+    } else {
+      return invalid_argument("{}: no \"text\" field, nor \"prompt\" + \"completion\"", where);
+    }
+  }
+  return ok_status();
+}
+
+// Writes `bytes` to `path` (a temporary name) and syncs it.
+Status write_all(Storage& storage, const std::string& path, const void* data, size_t n) {
+  ZERO_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> f, storage.open_write(path));
+  ZERO_RETURN_IF_ERROR(f->append(data, n));
+  ZERO_RETURN_IF_ERROR(f->sync());
+  return f->close();
+}
+
+}  // namespace
+
+Status prepare_file_content(const Tokenizer& tokenizer, std::string_view content,
+                            const std::string& source, bool jsonl, PreparedTokens* out) {
+  ZERO_CHECK(tokenizer.eos_id().has_value(), "prepare_file_content: the tokenizer has no EOS");
+  const size_t bad = first_invalid_utf8(content);
+  if (bad != content.size()) {
+    const size_t line_start = content.rfind('\n', bad == 0 ? 0 : bad - 1);
+    const size_t column =
+        line_start == std::string_view::npos || bad == 0 ? bad + 1 : bad - line_start;
+    return invalid_argument("{}:{}: not valid UTF-8 (byte 0x{:02X} at column {})", source,
+                            line_of(content, bad), static_cast<uint8_t>(content[bad]), column);
+  }
+  if (jsonl) return prepare_jsonl(tokenizer, content, source, out);
+  if (content.empty()) return ok_status();
+  return append_document(tokenizer, {{content, 1}}, source, out);
+}
+
+StatusOr<PreparedManifest> prepare_files(Storage& storage, const Tokenizer& tokenizer,
+                                         const std::vector<std::string>& inputs,
+                                         const std::string& prefix) {
+  if (!tokenizer.eos_id()) {
+    return invalid_argument(
+        "{}: the tokenizer has no eos_token (tokenizer_config.json), which separates documents",
+        tokenizer.source());
+  }
+  if (inputs.empty()) return invalid_argument("zero data prepare: no input files");
+  PreparedManifest m;
+  m.tokenizer_hash = tokenizer.content_hash();
+  m.vocab_size = tokenizer.vocab_size();
+  m.eos_id = *tokenizer.eos_id();
+  m.dtype = tokenizer.vocab_size() <= 65536 ? TokenDType::kUint16 : TokenDType::kUint32;
+  PreparedTokens all;
+  for (const std::string& path : inputs) {
+    ZERO_ASSIGN_OR_RETURN(std::string content, read_file(storage, path));
+    const int64_t docs_before = all.documents;
+    ZERO_RETURN_IF_ERROR(
+        prepare_file_content(tokenizer, content, path, ends_with(path, ".jsonl"), &all));
+    m.sources.push_back({path, content.size(), all.documents - docs_before});
+  }
+  m.num_tokens = static_cast<int64_t>(all.ids.size());
+  m.num_documents = all.documents;
+  m.num_trained_tokens = std::count(all.mask.begin(), all.mask.end(), uint8_t{1});
+
+  std::string tokens;
+  if (m.dtype == TokenDType::kUint16) {
+    std::vector<uint16_t> narrow(all.ids.begin(), all.ids.end());
+    tokens.assign(reinterpret_cast<const char*>(narrow.data()), narrow.size() * 2);
+  } else {
+    tokens.assign(reinterpret_cast<const char*>(all.ids.data()), all.ids.size() * 4);
+  }
+  const std::string manifest = manifest_to_json(m);
+  // Temporaries first, renamed only when all three are written; the manifest last, since readers
+  // look for it.
+  const std::string tmp = ".tmp";
+  const std::vector<std::pair<std::string, std::string_view>> files = {
+      {prepared_tokens_path(prefix), tokens},
+      {prepared_mask_path(prefix),
+       std::string_view(reinterpret_cast<const char*>(all.mask.data()), all.mask.size())},
+      {prepared_manifest_path(prefix), manifest}};
+  for (const auto& [path, bytes] : files) {
+    Status s = write_all(storage, path + tmp, bytes.data(), bytes.size());
+    if (!s.ok()) {
+      for (const auto& f : files) (void)storage.remove_file(f.first + tmp);
+      return s;
+    }
+  }
+  for (const auto& [path, bytes] : files) {
+    ZERO_RETURN_IF_ERROR(storage.rename(path + tmp, path));
+  }
+  return m;
+}
+
+}  // namespace zero::text
