@@ -219,6 +219,7 @@ int run_training(const TrainArgs& args, Communicator& comm) {
   plan.engine.planned_micro_batch = plan.micro_batch;
   plan.engine.planned_seq_len = block;
   plan.engine.wall_clock_breakdown = plan.ds.wall_clock_breakdown.value;
+  plan.engine.mean_over_global_targets = data->has_mask();  // HF's loss over unmasked targets
   record_batch_triad(plan.effective, plan.train_batch, plan.micro_batch, plan.grad_accum);
   plan.engine.planned_grad_accum = plan.grad_accum;  // sizes the step's token batches
   const int64_t max_steps = plan.max_steps;
