@@ -148,3 +148,22 @@ add_test(NAME cli.data.train_refuses_other_tokenizer
 set_tests_properties(cli.data.train_refuses_other_tokenizer PROPERTIES LABELS unit
   FIXTURES_REQUIRED data_prepare PASS_REGULAR_EXPRESSION
   "other.manifest.json was prepared with tokenizer xxh3:[0-9a-f]+, but --model [^ ]+ has tokenizer xxh3:[0-9a-f]+.*rc=2\n$")
+
+# Prompt/completion fine-tune: ZeRO-3 on 2 ranks x 2 micro-steps gives the 1-rank losses and grad
+# norms within 1e-5 (the loss is the mean over the global batch's unmasked targets on both).
+add_test(NAME cli.data.masked_loss_2rank_stage3_equals_1rank
+         COMMAND sh -c "set -e; z='$<TARGET_FILE:zero>'; d='${_dp}'; \
+\"$z\" data prepare --model \"$d/model\" --output \"$d/mr\" \"$d/pc.jsonl\" > /dev/null; \
+printf '{\"zero_optimization\": {\"stage\": 3}}' > \"$d/z3.json\"; \
+\"$z\" train --model \"$d/model\" --train_file \"$d/mr\" --block_size 16 \
+--per_device_train_batch_size 4 --gradient_accumulation_steps 2 --max_steps 3 --quiet \
+--overwrite_output_dir --output_dir \"$d/mr1\"; \
+\"$z\" launch --num_gpus 2 -- \"$z\" train --deepspeed \"$d/z3.json\" --model \"$d/model\" \
+--train_file \"$d/mr\" --block_size 16 --per_device_train_batch_size 2 \
+--gradient_accumulation_steps 2 --max_steps 3 --quiet --overwrite_output_dir --output_dir \"$d/mr2\"; \
+/usr/bin/python3 -c \"import json,sys; r=[[json.loads(l) for l in open(sys.argv[i])] for i in (1,2)]; \
+assert len(r[0]) == len(r[1]) == 3; \
+assert all(abs(a[k]-b[k]) <= 1e-5*abs(a[k]) for a,b in zip(*r) for k in ('loss','grad_norm')), r; \
+print('PARITY_OK')\" \"$d/mr1/metrics.jsonl\" \"$d/mr2/metrics.jsonl\"")
+set_tests_properties(cli.data.masked_loss_2rank_stage3_equals_1rank PROPERTIES LABELS mpi TIMEOUT 120
+  FIXTURES_REQUIRED data_prepare PASS_REGULAR_EXPRESSION "PARITY_OK\n$")
