@@ -2,6 +2,8 @@
 #include "text/data_preparer.h"
 
 #include <algorithm>
+#include <atomic>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -27,17 +29,22 @@ void append(const std::vector<int32_t>& ids, uint8_t trained, PreparedTokens* ou
   out->mask.insert(out->mask.end(), ids.size(), trained);
 }
 
-// One document: BOS-like prefix (mask 0), then each piece with its mask, then EOS (mask 1).
+// A document before encoding: its pieces, each trained on or not, and where it came from.
 struct Piece {
-  std::string_view text;
+  std::string text;
   uint8_t trained;
 };
-Status append_document(const Tokenizer& tok, const std::vector<Piece>& pieces,
-                       const std::string& where, PreparedTokens* out) {
+struct Document {
+  std::vector<Piece> pieces;
+  std::string where;  // FILE or FILE:LINE
+};
+
+// BOS-like prefix (mask 0), then each piece with its mask, then EOS (mask 1).
+Status encode_document(const Tokenizer& tok, const Document& doc, PreparedTokens* out) {
   append(tok.special_prefix_ids(), 0, out);
-  for (const Piece& p : pieces) {
+  for (const Piece& p : doc.pieces) {
     auto ids = tok.encode(p.text, /*add_special_tokens=*/false);
-    if (!ids.ok()) return invalid_argument("{}: {}", where, ids.status().message());
+    if (!ids.ok()) return invalid_argument("{}: {}", doc.where, ids.status().message());
     append(*ids, p.trained, out);
   }
   out->ids.push_back(*tok.eos_id());
@@ -46,8 +53,8 @@ Status append_document(const Tokenizer& tok, const std::vector<Piece>& pieces,
   return ok_status();
 }
 
-Status prepare_jsonl(const Tokenizer& tok, std::string_view content, const std::string& source,
-                     PreparedTokens* out) {
+Status collect_jsonl(std::string_view content, const std::string& source,
+                     std::vector<Document>* docs) {
   int64_t line_no = 0;
   size_t pos = 0;
   while (pos < content.size()) {
@@ -69,11 +76,11 @@ Status prepare_jsonl(const Tokenizer& tok, std::string_view content, const std::
     };
     if (j.contains("text")) {
       ZERO_ASSIGN_OR_RETURN(std::string text, field("text"));
-      ZERO_RETURN_IF_ERROR(append_document(tok, {{text, 1}}, where, out));
+      docs->push_back({{{std::move(text), 1}}, where});
     } else if (j.contains("prompt") || j.contains("completion")) {
       ZERO_ASSIGN_OR_RETURN(std::string prompt, field("prompt"));
       ZERO_ASSIGN_OR_RETURN(std::string completion, field("completion"));
-      ZERO_RETURN_IF_ERROR(append_document(tok, {{prompt, 0}, {completion, 1}}, where, out));
+      docs->push_back({{{std::move(prompt), 0}, {std::move(completion), 1}}, where});
     } else if (j.contains("messages")) {
       return unimplemented(
           "{}: chat \"messages\" are not supported yet; give \"text\" or \"prompt\" + "
@@ -82,6 +89,56 @@ Status prepare_jsonl(const Tokenizer& tok, std::string_view content, const std::
     } else {
       return invalid_argument("{}: no \"text\" field, nor \"prompt\" + \"completion\"", where);
     }
+  }
+  return ok_status();
+}
+
+// The documents of one file, in order. Errors name FILE:LINE.
+Status collect_documents(std::string_view content, const std::string& source, bool jsonl,
+                         std::vector<Document>* docs) {
+  const size_t bad = first_invalid_utf8(content);
+  if (bad != content.size()) {
+    const size_t line_start = content.rfind('\n', bad == 0 ? 0 : bad - 1);
+    const size_t column =
+        line_start == std::string_view::npos || bad == 0 ? bad + 1 : bad - line_start;
+    return invalid_argument("{}:{}: not valid UTF-8 (byte 0x{:02X} at column {})", source,
+                            line_of(content, bad), static_cast<uint8_t>(content[bad]), column);
+  }
+  if (jsonl) return collect_jsonl(content, source, docs);
+  if (!content.empty()) docs->push_back({{{std::string(content), 1}}, source});
+  return ok_status();
+}
+
+// Encodes `docs` on `num_threads` threads into one stream, in document order (so the output does
+// not depend on the thread count). The first failing document's error is returned.
+Status encode_documents(const Tokenizer& tok, const std::vector<Document>& docs, int num_threads,
+                        PreparedTokens* out) {
+  const size_t n = docs.size();
+  std::vector<PreparedTokens> parts(n);
+  std::vector<Status> errors(n);
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next.fetch_add(1); i < n; i = next.fetch_add(1)) {
+      errors[i] = encode_document(tok, docs[i], &parts[i]);
+    }
+  };
+  const int threads = static_cast<int>(std::min<size_t>(std::max(num_threads, 1), n));
+  {
+    std::vector<std::jthread> pool;
+    for (int t = 1; t < threads; ++t) pool.emplace_back(work);
+    work();
+  }  // joined here
+  size_t total = out->ids.size();
+  for (size_t i = 0; i < n; ++i) {
+    ZERO_RETURN_IF_ERROR(errors[i]);
+    total += parts[i].ids.size();
+  }
+  out->ids.reserve(total);
+  out->mask.reserve(total);
+  for (PreparedTokens& p : parts) {
+    out->ids.insert(out->ids.end(), p.ids.begin(), p.ids.end());
+    out->mask.insert(out->mask.end(), p.mask.begin(), p.mask.end());
+    out->documents += p.documents;
   }
   return ok_status();
 }
@@ -99,22 +156,14 @@ Status write_all(Storage& storage, const std::string& path, const void* data, si
 Status prepare_file_content(const Tokenizer& tokenizer, std::string_view content,
                             const std::string& source, bool jsonl, PreparedTokens* out) {
   ZERO_CHECK(tokenizer.eos_id().has_value(), "prepare_file_content: the tokenizer has no EOS");
-  const size_t bad = first_invalid_utf8(content);
-  if (bad != content.size()) {
-    const size_t line_start = content.rfind('\n', bad == 0 ? 0 : bad - 1);
-    const size_t column =
-        line_start == std::string_view::npos || bad == 0 ? bad + 1 : bad - line_start;
-    return invalid_argument("{}:{}: not valid UTF-8 (byte 0x{:02X} at column {})", source,
-                            line_of(content, bad), static_cast<uint8_t>(content[bad]), column);
-  }
-  if (jsonl) return prepare_jsonl(tokenizer, content, source, out);
-  if (content.empty()) return ok_status();
-  return append_document(tokenizer, {{content, 1}}, source, out);
+  std::vector<Document> docs;
+  ZERO_RETURN_IF_ERROR(collect_documents(content, source, jsonl, &docs));
+  return encode_documents(tokenizer, docs, 1, out);
 }
 
 StatusOr<PreparedManifest> prepare_files(Storage& storage, const Tokenizer& tokenizer,
                                          const std::vector<std::string>& inputs,
-                                         const std::string& prefix) {
+                                         const std::string& prefix, int num_threads) {
   if (!tokenizer.eos_id()) {
     return invalid_argument(
         "{}: the tokenizer has no eos_token (tokenizer_config.json), which separates documents",
@@ -126,14 +175,17 @@ StatusOr<PreparedManifest> prepare_files(Storage& storage, const Tokenizer& toke
   m.vocab_size = tokenizer.vocab_size();
   m.eos_id = *tokenizer.eos_id();
   m.dtype = tokenizer.vocab_size() <= 65536 ? TokenDType::kUint16 : TokenDType::kUint32;
-  PreparedTokens all;
+  // Parsing is sequential (errors come in file and line order); encoding, the expensive part, is
+  // spread over the threads.
+  std::vector<Document> docs;
   for (const std::string& path : inputs) {
     ZERO_ASSIGN_OR_RETURN(std::string content, read_file(storage, path));
-    const int64_t docs_before = all.documents;
-    ZERO_RETURN_IF_ERROR(
-        prepare_file_content(tokenizer, content, path, ends_with(path, ".jsonl"), &all));
-    m.sources.push_back({path, content.size(), all.documents - docs_before});
+    const size_t docs_before = docs.size();
+    ZERO_RETURN_IF_ERROR(collect_documents(content, path, ends_with(path, ".jsonl"), &docs));
+    m.sources.push_back({path, content.size(), static_cast<int64_t>(docs.size() - docs_before)});
   }
+  PreparedTokens all;
+  ZERO_RETURN_IF_ERROR(encode_documents(tokenizer, docs, num_threads, &all));
   m.num_tokens = static_cast<int64_t>(all.ids.size());
   m.num_documents = all.documents;
   m.num_trained_tokens = std::count(all.mask.begin(), all.mask.end(), uint8_t{1});

@@ -35,8 +35,9 @@ Status prepare_file_content(const Tokenizer& tokenizer, std::string_view content
 // Reads every file of `inputs` in order, tokenizes, and writes PREFIX.tokens, PREFIX.mask and
 // PREFIX.manifest.json (through temporary names renamed at the end: on error nothing is written
 // and no earlier output is replaced). The tokens are uint16 when the vocabulary fits, else uint32.
+// Documents are encoded on `num_threads` threads; the output does not depend on the count.
 StatusOr<PreparedManifest> prepare_files(Storage& storage, const Tokenizer& tokenizer,
                                          const std::vector<std::string>& inputs,
-                                         const std::string& prefix);
+                                         const std::string& prefix, int num_threads = 1);
 
 }  // namespace zero::text

@@ -144,6 +144,16 @@ TEST_F(PrepareFiles, WritesTokensMaskManifestOrNothing) {
   EXPECT_EQ(first_doc[1], 42);  // "H"
   EXPECT_EQ(first_doc[2], 71);
 
+  // The thread count does not change the output.
+  const std::string threaded = (dir_ / "threaded").string();
+  ASSERT_TRUE(prepare_files(*storage_, tok, {a, b, a, b, a}, threaded, 3).ok());
+  const std::string serial = (dir_ / "serial").string();
+  ASSERT_TRUE(prepare_files(*storage_, tok, {a, b, a, b, a}, serial, 1).ok());
+  EXPECT_EQ(*read_file(*storage_, prepared_tokens_path(threaded)),
+            *read_file(*storage_, prepared_tokens_path(serial)));
+  EXPECT_EQ(*read_file(*storage_, prepared_mask_path(threaded)),
+            *read_file(*storage_, prepared_mask_path(serial)));
+
   // An error in the second file: nothing new is written, the earlier output stays as it was.
   const std::string bad = write("bad.jsonl", "{\"text\": \"x\"}\n{oops}\n");
   auto failed = prepare_files(*storage_, tok, {a, bad}, prefix);
