@@ -3,11 +3,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <optional>
 #include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "core/check.h"
+#include "text/chat_template.h"
 #include "text/utf8.h"
 
 namespace zero::text {
@@ -37,24 +39,64 @@ struct Piece {
 struct Document {
   std::vector<Piece> pieces;
   std::string where;  // FILE or FILE:LINE
+  bool chat = false;  // rendered by a chat template, which places BOS itself
 };
 
 // BOS-like prefix (mask 0), then each piece with its mask, then EOS (mask 1).
 Status encode_document(const Tokenizer& tok, const Document& doc, PreparedTokens* out) {
-  append(tok.special_prefix_ids(), 0, out);
+  if (!doc.chat) append(tok.special_prefix_ids(), 0, out);
   for (const Piece& p : doc.pieces) {
     auto ids = tok.encode(p.text, /*add_special_tokens=*/false);
     if (!ids.ok()) return invalid_argument("{}: {}", doc.where, ids.status().message());
     append(*ids, p.trained, out);
   }
-  out->ids.push_back(*tok.eos_id());
-  out->mask.push_back(1);
+  // A chat template may already end the conversation with EOS (Mistral, Zephyr).
+  if (!doc.chat || out->ids.empty() || out->ids.back() != *tok.eos_id()) {
+    out->ids.push_back(*tok.eos_id());
+    out->mask.push_back(1);
+  }
   ++out->documents;
   return ok_status();
 }
 
-Status collect_jsonl(std::string_view content, const std::string& source,
+// A "messages" array rendered by the tokenizer's chat template (recognised on first use).
+StatusOr<Document> chat_document(const Tokenizer& tok, const nlohmann::json& messages,
+                                 const std::string& where, std::optional<ChatTemplate>* chat) {
+  if (!chat->has_value()) {
+    auto token_text = [&](std::optional<int32_t> id) {
+      return id ? tok.id_to_token(*id).value_or("") : std::string();
+    };
+    auto t = ChatTemplate::recognise(tok.chat_template(), token_text(tok.bos_id()),
+                                     token_text(tok.eos_id()), tok.source());
+    if (!t.ok()) return t.status().with_context(where);
+    *chat = std::move(*t);
+  }
+  if (!messages.is_array() || messages.empty()) {
+    return invalid_argument("{}: \"messages\" is not a non-empty array", where);
+  }
+  std::vector<ChatMessage> list;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const nlohmann::json& m = messages[i];
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string() || !m.contains("content") ||
+        !m["content"].is_string()) {
+      return invalid_argument("{}: message {} needs string \"role\" and \"content\"", where, i);
+    }
+    list.push_back({m["role"].get<std::string>(), m["content"].get<std::string>()});
+  }
+  auto segments = (*chat)->render(list);
+  if (!segments.ok()) return invalid_argument("{}: {}", where, segments.status().message());
+  Document doc;
+  doc.where = where;
+  doc.chat = true;
+  for (ChatSegment& seg : *segments) {
+    doc.pieces.push_back({std::move(seg.text), static_cast<uint8_t>(seg.trained ? 1 : 0)});
+  }
+  return doc;
+}
+
+Status collect_jsonl(const Tokenizer& tok, std::string_view content, const std::string& source,
                      std::vector<Document>* docs) {
+  std::optional<ChatTemplate> chat;
   int64_t line_no = 0;
   size_t pos = 0;
   while (pos < content.size()) {
@@ -82,10 +124,8 @@ Status collect_jsonl(std::string_view content, const std::string& source,
       ZERO_ASSIGN_OR_RETURN(std::string completion, field("completion"));
       docs->push_back({{{std::move(prompt), 0}, {std::move(completion), 1}}, where});
     } else if (j.contains("messages")) {
-      return unimplemented(
-          "{}: chat \"messages\" are not supported yet; give \"text\" or \"prompt\" + "
-          "\"completion\"",
-          where);
+      ZERO_ASSIGN_OR_RETURN(Document doc, chat_document(tok, j["messages"], where, &chat));
+      docs->push_back(std::move(doc));
     } else {
       return invalid_argument("{}: no \"text\" field, nor \"prompt\" + \"completion\"", where);
     }
@@ -94,8 +134,8 @@ Status collect_jsonl(std::string_view content, const std::string& source,
 }
 
 // The documents of one file, in order. Errors name FILE:LINE.
-Status collect_documents(std::string_view content, const std::string& source, bool jsonl,
-                         std::vector<Document>* docs) {
+Status collect_documents(const Tokenizer& tok, std::string_view content, const std::string& source,
+                         bool jsonl, std::vector<Document>* docs) {
   const size_t bad = first_invalid_utf8(content);
   if (bad != content.size()) {
     const size_t line_start = content.rfind('\n', bad == 0 ? 0 : bad - 1);
@@ -104,7 +144,7 @@ Status collect_documents(std::string_view content, const std::string& source, bo
     return invalid_argument("{}:{}: not valid UTF-8 (byte 0x{:02X} at column {})", source,
                             line_of(content, bad), static_cast<uint8_t>(content[bad]), column);
   }
-  if (jsonl) return collect_jsonl(content, source, docs);
+  if (jsonl) return collect_jsonl(tok, content, source, docs);
   if (!content.empty()) docs->push_back({{{std::string(content), 1}}, source});
   return ok_status();
 }
@@ -157,7 +197,7 @@ Status prepare_file_content(const Tokenizer& tokenizer, std::string_view content
                             const std::string& source, bool jsonl, PreparedTokens* out) {
   ZERO_CHECK(tokenizer.eos_id().has_value(), "prepare_file_content: the tokenizer has no EOS");
   std::vector<Document> docs;
-  ZERO_RETURN_IF_ERROR(collect_documents(content, source, jsonl, &docs));
+  ZERO_RETURN_IF_ERROR(collect_documents(tokenizer, content, source, jsonl, &docs));
   return encode_documents(tokenizer, docs, 1, out);
 }
 
@@ -181,7 +221,8 @@ StatusOr<PreparedManifest> prepare_files(Storage& storage, const Tokenizer& toke
   for (const std::string& path : inputs) {
     ZERO_ASSIGN_OR_RETURN(std::string content, read_file(storage, path));
     const size_t docs_before = docs.size();
-    ZERO_RETURN_IF_ERROR(collect_documents(content, path, ends_with(path, ".jsonl"), &docs));
+    ZERO_RETURN_IF_ERROR(
+        collect_documents(tokenizer, content, path, ends_with(path, ".jsonl"), &docs));
     m.sources.push_back({path, content.size(), static_cast<int64_t>(docs.size() - docs_before)});
   }
   PreparedTokens all;

@@ -7,10 +7,13 @@
 
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 namespace zero::text {
 namespace {
@@ -98,8 +101,51 @@ TEST(DataPreparer, ErrorsNameFileAndLine) {
   EXPECT_EQ(error_of("[1]\n", true), "d.jsonl:1: not a JSON object");
   EXPECT_EQ(error_of("ok\nok \xC3\x28\n", false),
             "d.jsonl:2: not valid UTF-8 (byte 0xC3 at column 4)");
-  EXPECT_NE(error_of("{\"messages\": []}\n", true).find("d.jsonl:1: chat \"messages\""),
-            std::string::npos);
+}
+
+// Chat "messages" through the tokenizer's chat template (Llama-3 here): the conversation's ids are
+// the segments' ids, only the reply and its <|eot_id|> (the EOS) are trained on, and the
+// template's final EOS is not doubled.
+TEST(DataPreparer, ChatMessagesUseTheChatTemplate) {
+  const std::string dir = std::string(ZERO_SOURCE_DIR) + "/tests/fixtures/tokenizers/llama3_split";
+  std::ifstream tj(dir + "/tokenizer.json"), cj(dir + "/tokenizer_config.json");
+  std::stringstream ts, cs;
+  ts << tj.rdbuf();
+  cs << cj.rdbuf();
+  nlohmann::json config = nlohmann::json::parse(cs.str());
+  std::ifstream fx(std::string(ZERO_SOURCE_DIR) + "/tests/fixtures/chat_templates/expected.json");
+  config["chat_template"] = nlohmann::json::parse(fx)["templates"]["llama3"];
+  auto tok = Tokenizer::from_strings(ts.str(), config.dump(), dir);
+  ASSERT_TRUE(tok.ok()) << tok.status().to_string();
+  ASSERT_EQ(tok->id_to_token(*tok->eos_id()), "<|eot_id|>");
+  PreparedTokens out;
+  const std::string line =
+      "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}, "
+      "{\"role\": \"assistant\", \"content\": \"Hello\"}]}";
+  ASSERT_TRUE(prepare_file_content(*tok, line, "chat.jsonl", true, &out).ok());
+  auto head = tok->encode("<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\n", false);
+  auto user = tok->encode("Hi<|eot_id|>", false);
+  auto header = tok->encode("<|start_header_id|>assistant<|end_header_id|>\n\n", false);
+  auto reply = tok->encode("Hello<|eot_id|>", false);
+  ASSERT_TRUE(head.ok() && user.ok() && header.ok() && reply.ok());
+  EXPECT_EQ(out.ids, concat({*head, *user, *header, *reply}));
+  std::vector<uint8_t> want(head->size() + user->size() + header->size(), 0);
+  want.insert(want.end(), reply->size(), 1);
+  EXPECT_EQ(out.mask, want);
+  EXPECT_EQ(out.ids.back(), *tok->eos_id());
+  EXPECT_EQ(out.ids.front(), *tok->bos_id());
+
+  PreparedTokens bad;
+  Status s =
+      prepare_file_content(*tok, "\n{\"messages\": [{\"role\": \"robot\", \"content\": \"x\"}]}",
+                           "chat.jsonl", true, &bad);
+  EXPECT_EQ(s.message(),
+            "chat.jsonl:2: message 0: unknown role \"robot\" (system, user or assistant)");
+  // The fixture tokenizer itself has no chat_template.
+  const Tokenizer plain = load_fixture("llama3_split");
+  s = prepare_file_content(plain, line, "chat.jsonl", true, &bad);
+  EXPECT_NE(s.message().find("chat.jsonl:1"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("no chat_template"), std::string::npos) << s.message();
 }
 
 class PrepareFiles : public ::testing::Test {
