@@ -205,7 +205,8 @@ void add_data_command(CLI::App& app, int& exit_code) {
 
   CLI::App* prepare = data->add_subcommand(
       "prepare",
-      "tokenize text files and JSONL (\"text\", or \"prompt\" + \"completion\") into "
+      "tokenize text files and JSONL (\"text\"; \"prompt\" + \"completion\"; chat \"messages\") "
+      "into "
       "PREFIX.tokens, PREFIX.mask and PREFIX.manifest.json for zero train --train_file PREFIX");
   prepare->add_option("--model", args->model, model_help)->required();
   prepare->add_option("--output", args->output, "output PREFIX")->required();

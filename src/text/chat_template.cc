@@ -73,6 +73,16 @@ StatusOr<ChatTemplate> ChatTemplate::recognise(const std::optional<std::string>&
         "\"completion\" instead",
         source, chat_family_name(family));
   }
+  // The [INST] family has variants that render differently: Llama-2's (<<SYS>>, BOS and stripped
+  // content per turn) and newer Mistral ones with no space before [/INST].
+  if (family == ChatFamily::kMistral &&
+      (has("<<SYS>>") || has("strip()") || !(has("' [/INST]'") || has("\" [/INST]\"")))) {
+    return unimplemented(
+        "{}: this [INST] chat_template is not the Mistral-Instruct one (\"[INST] \" + content + "
+        "\" [/INST]\"); Llama-2 <<SYS>> and other variants are not rendered natively: render the "
+        "conversations to \"text\" or \"prompt\" + \"completion\" instead",
+        source);
+  }
   return ChatTemplate(family, std::move(bos_token), std::move(eos_token));
 }
 

@@ -64,6 +64,21 @@ TEST(ChatTemplate, RefusalsNameWhat) {
       "", "", "c.json");
   EXPECT_FALSE(qwen.ok());
 
+  // Llama-2's [INST] template (system in <<SYS>>, BOS per turn) is not Mistral's: refused.
+  auto llama2 = ChatTemplate::recognise(
+      std::string(
+          "{% for message in messages %}{% if message['role'] == 'system' %}{{ '<<SYS>>\\n' "
+          "+ message['content'] + '\\n<</SYS>>\\n\\n' }}{% elif message['role'] == 'user' "
+          "%}{{ bos_token + '[INST] ' + message['content'].strip() + ' [/INST]' }}{% endif "
+          "%}{% endfor %}"),
+      "<s>", "</s>", "c.json");
+  EXPECT_FALSE(llama2.ok());
+  auto no_space = ChatTemplate::recognise(
+      std::string("{{ bos_token }}{% for message in messages %}{{ '[INST] ' + message['content'] "
+                  "+ '[/INST]' }}{% endfor %}"),
+      "<s>", "</s>", "c.json");
+  EXPECT_FALSE(no_space.ok());
+
   ChatTemplate chatml(ChatFamily::kChatMl, "<s>", "</s>");
   auto role = chatml.render({{"user", "a"}, {"bot", "b"}});
   ASSERT_FALSE(role.ok());

@@ -2,7 +2,9 @@
 // (docs/formats/data.md, "Prepared data"). Documents are separated by the tokenizer's EOS.
 //   plain text (any extension but .jsonl): the whole file is one document, all trained on;
 //   JSONL: one object per line, {"text": ...} (all trained on) or {"prompt": ..., "completion":
-//   ...} (prompt tokens masked, as HF's -100 labels); blank lines skipped.
+//   ...} (prompt tokens masked, as HF's -100 labels) or {"messages": [...]} (rendered by the
+//   tokenizer's chat template, text/chat_template.h; only assistant replies trained on); blank
+//   lines skipped.
 // Each document is: the tokenizer's special prefix (BOS; mask 0) + text ids + EOS (mask 1).
 // A prompt/completion pair is encoded as two pieces (prompt, then completion) without special
 // tokens, so the boundary between them is a token boundary.
