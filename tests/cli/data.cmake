@@ -167,3 +167,25 @@ assert all(abs(a[k]-b[k]) <= 1e-5*abs(a[k]) for a,b in zip(*r) for k in ('loss',
 print('PARITY_OK')\" \"$d/mr1/metrics.jsonl\" \"$d/mr2/metrics.jsonl\"")
 set_tests_properties(cli.data.masked_loss_2rank_stage3_equals_1rank PROPERTIES LABELS mpi TIMEOUT 120
   FIXTURES_REQUIRED data_prepare PASS_REGULAR_EXPRESSION "PARITY_OK\n$")
+
+# Chat "messages" through the model's chat template (ChatML injected into the test model's
+# tokenizer_config.json) -> prepare -> train; an unknown role is an error with file:line.
+add_test(NAME cli.data.chat_messages_prepare_then_train
+         COMMAND sh -c "set -e; z='$<TARGET_FILE:zero>'; d='${_dp}'; rm -rf \"$d/chat_model\"; \
+cp -r \"$d/model\" \"$d/chat_model\"; \
+/usr/bin/python3 -c \"import json,sys; p=sys.argv[1]; c=json.load(open(p)); \
+c['chat_template']=json.load(open(sys.argv[2]))['templates']['chatml']; json.dump(c, open(p,'w'))\" \
+\"$d/chat_model/tokenizer_config.json\" '${PROJECT_SOURCE_DIR}/tests/fixtures/chat_templates/expected.json'; \
+i=0; while [ $i -lt 10 ]; do i=$((i+1)); \
+echo \"{\\\"messages\\\": [{\\\"role\\\": \\\"user\\\", \\\"content\\\": \\\"Hi $i\\\"}, \
+{\\\"role\\\": \\\"assistant\\\", \\\"content\\\": \\\"Hello $i, how are you?\\\"}]}\"; \
+done > \"$d/chat.jsonl\"; \
+\"$z\" data prepare --model \"$d/chat_model\" --output \"$d/chat\" \"$d/chat.jsonl\"; \
+\"$z\" train --model \"$d/chat_model\" --train_file \"$d/chat\" --block_size 16 --max_steps 2 --quiet \
+--overwrite_output_dir --output_dir \"$d/run_chat\"; test $(wc -l < \"$d/run_chat/metrics.jsonl\") -eq 2; \
+printf '{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}]}\\n{\"messages\": [{\"role\": \"robot\", \"content\": \"b\"}]}\\n' > \"$d/chat_bad.jsonl\"; \
+if \"$z\" data prepare --model \"$d/chat_model\" --output \"$d/chat_bad\" \"$d/chat_bad.jsonl\"; then exit 1; fi; \
+test ! -e \"$d/chat_bad.tokens\"; echo CHAT_OK")
+set_tests_properties(cli.data.chat_messages_prepare_then_train PROPERTIES LABELS unit
+  FIXTURES_REQUIRED data_prepare PASS_REGULAR_EXPRESSION
+  "10 documents.*chat_bad.jsonl:2: message 0: unknown role \"robot\".*CHAT_OK\n$")
