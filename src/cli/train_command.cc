@@ -53,8 +53,9 @@ void add_train_command(CLI::App& app, int& exit_code) {
                 "HF model directory (config.json + safetensors) or preset:NAME")
       ->required();
   add_value(t, "train_file", a->train_file,
-            "token stream: raw uint16 (nanoGPT .bin), llm.c headered file, or text with "
-            "--data_dtype uint8")
+            "PREFIX from `zero data prepare` (tokens + loss mask), or a token stream: raw uint16 "
+            "(nanoGPT .bin), llm.c headered file, or text with --data_dtype uint8 (byte-level "
+            "models)")
       ->required();
   add_value(t, "data_dtype", a->data_dtype,
             "uint8 (bytes as tokens) | uint16 | uint32 (default: uint16, or the llm.c header's)");

@@ -92,6 +92,13 @@ StatusOr<TokenDataset> TokenDataset::open(Storage& storage, const std::string& p
   ds.vocab_size_ = options.vocab_size;
   ds.num_samples_ = (ds.num_tokens_ - 1) / ds.block_size_;
   ds.file_ = std::move(file);
+  if (options.mask_path) {
+    ZERO_ASSIGN_OR_RETURN(ds.mask_, storage.open_read(*options.mask_path));
+    if (ds.mask_->size() != static_cast<uint64_t>(ds.num_tokens_)) {
+      return data_loss("{}: {} bytes, but {} holds {} tokens (one mask byte each)",
+                       *options.mask_path, ds.mask_->size(), path, ds.num_tokens_);
+    }
+  }
   if (options.validate_upfront) ZERO_RETURN_IF_ERROR(ds.validate_all_tokens());
   return ds;
 }
@@ -134,6 +141,14 @@ Status TokenDataset::get_sample(int64_t g, int32_t* inputs_T, int32_t* targets_T
   for (int64_t t = 0; t < T; ++t) {
     inputs_T[t] = static_cast<int32_t>(tokens[static_cast<size_t>(t)]);
     targets_T[t] = static_cast<int32_t>(tokens[static_cast<size_t>(t + 1)]);
+  }
+  if (mask_) {
+    std::vector<uint8_t> mask(static_cast<size_t>(T));
+    ZERO_RETURN_IF_ERROR(
+        mask_->read_at(static_cast<uint64_t>(g * T + 1), static_cast<size_t>(T), mask.data()));
+    for (int64_t t = 0; t < T; ++t) {
+      if (mask[static_cast<size_t>(t)] == 0) targets_T[t] = kIgnoreTarget;
+    }
   }
   return ok_status();
 }

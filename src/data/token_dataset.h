@@ -27,6 +27,9 @@ enum class TokenFileFormat : uint8_t {
 inline constexpr int32_t kLlmcMagic = 20240520;
 inline constexpr uint64_t kLlmcHeaderBytes = 256 * 4;
 
+// The target id of a token that is not trained on (HF's -100 labels; the model's ignore index).
+inline constexpr int32_t kIgnoreTarget = -100;
+
 struct TokenDatasetOptions {
   int64_t block_size = 0;  // T; REQUIRES > 0
   int64_t vocab_size = 0;  // ids must be < vocab_size; REQUIRES > 0
@@ -35,6 +38,9 @@ struct TokenDatasetOptions {
   std::optional<TokenDType> dtype;
   // Scan every token against vocab_size at open (one sequential pass) instead of only on access.
   bool validate_upfront = false;
+  // A loss mask (`zero data prepare`'s PREFIX.mask): one byte per token, 1 = trained on. A target
+  // whose token has mask 0 becomes kIgnoreTarget. The file must hold exactly N bytes.
+  std::optional<std::string> mask_path;
 };
 
 // Immutable after open(); get_sample is thread-safe.
@@ -53,8 +59,10 @@ class TokenDataset {
   int64_t num_tokens() const { return num_tokens_; }    // N
   int64_t block_size() const { return block_size_; }    // T
   int64_t num_samples() const { return num_samples_; }  // S = floor((N - 1) / T)
+  bool has_mask() const { return mask_ != nullptr; }
 
-  // Sample g: inputs are tokens [g*T, g*T + T), targets tokens [g*T + 1, g*T + T + 1).
+  // Sample g: inputs are tokens [g*T, g*T + T), targets tokens [g*T + 1, g*T + T + 1) (each
+  // kIgnoreTarget where the mask, if any, is 0).
   // REQUIRES: 0 <= g < num_samples(); both outputs hold T ints. Errors: I/O, or a token id
   // >= vocab_size (naming the file, the token position and the id).
   Status get_sample(int64_t g, int32_t* inputs_T, int32_t* targets_T) const;
@@ -68,6 +76,7 @@ class TokenDataset {
   Status read_tokens(int64_t first, int64_t count, uint32_t* out) const;
 
   std::unique_ptr<RandomAccessFile> file_;
+  std::unique_ptr<RandomAccessFile> mask_;  // null: every target is trained on
   TokenFileFormat format_ = TokenFileFormat::kRaw;
   TokenDType dtype_ = TokenDType::kUint16;
   uint64_t data_offset_ = 0;  // file offset of token 0

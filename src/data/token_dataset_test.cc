@@ -178,6 +178,34 @@ TEST_F(TokenDatasetTest, OutOfVocabularyNeverReachesTheModel) {
   EXPECT_NE(strict.status().message().find("position 13"), std::string::npos);
 }
 
+// A target whose token has mask 0 is kIgnoreTarget (-100, HF's ignored label); inputs are not
+// masked. The mask is indexed by token position, so sample g's targets use mask[g*T+1 .. g*T+T].
+TEST_F(TokenDatasetTest, MaskTurnsTargetsIntoTheIgnoreIndex) {
+  EXPECT_EQ(kIgnoreTarget, -100);
+  const std::string p = write_tokens("a.tokens", iota_tokens<uint16_t>(9));
+  const std::vector<uint8_t> mask = {1, 0, 0, 1, 1, 0, 1, 1, 1};
+  const std::string mp = write_tokens("a.mask", mask);
+  TokenDatasetOptions o = opts(4, 100);
+  o.mask_path = mp;
+  auto ds = TokenDataset::open(*storage_, p, o);
+  ASSERT_TRUE(ds.ok()) << ds.status().to_string();
+  EXPECT_TRUE(ds->has_mask());
+  std::vector<int32_t> in(4), tgt(4);
+  ASSERT_TRUE(ds->get_sample(0, in.data(), tgt.data()).ok());
+  EXPECT_EQ(in, (std::vector<int32_t>{0, 1, 2, 3}));
+  EXPECT_EQ(tgt, (std::vector<int32_t>{-100, -100, 3, 4}));
+  ASSERT_TRUE(ds->get_sample(1, in.data(), tgt.data()).ok());
+  EXPECT_EQ(in, (std::vector<int32_t>{4, 5, 6, 7}));
+  EXPECT_EQ(tgt, (std::vector<int32_t>{-100, 6, 7, 8}));
+
+  // One mask byte per token, exactly.
+  o.mask_path = write_tokens("short.mask", std::vector<uint8_t>(8, 1));
+  auto bad = TokenDataset::open(*storage_, p, o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("short.mask: 8 bytes"), std::string::npos)
+      << bad.status().message();
+}
+
 TEST_F(TokenDatasetTest, ReadFaultSurfaces) {
   const std::string p = write_tokens("a.bin", iota_tokens<uint16_t>(23));
   FaultInjectingStorage faulty(storage_);

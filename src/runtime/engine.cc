@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "comm/self_communicator.h"
+#include "kernels/cross_entropy/cross_entropy.h"
 #include "kernels/norm/norm.h"
 #include "model/param_layout.h"
 #include "offload/cpu_adam.h"
@@ -196,18 +197,31 @@ StatusOr<double> Engine::forward_backward(const std::vector<MicroBatch>& micro_b
   const int gas = static_cast<int>(micro_batches.size());
   const double world = static_cast<double>(comm_->world_size());
   grads_->begin_step(gas);
+  double global_targets = 0.0;  // mean_over_global_targets: unmasked targets of the global batch
+  if (options_.mean_over_global_targets) {
+    ZERO_ASSIGN_OR_RETURN(global_targets, count_global_targets(micro_batches));
+  }
   double loss_sum = 0.0;
   for (int m = 0; m < gas; ++m) {
     const MicroBatch& mb = micro_batches[static_cast<size_t>(m)];
     params_->begin_micro_step();
     grads_->begin_micro_step(m);
+    double mean_loss = 0.0;  // over this micro-batch's counted targets
     {
       StepTimers::Scope t(timers_, StepPhase::kForward);
-      loss_sum += model_->forward(*params_, mb.tokens.data(), mb.targets.data(), mb.batch, mb.seq);
+      mean_loss = model_->forward(*params_, mb.tokens.data(), mb.targets.data(), mb.batch, mb.seq);
     }
     const int64_t counted = model_->counted_targets();
-    const double dloss =
-        counted > 0 ? loss_scale / (static_cast<double>(counted) * gas * world) : 0.0;
+    double dloss = counted > 0 ? loss_scale / (static_cast<double>(counted) * gas * world) : 0.0;
+    double weight = 1.0;  // of this micro-step's mean in the mean over micro-steps and ranks
+    if (options_.mean_over_global_targets) {
+      // Reweighed so that the mean over micro-steps and ranks below is the mean over all targets
+      // (weight exactly 1 when every micro-batch counts the same).
+      weight =
+          global_targets > 0 ? static_cast<double>(counted) * gas * world / global_targets : 0.0;
+      dloss = global_targets > 0 ? loss_scale / global_targets : 0.0;
+    }
+    loss_sum += weight * mean_loss;
     {
       StepTimers::Scope t(timers_, StepPhase::kBackwardInner);
       model_->backward(*params_, *grads_, static_cast<float>(dloss));
@@ -218,6 +232,19 @@ StatusOr<double> Engine::forward_backward(const std::vector<MicroBatch>& micro_b
   float loss = static_cast<float>(loss_sum / gas);
   ZERO_RETURN_IF_ERROR(comm_->all_reduce(&loss, 1, DType::kF32, ReduceOp::kSum));
   return static_cast<double>(loss) / world;
+}
+
+StatusOr<double> Engine::count_global_targets(const std::vector<MicroBatch>& micro_batches) {
+  int64_t local = 0;
+  for (const MicroBatch& mb : micro_batches) {
+    for (int32_t t : mb.targets) local += (t != kernels::cpu::kIgnoreIndex);
+  }
+  // Why a collective before the first backward: every rank scales its gradients by the global
+  // count. fp32 holds integers exactly only below 2^24, so the count travels as two 12-bit-split
+  // parts (exact up to 2^36 targets per step and 4096 ranks).
+  float parts[2] = {static_cast<float>(local >> 12), static_cast<float>(local & 0xFFF)};
+  ZERO_RETURN_IF_ERROR(comm_->all_reduce(parts, 2, DType::kF32, ReduceOp::kSum));
+  return static_cast<double>(parts[0]) * 4096.0 + static_cast<double>(parts[1]);
 }
 
 Status Engine::global_norm(double* norm_scaled, bool* nonfinite) {

@@ -59,6 +59,11 @@ struct EngineOptions {
   std::optional<HostResources> resources;
   // ds_config wall_clock_breakdown: time the step phases (timers()).
   bool wall_clock_breakdown = false;
+  // Loss masks (targets -100, prepared data): the loss is the mean over the unmasked targets of
+  // the whole global batch, all micro-steps and ranks (HF's num_items_in_batch), at the cost of
+  // one all-reduce of the counts per step. Off, each micro-step's mean weighs the same, which is
+  // the same loss when every micro-batch counts B*T targets.
+  bool mean_over_global_targets = false;
 };
 
 // One micro-batch of this rank: tokens and targets, (B, T) each.
@@ -152,6 +157,8 @@ class Engine {
   // Phases of a step.
   StatusOr<double> forward_backward(const std::vector<MicroBatch>& micro_batches, float loss_scale);
   Status global_norm(double* norm_scaled, bool* nonfinite);
+  // Targets != -100 over every micro-batch of every rank (an all-reduce).
+  StatusOr<double> count_global_targets(const std::vector<MicroBatch>& micro_batches);
   Status apply_update(double lr, float grad_multiplier);
   // Hands a unit's new master weights to the parameter coordinator.
   OptimizerStateStore::InstallFn install_fn();

@@ -35,6 +35,7 @@
 #include "runtime/run_lock.h"
 #include "runtime/run_plan.h"
 #include "runtime/start_agreement.h"
+#include "runtime/train_data.h"
 #include "runtime/train_steps.h"
 
 namespace zero::runtime {
@@ -48,14 +49,6 @@ struct Failure {
   int exit_code;
   Status status;
 };
-
-std::optional<TokenDType> parse_token_dtype(const std::optional<std::string>& s) {
-  if (!s) return std::nullopt;
-  if (*s == "uint8") return TokenDType::kUint8;
-  if (*s == "uint16") return TokenDType::kUint16;
-  if (*s == "uint32") return TokenDType::kUint32;
-  return std::nullopt;
-}
 
 std::string format_duration(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0) return "?";
@@ -196,15 +189,9 @@ int run_training(const TrainArgs& args, Communicator& comm) {
     return bad(invalid_argument("--block_size {} exceeds the model's n_positions {}", block,
                                 mc.max_position_embeddings));
   }
-  TokenDatasetOptions dopts;
-  dopts.block_size = block;
-  dopts.vocab_size = mc.vocab_size;
-  dopts.dtype = parse_token_dtype(args.data_dtype);
-  if (args.data_dtype && !dopts.dtype) {
-    return bad(
-        invalid_argument("--data_dtype {}: expected uint8, uint16 or uint32", *args.data_dtype));
-  }
-  auto data = TokenDataset::open(*default_storage(), args.train_file, dopts);
+  // Prepared data (tokens + loss mask + manifest) or a token file; never plain text as ids.
+  auto data = open_train_data(*default_storage(),
+                              {args.train_file, args.data_dtype, args.model, block, mc.vocab_size});
   if (!data.ok()) return bad(data.status());
 
   // The plan counts the steps (--max_steps, or epochs over the samples).
@@ -215,6 +202,7 @@ int run_training(const TrainArgs& args, Communicator& comm) {
   plan.engine.planned_micro_batch = plan.micro_batch;
   plan.engine.planned_seq_len = block;
   plan.engine.wall_clock_breakdown = plan.ds.wall_clock_breakdown.value;
+  plan.engine.mean_over_global_targets = data->has_mask();  // HF's loss over unmasked targets
   record_batch_triad(plan.effective, plan.train_batch, plan.micro_batch, plan.grad_accum);
   plan.engine.planned_grad_accum = plan.grad_accum;  // sizes the step's token batches
   const int64_t max_steps = plan.max_steps;

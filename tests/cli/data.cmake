@@ -79,3 +79,113 @@ add_test(NAME cli.data.no_tokenizer
 --text hi; echo rc=$?")
 set_tests_properties(cli.data.no_tokenizer PROPERTIES LABELS unit PASS_REGULAR_EXPRESSION
   "no tokenizer.json or tokenizer.model in the model directory.*rc=2\n$")
+
+# `zero data prepare` -> `zero train` (issue 12 items 2-3). The model: golden gpt2_tiny resized to
+# llama3_split's 451 ids, with that tokenizer (tests/cli/text_model.py, standard library only).
+set(_dp ${CMAKE_CURRENT_BINARY_DIR}/data_prepare)
+add_test(NAME cli.data.prepare_model_setup
+         COMMAND sh -c "set -e; rm -rf '${_dp}'; mkdir -p '${_dp}'; \
+/usr/bin/python3 '${PROJECT_SOURCE_DIR}/tests/cli/text_model.py' \
+'${PROJECT_SOURCE_DIR}/tests/fixtures/golden/gpt2_tiny' '${_tok_fix}/llama3_split' '${_dp}/model'; \
+i=0; while [ $i -lt 20 ]; do i=$((i+1)); \
+echo \"{\\\"prompt\\\": \\\"Question $i: how are you?\\\", \\\"completion\\\": \\\" Fine, thanks $i.\\\"}\"; \
+done > '${_dp}/pc.jsonl'; \
+i=0; while [ $i -lt 30 ]; do i=$((i+1)); echo \"Line $i of plain text, with words.\"; \
+done > '${_dp}/plain.txt'; echo SETUP_OK")
+set_tests_properties(cli.data.prepare_model_setup PROPERTIES LABELS unit FIXTURES_SETUP data_prepare
+                     PASS_REGULAR_EXPRESSION "SETUP_OK\n$")
+
+# Text and prompt/completion JSONL -> tokens + mask + manifest -> 2 training steps.
+add_test(NAME cli.data.prepare_then_train
+         COMMAND sh -c "set -e; z='$<TARGET_FILE:zero>'; d='${_dp}'; \
+\"$z\" data prepare --model \"$d/model\" --output \"$d/pt\" \"$d/pc.jsonl\" \"$d/plain.txt\"; \
+grep -q '\"tokenizer_hash\": \"xxh3:' \"$d/pt.manifest.json\"; \
+\"$z\" train --model \"$d/model\" --train_file \"$d/pt\" --block_size 16 --max_steps 2 --quiet \
+--overwrite_output_dir --output_dir \"$d/run_pt\"; \
+test $(wc -l < \"$d/run_pt/metrics.jsonl\") -eq 2; \
+\"$z\" train --model \"$d/model\" --train_file \"$d/pt.tokens\" --block_size 16 --max_steps 1 --quiet \
+--overwrite_output_dir --output_dir \"$d/run_pt_tokens\"; echo TRAIN_OK")
+set_tests_properties(cli.data.prepare_then_train PROPERTIES LABELS unit FIXTURES_REQUIRED data_prepare
+  PASS_REGULAR_EXPRESSION "21 documents, [0-9]+ tokens \\([0-9]+ trained on\\), uint16 ids.*TRAIN_OK\n$")
+
+# Masked tokens carry no gradient: the same tokens with an all-zero mask give loss 0 and a zero
+# gradient (every target is -100), where the prepared mask trains.
+add_test(NAME cli.data.masked_tokens_carry_no_gradient
+         COMMAND sh -c "set -e; z='$<TARGET_FILE:zero>'; d='${_dp}'; \
+\"$z\" data prepare --model \"$d/model\" --output \"$d/m\" \"$d/pc.jsonl\" > /dev/null; \
+head -c $(stat -c %s \"$d/m.mask\") /dev/zero > \"$d/m.mask.zero\"; mv \"$d/m.mask.zero\" \"$d/m.mask\"; \
+\"$z\" train --model \"$d/model\" --train_file \"$d/m\" --block_size 16 --max_steps 1 --quiet \
+--overwrite_output_dir --output_dir \"$d/run_m\"; cat \"$d/run_m/metrics.jsonl\"")
+set_tests_properties(cli.data.masked_tokens_carry_no_gradient PROPERTIES LABELS unit
+  FIXTURES_REQUIRED data_prepare
+  PASS_REGULAR_EXPRESSION "\"loss\": 0.0, \"lr\": [^,]+, \"grad_norm\": 0.0,")
+
+# Errors: file:line, exit 2, nothing written.
+add_test(NAME cli.data.prepare_error_writes_nothing
+         COMMAND sh -c "z='$<TARGET_FILE:zero>'; d='${_dp}'; \
+printf '{\"text\": \"ok\"}\\n{\"prompt\": \"p\"}\\n' > \"$d/bad.jsonl\"; \
+\"$z\" data prepare --model \"$d/model\" --output \"$d/bad\" \"$d/bad.jsonl\"; echo rc=$?; \
+ls \"$d\" | grep -c '^bad\\.' ")
+set_tests_properties(cli.data.prepare_error_writes_nothing PROPERTIES LABELS unit
+  FIXTURES_REQUIRED data_prepare
+  PASS_REGULAR_EXPRESSION "bad.jsonl:2: no \"completion\" field \\(nothing written\\)\nrc=2\n1\n$")
+
+# Raw text with a non-byte model is refused with the command to run, never read as uint16 ids.
+add_test(NAME cli.data.train_refuses_raw_text
+         COMMAND sh -c "'$<TARGET_FILE:zero>' train --model '${_dp}/model' \
+--train_file '${_dp}/plain.txt' --block_size 16 --max_steps 1 --quiet \
+--output_dir '${_dp}/run_raw'; echo rc=$?")
+set_tests_properties(cli.data.train_refuses_raw_text PROPERTIES LABELS unit
+  FIXTURES_REQUIRED data_prepare PASS_REGULAR_EXPRESSION
+  "plain.txt looks like text, not token ids.*zero data prepare --model [^ ]+/model --output [^ ]+/plain [^ ]+/plain.txt.*rc=2\n$")
+
+# Data prepared with another tokenizer is refused, naming both hashes.
+add_test(NAME cli.data.train_refuses_other_tokenizer
+         COMMAND sh -c "z='$<TARGET_FILE:zero>'; d='${_dp}'; \
+\"$z\" data prepare --model '${_tok_fix}/qwen2_nfc' --output \"$d/other\" \"$d/pc.jsonl\" > /dev/null; \
+\"$z\" train --model \"$d/model\" --train_file \"$d/other\" --block_size 16 --max_steps 1 --quiet \
+--output_dir \"$d/run_other\"; echo rc=$?")
+set_tests_properties(cli.data.train_refuses_other_tokenizer PROPERTIES LABELS unit
+  FIXTURES_REQUIRED data_prepare PASS_REGULAR_EXPRESSION
+  "other.manifest.json was prepared with tokenizer xxh3:[0-9a-f]+, but --model [^ ]+ has tokenizer xxh3:[0-9a-f]+.*rc=2\n$")
+
+# Prompt/completion fine-tune: ZeRO-3 on 2 ranks x 2 micro-steps gives the 1-rank losses and grad
+# norms within 1e-5 (the loss is the mean over the global batch's unmasked targets on both).
+add_test(NAME cli.data.masked_loss_2rank_stage3_equals_1rank
+         COMMAND sh -c "set -e; z='$<TARGET_FILE:zero>'; d='${_dp}'; \
+\"$z\" data prepare --model \"$d/model\" --output \"$d/mr\" \"$d/pc.jsonl\" > /dev/null; \
+printf '{\"zero_optimization\": {\"stage\": 3}}' > \"$d/z3.json\"; \
+\"$z\" train --model \"$d/model\" --train_file \"$d/mr\" --block_size 16 \
+--per_device_train_batch_size 4 --gradient_accumulation_steps 2 --max_steps 3 --quiet \
+--overwrite_output_dir --output_dir \"$d/mr1\"; \
+\"$z\" launch --num_gpus 2 -- \"$z\" train --deepspeed \"$d/z3.json\" --model \"$d/model\" \
+--train_file \"$d/mr\" --block_size 16 --per_device_train_batch_size 2 \
+--gradient_accumulation_steps 2 --max_steps 3 --quiet --overwrite_output_dir --output_dir \"$d/mr2\"; \
+/usr/bin/python3 -c \"import json,sys; r=[[json.loads(l) for l in open(sys.argv[i])] for i in (1,2)]; \
+assert len(r[0]) == len(r[1]) == 3; \
+assert all(abs(a[k]-b[k]) <= 1e-5*abs(a[k]) for a,b in zip(*r) for k in ('loss','grad_norm')), r; \
+print('PARITY_OK')\" \"$d/mr1/metrics.jsonl\" \"$d/mr2/metrics.jsonl\"")
+set_tests_properties(cli.data.masked_loss_2rank_stage3_equals_1rank PROPERTIES LABELS mpi TIMEOUT 120
+  FIXTURES_REQUIRED data_prepare PASS_REGULAR_EXPRESSION "PARITY_OK\n$")
+
+# Chat "messages" through the model's chat template (ChatML injected into the test model's
+# tokenizer_config.json) -> prepare -> train; an unknown role is an error with file:line.
+add_test(NAME cli.data.chat_messages_prepare_then_train
+         COMMAND sh -c "set -e; z='$<TARGET_FILE:zero>'; d='${_dp}'; rm -rf \"$d/chat_model\"; \
+cp -r \"$d/model\" \"$d/chat_model\"; \
+/usr/bin/python3 -c \"import json,sys; p=sys.argv[1]; c=json.load(open(p)); \
+c['chat_template']=json.load(open(sys.argv[2]))['templates']['chatml']; json.dump(c, open(p,'w'))\" \
+\"$d/chat_model/tokenizer_config.json\" '${PROJECT_SOURCE_DIR}/tests/fixtures/chat_templates/expected.json'; \
+i=0; while [ $i -lt 10 ]; do i=$((i+1)); \
+echo \"{\\\"messages\\\": [{\\\"role\\\": \\\"user\\\", \\\"content\\\": \\\"Hi $i\\\"}, \
+{\\\"role\\\": \\\"assistant\\\", \\\"content\\\": \\\"Hello $i, how are you?\\\"}]}\"; \
+done > \"$d/chat.jsonl\"; \
+\"$z\" data prepare --model \"$d/chat_model\" --output \"$d/chat\" \"$d/chat.jsonl\"; \
+\"$z\" train --model \"$d/chat_model\" --train_file \"$d/chat\" --block_size 16 --max_steps 2 --quiet \
+--overwrite_output_dir --output_dir \"$d/run_chat\"; test $(wc -l < \"$d/run_chat/metrics.jsonl\") -eq 2; \
+printf '{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}]}\\n{\"messages\": [{\"role\": \"robot\", \"content\": \"b\"}]}\\n' > \"$d/chat_bad.jsonl\"; \
+if \"$z\" data prepare --model \"$d/chat_model\" --output \"$d/chat_bad\" \"$d/chat_bad.jsonl\"; then exit 1; fi; \
+test ! -e \"$d/chat_bad.tokens\"; echo CHAT_OK")
+set_tests_properties(cli.data.chat_messages_prepare_then_train PROPERTIES LABELS unit
+  FIXTURES_REQUIRED data_prepare PASS_REGULAR_EXPRESSION
+  "10 documents.*chat_bad.jsonl:2: message 0: unknown role \"robot\".*CHAT_OK\n$")

@@ -1,0 +1,142 @@
+// Native renderers of the ChatML, Llama-3, Mistral [INST] and Zephyr chat templates.
+#include "text/chat_template.h"
+
+#include "text/utf8.h"
+
+namespace zero::text {
+
+namespace {
+
+// Jinja's `trim` (Python str.strip): leading and trailing whitespace code points.
+bool is_py_space(char32_t cp) { return is_unicode_whitespace(cp) || (cp >= 0x1C && cp <= 0x1F); }
+
+std::string py_strip(const std::string& s) {
+  size_t begin = 0, end = s.size();
+  while (begin < end) {
+    const size_t n = utf8_sequence_bytes(s, begin);
+    if (n == 0 || !is_py_space(decode_utf8_at(s, begin, n))) break;
+    begin += n;
+  }
+  while (end > begin) {
+    size_t start = end - 1;
+    while (start > begin && (static_cast<uint8_t>(s[start]) & 0xC0) == 0x80) --start;
+    const size_t n = utf8_sequence_bytes(s, start);
+    if (n == 0 || start + n != end || !is_py_space(decode_utf8_at(s, start, n))) break;
+    end = start;
+  }
+  return s.substr(begin, end - begin);
+}
+
+}  // namespace
+
+const char* chat_family_name(ChatFamily family) {
+  switch (family) {
+    case ChatFamily::kChatMl: return "ChatML";
+    case ChatFamily::kLlama3: return "Llama-3";
+    case ChatFamily::kMistral: return "Mistral [INST]";
+    case ChatFamily::kZephyr: return "Zephyr";
+  }
+  return "?";
+}
+
+StatusOr<ChatTemplate> ChatTemplate::recognise(const std::optional<std::string>& chat_template,
+                                               std::string bos_token, std::string eos_token,
+                                               const std::string& source) {
+  if (!chat_template) {
+    return invalid_argument("{}: no chat_template, so chat \"messages\" cannot be rendered",
+                            source);
+  }
+  const std::string& t = *chat_template;
+  auto has = [&](const char* marker) { return t.find(marker) != std::string::npos; };
+  ChatFamily family;
+  if (has("<|im_start|>")) {
+    family = ChatFamily::kChatMl;
+  } else if (has("<|start_header_id|>")) {
+    family = ChatFamily::kLlama3;
+  } else if (has("[INST]")) {
+    family = ChatFamily::kMistral;
+  } else if (has("<|user|>") && has("<|assistant|>")) {
+    family = ChatFamily::kZephyr;
+  } else {
+    return unimplemented(
+        "{}: chat_template is none of ChatML, Llama-3, Mistral [INST] or Zephyr (it begins "
+        "\"{}\"); no Jinja engine is guessed at: render the conversations to \"text\" or "
+        "\"prompt\" + \"completion\" instead",
+        source, t.substr(0, 60));
+  }
+  // Variants that add text of their own (a default system prompt, tool calls) would render
+  // differently from this renderer: refused rather than silently different.
+  if (has("tools") || has("You are")) {
+    return unimplemented(
+        "{}: this {} chat_template has parts the native renderer does not reproduce (tools or a "
+        "default system prompt); render the conversations to \"text\" or \"prompt\" + "
+        "\"completion\" instead",
+        source, chat_family_name(family));
+  }
+  // The [INST] family has variants that render differently: Llama-2's (<<SYS>>, BOS and stripped
+  // content per turn) and newer Mistral ones with no space before [/INST].
+  if (family == ChatFamily::kMistral &&
+      (has("<<SYS>>") || has("strip()") || !(has("' [/INST]'") || has("\" [/INST]\"")))) {
+    return unimplemented(
+        "{}: this [INST] chat_template is not the Mistral-Instruct one (\"[INST] \" + content + "
+        "\" [/INST]\"); Llama-2 <<SYS>> and other variants are not rendered natively: render the "
+        "conversations to \"text\" or \"prompt\" + \"completion\" instead",
+        source);
+  }
+  return ChatTemplate(family, std::move(bos_token), std::move(eos_token));
+}
+
+StatusOr<std::vector<ChatSegment>> ChatTemplate::render(
+    const std::vector<ChatMessage>& messages) const {
+  std::vector<ChatSegment> out;
+  auto add = [&](std::string text, bool trained) {
+    if (!text.empty()) out.push_back({std::move(text), trained});
+  };
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    if (m.role != "system" && m.role != "user" && m.role != "assistant") {
+      return invalid_argument("message {}: unknown role \"{}\" (system, user or assistant)", i,
+                              m.role);
+    }
+    const bool reply = m.role == "assistant";
+    switch (family_) {
+      case ChatFamily::kChatMl:
+        add("<|im_start|>" + m.role + "\n", false);
+        add(m.content + "<|im_end|>", reply);
+        add("\n", false);
+        break;
+      case ChatFamily::kLlama3:
+        add((i == 0 ? bos_ : "") + "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n", false);
+        add(py_strip(m.content) + "<|eot_id|>", reply);
+        break;
+      case ChatFamily::kMistral:
+        if (m.role == "system") {
+          return invalid_argument(
+              "message {}: the Mistral template supports only user and "
+              "assistant roles",
+              i);
+        }
+        if ((m.role == "user") != (i % 2 == 0)) {
+          return invalid_argument(
+              "message {}: the Mistral template needs roles alternating "
+              "user/assistant/user/...",
+              i);
+        }
+        if (i == 0) add(bos_, false);
+        if (reply) {
+          add(m.content + eos_, true);
+        } else {
+          add("[INST] " + m.content + " [/INST]", false);
+        }
+        break;
+      case ChatFamily::kZephyr:
+        add("<|" + m.role + "|>\n", false);
+        add(m.content + eos_, reply);
+        add("\n", false);
+        break;
+    }
+  }
+  return out;
+}
+
+}  // namespace zero::text

@@ -1,0 +1,92 @@
+// The native chat-template renderers against jinja2 renderings of the families' published
+// templates (tests/fixtures/chat_templates/make_chat_fixtures.py, as apply_chat_template), the
+// trained segments (assistant replies and their end-of-turn marker), and the refusals.
+#include "text/chat_template.h"
+
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace zero::text {
+namespace {
+
+nlohmann::json fixtures() {
+  std::ifstream in(std::string(ZERO_SOURCE_DIR) + "/tests/fixtures/chat_templates/expected.json");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return nlohmann::json::parse(ss.str());
+}
+
+TEST(ChatTemplate, RendersAsTransformers) {
+  const nlohmann::json f = fixtures();
+  ASSERT_GE(f["cases"].size(), 7u);
+  for (const auto& c : f["cases"]) {
+    const std::string family = c["family"];
+    auto t = ChatTemplate::recognise(f["templates"][family].get<std::string>(), "<s>", "</s>",
+                                     "tokenizer_config.json");
+    ASSERT_TRUE(t.ok()) << family << ": " << t.status().to_string();
+    std::vector<ChatMessage> messages;
+    for (const auto& m : c["messages"]) messages.push_back({m["role"], m["content"]});
+    auto segments = t->render(messages);
+    ASSERT_TRUE(segments.ok()) << family << ": " << segments.status().to_string();
+    std::string text, trained;
+    for (const ChatSegment& s : *segments) {
+      text += s.text;
+      if (s.trained) trained += s.text;
+    }
+    EXPECT_EQ(text, c["text"].get<std::string>()) << family;
+    // Every reply is trained on, nothing of the user's or system's is.
+    for (const ChatMessage& m : messages) {
+      // (Llama-3's template trims the content.)
+      const size_t b = m.content.find_first_not_of(" \n"), e = m.content.find_last_not_of(" \n");
+      const std::string core = m.content.substr(b, e - b + 1);
+      const bool in_trained = trained.find(core) != std::string::npos;
+      if (m.role == "assistant") EXPECT_TRUE(in_trained) << family << ": " << m.content;
+    }
+    EXPECT_EQ(trained.find("Hi there!"), std::string::npos) << family;
+    EXPECT_EQ(trained.find("3+3"), std::string::npos) << family;
+  }
+}
+
+TEST(ChatTemplate, RefusalsNameWhat) {
+  auto other = ChatTemplate::recognise(std::string("{{ messages | tojson }}"), "", "", "c.json");
+  ASSERT_FALSE(other.ok());
+  EXPECT_NE(other.status().message().find("c.json: chat_template is none of ChatML, Llama-3, "
+                                          "Mistral [INST] or Zephyr (it begins \"{{ messages"),
+            std::string::npos)
+      << other.status().message();
+  EXPECT_FALSE(ChatTemplate::recognise(std::nullopt, "", "", "c.json").ok());
+  auto qwen = ChatTemplate::recognise(
+      std::string("{% if messages[0]['role'] != 'system' %}<|im_start|>system\nYou are a helpful "
+                  "assistant.<|im_end|>{% endif %}"),
+      "", "", "c.json");
+  EXPECT_FALSE(qwen.ok());
+
+  // Llama-2's [INST] template (system in <<SYS>>, BOS per turn) is not Mistral's: refused.
+  auto llama2 = ChatTemplate::recognise(
+      std::string(
+          "{% for message in messages %}{% if message['role'] == 'system' %}{{ '<<SYS>>\\n' "
+          "+ message['content'] + '\\n<</SYS>>\\n\\n' }}{% elif message['role'] == 'user' "
+          "%}{{ bos_token + '[INST] ' + message['content'].strip() + ' [/INST]' }}{% endif "
+          "%}{% endfor %}"),
+      "<s>", "</s>", "c.json");
+  EXPECT_FALSE(llama2.ok());
+  auto no_space = ChatTemplate::recognise(
+      std::string("{{ bos_token }}{% for message in messages %}{{ '[INST] ' + message['content'] "
+                  "+ '[/INST]' }}{% endfor %}"),
+      "<s>", "</s>", "c.json");
+  EXPECT_FALSE(no_space.ok());
+
+  ChatTemplate chatml(ChatFamily::kChatMl, "<s>", "</s>");
+  auto role = chatml.render({{"user", "a"}, {"bot", "b"}});
+  ASSERT_FALSE(role.ok());
+  EXPECT_EQ(role.status().message(), "message 1: unknown role \"bot\" (system, user or assistant)");
+  ChatTemplate mistral(ChatFamily::kMistral, "<s>", "</s>");
+  EXPECT_FALSE(mistral.render({{"user", "a"}, {"user", "b"}}).ok());
+  EXPECT_FALSE(mistral.render({{"system", "a"}, {"user", "b"}}).ok());
+}
+
+}  // namespace
+}  // namespace zero::text
