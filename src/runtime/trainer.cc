@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/tokenizer_files.h"
 #include "config/ds_config.h"
 #include "config/effective.h"
 #include "config/loader.h"
@@ -40,6 +41,12 @@
 namespace zero::runtime {
 
 namespace {
+
+// The directory --model names (it may name config.json inside it); a preset names none.
+std::string model_dir_of(const std::string& model) {
+  const std::filesystem::path p(model);
+  return p.filename() == "config.json" ? p.parent_path().string() : model;
+}
 
 using config::Json;
 
@@ -310,6 +317,10 @@ int run_training(const TrainArgs& args, Communicator& comm) {
     if (!s.ok()) return bad(s);
     s = write_effective_config(*default_storage(), args.output_dir, plan.effective);
     if (!s.ok()) return bad(s);
+    // The model's tokenizer files, kept with the run for `zero ckpt to-fp32` (tokenizer_files.h).
+    s = checkpoint::copy_tokenizer_files(*default_storage(), model_dir_of(args.model),
+                                         checkpoint::run_tokenizer_dir(args.output_dir));
+    if (!s.ok()) return bad(s.with_context("copying the tokenizer files of --model"));
     if (plan.ds.csv_monitor.enabled.value) {
       csv = std::make_unique<CsvMonitor>(plan.ds.csv_monitor.output_path.value,
                                          plan.ds.csv_monitor.job_name.value);
@@ -554,6 +565,8 @@ int run_training(const TrainArgs& args, Communicator& comm) {
                                               engine.shard_layout(), *parts, save_dtype);
     if (!s.ok()) return broken(s.with_context("saving the final model"));
     if (lead) {
+      s = checkpoint::copy_tokenizer_files(*default_storage(), model_dir_of(args.model), dir);
+      if (!s.ok()) return broken(s.with_context("copying the tokenizer files next to the model"));
       std::printf("zero train: saved the model to %s (HF safetensors, %s)\n", dir.c_str(),
                   std::string(dtype_name(save_dtype)).c_str());
     }
