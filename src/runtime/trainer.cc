@@ -28,6 +28,7 @@
 #include "runtime/csv_monitor.h"
 #include "runtime/effective_config_file.h"
 #include "runtime/engine_checkpoint.h"
+#include "runtime/evaluation.h"
 #include "runtime/interrupt.h"
 #include "runtime/metrics.h"
 #include "runtime/model_source.h"
@@ -115,6 +116,10 @@ RunFingerprint run_fingerprint(const TrainArgs& args, const Plan& plan,
   add_to_fingerprint(fp, "model", model::model_config_to_json(mc));
   add_to_fingerprint(fp, "--model", args.model);
   add_to_fingerprint(fp, "--train_file", args.train_file);
+  add_to_fingerprint(fp, "--validation_file", args.validation_file.value_or(""));
+  add_to_fingerprint(fp, "--eval_steps", args.eval_steps);
+  add_to_fingerprint(fp, "--per_device_eval_batch_size", args.per_device_eval_batch_size);
+  add_to_fingerprint(fp, "--eval_on_start", args.eval_on_start);
   add_to_fingerprint(fp, "data.samples", num_samples);
   add_to_fingerprint(fp, "--block_size", block);
   add_to_fingerprint(fp, "--data_order", args.data_order);
@@ -240,6 +245,16 @@ int run_training(const TrainArgs& args, Communicator& comm) {
   }
   auto sampler = GlobalBatchSampler::create(sc);
   if (!sampler.ok()) return bad(sampler.status());
+
+  // --validation_file: read as the train file is (format, dtype, block size, vocabulary check).
+  std::optional<TokenDataset> validation;
+  if (args.validation_file) {
+    auto v = TokenDataset::open(*default_storage(), *args.validation_file, dopts);
+    if (!v.ok()) return bad(v.status().with_context("--validation_file"));
+    validation = std::move(*v);
+  } else if (args.eval_steps > 0 || args.eval_on_start) {
+    return bad(invalid_argument("--eval_steps / --eval_on_start need --validation_file"));
+  }
 
   // Resume: the checkpoint's manifest says where the run stands (every rank opens it).
   std::unique_ptr<checkpoint::LoadedCheckpoint> resume;
@@ -439,6 +454,33 @@ int run_training(const TrainArgs& args, Communicator& comm) {
       if (std::freopen("/dev/null", "w", stdout) == nullptr) std::clearerr(stdout);
     }
   };
+  // Evaluation (collective: every rank runs it at the same steps); rank 0 prints it and writes
+  // it to the CSV monitor.
+  std::optional<Evaluator> evaluator;
+  if (validation) {
+    evaluator.emplace(&*validation, args.per_device_eval_batch_size, world, rank);
+  }
+  auto evaluate = [&](int64_t done_steps) -> StatusOr<EvalResult> {
+    ZERO_ASSIGN_OR_RETURN(EvalResult r, evaluator->run(engine));
+    if (lead) {
+      progress.message(fmt::format("eval after step {}/{} | eval_loss {:.4f} | eval_ppl {:.4g}",
+                                   done_steps, max_steps, r.loss, r.perplexity));
+      if (csv) {
+        ZERO_RETURN_IF_ERROR(
+            csv->write("Eval/Samples/eval_loss", done_steps * plan.train_batch, r.loss));
+      }
+    }
+    return r;
+  };
+  if (evaluator && args.eval_on_start) {
+    auto r = evaluate(start_step);
+    if (!r.ok()) return broken(r.status().with_context("evaluating (--eval_on_start)"));
+    // A step-0 line only for a fresh run: a resumed run's step start_step has its line already.
+    if (lead && start_step == 0) {
+      Status s = metrics.write_line(eval_on_start_json_line(r->loss, r->perplexity));
+      if (!s.ok()) return broken(s);
+    }
+  }
   for (int64_t step = start_step; step < max_steps; ++step) {
     // Step boundary: did any rank get SIGINT / SIGTERM? (one tiny all-gather: all ranks must
     // stop after the same step, or the others would wait in the next step's collectives.)
@@ -479,6 +521,13 @@ int run_training(const TrainArgs& args, Communicator& comm) {
     const auto now = std::chrono::steady_clock::now();
     const double elapsed = std::chrono::duration<double>(now - start).count();
     window_tokens += static_cast<double>(result->tokens);
+    std::optional<EvalResult> eval;
+    if (evaluator &&
+        ((args.eval_steps > 0 && (step + 1) % args.eval_steps == 0) || step + 1 == max_steps)) {
+      auto r = evaluate(step + 1);
+      if (!r.ok()) return broken(r.status().with_context("evaluating"));
+      eval = *r;
+    }
     // The step's metrics line first, then its checkpoint (see save()).
     if (lead) {
       StepMetrics sm;
@@ -490,6 +539,10 @@ int run_training(const TrainArgs& args, Communicator& comm) {
       sm.skipped = result->skipped;
       sm.tokens = result->tokens;
       sm.elapsed_s = elapsed;
+      if (eval) {
+        sm.eval_loss = eval->loss;
+        sm.eval_ppl = eval->perplexity;
+      }
       Status s = metrics.write(sm);
       if (!s.ok()) return broken(s);
     }
