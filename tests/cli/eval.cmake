@@ -46,3 +46,20 @@ add_test(NAME cli.eval.missing_validation_file
          COMMAND sh -c "$<TARGET_FILE:zero> train ${_ze_common} --train_file ${_ze_data} --max_steps 1 --validation_file ${_ze_out}/nope.bin --output_dir ${_ze_out}/missing 2>&1; test $? -eq 2")
 set_tests_properties(cli.eval.missing_validation_file PROPERTIES LABELS unit
                      PASS_REGULAR_EXPRESSION "--validation_file.*nope.bin")
+
+# `zero eval` on a saved model equals the training loss computed on the same samples: the
+# initial model = step 1's loss, checkpoint global_step1 = step 2's loss (and the eval_loss logged
+# after step 1), final/ = the eval_loss logged after step 2.
+add_test(NAME cli.eval.saved_model_equals_the_training_loss
+         COMMAND sh -c "Z=$<TARGET_FILE:zero>; O=${_ze_out}/saved; mkdir -p ${_ze_out} && \
+head -c 130 ${_ze_data} > ${_ze_out}/four_saved.bin && V=${_ze_out}/four_saved.bin && \
+$Z train ${_ze_common} --train_file $V --validation_file $V --per_device_train_batch_size 4 \
+--max_steps 2 --eval_steps 1 --save_steps 1 --save_final --output_dir $O >/dev/null && \
+$Z eval --model ${PROJECT_SOURCE_DIR}/tests/fixtures/golden/gpt2_tiny --validation_file $V --block_size 16 > $O/eval_initial.json && \
+$Z eval --model $O/global_step1 --validation_file $V --block_size 16 --per_device_eval_batch_size 3 > $O/eval_step1.json && \
+$Z eval --model $O/final --validation_file $V --block_size 16 > $O/eval_final.json && \
+/usr/bin/python3 -c \"import json,sys; m=[json.loads(l) for l in open('$O/metrics.jsonl')]; \
+e=lambda n: json.load(open('$O/eval_'+n+'.json'))['eval_loss']; \
+pairs=[(e('initial'), m[0]['loss']), (e('step1'), m[1]['loss']), (e('step1'), m[0]['eval_loss']), (e('final'), m[1]['eval_loss'])]; \
+print(pairs); sys.exit(0 if all(abs(a-b)<=1e-5*abs(b) for a,b in pairs) else 1)\"")
+set_tests_properties(cli.eval.saved_model_equals_the_training_loss PROPERTIES LABELS unit)
