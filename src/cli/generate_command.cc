@@ -140,6 +140,11 @@ int run_generate(GenerateArgs& a) {
         }
       }
     }
+    // A model config without one (e.g. a small model trained from scratch): the tokenizer's EOS
+    // (tokenizer_config.json's eos_token), when the prompt is text.
+    if (a.sampling.stop_tokens.empty() && printer.stream && (*tokenizer)->eos_id()) {
+      a.sampling.stop_tokens.push_back(*(*tokenizer)->eos_id());
+    }
   }
 
   // Inference on one rank: the engine holds the weights (stage 0, no optimizer steps taken).

@@ -49,3 +49,18 @@ cmp ${_zg_out}/fp32/tokenizer_config.json ${_zg_model}/tokenizer_config.json && 
 $Z generate --model ${_zg_out}/fp32 --prompt Hi --max_new_tokens 3 --temperature 0")
 set_tests_properties(cli.generate.tokenizer_travels_with_saved_models PROPERTIES LABELS unit
                      FIXTURES_REQUIRED zg_model PASS_REGULAR_EXPRESSION "^Hi")
+
+# Without an eos_token_id in the model's config, the tokenizer's EOS stops generation: a copy of
+# the model whose tokenizer_config.json names the first greedily generated token as eos_token
+# prints the prompt alone and says it stopped.
+add_test(NAME cli.generate.stops_at_the_tokenizer_eos
+         COMMAND sh -c "Z=$<TARGET_FILE:zero>; M=${_zg_model}; E=${_zg_out}/eos_model; \
+ids=$($Z data tokenize --model $M --text 'Hello wörld' | tr -d '[] ') && \
+n=$(echo $ids | tr ',' ' ' | wc -w) && \
+first=$($Z generate --model $M --prompt_tokens $ids --temperature 0 --max_new_tokens 1 2>/dev/null | tr ' ' '\\n' | grep -v '^$' | tail -n 1) && \
+/usr/bin/python3 ${PROJECT_SOURCE_DIR}/tests/cli/eos_variant.py $M $E $first && \
+out=$($Z generate --model $E --prompt 'Hello wörld' --temperature 0 --max_new_tokens 8 2>${_zg_out}/eos_stderr.txt) && \
+echo \"[$out] $(cat ${_zg_out}/eos_stderr.txt)\" && test \"$out\" = 'Hello wörld' && \
+grep -q 'stopped at the end-of-sequence token' ${_zg_out}/eos_stderr.txt")
+set_tests_properties(cli.generate.stops_at_the_tokenizer_eos PROPERTIES LABELS unit
+                     FIXTURES_REQUIRED zg_model)
