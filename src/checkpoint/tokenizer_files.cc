@@ -37,6 +37,13 @@ Status copy_tokenizer_files(Storage& storage, const std::string& from_dir,
     ZERO_RETURN_IF_ERROR(storage.rename(tmp, dst));
     if (copied) copied->push_back(name);
   }
+  if (!made_dir) return ok_status();
+  for (const std::string& name : tokenizer_file_names()) {
+    const std::string dst = to_dir + "/" + name;
+    if (!storage.file_exists(from_dir + "/" + name) && storage.file_exists(dst)) {
+      ZERO_RETURN_IF_ERROR(storage.remove_file(dst));
+    }
+  }
   return ok_status();
 }
 

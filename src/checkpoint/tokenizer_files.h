@@ -17,8 +17,10 @@ namespace zero::checkpoint {
 const std::vector<std::string>& tokenizer_file_names();
 
 // Copies the tokenizer files that exist in `from_dir` into `to_dir` (created if needed), each
-// written to a temporary name and renamed, so a reader never sees half a file. `copied` (may be
-// null) gets the names copied. A missing or non-directory `from_dir` copies nothing.
+// written to a temporary name and renamed, so a reader never sees half a file; when it copies any,
+// the other tokenizer files in `to_dir` (an earlier model's) are removed, so `to_dir` never mixes
+// two tokenizers. `copied` (may be null) gets the names copied. A missing or non-directory
+// `from_dir`, or one without tokenizer files, changes nothing.
 Status copy_tokenizer_files(Storage& storage, const std::string& from_dir,
                             const std::string& to_dir, std::vector<std::string>* copied = nullptr);
 

@@ -332,7 +332,10 @@ int run_training(const TrainArgs& args, Communicator& comm) {
     if (!s.ok()) return bad(s);
     s = write_effective_config(*default_storage(), args.output_dir, plan.effective);
     if (!s.ok()) return bad(s);
-    // The model's tokenizer files, kept with the run for `zero ckpt to-fp32` (tokenizer_files.h).
+    // The model's tokenizer files, kept with the run for `zero ckpt to-fp32` (tokenizer_files.h);
+    // a fresh run first drops an earlier run's (its --model may have had another tokenizer).
+    if (!resume) s = default_storage()->remove_dir(checkpoint::run_tokenizer_dir(args.output_dir));
+    if (!s.ok()) return bad(s);
     s = checkpoint::copy_tokenizer_files(*default_storage(), model_dir_of(args.model),
                                          checkpoint::run_tokenizer_dir(args.output_dir));
     if (!s.ok()) return bad(s.with_context("copying the tokenizer files of --model"));
