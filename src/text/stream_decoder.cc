@@ -21,6 +21,9 @@ StreamDecoder::StreamDecoder(const Tokenizer& tokenizer, std::vector<int32_t> co
 }
 
 StatusOr<std::string> StreamDecoder::push(int32_t id) {
+  // An id with no token (a model whose embedding is padded past the tokenizer's vocabulary) is
+  // skipped, as HF's decode skips ids id_to_token does not know.
+  if (!tokenizer_->id_to_token(id)) return std::string();
   ids_.push_back(id);
   const std::span<const int32_t> all(ids_);
   ZERO_ASSIGN_OR_RETURN(

@@ -22,6 +22,7 @@ class StreamDecoder {
   StreamDecoder(const Tokenizer& tokenizer, std::vector<int32_t> context);
 
   // Adds one token; returns the text that is now final (often empty while a character is split).
+  // An id outside the tokenizer's vocabulary adds nothing (HF's decode skips it).
   StatusOr<std::string> push(int32_t id);
   // The text still held back (an incomplete character at the end: decoded with U+FFFD, as HF).
   StatusOr<std::string> flush();

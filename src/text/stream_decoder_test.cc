@@ -61,6 +61,28 @@ TEST_P(StreamParity, PiecesConcatenateToTheWholeDecodeAndAreWholeCharacters) {
   EXPECT_GT(checked, 20);
 }
 
+// A model's embedding may be padded past the tokenizer's vocabulary: such ids print nothing and
+// do not disturb the text around them.
+TEST(StreamDecoder, SkipsIdsOutsideTheVocabulary) {
+  auto tok = Tokenizer::load(fixture_dir("gpt2_bytelevel"));
+  ASSERT_TRUE(tok.ok()) << tok.status().message();
+  auto ids = tok->encode("Hello world", false);
+  ASSERT_TRUE(ids.ok());
+  StreamDecoder stream(*tok, {});
+  std::string streamed;
+  for (int32_t id : *ids) {
+    auto padded = stream.push(static_cast<int32_t>(tok->vocab_size()));
+    ASSERT_TRUE(padded.ok()) << padded.status().message();
+    EXPECT_EQ(*padded, "");
+    auto piece = stream.push(id);
+    ASSERT_TRUE(piece.ok()) << piece.status().message();
+    streamed += *piece;
+  }
+  auto rest = stream.flush();
+  ASSERT_TRUE(rest.ok());
+  EXPECT_EQ(streamed + *rest, "Hello world");
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, StreamParity,
                          ::testing::Values("gpt2_bytelevel", "gpt2_prefix_space",
                                            "llama2_byte_fallback", "llama2_metaspace",
