@@ -4,6 +4,7 @@
 #include <omp.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -224,7 +225,10 @@ int run_training(const TrainArgs& args, Communicator& comm) {
   auto plan_or = make_plan(resolved_args, mc, world, data->num_samples());
   if (!plan_or.ok()) return bad(plan_or.status());
   Plan& plan = *plan_or;
-  plan.engine.planned_micro_batch = plan.micro_batch;
+  // Activations are sized by the larger of the training and the evaluation micro-batch.
+  plan.engine.planned_micro_batch =
+      args.validation_file ? std::max(plan.micro_batch, args.per_device_eval_batch_size)
+                           : plan.micro_batch;
   plan.engine.planned_seq_len = block;
   plan.engine.wall_clock_breakdown = plan.ds.wall_clock_breakdown.value;
   record_batch_triad(plan.effective, plan.train_batch, plan.micro_batch, plan.grad_accum);
