@@ -27,9 +27,15 @@ def main():
         if y is None:
             print(f"step {x['step']} is missing from {sys.argv[2]}")
             return 1
-        if abs(x["loss"] - y["loss"]) > rtol * abs(y["loss"]):
-            print(f"step {x['step']}: loss {x['loss']} vs {y['loss']} (rtol {rtol})")
-            return 1
+        # The step-0 line of --eval_on_start has no "loss"; eval_loss is compared where both
+        # lines have it.
+        for key in ("loss", "eval_loss"):
+            if key in x and key in y and abs(x[key] - y[key]) > rtol * abs(y[key]):
+                print(f"step {x['step']}: {key} {x[key]} vs {y[key]} (rtol {rtol})")
+                return 1
+            if (key in x) != (key in y):
+                print(f"step {x['step']}: {key} is in only one of the files")
+                return 1
     print(f"{len(a)} steps match within {rtol}")
     return 0
 

@@ -5,10 +5,12 @@
 //   zero ckpt verify CKPT_DIR [--tag T]   checksums and completeness of every file
 // Exit status: 0 ok, 2 bad input (no checkpoint, bad flags, corrupted data), 1 I/O failure.
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
 
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/tokenizer_files.h"
 #include "cli/commands.h"
 #include "model/hf_checkpoint.h"
 #include "runtime/run_lock.h"
@@ -48,6 +50,11 @@ int run_to_fp32(const CkptArgs& a) {
   if (!lock.ok()) return fail(lock.status());
   Status s = checkpoint::consolidate_to_hf(*default_storage(), *ck, a.out, *bytes);
   if (!s.ok()) return fail(s);
+  // The run's tokenizer (zero train keeps it in OUTPUT_DIR/tokenizer), so OUT_DIR is a whole model.
+  const std::string run_dir = std::filesystem::path(ck->tag_dir()).parent_path().string();
+  s = checkpoint::copy_tokenizer_files(*default_storage(), checkpoint::run_tokenizer_dir(run_dir),
+                                       a.out);
+  if (!s.ok()) return fail(s.with_context("copying the tokenizer files"));
   std::printf("wrote %s (fp32, from %s)\n", a.out.c_str(), ck->tag_dir().c_str());
   return 0;
 }

@@ -14,6 +14,7 @@ void add_ckpt_command(CLI::App& app, int& exit_code);
 void add_generate_command(CLI::App& app, int& exit_code);
 void add_bench_command(CLI::App& app, int& exit_code);
 void add_data_command(CLI::App& app, int& exit_code);
+void add_eval_command(CLI::App& app, int& exit_code);
 
 // Registers a subcommand that exists in the interface but is not built yet: it says so and exits 2.
 CLI::App* add_unimplemented_command(CLI::App& app, int& exit_code, const std::string& name,

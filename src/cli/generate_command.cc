@@ -1,8 +1,12 @@
-// `zero generate`: sample text from a trained model (HF directory or preset). With a byte-level
-// vocabulary (256) the prompt is text and the output is printed as text; otherwise prompts and
-// outputs are token ids.
+// `zero generate`: sample text from a trained model (HF directory or preset). A model directory
+// with a tokenizer (tokenizer.json or tokenizer.model) takes the prompt as text, encoded with the
+// tokenizer's BOS as HF's tokenizer(prompt) would, and prints the continuation as text while it is
+// generated; a byte-level vocabulary (256) without one does the same with bytes; otherwise prompts
+// and outputs are token ids.
 #include <cstdio>
+#include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +17,8 @@
 #include "runtime/engine.h"
 #include "runtime/generate.h"
 #include "runtime/model_source.h"
+#include "text/stream_decoder.h"
+#include "text/tokenizer.h"
 
 namespace zero::cli {
 namespace {
@@ -25,14 +31,40 @@ struct GenerateArgs {
   bool ignore_eos = false;
 };
 
+// Where generated tokens go: decoded text (tokenizer), raw bytes (byte-level) or ids.
+struct Printer {
+  bool bytes = false;
+  std::optional<text::StreamDecoder> stream;
+  Status status;  // the first decode error
+};
+
 void print_token(int32_t token, void* ctx) {
-  const bool bytes = *static_cast<bool*>(ctx);
-  if (bytes) {
+  Printer& p = *static_cast<Printer*>(ctx);
+  if (p.stream) {
+    auto piece = p.stream->push(token);
+    if (!piece.ok()) {
+      if (p.status.ok()) p.status = piece.status();
+      return;
+    }
+    std::fwrite(piece->data(), 1, piece->size(), stdout);
+  } else if (p.bytes) {
     std::fputc(static_cast<unsigned char>(token), stdout);
   } else {
     std::printf(" %d", token);
   }
   std::fflush(stdout);
+}
+
+// The model directory's tokenizer, or nullopt when it has none (presets, ids-only models).
+StatusOr<std::optional<text::Tokenizer>> open_tokenizer(const std::string& model) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_directory(model, ec) || (!fs::exists(fs::path(model) / "tokenizer.json", ec) &&
+                                       !fs::exists(fs::path(model) / "tokenizer.model", ec))) {
+    return std::optional<text::Tokenizer>();
+  }
+  ZERO_ASSIGN_OR_RETURN(text::Tokenizer tok, text::Tokenizer::load(model));
+  return std::optional<text::Tokenizer>(std::move(tok));
 }
 
 int run_generate(GenerateArgs& a) {
@@ -43,7 +75,23 @@ int run_generate(GenerateArgs& a) {
     return 2;
   }
   const model::ModelConfig& mc = (*source)->config();
-  bool bytes = mc.vocab_size == 256;
+  auto tokenizer = open_tokenizer(a.model);
+  if (!tokenizer.ok()) {
+    std::fprintf(stderr, "error: --model %s: %s\n", a.model.c_str(),
+                 tokenizer.status().message().c_str());
+    return 2;
+  }
+  if (*tokenizer && (*tokenizer)->vocab_size() > mc.vocab_size) {
+    std::fprintf(stderr,
+                 "error: --model %s: the tokenizer (%s) has %lld tokens, more than the model's "
+                 "vocab_size %lld\n",
+                 a.model.c_str(), (*tokenizer)->source().c_str(),
+                 static_cast<long long>((*tokenizer)->vocab_size()),
+                 static_cast<long long>(mc.vocab_size));
+    return 2;
+  }
+  Printer printer;
+  printer.bytes = !*tokenizer && mc.vocab_size == 256;
   std::vector<int32_t> tokens;
   if (!a.prompt_tokens.empty()) {
     std::vector<int64_t> ids;
@@ -53,17 +101,33 @@ int run_generate(GenerateArgs& a) {
       return 2;
     }
     for (int64_t id : ids) tokens.push_back(static_cast<int32_t>(id));
-    bytes = false;
-  } else if (bytes) {
+    printer.bytes = false;
+  } else if (*tokenizer) {
+    const text::Tokenizer& tok = **tokenizer;
+    // HF's tokenizer(prompt): the special prefix (BOS) the tokenizer adds, not its suffix (an EOS
+    // after the prompt would ask the model to start a new document).
+    tokens = tok.special_prefix_ids();
+    auto ids = tok.encode(a.prompt, /*add_special_tokens=*/false);
+    if (!ids.ok()) {
+      std::fprintf(stderr, "error: --prompt: %s\n", ids.status().message().c_str());
+      return 2;
+    }
+    tokens.insert(tokens.end(), ids->begin(), ids->end());
+    // An empty prompt starts from BOS (else EOS: GPT-2's <|endoftext|> plays both parts).
+    if (tokens.empty() && tok.bos_id()) tokens.push_back(*tok.bos_id());
+    if (tokens.empty() && tok.eos_id()) tokens.push_back(*tok.eos_id());
+    printer.stream.emplace(tok, tokens);
+  } else if (printer.bytes) {
     for (unsigned char ch : a.prompt) tokens.push_back(ch);
   } else if (!a.prompt.empty()) {
     std::fprintf(stderr,
-                 "error: --prompt needs a byte-level model (vocab_size 256); this one has %lld "
-                 "tokens: pass --prompt_tokens with ids from your tokenizer\n",
+                 "error: --prompt needs a tokenizer (tokenizer.json or tokenizer.model in the "
+                 "model directory) or a byte-level model (vocab_size 256); this one has %lld "
+                 "tokens and no tokenizer: pass --prompt_tokens with ids from your tokenizer\n",
                  static_cast<long long>(mc.vocab_size));
     return 2;
   }
-  if (tokens.empty()) tokens.push_back(bytes ? '\n' : 0);
+  if (tokens.empty()) tokens.push_back(printer.bytes ? '\n' : 0);
 
   // The model's EOS ids (generation_config.json, else config.json): generation stops there.
   if (!a.ignore_eos) {
@@ -76,6 +140,11 @@ int run_generate(GenerateArgs& a) {
         }
       }
     }
+    // A model config without one (e.g. a small model trained from scratch): the tokenizer's EOS
+    // (tokenizer_config.json's eos_token), when the prompt is text.
+    if (a.sampling.stop_tokens.empty() && printer.stream && (*tokenizer)->eos_id()) {
+      a.sampling.stop_tokens.push_back(*(*tokenizer)->eos_id());
+    }
   }
 
   // Inference on one rank: the engine holds the weights (stage 0, no optimizer steps taken).
@@ -87,14 +156,24 @@ int run_generate(GenerateArgs& a) {
     std::fprintf(stderr, "error: %s\n", engine.status().message().c_str());
     return 1;
   }
-  if (bytes) {
+  if (printer.stream || printer.bytes) {
     std::fwrite(a.prompt.data(), 1, a.prompt.size(), stdout);
   } else {
     for (int32_t t : tokens) std::printf(" %d", t);
   }
+  std::fflush(stdout);
   const bool stopped = runtime::generate((*engine)->model(), (*engine)->params(), tokens,
-                                         a.sampling, print_token, &bytes);
+                                         a.sampling, print_token, &printer);
+  if (printer.stream && printer.status.ok()) {
+    auto rest = printer.stream->flush();
+    if (rest.ok()) std::fwrite(rest->data(), 1, rest->size(), stdout);
+    if (!rest.ok()) printer.status = rest.status();
+  }
   std::printf("\n");
+  if (!printer.status.ok()) {
+    std::fprintf(stderr, "error: decoding the output: %s\n", printer.status.message().c_str());
+    return 1;
+  }
   if (stopped) std::fprintf(stderr, "zero generate: stopped at the end-of-sequence token\n");
   return 0;
 }
@@ -109,7 +188,7 @@ void add_generate_command(CLI::App& app, int& exit_code) {
       "length, at most 4096 positions, the oldest half of the context is dropped)");
   g->add_option("--model", a->model, "HF model directory (e.g. OUTPUT_DIR/final) or preset:NAME")
       ->required();
-  g->add_option("--prompt", a->prompt, "prompt text (byte-level models)");
+  g->add_option("--prompt", a->prompt, "prompt text (models with a tokenizer, or byte-level)");
   g->add_option("--prompt_tokens,--prompt-tokens", a->prompt_tokens,
                 "prompt as comma-separated token ids");
   g->add_option("--max_new_tokens,--max-new-tokens", a->sampling.max_new_tokens,
@@ -120,6 +199,10 @@ void add_generate_command(CLI::App& app, int& exit_code) {
       ->check(real_at_least(0));
   g->add_option("--top_k,--top-k", a->sampling.top_k, "sample among the k most likely (0 = all)")
       ->check(int_at_least(0));
+  g->add_option("--top_p,--top-p", a->sampling.top_p,
+                "nucleus sampling: among the fewest most likely tokens whose probability sums to "
+                "at least p (default 1 = off)")
+      ->check(real_at_least(0, /*exclusive=*/true, 1));
   g->add_option("--seed", a->sampling.seed, "sampling seed (default 1)")->check(int_at_least(0));
   g->add_flag("--ignore_eos,--ignore-eos", a->ignore_eos,
               "keep generating past the model's end-of-sequence token");

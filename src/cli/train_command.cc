@@ -57,6 +57,17 @@ void add_train_command(CLI::App& app, int& exit_code) {
             "(nanoGPT .bin), llm.c headered file, or text with --data_dtype uint8 (byte-level "
             "models)")
       ->required();
+  add_value(t, "validation_file", a->validation_file,
+            "validation tokens, same format as --train_file: eval loss and perplexity in "
+            "metrics.jsonl and the progress line");
+  add_value(t, "eval_steps", a->eval_steps,
+            "evaluate every N steps (default: only after the last step)")
+      ->check(int_at_least(1));
+  add_value(t, "per_device_eval_batch_size", a->per_device_eval_batch_size,
+            "validation samples per rank per forward (default 8)")
+      ->check(int_at_least(1));
+  add_bool_flag(t, "eval_on_start", a->eval_on_start,
+                "evaluate the initial model before step 1 (a step-0 line in metrics.jsonl)");
   add_value(t, "data_dtype", a->data_dtype,
             "uint8 (bytes as tokens) | uint16 | uint32 (default: uint16, or the llm.c header's)");
   add_value(t, "data_order", a->data_order, "sequential (default) | shuffle (per epoch, --seed)");

@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   zero::cli::add_estimate_command(app, exit_code);
   zero::cli::add_ckpt_command(app, exit_code);
   zero::cli::add_generate_command(app, exit_code);
+  zero::cli::add_eval_command(app, exit_code);
   zero::cli::add_bench_command(app, exit_code);
   zero::cli::add_data_command(app, exit_code);
 

@@ -83,6 +83,14 @@ struct StepResult {
   int64_t tokens = 0;
 };
 
+// The eval loss of micro-batches over all ranks: the sum of token cross-entropies over targets
+// != -100 and how many there were. mean() is the mean token cross-entropy.
+struct LossSum {
+  double loss_sum = 0.0;
+  int64_t tokens = 0;
+  double mean() const { return tokens > 0 ? loss_sum / static_cast<double>(tokens) : 0.0; }
+};
+
 // Fills elements [begin, end) of unit u's flat fp32 buffer (zeros past the unit's numel): what
 // model::init_unit_range and HfWeightReader::read_unit_range do. Under ZeRO each rank asks only for
 // its partition, so a model is never materialised whole on one rank.
@@ -105,6 +113,12 @@ class Engine {
 
   // Forward + backward over every micro-batch (gradient accumulation), then the update.
   StatusOr<StepResult> train_step(const std::vector<MicroBatch>& micro_batches);
+
+  // Forward only over this rank's micro-batches (evaluation): no gradients, no optimizer work, no
+  // counters change. Stage 3 gathers parameters as in training. Collective: every rank calls it
+  // with the same number of micro-batches of the same (B, T) (pad with targets -100); the result
+  // is summed over ranks (one all-reduce) and the same on every rank.
+  StatusOr<LossSum> eval_loss(const std::vector<MicroBatch>& micro_batches);
 
   // Optimizer steps attempted so far (skipped ones included), as DeepSpeed's global_steps.
   int64_t global_step() const { return global_step_; }

@@ -9,6 +9,48 @@
 
 namespace zero::runtime {
 
+void sampling_distribution(const float* logits, int64_t V, const SamplingOptions& options,
+                           std::vector<double>* probs_out, std::vector<int64_t>* order_out) {
+  std::vector<double>& probs = *probs_out;
+  std::vector<int64_t>& order = *order_out;
+  probs.resize(static_cast<size_t>(V));
+  order.resize(static_cast<size_t>(V));
+  const double max_logit = *std::max_element(logits, logits + V);
+  for (int64_t v = 0; v < V; ++v) {
+    probs[static_cast<size_t>(v)] = std::exp((logits[v] - max_logit) / options.temperature);
+  }
+  auto more_likely = [&](int64_t a, int64_t b) {
+    return probs[static_cast<size_t>(a)] > probs[static_cast<size_t>(b)];
+  };
+  for (int64_t v = 0; v < V; ++v) order[static_cast<size_t>(v)] = v;
+  int64_t kept = V;  // the first `kept` of `order` are the candidates
+  if (options.top_k > 0 && options.top_k < V) {
+    std::nth_element(order.begin(), order.begin() + options.top_k, order.end(), more_likely);
+    for (auto it = order.begin() + options.top_k; it != order.end(); ++it) probs[*it] = 0.0;
+    kept = options.top_k;
+  }
+  double total = 0.0;
+  for (int64_t v = 0; v < V; ++v) total += probs[static_cast<size_t>(v)];
+  if (options.top_p < 1.0) {
+    // Most likely first; the nucleus ends at the first token where the running sum reaches top_p
+    // (at least one token is kept, as HF's min_tokens_to_keep = 1).
+    std::sort(order.begin(), order.begin() + kept, more_likely);
+    double cumulative = 0.0, nucleus = 0.0;
+    int64_t i = 0;
+    while (i < kept) {
+      cumulative += probs[static_cast<size_t>(order[static_cast<size_t>(i)])] / total;
+      ++i;
+      if (cumulative >= options.top_p) break;
+    }
+    for (int64_t j = i; j < kept; ++j)
+      probs[static_cast<size_t>(order[static_cast<size_t>(j)])] = 0;
+    for (int64_t j = 0; j < i; ++j)
+      nucleus += probs[static_cast<size_t>(order[static_cast<size_t>(j)])];
+    total = nucleus;
+  }
+  for (double& p : probs) p /= total;
+}
+
 bool generate(model::Model& model, model::ParamAccess& params, std::vector<int32_t>& tokens,
               const SamplingOptions& options, void (*on_token)(int32_t, void*), void* ctx) {
   if (options.max_new_tokens <= 0 || tokens.empty()) return false;
@@ -35,17 +77,7 @@ bool generate(model::Model& model, model::ParamAccess& params, std::vector<int32
     if (options.temperature <= 0.0) {
       next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
     } else {
-      double max_logit = *std::max_element(logits.begin(), logits.end());
-      for (int64_t v = 0; v < V; ++v) {
-        probs[static_cast<size_t>(v)] =
-            std::exp((logits[static_cast<size_t>(v)] - max_logit) / options.temperature);
-      }
-      if (options.top_k > 0 && options.top_k < V) {
-        for (int64_t v = 0; v < V; ++v) order[static_cast<size_t>(v)] = v;
-        std::nth_element(order.begin(), order.begin() + options.top_k, order.end(),
-                         [&](int64_t a, int64_t b) { return probs[a] > probs[b]; });
-        for (auto it = order.begin() + options.top_k; it != order.end(); ++it) probs[*it] = 0.0;
-      }
+      sampling_distribution(logits.data(), V, options, &probs, &order);
       std::discrete_distribution<int64_t> dist(probs.begin(), probs.end());
       next = static_cast<int32_t>(dist(rng));
     }

@@ -1,7 +1,8 @@
-// Text generation with a trained model: a sampling loop (temperature, top-k) over a key/value
-// cache (model::KvDecoder), so each new token costs one token's forward. When the context reaches
-// its limit, the oldest half is dropped and the newest half re-read (one prefill per limit/2
-// tokens). ZeRO-Inference (partitioned, offloaded forward) builds on the same ParamAccess seam.
+// Text generation with a trained model: a sampling loop (temperature, top-k, top-p) over a
+// key/value cache (model::KvDecoder), so each new token costs one token's forward. When the context
+// reaches its limit, the oldest half is dropped and the newest half re-read (one prefill per
+// limit/2 tokens). ZeRO-Inference (partitioned, offloaded forward) builds on the same ParamAccess
+// seam.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +17,9 @@ struct SamplingOptions {
   int64_t max_new_tokens = 100;
   double temperature = 1.0;  // 0 = greedy
   int64_t top_k = 0;         // 0 = whole vocabulary
+  // Nucleus sampling (HF's TopPLogitsWarper, applied after temperature and top-k): keep the
+  // smallest set of most likely tokens whose probability sums to at least top_p. 1 = off.
+  double top_p = 1.0;
   uint64_t seed = 1;
   // Positions kept in the cache; 0 = max_position_embeddings, at most 4096 (long-context models
   // would otherwise allocate a cache for 128k positions).
@@ -23,6 +27,12 @@ struct SamplingOptions {
   // Generation ends when one of these is sampled (the model's EOS ids); it is not appended.
   std::vector<int32_t> stop_tokens;
 };
+
+// The distribution a token is sampled from (temperature > 0): softmax(logits / temperature),
+// restricted to the top_k most likely, then to the top_p nucleus, renormalised. `probs` gets V
+// entries summing to 1 (zeros for the tokens cut). `order` is scratch space.
+void sampling_distribution(const float* logits, int64_t V, const SamplingOptions& options,
+                           std::vector<double>* probs, std::vector<int64_t>* order);
 
 // Appends up to max_new_tokens sampled tokens to `tokens` (which holds the prompt, at least 1
 // token), stopping early at a stop token. `on_token` (may be null) is called with each new token

@@ -3,6 +3,7 @@
 #include "runtime/generate.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -94,6 +95,51 @@ TEST(Generate, ContinuesPastTheContextLimitAndIsDeterministic) {
   ASSERT_EQ(a.size(), 28u);
   EXPECT_EQ(a, b);
   for (int32_t t : a) EXPECT_TRUE(t >= 0 && t < V);
+}
+
+// sampling_distribution against distributions computed by hand with HF's warper order
+// (temperature, then top-k, then top-p; TopPLogitsWarper drops the tokens whose ascending
+// cumulative probability is <= 1 - top_p, i.e. keeps the smallest prefix of the descending order
+// whose sum reaches top_p).
+std::vector<double> distribution(const std::vector<float>& logits, double temperature,
+                                 int64_t top_k, double top_p) {
+  SamplingOptions o;
+  o.temperature = temperature;
+  o.top_k = top_k;
+  o.top_p = top_p;
+  std::vector<double> probs;
+  std::vector<int64_t> order;
+  sampling_distribution(logits.data(), static_cast<int64_t>(logits.size()), o, &probs, &order);
+  return probs;
+}
+
+void expect_near(const std::vector<double>& got, const std::vector<double>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-7) << "token " << i;
+}
+
+TEST(SamplingDistribution, TopPKeepsTheSmallestNucleusReachingP) {
+  // probabilities 0.05, 0.5, 0.1, 0.2, 0.15 (shuffled so order is not the index order)
+  const std::vector<float> logits = {std::log(0.05f), std::log(0.5f), std::log(0.1f),
+                                     std::log(0.2f), std::log(0.15f)};
+  // 0.5 + 0.2 = 0.7 < 0.8 <= 0.85 = 0.5 + 0.2 + 0.15: three tokens, renormalised by 0.85.
+  expect_near(distribution(logits, 1.0, 0, 0.8), {0, 0.5 / 0.85, 0, 0.2 / 0.85, 0.15 / 0.85});
+  // 0.5 alone reaches 0.3.
+  expect_near(distribution(logits, 1.0, 0, 0.3), {0, 1, 0, 0, 0});
+  // top_p = 1: the plain softmax.
+  expect_near(distribution(logits, 1.0, 0, 1.0), {0.05, 0.5, 0.1, 0.2, 0.15});
+}
+
+TEST(SamplingDistribution, TopPAppliesAfterTemperatureAndTopK) {
+  // T = 2: weights e^1, e^0.5, e^0, e^-0.5, e^-1; top-k 3 keeps the first three,
+  // probabilities e/s, e^.5/s, 1/s with s = e + e^.5 + 1: 0.5065, 0.3072, 0.1863;
+  // top-p 0.75: 0.5065 < 0.75 <= 0.8137, so the first two, renormalised.
+  const std::vector<float> logits = {2, 1, 0, -1, -2};
+  const double e1 = std::exp(1.0), e05 = std::exp(0.5);
+  expect_near(distribution(logits, 2.0, 3, 0.75), {e1 / (e1 + e05), e05 / (e1 + e05), 0, 0, 0});
+  // Without top-p: top-k 3 alone.
+  const double s = e1 + e05 + 1.0;
+  expect_near(distribution(logits, 2.0, 3, 1.0), {e1 / s, e05 / s, 1.0 / s, 0, 0});
 }
 
 }  // namespace

@@ -27,11 +27,20 @@ std::string json_number(double v) {
 }  // namespace
 
 std::string metrics_json_line(const StepMetrics& m) {
+  std::string eval;
+  if (m.eval_loss) eval += fmt::format(", \"eval_loss\": {}", json_number(*m.eval_loss));
+  if (m.eval_ppl) eval += fmt::format(", \"eval_ppl\": {}", json_number(*m.eval_ppl));
   return fmt::format(
       "{{\"step\": {}, \"loss\": {}, \"lr\": {}, \"grad_norm\": {}, \"loss_scale\": {}, "
-      "\"skipped\": {}, \"tokens\": {}, \"elapsed_s\": {}}}",
+      "\"skipped\": {}, \"tokens\": {}, \"elapsed_s\": {}{}}}",
       m.step, json_number(m.loss), json_number(m.lr), json_number(m.grad_norm),
-      json_number(m.loss_scale), m.skipped ? "true" : "false", m.tokens, json_number(m.elapsed_s));
+      json_number(m.loss_scale), m.skipped ? "true" : "false", m.tokens, json_number(m.elapsed_s),
+      eval);
+}
+
+std::string eval_on_start_json_line(double eval_loss, double eval_ppl) {
+  return fmt::format("{{\"step\": 0, \"eval_loss\": {}, \"eval_ppl\": {}}}", json_number(eval_loss),
+                     json_number(eval_ppl));
 }
 
 MetricsWriter::~MetricsWriter() {
@@ -46,10 +55,11 @@ Status MetricsWriter::open(const std::string& path, bool truncate) {
   return ok_status();
 }
 
-Status MetricsWriter::write(const StepMetrics& m) {
+Status MetricsWriter::write(const StepMetrics& m) { return write_line(metrics_json_line(m)); }
+
+Status MetricsWriter::write_line(const std::string& text) {
   if (!file_) return failed_precondition("metrics writer is not open");
-  std::string line = metrics_json_line(m);
-  line += '\n';
+  std::string line = text + '\n';
   if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() || std::fflush(file_) != 0) {
     return io_error("{}: write failed: {}", path_, std::strerror(errno));
   }
@@ -86,11 +96,11 @@ StatusOr<MetricsTruncation> truncate_metrics(const std::string& path, int64_t la
       continue;  // a torn line from a crash
     }
     const int64_t step = j["step"].get<int64_t>();
-    if (step >= 1 && step <= last_step) by_step[step] = std::move(line);
+    if (step >= 0 && step <= last_step) by_step[step] = std::move(line);
   }
   std::string kept;
   for (const auto& [step, line] : by_step) kept += line + "\n";
-  out.lines_kept = static_cast<int64_t>(by_step.size());
+  out.lines_kept = static_cast<int64_t>(by_step.size()) - static_cast<int64_t>(by_step.count(0));
   out.steps_missing = last_step - out.lines_kept;
   for (int64_t s = 1; s <= last_step && out.steps_missing > 0; ++s) {
     if (!by_step.count(s)) {

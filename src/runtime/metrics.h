@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include "core/status.h"
@@ -19,10 +20,17 @@ struct StepMetrics {
   bool skipped = false;    // overflow: the update was skipped
   int64_t tokens = 0;      // tokens in this step's global batch
   double elapsed_s = 0.0;  // wall time since the start of this run
+  // --validation_file: the evaluation run after this step's update (eval_loss: mean token
+  // cross-entropy over the validation samples; eval_ppl = exp(eval_loss)), else absent.
+  std::optional<double> eval_loss;
+  std::optional<double> eval_ppl;
 };
 
 // One JSON line (no trailing newline).
 std::string metrics_json_line(const StepMetrics& m);
+// The line of --eval_on_start, before any step: {"step": 0, "eval_loss": .., "eval_ppl": ..}
+// (no "loss": no step was trained; readers of training losses skip it).
+std::string eval_on_start_json_line(double eval_loss, double eval_ppl);
 
 class MetricsWriter {
  public:
@@ -35,6 +43,8 @@ class MetricsWriter {
   Status open(const std::string& path, bool truncate);
   // Appends one line and flushes (a crash loses at most the line being written).
   Status write(const StepMetrics& m);
+  // Appends one line as given (eval_on_start_json_line) and flushes.
+  Status write_line(const std::string& line);
   // fdatasync: the lines written so far survive a machine crash. Called before a checkpoint is
   // published, so a published step N always has its metrics lines 1..N on disk.
   Status sync();
@@ -52,7 +62,8 @@ struct MetricsTruncation {
 };
 
 // Resume: rewrites `path` (crash-safely: temporary file, fsync, rename) to hold exactly one line
-// per step <= last_step, in step order: lines after the checkpoint's step go, a step written
+// per step <= last_step (and the step-0 line of --eval_on_start, not counted in lines_kept), in
+// step order: lines after the checkpoint's step go, a step written
 // twice (by a run that crashed after writing it and a resumed run) keeps its last line, and a
 // torn last line from a crash is dropped. A missing file is not an error (nothing kept).
 StatusOr<MetricsTruncation> truncate_metrics(const std::string& path, int64_t last_step);

@@ -5,6 +5,7 @@
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -32,6 +33,46 @@ TEST(Metrics, LineHasEveryKeyAndExactFloats) {
   EXPECT_EQ(j["elapsed_s"].get<double>(), 12.5);
   m.grad_norm = std::nan("");
   EXPECT_TRUE(nlohmann::json::parse(metrics_json_line(m))["grad_norm"].is_null());
+  EXPECT_FALSE(j.contains("eval_loss")) << "no evaluation, no eval keys";
+}
+
+// Issue 12 item 4: an evaluation after a step adds eval_loss / eval_ppl to that step's line (one
+// line per step stays true); --eval_on_start writes a step-0 line without "loss".
+TEST(Metrics, EvalFieldsJoinTheStepLine) {
+  StepMetrics m;
+  m.step = 4;
+  m.eval_loss = 2.5;
+  m.eval_ppl = std::exp(2.5);
+  nlohmann::json j = nlohmann::json::parse(metrics_json_line(m));
+  EXPECT_EQ(j["step"], 4);
+  EXPECT_EQ(j["eval_loss"].get<double>(), 2.5);
+  EXPECT_EQ(j["eval_ppl"].get<double>(), std::exp(2.5));
+  nlohmann::json start = nlohmann::json::parse(eval_on_start_json_line(3.0, std::exp(3.0)));
+  EXPECT_EQ(start["step"], 0);
+  EXPECT_EQ(start["eval_loss"].get<double>(), 3.0);
+  EXPECT_FALSE(start.contains("loss"));
+}
+
+// Resume keeps the step-0 eval line of --eval_on_start (not counted as a step).
+TEST(Metrics, TruncateKeepsTheEvalOnStartLine) {
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("zero_metrics_eval_" + std::to_string(::getpid()) + ".jsonl"))
+                               .string();
+  {
+    std::ofstream f(path, std::ios::trunc);
+    f << eval_on_start_json_line(3.0, std::exp(3.0)) << "\n";
+    for (int s : {1, 2, 3}) f << "{\"step\": " << s << ", \"loss\": 1.0}\n";
+  }
+  auto t = truncate_metrics(path, 2);
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  EXPECT_EQ(t->lines_kept, 2);
+  EXPECT_EQ(t->steps_missing, 0);
+  std::ifstream in(path);
+  std::string line;
+  std::vector<int64_t> steps;
+  while (std::getline(in, line)) steps.push_back(nlohmann::json::parse(line)["step"]);
+  EXPECT_EQ(steps, (std::vector<int64_t>{0, 1, 2}));
+  std::filesystem::remove(path);
 }
 
 // Issue 13 item 6: resuming leaves exactly one line per step 1..N. Lines past the checkpoint go,

@@ -4,6 +4,7 @@
 #include <omp.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -15,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/tokenizer_files.h"
 #include "config/ds_config.h"
 #include "config/effective.h"
 #include "config/loader.h"
@@ -27,6 +29,7 @@
 #include "runtime/csv_monitor.h"
 #include "runtime/effective_config_file.h"
 #include "runtime/engine_checkpoint.h"
+#include "runtime/evaluation.h"
 #include "runtime/interrupt.h"
 #include "runtime/metrics.h"
 #include "runtime/model_source.h"
@@ -41,6 +44,12 @@
 namespace zero::runtime {
 
 namespace {
+
+// The directory --model names (it may name config.json inside it); a preset names none.
+std::string model_dir_of(const std::string& model) {
+  const std::filesystem::path p(model);
+  return p.filename() == "config.json" ? p.parent_path().string() : model;
+}
 
 using config::Json;
 
@@ -101,6 +110,10 @@ RunFingerprint run_fingerprint(const TrainArgs& args, const Plan& plan,
   add_to_fingerprint(fp, "model", model::model_config_to_json(mc));
   add_to_fingerprint(fp, "--model", args.model);
   add_to_fingerprint(fp, "--train_file", args.train_file);
+  add_to_fingerprint(fp, "--validation_file", args.validation_file.value_or(""));
+  add_to_fingerprint(fp, "--eval_steps", args.eval_steps);
+  add_to_fingerprint(fp, "--per_device_eval_batch_size", args.per_device_eval_batch_size);
+  add_to_fingerprint(fp, "--eval_on_start", args.eval_on_start);
   add_to_fingerprint(fp, "data.samples", num_samples);
   add_to_fingerprint(fp, "--block_size", block);
   add_to_fingerprint(fp, "--data_order", args.data_order);
@@ -199,7 +212,10 @@ int run_training(const TrainArgs& args, Communicator& comm) {
   auto plan_or = make_plan(resolved_args, mc, world, data->num_samples());
   if (!plan_or.ok()) return bad(plan_or.status());
   Plan& plan = *plan_or;
-  plan.engine.planned_micro_batch = plan.micro_batch;
+  // Activations are sized by the larger of the training and the evaluation micro-batch.
+  plan.engine.planned_micro_batch =
+      args.validation_file ? std::max(plan.micro_batch, args.per_device_eval_batch_size)
+                           : plan.micro_batch;
   plan.engine.planned_seq_len = block;
   plan.engine.wall_clock_breakdown = plan.ds.wall_clock_breakdown.value;
   plan.engine.mean_over_global_targets = data->has_mask();  // HF's loss over unmasked targets
@@ -221,6 +237,18 @@ int run_training(const TrainArgs& args, Communicator& comm) {
   }
   auto sampler = GlobalBatchSampler::create(sc);
   if (!sampler.ok()) return bad(sampler.status());
+
+  // --validation_file: opened as the train file is (prepared data with its mask and tokenizer
+  // check, or a token file; never text as ids).
+  std::optional<TokenDataset> validation;
+  if (args.validation_file) {
+    auto v = open_train_data(*default_storage(), {*args.validation_file, args.data_dtype,
+                                                  args.model, block, mc.vocab_size});
+    if (!v.ok()) return bad(v.status().with_context("--validation_file"));
+    validation = std::move(*v);
+  } else if (args.eval_steps > 0 || args.eval_on_start) {
+    return bad(invalid_argument("--eval_steps / --eval_on_start need --validation_file"));
+  }
 
   // Resume: the checkpoint's manifest says where the run stands (every rank opens it).
   std::unique_ptr<checkpoint::LoadedCheckpoint> resume;
@@ -298,6 +326,13 @@ int run_training(const TrainArgs& args, Communicator& comm) {
     if (!s.ok()) return bad(s);
     s = write_effective_config(*default_storage(), args.output_dir, plan.effective);
     if (!s.ok()) return bad(s);
+    // The model's tokenizer files, kept with the run for `zero ckpt to-fp32` (tokenizer_files.h);
+    // a fresh run first drops an earlier run's (its --model may have had another tokenizer).
+    if (!resume) s = default_storage()->remove_dir(checkpoint::run_tokenizer_dir(args.output_dir));
+    if (!s.ok()) return bad(s);
+    s = checkpoint::copy_tokenizer_files(*default_storage(), model_dir_of(args.model),
+                                         checkpoint::run_tokenizer_dir(args.output_dir));
+    if (!s.ok()) return bad(s.with_context("copying the tokenizer files of --model"));
     if (plan.ds.csv_monitor.enabled.value) {
       csv = std::make_unique<CsvMonitor>(plan.ds.csv_monitor.output_path.value,
                                          plan.ds.csv_monitor.job_name.value);
@@ -416,6 +451,33 @@ int run_training(const TrainArgs& args, Communicator& comm) {
       if (std::freopen("/dev/null", "w", stdout) == nullptr) std::clearerr(stdout);
     }
   };
+  // Evaluation (collective: every rank runs it at the same steps); rank 0 prints it and writes
+  // it to the CSV monitor.
+  std::optional<Evaluator> evaluator;
+  if (validation) {
+    evaluator.emplace(&*validation, args.per_device_eval_batch_size, world, rank);
+  }
+  auto evaluate = [&](int64_t done_steps) -> StatusOr<EvalResult> {
+    ZERO_ASSIGN_OR_RETURN(EvalResult r, evaluator->run(engine));
+    if (lead) {
+      progress.message(fmt::format("eval after step {}/{} | eval_loss {:.4f} | eval_ppl {:.4g}",
+                                   done_steps, max_steps, r.loss, r.perplexity));
+      if (csv) {
+        ZERO_RETURN_IF_ERROR(
+            csv->write("Eval/Samples/eval_loss", done_steps * plan.train_batch, r.loss));
+      }
+    }
+    return r;
+  };
+  if (evaluator && args.eval_on_start) {
+    auto r = evaluate(start_step);
+    if (!r.ok()) return broken(r.status().with_context("evaluating (--eval_on_start)"));
+    // A step-0 line only for a fresh run: a resumed run's step start_step has its line already.
+    if (lead && start_step == 0) {
+      Status s = metrics.write_line(eval_on_start_json_line(r->loss, r->perplexity));
+      if (!s.ok()) return broken(s);
+    }
+  }
   for (int64_t step = start_step; step < max_steps; ++step) {
     // Step boundary: did any rank get SIGINT / SIGTERM? (one tiny all-gather: all ranks must
     // stop after the same step, or the others would wait in the next step's collectives.)
@@ -456,6 +518,13 @@ int run_training(const TrainArgs& args, Communicator& comm) {
     const auto now = std::chrono::steady_clock::now();
     const double elapsed = std::chrono::duration<double>(now - start).count();
     window_tokens += static_cast<double>(result->tokens);
+    std::optional<EvalResult> eval;
+    if (evaluator &&
+        ((args.eval_steps > 0 && (step + 1) % args.eval_steps == 0) || step + 1 == max_steps)) {
+      auto r = evaluate(step + 1);
+      if (!r.ok()) return broken(r.status().with_context("evaluating"));
+      eval = *r;
+    }
     // The step's metrics line first, then its checkpoint (see save()).
     if (lead) {
       StepMetrics sm;
@@ -467,6 +536,10 @@ int run_training(const TrainArgs& args, Communicator& comm) {
       sm.skipped = result->skipped;
       sm.tokens = result->tokens;
       sm.elapsed_s = elapsed;
+      if (eval) {
+        sm.eval_loss = eval->loss;
+        sm.eval_ppl = eval->perplexity;
+      }
       Status s = metrics.write(sm);
       if (!s.ok()) return broken(s);
     }
@@ -542,6 +615,8 @@ int run_training(const TrainArgs& args, Communicator& comm) {
                                               engine.shard_layout(), *parts, save_dtype);
     if (!s.ok()) return broken(s.with_context("saving the final model"));
     if (lead) {
+      s = checkpoint::copy_tokenizer_files(*default_storage(), model_dir_of(args.model), dir);
+      if (!s.ok()) return broken(s.with_context("copying the tokenizer files next to the model"));
       std::printf("zero train: saved the model to %s (HF safetensors, %s)\n", dir.c_str(),
                   std::string(dtype_name(save_dtype)).c_str());
     }

@@ -18,6 +18,12 @@ struct TrainArgs {
   std::string deepspeed;  // ds_config path (or base64); empty: an empty config
   std::string model;      // HF directory or preset:NAME
   std::string train_file;
+  // Evaluation (runtime/evaluation.h): the validation set, in the train file's format; evaluated
+  // every eval_steps steps (0: only after the last step) and, with eval_on_start, before step 1.
+  std::optional<std::string> validation_file;
+  int64_t eval_steps = 0;
+  int64_t per_device_eval_batch_size = 8;  // HF's default
+  bool eval_on_start = false;
   std::optional<std::string> data_dtype;  // uint8 | uint16 | uint32
   std::string data_order = "sequential";  // sequential | shuffle
   std::string output_dir;

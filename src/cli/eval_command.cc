@@ -1,0 +1,137 @@
+// `zero eval`: the eval loss and perplexity of a saved model (HF directory, preset, or a sharded
+// checkpoint: OUTPUT_DIR or one tag directory, read from its fp32 master weights) on a validation
+// token file, the same numbers `zero train --validation_file` logs (runtime/evaluation.h). One
+// rank; prints one JSON line: {"eval_loss": .., "eval_ppl": .., "eval_tokens": ..}.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "checkpoint/checkpoint.h"
+#include "cli/commands.h"
+#include "cli/flag_checks.h"
+#include "comm/self_communicator.h"
+#include "core/storage.h"
+#include "data/token_dataset.h"
+#include "model/model_config.h"
+#include "runtime/engine.h"
+#include "runtime/evaluation.h"
+#include "runtime/model_source.h"
+
+namespace zero::cli {
+namespace {
+
+struct EvalArgs {
+  std::string model;
+  std::string validation_file;
+  std::string tag;
+  std::optional<std::string> data_dtype;
+  int64_t block_size = 0;
+  int64_t per_device_eval_batch_size = 8;
+};
+
+int report(const Status& s, int code) {
+  std::fprintf(stderr, "error: %s\n", s.to_string().c_str());
+  return code;
+}
+
+bool is_checkpoint(const std::string& dir) {
+  std::error_code ec;
+  return std::filesystem::exists(std::filesystem::path(dir) / "latest", ec) ||
+         std::filesystem::exists(std::filesystem::path(dir) / "manifest.json", ec);
+}
+
+int run_eval(const EvalArgs& a) {
+  // The model: its config and a reader of any range of any unit.
+  model::ModelConfig mc;
+  runtime::UnitInitFn init;
+  std::unique_ptr<runtime::ModelSource> source;
+  std::unique_ptr<checkpoint::LoadedCheckpoint> ck;
+  if (is_checkpoint(a.model)) {
+    auto opened = checkpoint::open_checkpoint(*default_storage(), a.model, a.tag);
+    if (!opened.ok()) return report(opened.status().with_context("--model " + a.model), 2);
+    ck = std::move(*opened);
+    auto config = model::model_config_from_json(ck->model_config(), ck->tag_dir());
+    if (!config.ok()) return report(config.status(), 2);
+    mc = *config;
+    Status s = ck->check_compatible(model::ModelLayout(mc));
+    if (!s.ok()) return report(s.with_context(ck->tag_dir()), 2);
+    const checkpoint::LoadedCheckpoint* c = ck.get();
+    init = [c](int u, int64_t begin, int64_t end, float* dst) {
+      return c->read_partition(u, begin, end, dst, nullptr, nullptr);
+    };
+  } else {
+    auto opened = runtime::ModelSource::open(a.model, 42);
+    if (!opened.ok()) return report(opened.status().with_context("--model " + a.model), 2);
+    source = std::move(*opened);
+    mc = source->config();
+    init = source->init_fn();
+  }
+
+  TokenDatasetOptions dopts;
+  dopts.block_size =
+      a.block_size > 0 ? a.block_size : std::min<int64_t>(1024, mc.max_position_embeddings);
+  dopts.vocab_size = mc.vocab_size;
+  if (a.data_dtype) {
+    if (*a.data_dtype == "uint8") {
+      dopts.dtype = TokenDType::kUint8;
+    } else if (*a.data_dtype == "uint16") {
+      dopts.dtype = TokenDType::kUint16;
+    } else if (*a.data_dtype == "uint32") {
+      dopts.dtype = TokenDType::kUint32;
+    } else {
+      return report(
+          invalid_argument("--data_dtype {}: expected uint8, uint16 or uint32", *a.data_dtype), 2);
+    }
+  }
+  auto data = TokenDataset::open(*default_storage(), a.validation_file, dopts);
+  if (!data.ok()) return report(data.status().with_context("--validation_file"), 2);
+
+  // Forward only on one rank: the engine holds the weights (stage 0, fp32).
+  runtime::EngineOptions o;
+  o.model_config = mc;
+  o.planned_micro_batch = a.per_device_eval_batch_size;
+  o.planned_seq_len = dopts.block_size;
+  SelfCommunicator self;
+  auto engine = runtime::Engine::create(o, init, &self);
+  if (!engine.ok()) return report(engine.status(), 1);
+  runtime::Evaluator evaluator(&*data, a.per_device_eval_batch_size, 1, 0);
+  auto r = evaluator.run(**engine);
+  if (!r.ok()) return report(r.status(), 1);
+  nlohmann::json j = {{"eval_loss", r->loss}, {"eval_tokens", r->tokens}};
+  j["eval_ppl"] = std::isfinite(r->perplexity) ? nlohmann::json(r->perplexity) : nlohmann::json();
+  std::printf("%s\n", j.dump().c_str());
+  return 0;
+}
+
+}  // namespace
+
+void add_eval_command(CLI::App& app, int& exit_code) {
+  auto a = std::make_shared<EvalArgs>();
+  CLI::App* e = app.add_subcommand(
+      "eval",
+      "eval loss and perplexity of a model on a validation token file (one rank; the numbers "
+      "zero train --validation_file logs)");
+  e->add_option("--model", a->model,
+                "HF model directory, preset:NAME, or a checkpoint (OUTPUT_DIR or a tag directory)")
+      ->required();
+  e->add_option("--validation_file,--validation-file", a->validation_file,
+                "token file, as zero train's --train_file")
+      ->required();
+  e->add_option("--tag", a->tag, "checkpoint tag (default: `latest`)");
+  e->add_option("--data_dtype,--data-dtype", a->data_dtype, "uint8 | uint16 | uint32");
+  e->add_option("--block_size,--block-size", a->block_size,
+                "tokens per sample (default: the model's context, at most 1024)")
+      ->check(int_at_least(1));
+  e->add_option("--per_device_eval_batch_size,--per-device-eval-batch-size",
+                a->per_device_eval_batch_size, "samples per forward (default 8)")
+      ->check(int_at_least(1));
+  e->callback([a, &exit_code] { exit_code = run_eval(*a); });
+}
+
+}  // namespace zero::cli

@@ -1,0 +1,45 @@
+// Evaluation of `zero train --validation_file`: the mean token cross-entropy over every sample of
+// a validation set (each counted once, whatever the world size) and its perplexity, forward only
+// through Engine::eval_loss, so every ZeRO stage evaluates the same numbers.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/status.h"
+#include "data/token_dataset.h"
+#include "runtime/engine.h"
+
+namespace zero::runtime {
+
+struct EvalResult {
+  double loss = 0.0;        // mean token cross-entropy over the validation samples
+  double perplexity = 0.0;  // exp(loss) (inf when it overflows, as HF's)
+  int64_t tokens = 0;       // targets counted
+};
+
+// Splits a validation set into rounds of `micro_batch` samples per rank: round i holds samples
+// [i*B*W, (i+1)*B*W), rank r the B of them from i*B*W + r*B. Every rank runs every round (the
+// last may be short: its missing rows are padding with targets -100), so collectives match.
+class Evaluator {
+ public:
+  // `data` is not owned and must outlive this. REQUIRES: micro_batch >= 1, 0 <= rank < world.
+  Evaluator(const TokenDataset* data, int64_t micro_batch, int world_size, int rank);
+
+  // Rounds every rank runs: ceil(num_samples / (micro_batch * world_size)).
+  int64_t num_rounds() const;
+  // The sample indices of `rank`'s micro-batch in `round` (fewer than micro_batch, or none, in
+  // the last round).
+  std::vector<int64_t> samples(int64_t round, int rank) const;
+
+  // Evaluates `engine`'s current weights. Collective: every rank calls it.
+  StatusOr<EvalResult> run(Engine& engine) const;
+
+ private:
+  const TokenDataset* data_;
+  int64_t micro_batch_;
+  int world_size_;
+  int rank_;
+};
+
+}  // namespace zero::runtime

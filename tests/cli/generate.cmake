@@ -1,0 +1,66 @@
+# Issue 12 item 5: `zero generate --prompt` on a model with a BPE tokenizer (a tiny model made by
+# tests/cli/bpe_model.py: golden gpt2_tiny weights, vocabulary 512, the llama2_byte_fallback
+# tokenizer fixture), and the tokenizer files travelling with --save_final and `zero ckpt to-fp32`.
+set(_zg_out ${CMAKE_BINARY_DIR}/test_out/generate)
+set(_zg_model ${_zg_out}/bpe_model)
+add_test(NAME cli.generate.make_bpe_model
+         COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/tests/cli/bpe_model.py
+                 ${PROJECT_SOURCE_DIR}/tests/fixtures/golden/gpt2_tiny
+                 ${PROJECT_SOURCE_DIR}/tests/fixtures/tokenizers/llama2_byte_fallback 512 ${_zg_model})
+set_tests_properties(cli.generate.make_bpe_model PROPERTIES LABELS unit FIXTURES_SETUP zg_model)
+
+# The prompt is echoed and the continuation printed as text (no token ids), greedy, exit 0.
+add_test(NAME cli.generate.prompt_with_tokenizer
+         COMMAND $<TARGET_FILE:zero> generate --model ${_zg_model} --prompt "Hello wörld"
+                 --temperature 0 --max_new_tokens 8)
+set_tests_properties(cli.generate.prompt_with_tokenizer PROPERTIES LABELS unit
+                     FIXTURES_REQUIRED zg_model PASS_REGULAR_EXPRESSION "^Hello wörld[^0-9]")
+
+# The streamed text equals the whole decode of the ids that --prompt_tokens prints for the same
+# greedy run (prompt ids from `zero data tokenize`, BOS included as HF's tokenizer(prompt)).
+add_test(NAME cli.generate.streamed_text_is_the_decode
+         COMMAND sh -c "Z=$<TARGET_FILE:zero>; M=${_zg_model}; \
+text=$($Z generate --model $M --prompt 'Hello wörld' --temperature 0 --max_new_tokens 12 2>/dev/null) && \
+ids=$($Z data tokenize --model $M --text 'Hello wörld' | tr -d '[] ') && \
+out=$($Z generate --model $M --prompt_tokens $ids --temperature 0 --max_new_tokens 12 2>/dev/null) && \
+want=$($Z data detokenize --model $M --skip-special-tokens $out) && \
+echo \"streamed [$text] decoded [$want]\" && test \"$text\" = \"$want\"")
+set_tests_properties(cli.generate.streamed_text_is_the_decode PROPERTIES LABELS unit
+                     FIXTURES_REQUIRED zg_model)
+
+# --top_p outside (0, 1] is refused.
+add_test(NAME cli.generate.bad_top_p
+         COMMAND sh -c "$<TARGET_FILE:zero> generate --model ${_zg_model} --prompt x --top_p 0 2>&1; test $? -eq 2")
+set_tests_properties(cli.generate.bad_top_p PROPERTIES LABELS unit FIXTURES_REQUIRED zg_model
+                     PASS_REGULAR_EXPRESSION "--top_p")
+
+# Training from the model directory: --save_final and `zero ckpt to-fp32` output hold the
+# tokenizer files, and generate reads them back.
+add_test(NAME cli.generate.tokenizer_travels_with_saved_models
+         COMMAND sh -c "Z=$<TARGET_FILE:zero>; O=${_zg_out}/run; rm -rf $O ${_zg_out}/fp32; \
+$Z train --model ${_zg_model} --train_file ${PROJECT_SOURCE_DIR}/tests/fixtures/golden/tokens.bin \
+--block_size 16 --per_device_train_batch_size 2 --max_steps 2 --save_steps 2 --save_final --quiet \
+--output_dir $O >/dev/null && \
+cmp $O/final/tokenizer.json ${_zg_model}/tokenizer.json && \
+cmp $O/final/tokenizer_config.json ${_zg_model}/tokenizer_config.json && \
+$Z ckpt to-fp32 $O ${_zg_out}/fp32 >/dev/null && \
+cmp ${_zg_out}/fp32/tokenizer.json ${_zg_model}/tokenizer.json && \
+cmp ${_zg_out}/fp32/tokenizer_config.json ${_zg_model}/tokenizer_config.json && \
+$Z generate --model ${_zg_out}/fp32 --prompt Hi --max_new_tokens 3 --temperature 0")
+set_tests_properties(cli.generate.tokenizer_travels_with_saved_models PROPERTIES LABELS unit
+                     FIXTURES_REQUIRED zg_model PASS_REGULAR_EXPRESSION "^Hi")
+
+# Without an eos_token_id in the model's config, the tokenizer's EOS stops generation: a copy of
+# the model whose tokenizer_config.json names the first greedily generated token as eos_token
+# prints the prompt alone and says it stopped.
+add_test(NAME cli.generate.stops_at_the_tokenizer_eos
+         COMMAND sh -c "Z=$<TARGET_FILE:zero>; M=${_zg_model}; E=${_zg_out}/eos_model; \
+ids=$($Z data tokenize --model $M --text 'Hello wörld' | tr -d '[] ') && \
+n=$(echo $ids | tr ',' ' ' | wc -w) && \
+first=$($Z generate --model $M --prompt_tokens $ids --temperature 0 --max_new_tokens 1 2>/dev/null | tr ' ' '\\n' | grep -v '^$' | tail -n 1) && \
+/usr/bin/python3 ${PROJECT_SOURCE_DIR}/tests/cli/eos_variant.py $M $E $first && \
+out=$($Z generate --model $E --prompt 'Hello wörld' --temperature 0 --max_new_tokens 8 2>${_zg_out}/eos_stderr.txt) && \
+echo \"[$out] $(cat ${_zg_out}/eos_stderr.txt)\" && test \"$out\" = 'Hello wörld' && \
+grep -q 'stopped at the end-of-sequence token' ${_zg_out}/eos_stderr.txt")
+set_tests_properties(cli.generate.stops_at_the_tokenizer_eos PROPERTIES LABELS unit
+                     FIXTURES_REQUIRED zg_model)
