@@ -73,8 +73,9 @@ using Param = std::tuple<DType, NormShape, int>;  // dtype, shape, element offse
 class LayernormEmuTest : public ::testing::TestWithParam<Param> {};
 
 TEST_P(LayernormEmuTest, ForwardMatchesCpu) {
-  const auto [dtype, shape, offset] = GetParam();
-  const int64_t N = shape.N, C = shape.C;
+  const DType dtype = std::get<0>(GetParam());
+  const int64_t N = std::get<1>(GetParam()).N, C = std::get<1>(GetParam()).C;
+  const int offset = std::get<2>(GetParam());
   with_storage_type(dtype, [&]<typename T>() {
     const auto inp = rounded<T>(to_float(random_vector(N * C, 1, -2.0, 3.0)));
     const auto weight = rounded<T>(to_float(random_vector(C, 2)));
@@ -102,8 +103,9 @@ TEST_P(LayernormEmuTest, ForwardMatchesCpu) {
 }
 
 TEST_P(LayernormEmuTest, BackwardAccumulatesLikeCpu) {
-  const auto [dtype, shape, offset] = GetParam();
-  const int64_t N = shape.N, C = shape.C;
+  const DType dtype = std::get<0>(GetParam());
+  const int64_t N = std::get<1>(GetParam()).N, C = std::get<1>(GetParam()).C;
+  const int offset = std::get<2>(GetParam());
   with_storage_type(dtype, [&]<typename T>() {
     const auto inp = rounded<T>(to_float(random_vector(N * C, 7, -2.0, 3.0)));
     const auto weight = rounded<T>(to_float(random_vector(C, 8)));
