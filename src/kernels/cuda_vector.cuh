@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "core/cuda/cuda_check.h"
+#include "core/cuda/launch.h"
 
 namespace zero::kernels::cuda {
 
@@ -95,8 +96,9 @@ void launch_for_each_pack(int64_t n, const Op& op, cudaStream_t stream) {
   const int64_t work_items = std::max<int64_t>(n / kPack, 1);  // the tail needs one block
   const int64_t blocks = std::min<int64_t>(
       (work_items + kElementwiseThreads - 1) / kElementwiseThreads, kElementwiseMaxBlocks);
-  for_each_pack_kernel<kPack, Op>
-      <<<static_cast<unsigned>(blocks), kElementwiseThreads, 0, stream>>>(n, op);
+  ZERO_LAUNCH(static_cast<unsigned>(blocks), kElementwiseThreads, 0, stream,
+              for_each_pack_kernel<kPack, Op>)
+  (n, op);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -13,6 +13,7 @@
 
 #include "core/check.h"
 #include "core/cuda/cuda_check.h"
+#include "core/cuda/launch.h"
 #include "kernels/cuda_vector.cuh"
 #include "kernels/layernorm/norm_param_grad_cuda.cuh"
 
@@ -138,11 +139,11 @@ void layernorm_forward(T* out, float* mean, float* rstd, const T* inp, const T* 
   if (N == 0) return;
   constexpr int kPack = kVec16<T>;
   if (C % kPack == 0 && all_pack_aligned<kPack>(out, inp, weight, bias)) {
-    layernorm_forward_kernel<T, kPack><<<row_blocks(N), kNormRowWarps * 32, 0, stream>>>(
-        out, mean, rstd, inp, weight, bias, N, C, eps);
+    ZERO_LAUNCH(row_blocks(N), kNormRowWarps * 32, 0, stream, layernorm_forward_kernel<T, kPack>)
+    (out, mean, rstd, inp, weight, bias, N, C, eps);
   } else {
-    layernorm_forward_kernel<T, 1><<<row_blocks(N), kNormRowWarps * 32, 0, stream>>>(
-        out, mean, rstd, inp, weight, bias, N, C, eps);
+    ZERO_LAUNCH(row_blocks(N), kNormRowWarps * 32, 0, stream, layernorm_forward_kernel<T, 1>)
+    (out, mean, rstd, inp, weight, bias, N, C, eps);
   }
   CUDA_CHECK_LAUNCH();
 }
@@ -163,11 +164,12 @@ void layernorm_backward(T* dinp, float* dweight, float* dbias, const T* dout, co
              "layernorm: misaligned scratch");
   constexpr int kPack = kVec16<T>;
   if (C % kPack == 0 && all_pack_aligned<kPack>(dinp, dout, inp, weight)) {
-    layernorm_backward_dinp_kernel<T, kPack><<<row_blocks(N), kNormRowWarps * 32, 0, stream>>>(
-        dinp, dout, inp, weight, mean, rstd, N, C);
+    ZERO_LAUNCH(row_blocks(N), kNormRowWarps * 32, 0, stream,
+                layernorm_backward_dinp_kernel<T, kPack>)
+    (dinp, dout, inp, weight, mean, rstd, N, C);
   } else {
-    layernorm_backward_dinp_kernel<T, 1><<<row_blocks(N), kNormRowWarps * 32, 0, stream>>>(
-        dinp, dout, inp, weight, mean, rstd, N, C);
+    ZERO_LAUNCH(row_blocks(N), kNormRowWarps * 32, 0, stream, layernorm_backward_dinp_kernel<T, 1>)
+    (dinp, dout, inp, weight, mean, rstd, N, C);
   }
   CUDA_CHECK_LAUNCH();
   launch_norm_param_grads<T>(dweight, dbias, dout, inp, mean, rstd, N, C,

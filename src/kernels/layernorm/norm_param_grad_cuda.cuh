@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "core/cuda/cuda_check.h"
+#include "core/cuda/launch.h"
 #include "kernels/cuda_vector.cuh"
 
 namespace zero::kernels::cuda {
@@ -120,14 +121,14 @@ void launch_norm_param_grads(float* dweight, float* dbias, const T* dout, const 
   const dim3 tile(kChunkTileChannels, kChunkTileRows);
   const dim3 grid(static_cast<unsigned>((C + kChunkTileChannels - 1) / kChunkTileChannels),
                   static_cast<unsigned>(G));
-  norm_grad_partials_kernel<T><<<grid, tile, 0, stream>>>(partial_dweight, partial_dbias, dout, inp,
-                                                          mean, rstd, N, C, rows_per_chunk);
+  ZERO_LAUNCH(grid, tile, 0, stream, norm_grad_partials_kernel<T>)
+  (partial_dweight, partial_dbias, dout, inp, mean, rstd, N, C, rows_per_chunk);
   CUDA_CHECK_LAUNCH();
   constexpr int kThreads = 256;
   const dim3 add_grid(static_cast<unsigned>((C + kThreads - 1) / kThreads),
                       dbias != nullptr ? 2 : 1);
-  add_chunk_partials_kernel<<<add_grid, kThreads, 0, stream>>>(dweight, partial_dweight, dbias,
-                                                               partial_dbias, G, C);
+  ZERO_LAUNCH(add_grid, kThreads, 0, stream, add_chunk_partials_kernel)
+  (dweight, partial_dweight, dbias, partial_dbias, G, C);
   CUDA_CHECK_LAUNCH();
 }
 

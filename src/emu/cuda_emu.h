@@ -1,0 +1,350 @@
+// CPU emulator for the device side of the project's CUDA sources (docs/emu.md): included before a
+// .cu file compiled as plain C++20 (g++, -pthread, the toolkit's headers for their host-side
+// bf16 / fp16), it runs each launch with every CUDA thread of a block as a std::thread, so CI on a
+// machine without a GPU checks the kernels' indexing, bounds and synchronisation against the CPU
+// twins; ASan sees out-of-bounds device accesses (device memory is host memory) and TSan sees a
+// missing __syncthreads as a data race on shared memory.
+//
+// Model: launches are synchronous and serialised (one at a time, whatever the stream); the blocks
+// of a grid run one after another, the threads of a block concurrently. __syncthreads is a
+// std::barrier over the block, warp intrinsics a publish / barrier / read / barrier exchange over
+// the warp's live lanes. A thread that returns drops out of both barriers (sm_70+ semantics).
+// Static __shared__ arrays become function-local statics (one block runs at a time, so that is the
+// block's shared memory); dynamic shared memory (ZERO_EXTERN_SHARED) is per block and starts as
+// garbage. Launch limits are sm_90's; a bad configuration is a launch error for cudaGetLastError.
+// REQUIRES of kernels beyond CUDA's own: every live lane of a warp takes part in each warp
+// intrinsic (a shuffle under a partial mask while other lanes do something else would hang).
+#pragma once
+
+#define ZERO_CUDA_EMU 1
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <barrier>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <tuple>
+#include <type_traits>
+#include <vector>
+
+namespace zero::emu {
+
+inline constexpr int kWarpSize = 32;
+
+// A bug in a kernel (a shuffle reading an exited lane, a lane outside its own mask): abort with
+// the reason, as compute-sanitizer would report it.
+[[noreturn]] inline void kernel_bug(const char* what, int lane) {
+  std::fprintf(stderr, "zero emu: kernel bug: %s (lane %d)\n", what, lane);
+  std::fflush(stderr);
+  std::abort();
+}
+
+// One warp: its live lanes meet at `barrier` for every warp intrinsic.
+class Warp {
+ public:
+  explicit Warp(int num_lanes)
+      : barrier_(num_lanes),
+        exited_lanes_(num_lanes == kWarpSize ? 0u : ~((1u << num_lanes) - 1u)) {}
+
+  // Every live lane publishes `bits`; returns all 32 slots (exited lanes' slots are stale).
+  // REQUIRES: lane is in mask, and every lane of mask is live.
+  std::array<uint64_t, kWarpSize> exchange(unsigned mask, int lane, uint64_t bits) {
+    if ((mask & (1u << lane)) == 0)
+      kernel_bug("warp intrinsic called by a lane not in its mask", lane);
+    slots_[lane] = bits;
+    // Why: every live lane has written its slot before any reads (and the exited set is final).
+    barrier_.arrive_and_wait();
+    if ((mask & exited_lanes_.load(std::memory_order_relaxed)) != 0) {
+      kernel_bug("warp intrinsic's mask names a lane that has exited or does not exist", lane);
+    }
+    const std::array<uint64_t, kWarpSize> slots = slots_;
+    // Why: nobody overwrites a slot for the next intrinsic before every lane has read this one.
+    barrier_.arrive_and_wait();
+    return slots;
+  }
+
+  void sync() { barrier_.arrive_and_wait(); }
+
+  void exit(int lane) {
+    exited_lanes_.fetch_or(1u << lane, std::memory_order_relaxed);
+    barrier_.arrive_and_drop();
+  }
+
+ private:
+  std::barrier<> barrier_;
+  std::array<uint64_t, kWarpSize> slots_{};
+  std::atomic<uint32_t> exited_lanes_;
+};
+
+// One block: its threads, warps and dynamic shared memory.
+struct Block {
+  Block(int num_threads, size_t dynamic_shared_bytes)
+      : barrier(num_threads), dynamic_shared((dynamic_shared_bytes + 15) / 16) {
+    for (auto& chunk : dynamic_shared) std::memset(chunk.bytes, 0xA5, sizeof(chunk.bytes));
+    for (int first = 0; first < num_threads; first += kWarpSize) {
+      warps.push_back(std::make_unique<Warp>(std::min(kWarpSize, num_threads - first)));
+    }
+  }
+  struct alignas(16) Chunk {
+    unsigned char bytes[16];
+  };
+  std::barrier<> barrier;
+  std::vector<std::unique_ptr<Warp>> warps;
+  std::vector<Chunk> dynamic_shared;  // garbage at the start, as on a GPU
+};
+
+// What a CUDA thread knows about itself: thread-local, as the built-in variables are per thread.
+struct ThreadContext {
+  Block* block = nullptr;
+  int linear_tid = 0;
+  uint3 thread_idx{}, block_idx{};
+  dim3 block_dim, grid_dim;
+  int lane() const { return linear_tid % kWarpSize; }
+  Warp& warp() const { return *block->warps[linear_tid / kWarpSize]; }
+};
+inline thread_local ThreadContext t_cuda_thread;
+
+// cudaGetLastError's sticky-until-read error of the calling host thread.
+inline thread_local cudaError_t t_last_error = cudaSuccess;
+
+inline cudaError_t get_last_error() {
+  const cudaError_t err = t_last_error;
+  t_last_error = cudaSuccess;
+  return err;
+}
+
+inline const char* error_string(cudaError_t err) {
+  switch (err) {
+    case cudaSuccess: return "no error (emulator)";
+    case cudaErrorInvalidConfiguration: return "invalid configuration argument (emulator)";
+    case cudaErrorInvalidValue: return "invalid argument (emulator)";
+    default: return "error (emulator)";
+  }
+}
+
+// Dynamic shared-memory opt-ins (cudaFuncSetAttribute) by kernel: device-wide state on a GPU too.
+inline std::map<const void*, int>& max_dynamic_shared_bytes() {
+  static std::map<const void*, int> opt_ins;
+  return opt_ins;
+}
+
+inline cudaError_t func_set_attribute(const void* kernel, cudaFuncAttribute attr, int value) {
+  if (attr == cudaFuncAttributeMaxDynamicSharedMemorySize) {
+    if (value < 0 || value > 227 * 1024) return t_last_error = cudaErrorInvalidValue;
+    max_dynamic_shared_bytes()[kernel] = value;
+  }
+  return cudaSuccess;
+}
+
+// Why a launch would fail on sm_90, or nullptr.
+inline const char* launch_config_error(const void* kernel, dim3 grid, dim3 block,
+                                       size_t smem_bytes) {
+  const uint64_t threads = uint64_t{block.x} * block.y * block.z;
+  if (threads == 0 || threads > 1024) return "block has 0 or more than 1024 threads";
+  if (block.x > 1024 || block.y > 1024 || block.z > 64) return "blockDim above (1024, 1024, 64)";
+  if (grid.x == 0 || grid.y == 0 || grid.z == 0) return "empty grid";
+  if (grid.x > 0x7fffffffu || grid.y > 65535 || grid.z > 65535) {
+    return "gridDim above (2^31-1, 65535, 65535)";
+  }
+  const auto& opt_ins = max_dynamic_shared_bytes();
+  const auto it = opt_ins.find(kernel);
+  const size_t limit = it != opt_ins.end() ? static_cast<size_t>(it->second) : 48 * 1024;
+  if (smem_bytes > limit)
+    return "dynamic shared memory above the kernel's limit (48 KiB or opt-in)";
+  return nullptr;
+}
+
+// Runs kernel(args...) over grid x block, synchronously.
+template <typename... KArgs>
+void launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem_bytes,
+            std::tuple<std::decay_t<KArgs>...> params) {
+  if (const char* why =
+          launch_config_error(reinterpret_cast<const void*>(kernel), grid, block, smem_bytes)) {
+    std::fprintf(stderr, "zero emu: launch rejected: %s\n", why);
+    t_last_error = cudaErrorInvalidConfiguration;
+    return;
+  }
+  // Why: static __shared__ arrays are shared by all launches of a kernel, so one launch at a time.
+  static std::mutex launch_mutex;
+  const std::lock_guard<std::mutex> lock(launch_mutex);
+  const int num_threads = static_cast<int>(block.x * block.y * block.z);
+  for (unsigned bz = 0; bz < grid.z; ++bz) {
+    for (unsigned by = 0; by < grid.y; ++by) {
+      for (unsigned bx = 0; bx < grid.x; ++bx) {
+        Block state(num_threads, smem_bytes);
+        std::vector<std::thread> threads;
+        threads.reserve(num_threads);
+        for (int tid = 0; tid < num_threads; ++tid) {
+          threads.emplace_back([&, tid] {
+            ThreadContext& self = t_cuda_thread;
+            self.block = &state;
+            self.linear_tid = tid;
+            self.thread_idx = {tid % block.x, (tid / block.x) % block.y, tid / (block.x * block.y)};
+            self.block_idx = {bx, by, bz};
+            self.block_dim = block;
+            self.grid_dim = grid;
+            auto args = params;  // by value, as kernel parameters are
+            std::apply(kernel, args);
+            self.warp().exit(self.lane());
+            state.barrier.arrive_and_drop();
+          });
+        }
+        for (auto& t : threads) t.join();
+      }
+    }
+  }
+}
+
+// ZERO_LAUNCH(grid, block, smem, stream, kernel)(args...) under the emulator (core/cuda/launch.h).
+template <typename... KArgs>
+class Launcher {
+ public:
+  Launcher(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem_bytes, cudaStream_t)
+      : kernel_(kernel), grid_(grid), block_(block), smem_bytes_(smem_bytes) {}
+
+  template <typename... Args>
+  void operator()(Args&&... args) const {
+    static_assert(sizeof...(Args) == sizeof...(KArgs), "kernel argument count");
+    launch(kernel_, grid_, block_, smem_bytes_,
+           std::tuple<std::decay_t<KArgs>...>(std::forward<Args>(args)...));
+  }
+
+ private:
+  void (*kernel_)(KArgs...);
+  dim3 grid_, block_;
+  size_t smem_bytes_;
+};
+
+template <typename T>
+T* dynamic_shared() {
+  return reinterpret_cast<T*>(t_cuda_thread.block->dynamic_shared.data());
+}
+
+template <typename T>
+uint64_t to_bits(T v) {
+  static_assert(sizeof(T) <= sizeof(uint64_t) && std::is_trivially_copyable_v<T>);
+  uint64_t bits = 0;
+  std::memcpy(&bits, &v, sizeof(T));
+  return bits;
+}
+
+template <typename T>
+T from_bits(uint64_t bits) {
+  T v;
+  std::memcpy(&v, &bits, sizeof(T));
+  return v;
+}
+
+// Lane `src_lane`'s v, or the caller's own v when src_lane < 0 (outside its width segment).
+template <typename T>
+T shuffle(unsigned mask, T v, int src_lane) {
+  const ThreadContext& self = t_cuda_thread;
+  const auto slots = self.warp().exchange(mask, self.lane(), to_bits(v));
+  if (src_lane < 0) return v;
+  if ((mask & (1u << src_lane)) == 0)
+    kernel_bug("shuffle reads a lane outside its mask", self.lane());
+  return from_bits<T>(slots[src_lane]);
+}
+
+inline unsigned ballot(unsigned mask, bool pred) {
+  const ThreadContext& self = t_cuda_thread;
+  const auto slots = self.warp().exchange(mask, self.lane(), pred ? 1 : 0);
+  unsigned bits = 0;
+  for (int l = 0; l < kWarpSize; ++l) {
+    if ((mask & (1u << l)) != 0 && slots[l] != 0) bits |= 1u << l;
+  }
+  return bits;
+}
+
+}  // namespace zero::emu
+
+// ---- CUDA's device-side vocabulary, as the kernels spell it.
+#define threadIdx (::zero::emu::t_cuda_thread.thread_idx)
+#define blockIdx (::zero::emu::t_cuda_thread.block_idx)
+#define blockDim (::zero::emu::t_cuda_thread.block_dim)
+#define gridDim (::zero::emu::t_cuda_thread.grid_dim)
+#define warpSize (::zero::emu::kWarpSize)
+#undef __global__
+#define __global__
+#undef __device__
+#define __device__
+#undef __host__
+#define __host__
+#undef __shared__
+#define __shared__ static
+#undef __launch_bounds__
+#define __launch_bounds__(...)
+#undef __forceinline__
+#define __forceinline__ inline
+
+inline void __syncthreads() { ::zero::emu::t_cuda_thread.block->barrier.arrive_and_wait(); }
+inline void __syncwarp(unsigned mask = 0xffffffffu) {
+  ::zero::emu::t_cuda_thread.warp().exchange(mask, ::zero::emu::t_cuda_thread.lane(), 0);
+}
+
+template <typename T>
+T __shfl_sync(unsigned mask, T v, int src_lane, int width = 32) {
+  const int lane = ::zero::emu::t_cuda_thread.lane();
+  return ::zero::emu::shuffle(mask, v, (lane / width) * width + src_lane % width);
+}
+template <typename T>
+T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
+  const int lane = ::zero::emu::t_cuda_thread.lane();
+  const int src = lane ^ lane_mask;
+  return ::zero::emu::shuffle(mask, v, src >= (lane / width + 1) * width ? -1 : src);
+}
+template <typename T>
+T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32) {
+  const int lane = ::zero::emu::t_cuda_thread.lane();
+  const int d = static_cast<int>(delta);
+  return ::zero::emu::shuffle(mask, v, lane % width + d >= width ? -1 : lane + d);
+}
+template <typename T>
+T __shfl_up_sync(unsigned mask, T v, unsigned delta, int width = 32) {
+  const int lane = ::zero::emu::t_cuda_thread.lane();
+  const int d = static_cast<int>(delta);
+  return ::zero::emu::shuffle(mask, v, lane % width < d ? -1 : lane - d);
+}
+inline unsigned __ballot_sync(unsigned mask, int pred) {
+  return ::zero::emu::ballot(mask, pred != 0);
+}
+inline int __any_sync(unsigned mask, int pred) { return ::zero::emu::ballot(mask, pred != 0) != 0; }
+inline int __all_sync(unsigned mask, int pred) {
+  return ::zero::emu::ballot(mask, pred != 0) == ::zero::emu::ballot(mask, true);
+}
+
+template <typename T>
+T atomicAdd(T* address, T v) {
+  return std::atomic_ref<T>(*address).fetch_add(v);
+}
+
+// Round-to-nearest intrinsics: the host's IEEE operations (no contraction: the emulator target is
+// built with -ffp-contract=off).
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fsub_rn(float a, float b) { return a - b; }
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fdiv_rn(float a, float b) { return a / b; }
+inline float __fsqrt_rn(float a) { return std::sqrt(a); }
+inline unsigned __float_as_uint(float f) { return static_cast<unsigned>(::zero::emu::to_bits(f)); }
+inline float __uint_as_float(unsigned u) { return ::zero::emu::from_bits<float>(u); }
+inline int __popc(unsigned x) { return __builtin_popcount(x); }
+
+// ---- The runtime calls the launchers make (device memory is host memory here).
+#define cudaGetLastError() (::zero::emu::get_last_error())
+#define cudaPeekAtLastError() (::zero::emu::t_last_error)
+#define cudaGetErrorString(err) (::zero::emu::error_string(err))
+#define cudaFuncSetAttribute(kernel, attr, value) \
+  (::zero::emu::func_set_attribute(reinterpret_cast<const void*>(kernel), (attr), (value)))

@@ -1,0 +1,127 @@
+// Tests of the CPU emulator itself (cuda_emu.h) with small kernels: the built-in indices, block
+// barriers over static and dynamic shared memory, warp intrinsics (CUDA's width and
+// out-of-segment rules), launch limits as launch errors, and kernel bugs it must report.
+#include "emu/cuda_emu.h"
+// The emulator header must come first: it redefines the CUDA keywords below.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <numeric>
+#include <vector>
+
+#include "core/cuda/launch.h"
+
+namespace zero::emu {
+namespace {
+
+constexpr unsigned kFullMask = 0xffffffffu;
+
+__global__ void write_global_ids(int* out) {
+  const unsigned tid_in_block = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+  const unsigned block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+  const unsigned threads_per_block = blockDim.x * blockDim.y * blockDim.z;
+  out[block * threads_per_block + tid_in_block] = static_cast<int>(block * 1000 + tid_in_block);
+}
+
+TEST(CudaEmu, BuiltInIndicesCoverTheGridOnce) {
+  const dim3 grid(2, 3, 2), block(4, 2, 3);
+  std::vector<int> out(12 * 24, -1);
+  ZERO_LAUNCH(grid, block, 0, nullptr, write_global_ids)(out.data());
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  for (int b = 0; b < 12; ++b) {
+    for (int t = 0; t < 24; ++t) EXPECT_EQ(out[b * 24 + t], b * 1000 + t);
+  }
+}
+
+// out[t] = the value thread (n - 1 - t) wrote, through static shared memory.
+__global__ void reverse_static(int* out) {
+  __shared__ int s[256];
+  const int t = threadIdx.x, n = blockDim.x;
+  s[t] = t + 1000 * static_cast<int>(blockIdx.x);
+  __syncthreads();
+  out[blockIdx.x * n + t] = s[n - 1 - t];
+}
+
+__global__ void reverse_dynamic(int* out) {
+  ZERO_EXTERN_SHARED(int, s);
+  const int t = threadIdx.x, n = blockDim.x;
+  s[t] = t + 1000 * static_cast<int>(blockIdx.x);
+  __syncthreads();
+  out[blockIdx.x * n + t] = s[n - 1 - t];
+}
+
+TEST(CudaEmu, SyncthreadsOrdersSharedMemory) {
+  for (auto* kernel : {reverse_static, reverse_dynamic}) {
+    std::vector<int> out(3 * 200);
+    ZERO_LAUNCH(3, 200, 200 * sizeof(int), nullptr, kernel)(out.data());
+    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+    for (int b = 0; b < 3; ++b) {
+      for (int t = 0; t < 200; ++t) EXPECT_EQ(out[b * 200 + t], 199 - t + 1000 * b);
+    }
+  }
+}
+
+// One row of results per intrinsic, per thread (blockDim.x = 64: two warps).
+__global__ void warp_intrinsics(int* out) {
+  const int t = threadIdx.x, lane = t % 32, n = blockDim.x;
+  int sum = lane;
+  for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_xor_sync(kFullMask, sum, offset);
+  out[0 * n + t] = sum;
+  out[1 * n + t] = __shfl_down_sync(kFullMask, lane, 3);     // lane + 3, own past the end
+  out[2 * n + t] = __shfl_up_sync(kFullMask, lane, 5, 16);   // within 16-lane segments
+  out[3 * n + t] = __shfl_sync(kFullMask, lane * 10, 7, 8);  // lane 7 of each 8-lane segment
+  out[4 * n + t] = __shfl_xor_sync(kFullMask, lane, 8, 8);   // earlier segment: read, later: own
+  out[5 * n + t] = static_cast<int>(__ballot_sync(kFullMask, lane % 3 == 0) & 0xffu);
+}
+
+TEST(CudaEmu, WarpIntrinsicsFollowCudaSemantics) {
+  const int n = 64;
+  std::vector<int> out(6 * n);
+  ZERO_LAUNCH(1, n, 0, nullptr, warp_intrinsics)(out.data());
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  for (int t = 0; t < n; ++t) {
+    const int lane = t % 32;
+    EXPECT_EQ(out[0 * n + t], 31 * 32 / 2);
+    EXPECT_EQ(out[1 * n + t], lane + 3 < 32 ? lane + 3 : lane);
+    EXPECT_EQ(out[2 * n + t], lane % 16 < 5 ? lane : lane - 5);
+    EXPECT_EQ(out[3 * n + t], (lane / 8 * 8 + 7) * 10);
+    EXPECT_EQ(out[4 * n + t], (lane / 8) % 2 == 1 ? lane - 8 : lane);
+    EXPECT_EQ(out[5 * n + t], 0b01001001);
+  }
+}
+
+__global__ void noop() {}
+
+TEST(CudaEmu, LaunchLimitsAreLaunchErrors) {
+  ZERO_LAUNCH(1, 1025, 0, nullptr, noop)();
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);  // read once
+  ZERO_LAUNCH(dim3(1, 65536), 32, 0, nullptr, noop)();
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration);
+  // Above 48 KiB of dynamic shared memory only after the kernel opts in.
+  ZERO_LAUNCH(1, 32, 64 * 1024, nullptr, reverse_dynamic)(nullptr);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration);
+  ASSERT_EQ(
+      cudaFuncSetAttribute(reverse_dynamic, cudaFuncAttributeMaxDynamicSharedMemorySize, 64 * 1024),
+      cudaSuccess);
+  std::vector<int> out(32);
+  ZERO_LAUNCH(1, 32, 64 * 1024, nullptr, reverse_dynamic)(out.data());
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  EXPECT_EQ(out[0], 31);
+}
+
+// Lanes 16..31 return, then lanes 0..15 shuffle with the full mask: undefined on a GPU.
+__global__ void shuffle_after_exit(int* out) {
+  if (threadIdx.x >= 16) return;
+  out[threadIdx.x] = __shfl_xor_sync(kFullMask, static_cast<int>(threadIdx.x), 1);
+}
+
+TEST(CudaEmuDeathTest, ShuffleWithAnExitedLaneIsReported) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  std::vector<int> out(32);
+  EXPECT_DEATH(ZERO_LAUNCH(1, 32, 0, nullptr, shuffle_after_exit)(out.data()),
+               "names a lane that has exited");
+}
+
+}  // namespace
+}  // namespace zero::emu
