@@ -189,3 +189,20 @@ test ! -e \"$d/chat_bad.tokens\"; echo CHAT_OK")
 set_tests_properties(cli.data.chat_messages_prepare_then_train PROPERTIES LABELS unit
   FIXTURES_REQUIRED data_prepare PASS_REGULAR_EXPRESSION
   "10 documents.*chat_bad.jsonl:2: message 0: unknown role \"robot\".*CHAT_OK\n$")
+
+# Issue 12, end to end: text -> `zero data prepare` -> `zero train` with evaluation and
+# --save_final -> `zero generate --prompt` on the saved directory prints text (its tokenizer files
+# travelled with it).
+add_test(NAME cli.data.text_to_fine_tuned_model_end_to_end
+         COMMAND sh -c "set -e; z='$<TARGET_FILE:zero>'; d='${_dp}'; \
+\"$z\" data prepare --model \"$d/model\" --output \"$d/e2e_train\" \"$d/pc.jsonl\" \"$d/plain.txt\"; \
+\"$z\" data prepare --model \"$d/model\" --output \"$d/e2e_valid\" \"$d/plain.txt\"; \
+\"$z\" train --model \"$d/model\" --train_file \"$d/e2e_train\" --validation_file \"$d/e2e_valid\" \
+--eval_steps 2 --block_size 16 --max_steps 4 --learning_rate 1e-3 --quiet --save_final \
+--overwrite_output_dir --output_dir \"$d/e2e_run\"; \
+grep -q '\"eval_loss\"' \"$d/e2e_run/metrics.jsonl\"; \
+test -f \"$d/e2e_run/final/tokenizer.json\"; \
+\"$z\" generate --model \"$d/e2e_run/final\" --prompt 'Question 1:' --temperature 0 \
+--max_new_tokens 6; echo E2E_OK")
+set_tests_properties(cli.data.text_to_fine_tuned_model_end_to_end PROPERTIES LABELS unit
+  FIXTURES_REQUIRED data_prepare PASS_REGULAR_EXPRESSION "Question 1:.*E2E_OK\n$")
