@@ -163,10 +163,9 @@ int run_prepare(const DataArgs& a) {
       "zero data prepare: %lld documents, %lld tokens (%lld trained on), %s ids -> %s.tokens, "
       "%s.mask, %s.manifest.json in %.2f s (%.0f tokens/s, %d threads)\n",
       static_cast<long long>(m->num_documents), static_cast<long long>(m->num_tokens),
-      static_cast<long long>(m->num_trained_tokens),
-      m->dtype == TokenDType::kUint16 ? "uint16" : "uint32", a.output.c_str(), a.output.c_str(),
-      a.output.c_str(), seconds, seconds > 0 ? static_cast<double>(m->num_tokens) / seconds : 0.0,
-      threads);
+      static_cast<long long>(m->num_trained_tokens), token_dtype_name(m->dtype), a.output.c_str(),
+      a.output.c_str(), a.output.c_str(), seconds,
+      seconds > 0 ? static_cast<double>(m->num_tokens) / seconds : 0.0, threads);
   return 0;
 }
 

@@ -22,6 +22,7 @@
 #include "runtime/engine.h"
 #include "runtime/evaluation.h"
 #include "runtime/model_source.h"
+#include "runtime/train_data.h"
 
 namespace zero::cli {
 namespace {
@@ -73,30 +74,20 @@ int run_eval(const EvalArgs& a) {
     init = source->init_fn();
   }
 
-  TokenDatasetOptions dopts;
-  dopts.block_size =
+  // Opened as zero train opens it: prepared data (mask, tokenizer check) or a token file, never
+  // text read as ids.
+  const int64_t block =
       a.block_size > 0 ? a.block_size : std::min<int64_t>(1024, mc.max_position_embeddings);
-  dopts.vocab_size = mc.vocab_size;
-  if (a.data_dtype) {
-    if (*a.data_dtype == "uint8") {
-      dopts.dtype = TokenDType::kUint8;
-    } else if (*a.data_dtype == "uint16") {
-      dopts.dtype = TokenDType::kUint16;
-    } else if (*a.data_dtype == "uint32") {
-      dopts.dtype = TokenDType::kUint32;
-    } else {
-      return report(
-          invalid_argument("--data_dtype {}: expected uint8, uint16 or uint32", *a.data_dtype), 2);
-    }
-  }
-  auto data = TokenDataset::open(*default_storage(), a.validation_file, dopts);
-  if (!data.ok()) return report(data.status().with_context("--validation_file"), 2);
+  auto data = runtime::open_train_data(
+      *default_storage(),
+      {a.validation_file, a.data_dtype, a.model, block, mc.vocab_size, "--validation_file"});
+  if (!data.ok()) return report(data.status(), 2);
 
   // Forward only on one rank: the engine holds the weights (stage 0, fp32).
   runtime::EngineOptions o;
   o.model_config = mc;
   o.planned_micro_batch = a.per_device_eval_batch_size;
-  o.planned_seq_len = dopts.block_size;
+  o.planned_seq_len = block;
   SelfCommunicator self;
   auto engine = runtime::Engine::create(o, init, &self);
   if (!engine.ok()) return report(engine.status(), 1);

@@ -10,15 +10,6 @@ namespace zero {
 
 namespace {
 
-const char* dtype_name(TokenDType dtype) {
-  switch (dtype) {
-    case TokenDType::kUint16: return "uint16";
-    case TokenDType::kUint32: return "uint32";
-    case TokenDType::kUint8: return "uint8";
-  }
-  return "?";
-}
-
 // Bytes of the UTF-8 sequence starting at s[i] (1..4), 0 when invalid, -1 when cut off by the end
 // of `s`.
 int utf8_bytes_at(const uint8_t* s, size_t n, size_t i) {
@@ -74,7 +65,7 @@ std::string manifest_to_json(const PreparedManifest& m) {
                               {"tokenizer_hash", m.tokenizer_hash},
                               {"vocab_size", m.vocab_size},
                               {"eos_id", m.eos_id},
-                              {"token_dtype", dtype_name(m.dtype)},
+                              {"token_dtype", token_dtype_name(m.dtype)},
                               {"num_tokens", m.num_tokens},
                               {"num_trained_tokens", m.num_trained_tokens},
                               {"num_documents", m.num_documents},
@@ -100,13 +91,11 @@ StatusOr<PreparedManifest> manifest_from_json(const std::string& json, const std
     m.vocab_size = j.at("vocab_size").get<int64_t>();
     m.eos_id = j.at("eos_id").get<int32_t>();
     const std::string dtype = j.at("token_dtype").get<std::string>();
-    if (dtype == "uint16") {
-      m.dtype = TokenDType::kUint16;
-    } else if (dtype == "uint32") {
-      m.dtype = TokenDType::kUint32;
-    } else {
+    const std::optional<TokenDType> parsed = parse_token_dtype(dtype);
+    if (!parsed || *parsed == TokenDType::kUint8) {
       return invalid_argument("{}: \"token_dtype\" {} is not uint16 or uint32", source, dtype);
     }
+    m.dtype = *parsed;
     m.num_tokens = j.at("num_tokens").get<int64_t>();
     m.num_trained_tokens = j.at("num_trained_tokens").get<int64_t>();
     m.num_documents = j.at("num_documents").get<int64_t>();
@@ -128,7 +117,7 @@ StatusOr<PreparedManifest> read_prepared_manifest(Storage& storage, const std::s
   ZERO_ASSIGN_OR_RETURN(uint64_t tokens_bytes, storage.file_size(prepared_tokens_path(prefix)));
   if (tokens_bytes != static_cast<uint64_t>(m.num_tokens) * token_bytes) {
     return data_loss("{}: {} bytes, but {} says {} {} tokens", prepared_tokens_path(prefix),
-                     tokens_bytes, path, m.num_tokens, dtype_name(m.dtype));
+                     tokens_bytes, path, m.num_tokens, token_dtype_name(m.dtype));
   }
   ZERO_ASSIGN_OR_RETURN(uint64_t mask_bytes, storage.file_size(prepared_mask_path(prefix)));
   if (mask_bytes != static_cast<uint64_t>(m.num_tokens)) {

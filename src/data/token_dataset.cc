@@ -14,14 +14,6 @@ static_assert(std::endian::native == std::endian::little, "token files are littl
 
 namespace {
 
-const char* dtype_name(TokenDType dtype) {
-  switch (dtype) {
-    case TokenDType::kUint16: return "uint16";
-    case TokenDType::kUint32: return "uint32";
-    case TokenDType::kUint8: return "uint8";
-  }
-  return "?";
-}
 uint64_t token_bytes(TokenDType dtype) {
   switch (dtype) {
     case TokenDType::kUint16: return 2;
@@ -32,6 +24,22 @@ uint64_t token_bytes(TokenDType dtype) {
 }
 
 }  // namespace
+
+const char* token_dtype_name(TokenDType dtype) {
+  switch (dtype) {
+    case TokenDType::kUint16: return "uint16";
+    case TokenDType::kUint32: return "uint32";
+    case TokenDType::kUint8: return "uint8";
+  }
+  return "?";
+}
+
+std::optional<TokenDType> parse_token_dtype(std::string_view name) {
+  for (TokenDType d : {TokenDType::kUint8, TokenDType::kUint16, TokenDType::kUint32}) {
+    if (name == token_dtype_name(d)) return d;
+  }
+  return std::nullopt;
+}
 
 StatusOr<TokenDataset> TokenDataset::open(Storage& storage, const std::string& path,
                                           const TokenDatasetOptions& options) {
@@ -58,7 +66,8 @@ StatusOr<TokenDataset> TokenDataset::open(Storage& storage, const std::string& p
     ds.dtype_ = header[1] == 1 ? TokenDType::kUint16 : TokenDType::kUint32;
     if (options.dtype && *options.dtype != ds.dtype_) {
       return invalid_argument("{}: --data_dtype {} contradicts the llm.c header (version {}: {})",
-                              path, dtype_name(*options.dtype), header[1], dtype_name(ds.dtype_));
+                              path, token_dtype_name(*options.dtype), header[1],
+                              token_dtype_name(ds.dtype_));
     }
     if (header[2] < 0)
       return invalid_argument("{}: llm.c header token count {} is negative", path, header[2]);
@@ -69,7 +78,7 @@ StatusOr<TokenDataset> TokenDataset::open(Storage& storage, const std::string& p
     if (want != file_bytes) {
       return data_loss(
           "{}: llm.c header says {} {} tokens ({} bytes with header), file has {} bytes", path,
-          header[2], dtype_name(ds.dtype_), want, file_bytes);
+          header[2], token_dtype_name(ds.dtype_), want, file_bytes);
     }
   } else {
     ds.format_ = TokenFileFormat::kRaw;
@@ -79,7 +88,7 @@ StatusOr<TokenDataset> TokenDataset::open(Storage& storage, const std::string& p
       return data_loss(
           "{}: {} bytes is not a whole number of {} tokens; truncated or wrong "
           "--data_dtype?",
-          path, file_bytes, dtype_name(ds.dtype_));
+          path, file_bytes, token_dtype_name(ds.dtype_));
     }
     ds.num_tokens_ = static_cast<int64_t>(file_bytes / tb);
   }

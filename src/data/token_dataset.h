@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "core/status.h"
 #include "core/storage.h"
@@ -15,6 +16,9 @@ namespace zero {
 
 // kUint8: every byte is a token (a plain text file read with a byte-level vocabulary of 256).
 enum class TokenDType : uint8_t { kUint16, kUint32, kUint8 };
+// "uint16" / "uint32" / "uint8", and back (nullopt for any other name).
+const char* token_dtype_name(TokenDType dtype);
+std::optional<TokenDType> parse_token_dtype(std::string_view name);
 
 // How the file was recognised.
 enum class TokenFileFormat : uint8_t {

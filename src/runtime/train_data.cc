@@ -15,17 +15,6 @@ static_assert(kIgnoreTarget == kernels::cpu::kIgnoreIndex);
 
 namespace {
 
-std::optional<TokenDType> parse_token_dtype(const std::string& s) {
-  if (s == "uint8") return TokenDType::kUint8;
-  if (s == "uint16") return TokenDType::kUint16;
-  if (s == "uint32") return TokenDType::kUint32;
-  return std::nullopt;
-}
-
-const char* dtype_name(TokenDType d) {
-  return d == TokenDType::kUint8 ? "uint8" : d == TokenDType::kUint16 ? "uint16" : "uint32";
-}
-
 // The model directory's tokenizer, when it has one (a preset has none).
 StatusOr<std::optional<text::Tokenizer>> model_tokenizer(Storage& storage,
                                                          const std::string& model) {
@@ -67,7 +56,7 @@ StatusOr<TokenDataset> open_train_data(Storage& storage, const TrainDataRequest&
     const std::string manifest = prepared_manifest_path(*prefix);
     if (dopts.dtype && *dopts.dtype != m.dtype) {
       return invalid_argument("--data_dtype {} contradicts {} (token_dtype {})",
-                              *request.data_dtype, manifest, dtype_name(m.dtype));
+                              *request.data_dtype, manifest, token_dtype_name(m.dtype));
     }
     auto tok = model_tokenizer(storage, request.model);
     if (!tok.ok()) {
@@ -91,18 +80,19 @@ StatusOr<TokenDataset> open_train_data(Storage& storage, const TrainDataRequest&
   if (!dopts.dtype && looks_like_text(storage, request.train_file)) {
     if (request.vocab_size == 256) {
       return invalid_argument(
-          "--train_file {} looks like text; the model's vocabulary is byte-level (256), so add "
-          "--data_dtype uint8 to train on its bytes",
-          request.train_file);
+          "{} {} looks like text; the model's vocabulary is byte-level (256), so add "
+          "--data_dtype uint8 to read its bytes",
+          request.flag, request.train_file);
     }
     return invalid_argument(
-        "--train_file {} looks like text, not token ids (it would be read as uint16 ids of a "
+        "{} {} looks like text, not token ids (it would be read as uint16 ids of a "
         "{}-token vocabulary). Tokenize it with the model's tokenizer first:\n"
         "  zero data prepare --model {} --output {} {}\n"
-        "then pass --train_file {} (or give --data_dtype uint16/uint32 if the file really holds "
+        "then pass {} {} (or give --data_dtype uint16/uint32 if the file really holds "
         "ids)",
-        request.train_file, request.vocab_size, request.model, suggested_prefix(request.train_file),
-        request.train_file, suggested_prefix(request.train_file));
+        request.flag, request.train_file, request.vocab_size, request.model,
+        suggested_prefix(request.train_file), request.train_file, request.flag,
+        suggested_prefix(request.train_file));
   }
   return TokenDataset::open(storage, request.train_file, dopts);
 }

@@ -1,6 +1,7 @@
-// Opens `zero train`'s --train_file: prepared data (`zero data prepare`: tokens + loss mask +
-// manifest, checked against the model's tokenizer) or a token file (docs/formats/data.md). Plain
-// text is never read as token ids: without --data_dtype it is refused with the command to run.
+// Opens `zero train`'s --train_file (and --validation_file, `zero eval`'s too): prepared data
+// (`zero data prepare`: tokens + loss mask + manifest, checked against the model's tokenizer) or a
+// token file (docs/formats/data.md). Plain text is never read as token ids: without --data_dtype it
+// is refused with the command to run.
 #pragma once
 
 #include <cstdint>
@@ -19,7 +20,8 @@ struct TrainDataRequest {
   std::string model;                      // --model: a directory (its tokenizer, if any, is
                                           // checked against a manifest) or preset:NAME
   int64_t block_size = 0;
-  int64_t vocab_size = 0;  // the model's
+  int64_t vocab_size = 0;             // the model's
+  std::string flag = "--train_file";  // the flag that named the file, for messages
 };
 
 // Errors (all bad input) name the file and what to do: an unknown --data_dtype, a manifest whose

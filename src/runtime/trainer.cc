@@ -2,7 +2,6 @@
 #include "runtime/trainer.h"
 
 #include <omp.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -242,8 +241,9 @@ int run_training(const TrainArgs& args, Communicator& comm) {
   // check, or a token file; never text as ids).
   std::optional<TokenDataset> validation;
   if (args.validation_file) {
-    auto v = open_train_data(*default_storage(), {*args.validation_file, args.data_dtype,
-                                                  args.model, block, mc.vocab_size});
+    auto v =
+        open_train_data(*default_storage(), {*args.validation_file, args.data_dtype, args.model,
+                                             block, mc.vocab_size, "--validation_file"});
     if (!v.ok()) return bad(v.status().with_context("--validation_file"));
     validation = std::move(*v);
   } else if (args.eval_steps > 0 || args.eval_on_start) {

@@ -206,3 +206,9 @@ test -f \"$d/e2e_run/final/tokenizer.json\"; \
 --max_new_tokens 6; echo E2E_OK")
 set_tests_properties(cli.data.text_to_fine_tuned_model_end_to_end PROPERTIES LABELS unit
   FIXTURES_REQUIRED data_prepare PASS_REGULAR_EXPRESSION "Question 1:.*E2E_OK\n$")
+
+# `zero eval` opens its --validation_file as `zero train` does: text is refused, not read as ids.
+add_test(NAME cli.data.eval_refuses_raw_text
+         COMMAND sh -c "'$<TARGET_FILE:zero>' eval --model '${_dp}/model' --validation_file '${_dp}/plain.txt' 2>&1; echo rc=$?")
+set_tests_properties(cli.data.eval_refuses_raw_text PROPERTIES LABELS unit FIXTURES_REQUIRED data_prepare
+  PASS_REGULAR_EXPRESSION "--validation_file .*plain.txt looks like text, not token ids.*zero data prepare.*rc=2")
