@@ -75,11 +75,6 @@ struct Outcome {
 constexpr size_t kOutcomeFloats = sizeof(Outcome) / sizeof(float);
 static_assert(sizeof(Outcome) % sizeof(float) == 0);
 
-// One line as every failing rank prints it (runtime/progress.h).
-std::string describe_error(int rank, int world, const std::string& message) {
-  return rank_error_line(rank, world, message);
-}
-
 // Rank `root`'s text on every rank (its length first).
 Status broadcast_text(Communicator& comm, int root, std::string& text) {
   uint64_t length = text.size();
@@ -100,7 +95,9 @@ int agree_to_start(Communicator& comm, int local_exit_code, const std::string& l
                    const RunFingerprint& fingerprint, std::FILE* err) {
   const int rank = comm.rank(), world = comm.world_size();
   if (world == 1) {
-    if (local_exit_code != 0) std::fprintf(err, "error: %s\n", local_error.c_str());
+    if (local_exit_code != 0) {
+      std::fprintf(err, "%s\n", rank_error_line(rank, world, local_error).c_str());
+    }
     return local_exit_code;
   }
   Outcome mine;
@@ -111,11 +108,11 @@ int agree_to_start(Communicator& comm, int local_exit_code, const std::string& l
   Status s = comm.all_gather(&mine, all.data(), kOutcomeFloats, DType::kF32);
   if (!s.ok()) {
     if (local_exit_code != 0) {
-      std::fprintf(err, "%s\n", describe_error(rank, world, local_error).c_str());
+      std::fprintf(err, "%s\n", rank_error_line(rank, world, local_error).c_str());
     }
     std::fprintf(
         err, "%s\n",
-        describe_error(rank, world, "comparing the ranks' start-up: " + s.message()).c_str());
+        rank_error_line(rank, world, "comparing the ranks' start-up: " + s.message()).c_str());
     return local_exit_code != 0 ? local_exit_code : 1;
   }
 
@@ -132,7 +129,7 @@ int agree_to_start(Communicator& comm, int local_exit_code, const std::string& l
         }
       }
       if (!said_by_lower_rank) {
-        std::fprintf(err, "%s\n", describe_error(rank, world, local_error).c_str());
+        std::fprintf(err, "%s\n", rank_error_line(rank, world, local_error).c_str());
       }
       return local_exit_code;
     }
@@ -142,7 +139,7 @@ int agree_to_start(Communicator& comm, int local_exit_code, const std::string& l
       const std::string msg =
           fmt::format("stopping every rank: rank{} {} failed to start (error above)",
                       failed.size() > 1 ? "s" : "", ranks);
-      std::fprintf(err, "%s\n", describe_error(0, world, msg).c_str());
+      std::fprintf(err, "%s\n", rank_error_line(0, world, msg).c_str());
     }
     return static_cast<int>(all[static_cast<size_t>(failed.front())].exit_code);
   }
@@ -163,7 +160,7 @@ int agree_to_start(Communicator& comm, int local_exit_code, const std::string& l
         "the ranks were started with different settings (every rank must run the same command "
         "and config): {}",
         diff);
-    std::fprintf(err, "%s\n", describe_error(0, world, msg).c_str());
+    std::fprintf(err, "%s\n", rank_error_line(0, world, msg).c_str());
   }
   return 2;
 }
