@@ -91,11 +91,16 @@ OffloadOptions offload_options_from_ds(const config::DsConfig& ds) {
   return off;
 }
 
-StatusOr<Plan> make_plan(const TrainArgs& args, const model::ModelConfig& model, int world,
-                         int64_t num_samples) {
-  Plan plan;
+namespace {
+
+constexpr const char* kWarmupPath = "scheduler.params.warmup_num_steps";
+constexpr const char* kTotalPath = "scheduler.params.total_num_steps";
+
+// The ds_config as written (validated; warnings into plan.notes), with what the HF Trainer adds
+// when the config leaves the optimizer to it. `config_name` names it in errors.
+StatusOr<Json> load_config_doc(const TrainArgs& args, Plan& plan, std::string& config_name) {
   Json doc = Json::object();
-  std::string config_name = "(no --deepspeed config)";
+  config_name = "(no --deepspeed config)";
   if (!args.deepspeed.empty()) {
     ZERO_ASSIGN_OR_RETURN(config::LoadedConfig loaded, config::load_ds_config_file(args.deepspeed));
     config_name = args.deepspeed;
@@ -113,39 +118,36 @@ StatusOr<Plan> make_plan(const TrainArgs& args, const model::ModelConfig& model,
     }
     doc = std::move(loaded.json);
   }
-  // What the HF Trainer adds when the config leaves the optimizer / scheduler to it.
   if (!doc.contains("optimizer")) {
     doc["optimizer"] = {
         {"type", "AdamW"},
         {"params", {{"lr", "auto"}, {"betas", "auto"}, {"eps", "auto"}, {"weight_decay", "auto"}}}};
   }
-  // Without a scheduler block the HF Trainer builds its own schedule (get_scheduler) and DeepSpeed
-  // steps it: HF's formulas, built below once the steps are known. A block keeps DeepSpeed's.
-  const bool hf_schedule = !doc.contains("scheduler");
-  if (!hf_schedule && args.lr_scheduler_type) {
-    return invalid_argument("--lr_scheduler_type {} contradicts scheduler.type in {} (remove one)",
-                            *args.lr_scheduler_type, config_name);
-  }
-  if (!hf_schedule && args.lr_scheduler_kwargs) {
-    return invalid_argument(
-        "--lr_scheduler_kwargs: {} has a scheduler block (set its params there, or remove the "
-        "block to use --lr_scheduler_type)",
-        config_name);
-  }
-  ZERO_ASSIGN_OR_RETURN(plan.effective, config::build_effective_config(doc));
-  config::EffectiveConfig& eff = plan.effective;
+  return doc;
+}
 
-  // Flags given on the command line fill "auto" (or absent) values; contradictions are errors.
+// The scheduler block's type and which of its params a flag fills.
+struct SchedulerShape {
+  std::string type;  // empty: no scheduler block
+  bool has_max_lr = false;
+  bool has_total = false;
+};
+
+SchedulerShape scheduler_shape(const config::EffectiveConfig& eff) {
+  SchedulerShape s;
+  const Json& type = eff.json["scheduler"]["type"];
+  if (type.is_string()) s.type = type.get<std::string>();
+  s.has_max_lr = s.type == "WarmupLR" || s.type == "WarmupDecayLR";
+  s.has_total = s.type == "WarmupDecayLR" || s.type == "WarmupCosineLR";
+  return s;
+}
+
+// Flags given on the command line fill "auto" (or absent) values; contradictions are errors.
+Status apply_flags(config::EffectiveConfig& eff, const TrainArgs& args,
+                   const SchedulerShape& sched) {
   auto flag = [&](const std::string& path, const Json& value, const char* name) -> Status {
     return config::resolve_from_flag(eff, path, value, name);
   };
-  const std::string sched_type = eff.json["scheduler"]["type"].is_string()
-                                     ? eff.json["scheduler"]["type"].get<std::string>()
-                                     : "";
-  const bool sched_has_max_lr = sched_type == "WarmupLR" || sched_type == "WarmupDecayLR";
-  const bool sched_has_total = sched_type == "WarmupDecayLR" || sched_type == "WarmupCosineLR";
-  const std::string kWarmupPath = "scheduler.params.warmup_num_steps";
-  const std::string kTotalPath = "scheduler.params.total_num_steps";
   if (args.per_device_train_batch_size) {
     ZERO_RETURN_IF_ERROR(flag("train_micro_batch_size_per_gpu", *args.per_device_train_batch_size,
                               "--per_device_train_batch_size"));
@@ -156,7 +158,7 @@ StatusOr<Plan> make_plan(const TrainArgs& args, const model::ModelConfig& model,
   }
   if (args.learning_rate) {
     ZERO_RETURN_IF_ERROR(flag("optimizer.params.lr", *args.learning_rate, "--learning_rate"));
-    if (sched_has_max_lr) {
+    if (sched.has_max_lr) {
       ZERO_RETURN_IF_ERROR(
           flag("scheduler.params.warmup_max_lr", *args.learning_rate, "--learning_rate"));
     }
@@ -181,9 +183,12 @@ StatusOr<Plan> make_plan(const TrainArgs& args, const model::ModelConfig& model,
   }
   if (args.bf16) ZERO_RETURN_IF_ERROR(flag("bf16.enabled", *args.bf16, "--bf16"));
   if (args.fp16) ZERO_RETURN_IF_ERROR(flag("fp16.enabled", *args.fp16, "--fp16"));
+  return ok_status();
+}
 
-  // "auto" values no flag resolved take the TrainingArguments defaults (what HF would pass), or
-  // the model-derived values HF computes for the ZeRO buckets.
+// "auto" values no flag resolved take the TrainingArguments defaults (what HF would pass), or the
+// model-derived values HF computes for the ZeRO buckets.
+Status apply_auto_defaults(config::EffectiveConfig& eff, const model::ModelConfig& model) {
   const double hidden = static_cast<double>(model.hidden_size);
   const double lr_now = eff.json["optimizer"]["params"]["lr"].is_number()
                             ? eff.json["optimizer"]["params"]["lr"].get<double>()
@@ -206,7 +211,7 @@ StatusOr<Plan> make_plan(const TrainArgs& args, const model::ModelConfig& model,
       {"zero_optimization.stage3_param_persistence_threshold", static_cast<int64_t>(10 * hidden)},
   };
   for (const std::string& path : config::unresolved_auto_paths(eff)) {
-    // Derived below from the triad (the batch, and the steps an epoch takes).
+    // Derived later from the triad (the batch, and the steps an epoch takes).
     if (path == "train_batch_size" || path == kWarmupPath || path == kTotalPath) continue;
     auto it = defaults.find(path);
     if (it == defaults.end()) {
@@ -215,8 +220,11 @@ StatusOr<Plan> make_plan(const TrainArgs& args, const model::ModelConfig& model,
     }
     ZERO_RETURN_IF_ERROR(config::resolve_from_flag(eff, path, it->second, "(default)"));
   }
+  return ok_status();
+}
 
-  // Batch triad with the real world size (DeepSpeed's derivation and messages).
+// Batch triad with the real world size (DeepSpeed's derivation and messages).
+Status derive_batch(const config::EffectiveConfig& eff, int world, Plan& plan) {
   config::BatchTriad given;
   auto get_int = [&](const char* key) -> std::optional<int64_t> {
     const Json& v = eff.json[key];
@@ -235,9 +243,18 @@ StatusOr<Plan> make_plan(const TrainArgs& args, const model::ModelConfig& model,
   plan.micro_batch = *triad->micro_batch_per_gpu;
   plan.grad_accum = *triad->gradient_accumulation_steps;
   plan.train_batch = *triad->train_batch_size;
+  return ok_status();
+}
 
-  // Steps: --max_steps, or the epochs counted as the HF Trainer counts them; then the warmup
-  // (--warmup_steps, or --warmup_ratio of the steps), into the scheduler block's "auto" values.
+// Steps: --max_steps, or the epochs counted as the HF Trainer counts them; then the warmup
+// (--warmup_steps, or --warmup_ratio of the steps), into the scheduler block's "auto" values.
+// Returns the warmup steps a flag gave.
+StatusOr<std::optional<int64_t>> resolve_steps(const TrainArgs& args, config::EffectiveConfig& eff,
+                                               const SchedulerShape& sched, int world,
+                                               int64_t num_samples, Plan& plan) {
+  auto flag = [&](const std::string& path, const Json& value, const char* name) -> Status {
+    return config::resolve_from_flag(eff, path, value, name);
+  };
   const EpochGeometry geometry{num_samples, plan.micro_batch, plan.grad_accum, world};
   ZERO_ASSIGN_OR_RETURN(plan.max_steps,
                         resolve_max_steps(args.max_steps, args.num_train_epochs, geometry));
@@ -254,16 +271,47 @@ StatusOr<Plan> make_plan(const TrainArgs& args, const model::ModelConfig& model,
   const bool warmup_from_ratio =
       args.warmup_ratio && !(args.warmup_steps && *args.warmup_steps > 0);
   const char* warmup_flag = warmup_from_ratio ? "--warmup_ratio" : "--warmup_steps";
-  if (warmup && !sched_type.empty()) ZERO_RETURN_IF_ERROR(flag(kWarmupPath, *warmup, warmup_flag));
-  if (sched_has_total) ZERO_RETURN_IF_ERROR(flag(kTotalPath, plan.max_steps, steps_flag));
+  if (warmup && !sched.type.empty()) ZERO_RETURN_IF_ERROR(flag(kWarmupPath, *warmup, warmup_flag));
+  if (sched.has_total) ZERO_RETURN_IF_ERROR(flag(kTotalPath, plan.max_steps, steps_flag));
   for (const std::string& path : config::unresolved_auto_paths(eff)) {
     if (path == kWarmupPath) ZERO_RETURN_IF_ERROR(flag(path, 0, "(default)"));
     if (path == kTotalPath) ZERO_RETURN_IF_ERROR(flag(path, plan.max_steps, steps_flag));
   }
+  return warmup;
+}
 
-  ZERO_ASSIGN_OR_RETURN(plan.ds, config::make_ds_config(eff));
+// The learning-rate schedule: HF's get_scheduler formulas without a scheduler block (the HF
+// Trainer builds its own and DeepSpeed steps it), DeepSpeed's with one, constant with neither.
+StatusOr<optim::LrSchedule> make_schedule(const TrainArgs& args, const config::EffectiveConfig& eff,
+                                          bool hf_schedule, const SchedulerShape& sched,
+                                          std::optional<int64_t> warmup, double lr, Plan& plan) {
+  if (hf_schedule) {
+    const std::string type = args.lr_scheduler_type.value_or("linear");
+    ZERO_ASSIGN_OR_RETURN(
+        optim::LrSchedule schedule,
+        optim::LrSchedule::from_hf_flags(type, args.lr_scheduler_kwargs.value_or(""),
+                                         warmup.value_or(0), plan.max_steps, lr));
+    if (type == "constant" && warmup.value_or(0) > 0) {
+      plan.notes.push_back(
+          "warning: --lr_scheduler_type constant has no warmup (as in HF); use "
+          "constant_with_warmup");
+    }
+    plan.info.push_back(fmt::format(
+        "lr schedule: HF {} from lr {:g}, {} warmup steps of {} (no scheduler block in the config)",
+        type, lr, warmup.value_or(0), plan.max_steps));
+    return schedule;
+  }
+  if (sched.type.empty()) return optim::LrSchedule::constant(lr);
+  return optim::LrSchedule::from_json(sched.type, given_params(eff, "scheduler"), lr);
+}
+
+// The engine's options from the resolved config (`doc` is the config as written: fp16's loss
+// scaler defaults depend on which keys were written).
+Status make_engine_options(const TrainArgs& args, const model::ModelConfig& model, const Json& doc,
+                           const config::EffectiveConfig& eff, bool hf_schedule,
+                           const SchedulerShape& sched, std::optional<int64_t> warmup, int world,
+                           Plan& plan) {
   const config::DsConfig& ds = plan.ds;
-
   EngineOptions& o = plan.engine;
   o.model_config = model;
   o.transformer.activation_checkpointing = args.gradient_checkpointing;
@@ -280,29 +328,9 @@ StatusOr<Plan> make_plan(const TrainArgs& args, const model::ModelConfig& model,
   const std::string opt_type = ds.optimizer.type.value.value_or("AdamW");
   ZERO_ASSIGN_OR_RETURN(o.optimizer,
                         optim::optimizer_spec_from_json(opt_type, given_params(eff, "optimizer")));
-  if (hf_schedule) {
-    const std::string type = args.lr_scheduler_type.value_or("linear");
-    ZERO_ASSIGN_OR_RETURN(o.schedule, optim::LrSchedule::from_hf_flags(
-                                          type, args.lr_scheduler_kwargs.value_or(""),
-                                          warmup.value_or(0), plan.max_steps, o.optimizer.lr));
-    if (type == "constant" && warmup.value_or(0) > 0) {
-      plan.notes.push_back(
-          "warning: --lr_scheduler_type constant has no warmup (as in HF); use "
-          "constant_with_warmup");
-    }
-    plan.info.push_back(fmt::format(
-        "lr schedule: HF {} from lr {:g}, {} warmup steps of {} (no scheduler block in the config)",
-        type, o.optimizer.lr, warmup.value_or(0), plan.max_steps));
-  } else if (sched_type.empty()) {
-    o.schedule = optim::LrSchedule::constant(o.optimizer.lr);
-  } else {
-    ZERO_ASSIGN_OR_RETURN(
-        o.schedule,
-        optim::LrSchedule::from_json(sched_type, given_params(eff, "scheduler"), o.optimizer.lr));
-  }
+  ZERO_ASSIGN_OR_RETURN(o.schedule,
+                        make_schedule(args, eff, hf_schedule, sched, warmup, o.optimizer.lr, plan));
   if (o.dtype == DType::kF16) {
-    // The raw block (not the effective one): DeepSpeed's defaults depend on which keys were
-    // written.
     Json fp16 = doc.contains("fp16") ? doc["fp16"] : Json::object();
     fp16["enabled"] = true;
     ZERO_ASSIGN_OR_RETURN(o.loss_scaler, optim::loss_scaler_config_from_fp16_json(fp16));
@@ -319,6 +347,40 @@ StatusOr<Plan> make_plan(const TrainArgs& args, const model::ModelConfig& model,
   // warnings repeat the config validator's, already in plan.notes, and are not printed again.
   ZERO_ASSIGN_OR_RETURN(std::vector<std::string> repeated, sanitize_engine_options(o, world));
   (void)repeated;
+  return ok_status();
+}
+
+}  // namespace
+
+StatusOr<Plan> make_plan(const TrainArgs& args, const model::ModelConfig& model, int world,
+                         int64_t num_samples) {
+  Plan plan;
+  std::string config_name;
+  ZERO_ASSIGN_OR_RETURN(Json doc, load_config_doc(args, plan, config_name));
+  // Without a scheduler block the HF Trainer builds its own schedule (get_scheduler) and DeepSpeed
+  // steps it: HF's formulas, built once the steps are known. A block keeps DeepSpeed's.
+  const bool hf_schedule = !doc.contains("scheduler");
+  if (!hf_schedule && args.lr_scheduler_type) {
+    return invalid_argument("--lr_scheduler_type {} contradicts scheduler.type in {} (remove one)",
+                            *args.lr_scheduler_type, config_name);
+  }
+  if (!hf_schedule && args.lr_scheduler_kwargs) {
+    return invalid_argument(
+        "--lr_scheduler_kwargs: {} has a scheduler block (set its params there, or remove the "
+        "block to use --lr_scheduler_type)",
+        config_name);
+  }
+  ZERO_ASSIGN_OR_RETURN(plan.effective, config::build_effective_config(doc));
+  config::EffectiveConfig& eff = plan.effective;
+  const SchedulerShape sched = scheduler_shape(eff);
+  ZERO_RETURN_IF_ERROR(apply_flags(eff, args, sched));
+  ZERO_RETURN_IF_ERROR(apply_auto_defaults(eff, model));
+  ZERO_RETURN_IF_ERROR(derive_batch(eff, world, plan));
+  ZERO_ASSIGN_OR_RETURN(std::optional<int64_t> warmup,
+                        resolve_steps(args, eff, sched, world, num_samples, plan));
+  ZERO_ASSIGN_OR_RETURN(plan.ds, config::make_ds_config(eff));
+  ZERO_RETURN_IF_ERROR(
+      make_engine_options(args, model, doc, eff, hf_schedule, sched, warmup, world, plan));
   return plan;
 }
 
