@@ -134,7 +134,7 @@ Status write_rank_file(Storage& storage, const SaveRequest& req, int rank, const
 }
 
 int64_t manifest_step(Storage& storage, const std::string& tag_dir) {
-  auto text = read_file(storage, join(tag_dir, "manifest.json"));
+  auto text = read_file(storage, join(tag_dir, "manifest.json"), kMaxMetadataFileBytes);
   if (!text.ok()) return -1;
   nlohmann::json m = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (!m.is_object() || !m.contains("state") || !m["state"].is_object()) return -1;
@@ -398,7 +398,8 @@ StatusOr<std::unique_ptr<LoadedCheckpoint>> open_checkpoint(Storage& storage,
   } else if (storage.file_exists(join(dir, "manifest.json"))) {
     tag_dir = dir;
   } else if (storage.file_exists(join(dir, "latest"))) {
-    ZERO_ASSIGN_OR_RETURN(std::string text, read_file(storage, join(dir, "latest")));
+    ZERO_ASSIGN_OR_RETURN(std::string text,
+                          read_file(storage, join(dir, "latest"), kMaxMetadataFileBytes));
     while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
     if (text.empty() || text.find('/') != std::string::npos) {
       return data_loss("{}: does not hold a checkpoint tag", join(dir, "latest"));
@@ -408,7 +409,7 @@ StatusOr<std::unique_ptr<LoadedCheckpoint>> open_checkpoint(Storage& storage,
     return not_found("{}: no checkpoint here (neither `latest` nor manifest.json)", dir);
   }
   const std::string mpath = join(tag_dir, "manifest.json");
-  ZERO_ASSIGN_OR_RETURN(std::string text, read_file(storage, mpath));
+  ZERO_ASSIGN_OR_RETURN(std::string text, read_file(storage, mpath, kMaxMetadataFileBytes));
   nlohmann::json m = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (m.is_discarded() || !m.is_object()) return data_loss("{}: not valid JSON", mpath);
 

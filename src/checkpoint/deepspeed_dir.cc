@@ -41,7 +41,8 @@ StatusOr<DeepSpeedCheckpoint> find_deepspeed_checkpoint(Storage& storage, const 
     ds.tag = tag;
     tag_dir = join(dir, tag);
   } else if (storage.file_exists(join(dir, "latest"))) {
-    ZERO_ASSIGN_OR_RETURN(std::string text, read_file(storage, join(dir, "latest")));
+    ZERO_ASSIGN_OR_RETURN(std::string text,
+                          read_file(storage, join(dir, "latest"), kMaxMetadataFileBytes));
     while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
     if (!text.empty() && text.find('/') == std::string::npos) {
       ds.tag = text;

@@ -292,8 +292,12 @@ Status write_file_atomically(Storage& storage, const std::string& path, std::str
   return storage.sync_dir(parent_dir(path));
 }
 
-StatusOr<std::string> read_file(Storage& storage, const std::string& path) {
+StatusOr<std::string> read_file(Storage& storage, const std::string& path, uint64_t max_bytes) {
   ZERO_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file, storage.open_read(path));
+  if (file->size() > max_bytes) {
+    return invalid_argument("{}: {} bytes, more than the {} this file may have", path, file->size(),
+                            format_byte_limit(max_bytes));
+  }
   std::string bytes(file->size(), '\0');
   ZERO_RETURN_IF_ERROR(file->read_at(0, bytes.size(), bytes.data()));
   return bytes;

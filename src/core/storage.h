@@ -96,8 +96,15 @@ std::unique_ptr<RandomAccessFile> memory_file(std::string_view bytes, std::strin
 // untouched.
 Status write_file_atomically(Storage& storage, const std::string& path, std::string_view bytes);
 
-// Reads a whole file into a string.
-StatusOr<std::string> read_file(Storage& storage, const std::string& path);
+// Reads a whole file into a string. A file larger than `max_bytes` is refused (kInvalidArgument
+// naming the path, its size and the limit) before anything is read: small metadata files (a
+// checkpoint's `latest` and manifest, an index) are read with a limit, so a wrong or hostile path
+// cannot exhaust memory.
+StatusOr<std::string> read_file(Storage& storage, const std::string& path,
+                                uint64_t max_bytes = UINT64_MAX);
+
+// The limit for metadata files read whole (manifests, `latest`, safetensors indexes).
+inline constexpr uint64_t kMaxMetadataFileBytes = uint64_t{64} << 20;
 
 // Which operation a fault targets.
 enum class FaultOp { kWrite, kSync, kRename, kRead };

@@ -53,6 +53,13 @@ TEST_F(StorageTest, WriteReadRoundTrip) {
   auto all = read_file(*storage_, path("a.bin"));
   ASSERT_TRUE(all.ok());
   EXPECT_EQ(*all, "Jello world");
+  // A limit: the file's size is checked before anything is read.
+  EXPECT_EQ(*read_file(*storage_, path("a.bin"), 11), "Jello world");
+  auto over = read_file(*storage_, path("a.bin"), 10);
+  EXPECT_EQ(over.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(over.status().message().find("a.bin: 11 bytes, more than the 10 bytes"),
+            std::string::npos)
+      << over.status().message();
 }
 
 TEST_F(StorageTest, DirectoryOperations) {

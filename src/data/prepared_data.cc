@@ -111,7 +111,7 @@ StatusOr<PreparedManifest> manifest_from_json(const std::string& json, const std
 
 StatusOr<PreparedManifest> read_prepared_manifest(Storage& storage, const std::string& prefix) {
   const std::string path = prepared_manifest_path(prefix);
-  ZERO_ASSIGN_OR_RETURN(std::string text, read_file(storage, path));
+  ZERO_ASSIGN_OR_RETURN(std::string text, read_file(storage, path, kMaxMetadataFileBytes));
   ZERO_ASSIGN_OR_RETURN(PreparedManifest m, manifest_from_json(text, path));
   const uint64_t token_bytes = m.dtype == TokenDType::kUint16 ? 2 : 4;
   ZERO_ASSIGN_OR_RETURN(uint64_t tokens_bytes, storage.file_size(prepared_tokens_path(prefix)));

@@ -54,7 +54,7 @@ StatusOr<std::unique_ptr<HfWeightReader>> HfWeightReader::open(Storage& storage,
   if (storage.file_exists(single)) {
     files.push_back(single);
   } else if (storage.file_exists(index)) {
-    ZERO_ASSIGN_OR_RETURN(std::string text, read_file(storage, index));
+    ZERO_ASSIGN_OR_RETURN(std::string text, read_file(storage, index, kMaxMetadataFileBytes));
     nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded() || !j.is_object() || !j.contains("weight_map") ||
         !j["weight_map"].is_object()) {
