@@ -225,6 +225,15 @@ test -f \"$d/e2e_run/final/tokenizer.json\"; \
 set_tests_properties(cli.data.text_to_fine_tuned_model_end_to_end PROPERTIES LABELS unit
   FIXTURES_REQUIRED data_prepare PASS_REGULAR_EXPRESSION "Question 1:.*E2E_OK\n$")
 
+# Evaluation honours the loss mask: on prepared prompt/completion data, the initial model's eval
+# loss (--eval_on_start, and `zero eval`) equals step 1's training loss when step 1's batch is every
+# sample, both the mean over the unmasked targets only (tests/cli/masked_eval.py).
+add_test(NAME cli.data.masked_eval_loss_equals_the_training_loss
+         COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/tests/cli/masked_eval.py
+                 $<TARGET_FILE:zero> ${_dp}/model ${_dp}/pc.jsonl ${_dp}/masked_eval)
+set_tests_properties(cli.data.masked_eval_loss_equals_the_training_loss PROPERTIES LABELS unit
+  FIXTURES_REQUIRED data_prepare PASS_REGULAR_EXPRESSION "MASKED_EVAL_OK\n$")
+
 # `zero eval` opens its --validation_file as `zero train` does: text is refused, not read as ids.
 add_test(NAME cli.data.eval_refuses_raw_text
          COMMAND sh -c "'$<TARGET_FILE:zero>' eval --model '${_dp}/model' --validation_file '${_dp}/plain.txt' 2>&1; echo rc=$?")
