@@ -6,10 +6,11 @@
 # Usage: bench/tokenize_vs_hf.sh [build/release/bin/zero] [VENV] [-- extra args: --mb 12 --reps 5 --threads 2]
 #   VENV: a virtual environment with `tokenizers`; created (pip install tokenizers) when missing.
 set -euo pipefail
-zero=$(realpath "${1:-build/release/bin/zero}")
-venv=${2:-/tmp/zero-bench-venv}
-shift $(( $# < 2 ? $# : 2 ))
+positional=()
+while [ $# -gt 0 ] && [ "$1" != "--" ]; do positional+=("$1"); shift; done
 [ "${1:-}" = "--" ] && shift
+zero=$(realpath "${positional[0]:-build/release/bin/zero}")
+venv=${positional[1]:-/tmp/zero-bench-venv}
 if ! "$venv/bin/python" -c 'import tokenizers' 2>/dev/null; then
   python3 -m venv "$venv"
   "$venv/bin/pip" install -q tokenizers
