@@ -38,8 +38,8 @@ class ChatTemplate {
   static StatusOr<ChatTemplate> recognise(const std::optional<std::string>& chat_template,
                                           std::string bos_token, std::string eos_token,
                                           const std::string& source);
-  // The template of `tok`'s tokenizer_config.json (next to tok.source()), with the texts of its
-  // bos/eos tokens; errors name that file and what it holds instead of a known template.
+  // The template of `tok`'s tokenizer_config.json, with the texts of its bos/eos tokens; errors
+  // name that file (or its expected path when there was none) and what it holds instead.
   static StatusOr<ChatTemplate> for_tokenizer(const Tokenizer& tok);
   ChatTemplate(ChatFamily family, std::string bos_token, std::string eos_token)
       : family_(family), bos_(std::move(bos_token)), eos_(std::move(eos_token)) {}
