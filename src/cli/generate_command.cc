@@ -2,7 +2,10 @@
 // with a tokenizer (tokenizer.json or tokenizer.model) takes the prompt as text, encoded with the
 // tokenizer's BOS as HF's tokenizer(prompt) would, and prints the continuation as text while it is
 // generated; a byte-level vocabulary (256) without one does the same with bytes; otherwise prompts
-// and outputs are token ids.
+// and outputs are token ids. `--chat MESSAGE` renders one user turn through the tokenizer's chat
+// template with the generation prompt, as transformers' apply_chat_template(messages,
+// add_generation_prompt=True), prints the reply alone and stops at the template's end of turn.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -17,6 +20,7 @@
 #include "runtime/engine.h"
 #include "runtime/generate.h"
 #include "runtime/model_source.h"
+#include "text/chat_template.h"
 #include "text/stream_decoder.h"
 #include "text/tokenizer.h"
 
@@ -27,6 +31,9 @@ struct GenerateArgs {
   std::string model;
   std::string prompt;
   std::string prompt_tokens;  // "1,2,3"
+  std::string chat;           // one user message
+  // Which of --prompt / --prompt_tokens / --chat were given (an empty --prompt counts).
+  bool has_prompt = false, has_prompt_tokens = false, has_chat = false;
   runtime::SamplingOptions sampling;
   bool ignore_eos = false;
 };
@@ -67,7 +74,31 @@ StatusOr<std::optional<text::Tokenizer>> open_tokenizer(const std::string& model
   return std::optional<text::Tokenizer>(std::move(tok));
 }
 
+// The ids of `message` as one user turn of `tok`'s chat template followed by the generation
+// prompt (HF: apply_chat_template([{"role": "user", ...}], add_generation_prompt=True,
+// tokenize=True), which encodes the text without the tokenizer's special tokens: the template
+// places BOS itself). Adds the template's end-of-turn token to `stop_tokens` when the tokenizer has
+// it.
+StatusOr<std::vector<int32_t>> chat_prompt_ids(const text::Tokenizer& tok,
+                                               const std::string& message,
+                                               std::vector<int32_t>* stop_tokens) {
+  ZERO_ASSIGN_OR_RETURN(text::ChatTemplate chat, text::ChatTemplate::for_tokenizer(tok));
+  ZERO_ASSIGN_OR_RETURN(std::vector<text::ChatSegment> segments, chat.render({{"user", message}}));
+  std::string rendered;
+  for (const text::ChatSegment& seg : segments) rendered += seg.text;
+  rendered += chat.generation_prompt();
+  if (auto end_of_turn = chat.end_of_turn_token()) {
+    if (auto id = tok.token_to_id(*end_of_turn)) stop_tokens->push_back(*id);
+  }
+  return tok.encode(rendered, /*add_special_tokens=*/false);
+}
+
 int run_generate(GenerateArgs& a) {
+  if (a.has_chat + a.has_prompt + a.has_prompt_tokens > 1) {
+    std::fprintf(stderr,
+                 "error: --chat, --prompt and --prompt_tokens exclude each other: give one\n");
+    return 2;
+  }
   auto source = runtime::ModelSource::open(a.model, a.sampling.seed);
   if (!source.ok()) {
     std::fprintf(stderr, "error: --model %s: %s\n", a.model.c_str(),
@@ -93,7 +124,24 @@ int run_generate(GenerateArgs& a) {
   Printer printer;
   printer.bytes = !*tokenizer && mc.vocab_size == 256;
   std::vector<int32_t> tokens;
-  if (!a.prompt_tokens.empty()) {
+  std::vector<int32_t> end_of_turn;  // --chat: the template's end-of-turn token, if any
+  if (a.has_chat) {
+    if (!*tokenizer) {
+      std::fprintf(stderr,
+                   "error: --chat needs the model directory's tokenizer (tokenizer.json or "
+                   "tokenizer.model, with a chat_template in tokenizer_config.json); --model %s "
+                   "has none\n",
+                   a.model.c_str());
+      return 2;
+    }
+    auto ids = chat_prompt_ids(**tokenizer, a.chat, &end_of_turn);
+    if (!ids.ok()) {
+      std::fprintf(stderr, "error: --chat: %s\n", ids.status().message().c_str());
+      return 2;
+    }
+    tokens = std::move(*ids);
+    printer.stream.emplace(**tokenizer, tokens);
+  } else if (!a.prompt_tokens.empty()) {
     std::vector<int64_t> ids;
     const std::string err = parse_id_list(a.prompt_tokens, mc.vocab_size, "--prompt_tokens", &ids);
     if (!err.empty()) {
@@ -141,9 +189,20 @@ int run_generate(GenerateArgs& a) {
       }
     }
     // A model config without one (e.g. a small model trained from scratch): the tokenizer's EOS
-    // (tokenizer_config.json's eos_token), when the prompt is text.
-    if (a.sampling.stop_tokens.empty() && printer.stream && (*tokenizer)->eos_id()) {
-      a.sampling.stop_tokens.push_back(*(*tokenizer)->eos_id());
+    // (tokenizer_config.json's eos_token), when the prompt is text. A chat turn also ends there
+    // (Mistral's and Zephyr's templates close replies with eos_token).
+    auto& stop = a.sampling.stop_tokens;
+    if ((stop.empty() || a.has_chat) && printer.stream && (*tokenizer)->eos_id() &&
+        std::find(stop.begin(), stop.end(), *(*tokenizer)->eos_id()) == stop.end()) {
+      stop.push_back(*(*tokenizer)->eos_id());
+    }
+    stop.insert(stop.end(), end_of_turn.begin(), end_of_turn.end());
+    if (a.has_chat) {
+      std::string ids;
+      for (int32_t id : stop) ids += (ids.empty() ? "" : ", ") + std::to_string(id);
+      std::fprintf(stderr, "zero generate: the reply stops at token id%s %s%s\n",
+                   stop.size() == 1 ? "" : "s", ids.empty() ? "(none)" : ids.c_str(),
+                   end_of_turn.empty() ? "" : " (end of turn and end of sequence)");
     }
   }
 
@@ -156,7 +215,9 @@ int run_generate(GenerateArgs& a) {
     std::fprintf(stderr, "error: %s\n", engine.status().message().c_str());
     return 1;
   }
-  if (printer.stream || printer.bytes) {
+  if (a.has_chat) {
+    // The reply alone: the rendered template is not echoed.
+  } else if (printer.stream || printer.bytes) {
     std::fwrite(a.prompt.data(), 1, a.prompt.size(), stdout);
   } else {
     for (int32_t t : tokens) std::printf(" %d", t);
@@ -174,7 +235,10 @@ int run_generate(GenerateArgs& a) {
     std::fprintf(stderr, "error: decoding the output: %s\n", printer.status.message().c_str());
     return 1;
   }
-  if (stopped) std::fprintf(stderr, "zero generate: stopped at the end-of-sequence token\n");
+  if (stopped) {
+    std::fprintf(stderr, "zero generate: stopped at the %s token\n",
+                 a.has_chat ? "end-of-turn / end-of-sequence" : "end-of-sequence");
+  }
   return 0;
 }
 
@@ -188,9 +252,15 @@ void add_generate_command(CLI::App& app, int& exit_code) {
       "length, at most 4096 positions, the oldest half of the context is dropped)");
   g->add_option("--model", a->model, "HF model directory (e.g. OUTPUT_DIR/final) or preset:NAME")
       ->required();
-  g->add_option("--prompt", a->prompt, "prompt text (models with a tokenizer, or byte-level)");
-  g->add_option("--prompt_tokens,--prompt-tokens", a->prompt_tokens,
-                "prompt as comma-separated token ids");
+  CLI::Option* prompt =
+      g->add_option("--prompt", a->prompt, "prompt text (models with a tokenizer, or byte-level)");
+  CLI::Option* prompt_tokens = g->add_option("--prompt_tokens,--prompt-tokens", a->prompt_tokens,
+                                             "prompt as comma-separated token ids");
+  CLI::Option* chat = g->add_option(
+      "--chat", a->chat,
+      "one user message, rendered with the chat template of the model's tokenizer_config.json "
+      "(ChatML, Llama-3, Mistral [INST], Zephyr) and the assistant's turn header; prints the "
+      "reply");
   g->add_option("--max_new_tokens,--max-new-tokens", a->sampling.max_new_tokens,
                 "tokens to generate (default 100)")
       ->check(int_at_least(0));
@@ -206,7 +276,12 @@ void add_generate_command(CLI::App& app, int& exit_code) {
   g->add_option("--seed", a->sampling.seed, "sampling seed (default 1)")->check(int_at_least(0));
   g->add_flag("--ignore_eos,--ignore-eos", a->ignore_eos,
               "keep generating past the model's end-of-sequence token");
-  g->callback([a, &exit_code] { exit_code = run_generate(*a); });
+  g->callback([a, prompt, prompt_tokens, chat, &exit_code] {
+    a->has_prompt = prompt->count() > 0;
+    a->has_prompt_tokens = prompt_tokens->count() > 0;
+    a->has_chat = chat->count() > 0;
+    exit_code = run_generate(*a);
+  });
 }
 
 }  // namespace zero::cli

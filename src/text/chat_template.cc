@@ -1,6 +1,9 @@
 // Native renderers of the ChatML, Llama-3, Mistral [INST] and Zephyr chat templates.
 #include "text/chat_template.h"
 
+#include <filesystem>
+
+#include "text/tokenizer.h"
 #include "text/utf8.h"
 
 namespace zero::text {
@@ -43,8 +46,9 @@ StatusOr<ChatTemplate> ChatTemplate::recognise(const std::optional<std::string>&
                                                std::string bos_token, std::string eos_token,
                                                const std::string& source) {
   if (!chat_template) {
-    return invalid_argument("{}: no chat_template, so chat \"messages\" cannot be rendered",
-                            source);
+    return invalid_argument(
+        "{}: no chat_template, so a conversation cannot be rendered with the model's template",
+        source);
   }
   const std::string& t = *chat_template;
   auto has = [&](const char* marker) { return t.find(marker) != std::string::npos; };
@@ -84,6 +88,39 @@ StatusOr<ChatTemplate> ChatTemplate::recognise(const std::optional<std::string>&
         source);
   }
   return ChatTemplate(family, std::move(bos_token), std::move(eos_token));
+}
+
+StatusOr<ChatTemplate> ChatTemplate::for_tokenizer(const Tokenizer& tok) {
+  if (tok.config_source().empty()) {
+    return invalid_argument(
+        "{}: not found, so the tokenizer has no chat_template to render a conversation with",
+        (std::filesystem::path(tok.source()).parent_path() / "tokenizer_config.json").string());
+  }
+  auto token_text = [&](std::optional<int32_t> id) {
+    return id ? tok.id_to_token(*id).value_or("") : std::string();
+  };
+  return recognise(tok.chat_template(), token_text(tok.bos_id()), token_text(tok.eos_id()),
+                   tok.config_source());
+}
+
+std::string ChatTemplate::generation_prompt() const {
+  switch (family_) {
+    case ChatFamily::kChatMl: return "<|im_start|>assistant\n";
+    case ChatFamily::kLlama3: return "<|start_header_id|>assistant<|end_header_id|>\n\n";
+    case ChatFamily::kMistral: return "";
+    case ChatFamily::kZephyr: return "<|assistant|>\n";
+  }
+  return "";
+}
+
+std::optional<std::string> ChatTemplate::end_of_turn_token() const {
+  switch (family_) {
+    case ChatFamily::kChatMl: return "<|im_end|>";
+    case ChatFamily::kLlama3: return "<|eot_id|>";
+    case ChatFamily::kMistral:
+    case ChatFamily::kZephyr: return std::nullopt;
+  }
+  return std::nullopt;
 }
 
 StatusOr<std::vector<ChatSegment>> ChatTemplate::render(

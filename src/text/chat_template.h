@@ -1,7 +1,8 @@
 // The chat templates `zero data prepare` renders natively: the four common families, recognised
 // from tokenizer_config.json's chat_template by their markers (no Jinja engine). Rendering equals
-// transformers' apply_chat_template(add_generation_prompt=False) for the families' published
-// templates (tests/fixtures/chat_templates). Any other template is an error that names it.
+// transformers' apply_chat_template for the families' published templates, with and without
+// add_generation_prompt (tests/fixtures/chat_templates). Any other template is an error that
+// names it.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +13,8 @@
 #include "core/status.h"
 
 namespace zero::text {
+
+class Tokenizer;
 
 enum class ChatFamily : uint8_t { kChatMl, kLlama3, kMistral, kZephyr };
 
@@ -35,6 +38,9 @@ class ChatTemplate {
   static StatusOr<ChatTemplate> recognise(const std::optional<std::string>& chat_template,
                                           std::string bos_token, std::string eos_token,
                                           const std::string& source);
+  // The template of `tok`'s tokenizer_config.json, with the texts of its bos/eos tokens; errors
+  // name that file (or its expected path when there was none) and what it holds instead.
+  static StatusOr<ChatTemplate> for_tokenizer(const Tokenizer& tok);
   ChatTemplate(ChatFamily family, std::string bos_token, std::string eos_token)
       : family_(family), bos_(std::move(bos_token)), eos_(std::move(eos_token)) {}
 
@@ -42,6 +48,12 @@ class ChatTemplate {
   // The conversation's segments, concatenated = the template's text. Errors: an unknown role, and
   // for Mistral a system message or roles that do not alternate user/assistant (as the template).
   StatusOr<std::vector<ChatSegment>> render(const std::vector<ChatMessage>& messages) const;
+  // What apply_chat_template(add_generation_prompt=True) appends after the conversation: the
+  // header of the assistant's turn ("" for Mistral, whose " [/INST]" already ends the prompt).
+  std::string generation_prompt() const;
+  // The token that ends an assistant turn when it is not EOS: ChatML <|im_end|>, Llama-3
+  // <|eot_id|>; nullopt for the families whose turns end with eos_token (Mistral, Zephyr).
+  std::optional<std::string> end_of_turn_token() const;
 
  private:
   ChatFamily family_;

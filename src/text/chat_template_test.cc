@@ -1,13 +1,17 @@
 // The native chat-template renderers against jinja2 renderings of the families' published
-// templates (tests/fixtures/chat_templates/make_chat_fixtures.py, as apply_chat_template), the
-// trained segments (assistant replies and their end-of-turn marker), and the refusals.
+// templates (tests/fixtures/chat_templates/make_chat_fixtures.py, as apply_chat_template, with
+// and without add_generation_prompt), the trained segments (assistant replies and their
+// end-of-turn marker), the end-of-turn tokens, and the refusals.
 #include "text/chat_template.h"
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+
+#include "text/tokenizer.h"
 
 namespace zero::text {
 namespace {
@@ -43,11 +47,77 @@ TEST(ChatTemplate, RendersAsTransformers) {
       const size_t b = m.content.find_first_not_of(" \n"), e = m.content.find_last_not_of(" \n");
       const std::string core = m.content.substr(b, e - b + 1);
       const bool in_trained = trained.find(core) != std::string::npos;
-      if (m.role == "assistant") EXPECT_TRUE(in_trained) << family << ": " << m.content;
+      if (m.role == "assistant") {
+        EXPECT_TRUE(in_trained) << family << ": " << m.content;
+      }
     }
     EXPECT_EQ(trained.find("Hi there!"), std::string::npos) << family;
     EXPECT_EQ(trained.find("3+3"), std::string::npos) << family;
   }
+}
+
+// One user turn and the generation prompt (`zero generate --chat`) equals
+// apply_chat_template(messages, add_generation_prompt=True).
+TEST(ChatTemplate, GenerationPromptAsTransformers) {
+  const nlohmann::json f = fixtures();
+  ASSERT_EQ(f["generation_prompt_cases"].size(), 12u);
+  for (const auto& c : f["generation_prompt_cases"]) {
+    const std::string family = c["family"];
+    auto t = ChatTemplate::recognise(f["templates"][family].get<std::string>(), "<s>", "</s>",
+                                     "tokenizer_config.json");
+    ASSERT_TRUE(t.ok()) << family << ": " << t.status().to_string();
+    std::vector<ChatMessage> messages;
+    for (const auto& m : c["messages"]) messages.push_back({m["role"], m["content"]});
+    auto segments = t->render(messages);
+    ASSERT_TRUE(segments.ok()) << family << ": " << segments.status().to_string();
+    std::string text;
+    for (const ChatSegment& s : *segments) text += s.text;
+    EXPECT_EQ(text + t->generation_prompt(), c["text"].get<std::string>()) << family;
+  }
+}
+
+TEST(ChatTemplate, EndOfTurnTokens) {
+  EXPECT_EQ(ChatTemplate(ChatFamily::kChatMl, "", "").end_of_turn_token(), "<|im_end|>");
+  EXPECT_EQ(ChatTemplate(ChatFamily::kLlama3, "", "").end_of_turn_token(), "<|eot_id|>");
+  // Mistral and Zephyr end replies with eos_token, which stops generation anyway.
+  EXPECT_EQ(ChatTemplate(ChatFamily::kMistral, "", "").end_of_turn_token(), std::nullopt);
+  EXPECT_EQ(ChatTemplate(ChatFamily::kZephyr, "", "").end_of_turn_token(), std::nullopt);
+}
+
+// for_tokenizer reads the template and the bos/eos texts of the tokenizer's config, and names
+// tokenizer_config.json when it is missing or holds no known template.
+TEST(ChatTemplate, ForTokenizerNamesTheConfig) {
+  const std::string dir = std::string(ZERO_SOURCE_DIR) + "/tests/fixtures/tokenizers/llama3_split";
+  auto plain = Tokenizer::load(dir);
+  ASSERT_TRUE(plain.ok()) << plain.status().to_string();
+  auto none = ChatTemplate::for_tokenizer(*plain);
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().message(),
+            dir +
+                "/tokenizer_config.json: no chat_template, so a conversation cannot be rendered "
+                "with the model's template");
+
+  std::ifstream tj(dir + "/tokenizer.json"), cj(dir + "/tokenizer_config.json");
+  std::stringstream ts, cs;
+  ts << tj.rdbuf();
+  cs << cj.rdbuf();
+  nlohmann::json config = nlohmann::json::parse(cs.str());
+  config["chat_template"] = fixtures()["templates"]["llama3"];
+  auto tok = Tokenizer::from_strings(ts.str(), config.dump(), dir + "/tokenizer.json");
+  ASSERT_TRUE(tok.ok()) << tok.status().to_string();
+  auto llama3 = ChatTemplate::for_tokenizer(*tok);
+  ASSERT_TRUE(llama3.ok()) << llama3.status().to_string();
+  EXPECT_EQ(llama3->family(), ChatFamily::kLlama3);
+  auto segments = llama3->render({{"user", "Hi"}});
+  ASSERT_TRUE(segments.ok());
+  EXPECT_EQ(segments->front().text.rfind("<|begin_of_text|><|start_header_id|>", 0), 0u)
+      << "the template's bos_token is the tokenizer's BOS text";
+
+  auto no_config = Tokenizer::from_strings(ts.str(), "", "/nowhere/tokenizer.json");
+  ASSERT_TRUE(no_config.ok());
+  EXPECT_EQ(ChatTemplate::for_tokenizer(*no_config).status().message(),
+            "/nowhere/tokenizer_config.json: not found, so the tokenizer has no chat_template to "
+            "render a conversation with");
 }
 
 TEST(ChatTemplate, RefusalsNameWhat) {

@@ -63,11 +63,7 @@ Status encode_document(const Tokenizer& tok, const Document& doc, PreparedTokens
 StatusOr<Document> chat_document(const Tokenizer& tok, const nlohmann::json& messages,
                                  const std::string& where, std::optional<ChatTemplate>* chat) {
   if (!chat->has_value()) {
-    auto token_text = [&](std::optional<int32_t> id) {
-      return id ? tok.id_to_token(*id).value_or("") : std::string();
-    };
-    auto t = ChatTemplate::recognise(tok.chat_template(), token_text(tok.bos_id()),
-                                     token_text(tok.eos_id()), tok.source());
+    auto t = ChatTemplate::for_tokenizer(tok);
     if (!t.ok()) return t.status().with_context(where);
     *chat = std::move(*t);
   }

@@ -94,6 +94,7 @@ void Tokenizer::set_content_hash(const std::string& canonical_model) {
 }
 
 Status Tokenizer::read_config(const std::string& config_json, const std::string& config_source) {
+  config_source_ = config_source;
   const nlohmann::json c = nlohmann::json::parse(config_json, nullptr, false);
   if (c.is_discarded() || !c.is_object()) {
     return invalid_argument("{}: not a JSON object", config_source);

@@ -77,6 +77,8 @@ class Tokenizer {
   const std::string& content_hash() const { return content_hash_; }
   // The file it was loaded from, for messages.
   const std::string& source() const { return source_; }
+  // The tokenizer_config.json read with it, for messages; "" when there was none.
+  const std::string& config_source() const { return config_source_; }
 
  private:
   Tokenizer() = default;
@@ -88,6 +90,7 @@ class Tokenizer {
   void set_content_hash(const std::string& canonical_model);
 
   std::string source_;
+  std::string config_source_;
   Normalizer normalizer_;
   PreTokenizer pre_tokenizer_;
   BpeModel model_;

@@ -120,6 +120,15 @@ set_tests_properties(cli.data.masked_tokens_carry_no_gradient PROPERTIES LABELS 
   FIXTURES_REQUIRED data_prepare
   PASS_REGULAR_EXPRESSION "\"loss\": 0.0, \"lr\": [^,]+, \"grad_norm\": 0.0,")
 
+# Masked tokens carry no gradient in a batch that also trains: a masked target (token 32 of a
+# 2 x 16 step, a target only) replaced by another id leaves loss and grad norm bitwise unchanged;
+# with mask 1 the same replacement changes both (tests/cli/masked_target_no_gradient.py).
+add_test(NAME cli.data.masked_target_carries_no_gradient_in_a_mixed_batch
+         COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/tests/cli/masked_target_no_gradient.py
+                 $<TARGET_FILE:zero> ${_dp}/model ${_dp}/pc.jsonl ${_dp}/masked_target)
+set_tests_properties(cli.data.masked_target_carries_no_gradient_in_a_mixed_batch PROPERTIES
+  LABELS unit FIXTURES_REQUIRED data_prepare PASS_REGULAR_EXPRESSION "NO_GRADIENT_OK\n$")
+
 # Errors: file:line, exit 2, nothing written.
 add_test(NAME cli.data.prepare_error_writes_nothing
          COMMAND sh -c "z='$<TARGET_FILE:zero>'; d='${_dp}'; \
@@ -129,6 +138,15 @@ ls \"$d\" | grep -c '^bad\\.' ")
 set_tests_properties(cli.data.prepare_error_writes_nothing PROPERTIES LABELS unit
   FIXTURES_REQUIRED data_prepare
   PASS_REGULAR_EXPRESSION "bad.jsonl:2: no \"completion\" field \\(nothing written\\)\nrc=2\n1\n$")
+
+# Invalid UTF-8 (plain text and JSONL), a missing field and an unknown chat role: exit 2 with
+# FILE:LINE, nothing written under a fresh PREFIX, an earlier PREFIX's files unchanged.
+add_test(NAME cli.data.prepare_errors_name_the_line_and_write_nothing
+         COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/tests/cli/prepare_errors.py
+                 $<TARGET_FILE:zero> ${_dp}/model
+                 ${PROJECT_SOURCE_DIR}/tests/fixtures/chat_templates/expected.json ${_dp}/errors)
+set_tests_properties(cli.data.prepare_errors_name_the_line_and_write_nothing PROPERTIES
+  LABELS unit FIXTURES_REQUIRED data_prepare PASS_REGULAR_EXPRESSION "PREPARE_ERRORS_OK\n$")
 
 # Raw text with a non-byte model is refused with the command to run, never read as uint16 ids.
 add_test(NAME cli.data.train_refuses_raw_text
@@ -206,6 +224,15 @@ test -f \"$d/e2e_run/final/tokenizer.json\"; \
 --max_new_tokens 6; echo E2E_OK")
 set_tests_properties(cli.data.text_to_fine_tuned_model_end_to_end PROPERTIES LABELS unit
   FIXTURES_REQUIRED data_prepare PASS_REGULAR_EXPRESSION "Question 1:.*E2E_OK\n$")
+
+# Evaluation honours the loss mask: on prepared prompt/completion data, the initial model's eval
+# loss (--eval_on_start, and `zero eval`) equals step 1's training loss when step 1's batch is every
+# sample, both the mean over the unmasked targets only (tests/cli/masked_eval.py).
+add_test(NAME cli.data.masked_eval_loss_equals_the_training_loss
+         COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/tests/cli/masked_eval.py
+                 $<TARGET_FILE:zero> ${_dp}/model ${_dp}/pc.jsonl ${_dp}/masked_eval)
+set_tests_properties(cli.data.masked_eval_loss_equals_the_training_loss PROPERTIES LABELS unit
+  FIXTURES_REQUIRED data_prepare PASS_REGULAR_EXPRESSION "MASKED_EVAL_OK\n$")
 
 # `zero eval` opens its --validation_file as `zero train` does: text is refused, not read as ids.
 add_test(NAME cli.data.eval_refuses_raw_text

@@ -64,3 +64,13 @@ echo \"[$out] $(cat ${_zg_out}/eos_stderr.txt)\" && test \"$out\" = 'Hello wörl
 grep -q 'stopped at the end-of-sequence token' ${_zg_out}/eos_stderr.txt")
 set_tests_properties(cli.generate.stops_at_the_tokenizer_eos PROPERTIES LABELS unit
                      FIXTURES_REQUIRED zg_model)
+
+# --chat: one user turn through the ChatML / Llama-3 template with the generation prompt encodes to
+# the ids of transformers' apply_chat_template(add_generation_prompt=True) and replies with their
+# greedy continuation, stopping at EOS (and <|im_end|> for ChatML); refusals (with --prompt, no or
+# an unknown template).
+add_test(NAME cli.generate.chat_turn
+         COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/tests/cli/generate_chat.py
+                 $<TARGET_FILE:zero> ${_zg_model}
+                 ${PROJECT_SOURCE_DIR}/tests/fixtures/chat_templates/expected.json ${_zg_out})
+set_tests_properties(cli.generate.chat_turn PROPERTIES LABELS unit FIXTURES_REQUIRED zg_model)
