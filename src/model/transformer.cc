@@ -7,6 +7,7 @@
 #include "kernels/cross_entropy/cross_entropy.h"
 #include "kernels/encoder/encoder.h"
 #include "kernels/layernorm/layernorm.h"
+#include "kernels/matmul/bf16_gemm.h"
 #include "kernels/matmul/matmul.h"
 #include "kernels/rmsnorm/rmsnorm.h"
 #include "kernels/rope/rope.h"
@@ -17,7 +18,9 @@ namespace zero::model {
 namespace k = kernels::cpu;
 
 Transformer::Transformer(const ModelConfig& config, TransformerOptions options)
-    : layout_(config), options_(options) {}
+    : layout_(config), options_(options) {
+  if (options_.bf16_gemm) bf16_gemm_ = std::make_unique<kernels::cpu::Bf16Gemm>();
+}
 
 Transformer::~Transformer() = default;
 
@@ -147,12 +150,12 @@ float Transformer::forward(ParamAccess& params, const int32_t* tokens, const int
   if (const ParamSpec* lm = fu.find(ParamKind::kLmHead)) {
     head = fw + lm->offset;
     k::matmul_forward(logits_.f32(), final_norm_.f32(), head, static_cast<const float*>(nullptr), N,
-                      C, V);
+                      C, V, bf16_gemm_.get());
   } else {
     const float* ew = params.acquire(emb);
     head = ew + layout_.unit(emb).param(ParamKind::kTokenEmbedding).offset;
     k::matmul_forward(logits_.f32(), final_norm_.f32(), head, static_cast<const float*>(nullptr), N,
-                      C, V);
+                      C, V, bf16_gemm_.get());
     params.release(emb);
   }
   params.release(fin);
@@ -186,12 +189,12 @@ void Transformer::backward(ParamAccess& params, GradSink& grads, float dloss_per
   std::memset(dnorm, 0, static_cast<size_t>(N * C) * sizeof(float));
   if (const ParamSpec* lm = fu.find(ParamKind::kLmHead)) {
     k::matmul_backward(dnorm, fdw + lm->offset, static_cast<float*>(nullptr), logits_.f32(),
-                       final_norm_.f32(), fw + lm->offset, N, C, V);
+                       final_norm_.f32(), fw + lm->offset, N, C, V, bf16_gemm_.get());
   } else {
     const float* ew = params.acquire(emb);
     const int64_t off = layout_.unit(emb).param(ParamKind::kTokenEmbedding).offset;
     k::matmul_backward(dnorm, grads.grad_buffer(emb) + off, static_cast<float*>(nullptr),
-                       logits_.f32(), final_norm_.f32(), ew + off, N, C, V);
+                       logits_.f32(), final_norm_.f32(), ew + off, N, C, V, bf16_gemm_.get());
     params.release(emb);
   }
   float* dx = dresidual_a_.f32();
