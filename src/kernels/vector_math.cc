@@ -2,6 +2,7 @@
 #include "kernels/vector_math.h"
 
 #include <cmath>
+#include <limits>
 
 namespace zero::kernels::cpu {
 namespace detail {
@@ -9,6 +10,11 @@ namespace {
 
 void exp_scalar(float* out, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = std::exp(x[i]);
+}
+float max_scalar(const float* x, int64_t n) {
+  float m = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < n; ++i) m = x[i] > m ? x[i] : m;
+  return m;
 }
 float exp_shifted_sum_inplace_scalar(float* x, int64_t n, float shift) {
   float sum = 0.0f;
@@ -40,6 +46,7 @@ void gelu_backward_scalar(float* dinp, const float* inp, const float* dout, int6
 
 const VectorMathFns kVectorMathScalar = {
     exp_scalar,
+    max_scalar,
     exp_shifted_sum_inplace_scalar,
     exp_shifted_sum_f64_scalar,
     exp_shifted_scaled_scalar,
@@ -88,6 +95,7 @@ const detail::VectorMathFns& best() {
 }  // namespace
 
 void vector_exp(float* out, const float* x, int64_t n) { best().exp(out, x, n); }
+float vector_max(const float* x, int64_t n) { return best().max(x, n); }
 float exp_shifted_sum_inplace(float* x, int64_t n, float shift) {
   return best().exp_shifted_sum_inplace(x, n, shift);
 }

@@ -15,6 +15,10 @@ namespace zero::kernels::cpu {
 // out[i] = exp(x[i]) for i < n. out may alias x.
 void vector_exp(float* out, const float* x, int64_t n);
 
+// max over x[0, n) (n >= 1); -inf for n == 0. A NaN may or may not propagate (callers feed the
+// result into exp sums, which a NaN input turns into NaN anyway).
+float vector_max(const float* x, int64_t n);
+
 // x[i] = exp(x[i] - shift) in place; returns Σ of the new x[i] (fp32 lane sums, then reduced).
 float exp_shifted_sum_inplace(float* x, int64_t n, float shift);
 
@@ -41,6 +45,7 @@ bool vector_isa_supported(VectorIsa isa);
 
 struct VectorMathFns {
   void (*exp)(float* out, const float* x, int64_t n);
+  float (*max)(const float* x, int64_t n);
   float (*exp_shifted_sum_inplace)(float* x, int64_t n, float shift);
   double (*exp_shifted_sum_f64)(const float* x, int64_t n, float shift);
   void (*exp_shifted_scaled)(float* out, const float* x, int64_t n, float shift, float scale);

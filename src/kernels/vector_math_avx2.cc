@@ -49,6 +49,12 @@ struct Avx2 {
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
   }
+  static float hmax(reg a) {
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    return _mm_cvtss_f32(m);
+  }
   struct Acc64 {
     __m256d lo, hi;
   };
@@ -69,9 +75,13 @@ struct Avx2 {
 }  // namespace
 
 const VectorMathFns kVectorMathAvx2 = {
-    vector_exp_impl<Avx2>,          exp_shifted_sum_inplace_impl<Avx2>,
-    exp_shifted_sum_f64_impl<Avx2>, exp_shifted_scaled_impl<Avx2>,
-    gelu_tanh_forward_impl<Avx2>,   gelu_tanh_backward_impl<Avx2>,
+    vector_exp_impl<Avx2>,
+    vector_max_impl<Avx2>,
+    exp_shifted_sum_inplace_impl<Avx2>,
+    exp_shifted_sum_f64_impl<Avx2>,
+    exp_shifted_scaled_impl<Avx2>,
+    gelu_tanh_forward_impl<Avx2>,
+    gelu_tanh_backward_impl<Avx2>,
 };
 
 }  // namespace zero::kernels::cpu::detail

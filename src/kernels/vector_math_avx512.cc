@@ -49,6 +49,7 @@ struct Avx512 {
     return _mm512_mul_ps(_mm512_mul_ps(p, s1), s2);
   }
   static float hsum(reg a) { return _mm512_reduce_add_ps(a); }
+  static float hmax(reg a) { return _mm512_reduce_max_ps(a); }
   struct Acc64 {
     __m512d lo, hi;
   };
@@ -67,9 +68,13 @@ struct Avx512 {
 }  // namespace
 
 const VectorMathFns kVectorMathAvx512 = {
-    vector_exp_impl<Avx512>,          exp_shifted_sum_inplace_impl<Avx512>,
-    exp_shifted_sum_f64_impl<Avx512>, exp_shifted_scaled_impl<Avx512>,
-    gelu_tanh_forward_impl<Avx512>,   gelu_tanh_backward_impl<Avx512>,
+    vector_exp_impl<Avx512>,
+    vector_max_impl<Avx512>,
+    exp_shifted_sum_inplace_impl<Avx512>,
+    exp_shifted_sum_f64_impl<Avx512>,
+    exp_shifted_scaled_impl<Avx512>,
+    gelu_tanh_forward_impl<Avx512>,
+    gelu_tanh_backward_impl<Avx512>,
 };
 
 }  // namespace zero::kernels::cpu::detail

@@ -1,10 +1,10 @@
 // The body of vector_math.h, written once over a vector-traits type V and included by the
 // AVX-512 and AVX2 translation units inside their target pragmas. V provides: reg, kLanes, load,
 // store, set1, add, sub, mul, div, fmadd (a·b + c), fnmadd (c − a·b), max, min, round (to nearest
-// even), pow2 (2^n for integral n in [-150, 129] held as floats, as 2^(n/2) · 2^(n − n/2) so the
-// final product rounds once into the subnormal range), hsum (fp32 lane sum), and an fp64
-// accumulator: Acc64, acc64_zero, acc64_add, acc64_sum.
-// No include guard on purpose: each ISA file includes it once, in its own namespace.
+// even), hmax (lane max), pow2 (2^n for integral n in [-150, 129] held as floats, as 2^(n/2) · 2^(n
+// − n/2) so the final product rounds once into the subnormal range), hsum (fp32 lane sum), and an
+// fp64 accumulator: Acc64, acc64_zero, acc64_add, acc64_sum. No include guard on purpose: each ISA
+// file includes it once, in its own namespace.
 
 // Cephes expf: x = n ln2 + r, |r| <= ln2/2, exp(r) = 1 + r + r² P(r).
 template <typename V>
@@ -48,6 +48,16 @@ void vector_exp_impl(float* out, const float* x, int64_t n) {
   for_each_vector<V>(x, out, n, 0.0f, [](const float* in, float* o, int64_t) {
     V::store(o, exp_v<V>(V::load(in)));
   });
+}
+
+template <typename V>
+float vector_max_impl(const float* x, int64_t n) {
+  typename V::reg acc = V::set1(-__builtin_inff());
+  int64_t i = 0;
+  for (; i + V::kLanes <= n; i += V::kLanes) acc = V::max(acc, V::load(x + i));
+  float m = V::hmax(acc);
+  for (; i < n; ++i) m = x[i] > m ? x[i] : m;
+  return m;
 }
 
 template <typename V>

@@ -120,6 +120,21 @@ TEST(VectorExp, Avx2AndAvx512AgreeBitwise) {
   for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(bits(a[i]), bits(b[i])) << x[i];
 }
 
+TEST(VectorMax, MatchesTheScalarMaxOverOddLengths) {
+  for (VectorIsa isa : vector_isas()) {
+    for (int64_t n : {1, 7, 8, 15, 16, 17, 100, 50257}) {
+      auto x = random_floats(n, 4.0f, static_cast<uint32_t>(n + 7));
+      for (int64_t where : {int64_t{0}, n / 2, n - 1}) {
+        std::vector<float> y = x;
+        y[where] = 1e30f;
+        EXPECT_EQ(detail::vector_math_fns(isa).max(y.data(), n), 1e30f) << n << " " << where;
+      }
+    }
+    EXPECT_EQ(detail::vector_math_fns(isa).max(nullptr, 0),
+              -std::numeric_limits<float>::infinity());
+  }
+}
+
 TEST(VectorSoftmaxLoops, MatchDoubleOverOddLengths) {
   for (VectorIsa isa : vector_isas()) {
     const detail::VectorMathFns& f = detail::vector_math_fns(isa);

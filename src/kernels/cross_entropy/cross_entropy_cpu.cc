@@ -18,13 +18,14 @@ struct RowStats {
 
 template <typename T>
 RowStats row_stats(const T* logits_V, int64_t V) {
-  double max_logit = logits_V[0];
-  for (int64_t v = 1; v < V; ++v) max_logit = std::max(max_logit, static_cast<double>(logits_V[v]));
   if constexpr (std::is_same_v<T, float>) {
+    const double max_logit = vector_max(logits_V, V);
     // fp32 exp of (logit - max), vectorised (vector_math.h: <= 2 ulp), summed in fp64; max_logit
     // is one of the logits, so the float shift is exact.
     return {max_logit, exp_shifted_sum_f64(logits_V, V, static_cast<float>(max_logit))};
   }
+  double max_logit = logits_V[0];
+  for (int64_t v = 1; v < V; ++v) max_logit = std::max(max_logit, static_cast<double>(logits_V[v]));
   double sum_exp = 0;
   for (int64_t v = 0; v < V; ++v) sum_exp += std::exp(static_cast<double>(logits_V[v]) - max_logit);
   return {max_logit, sum_exp};

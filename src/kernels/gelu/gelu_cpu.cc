@@ -45,6 +45,15 @@ template <typename T>
 void gelu_backward(T* dinp, const T* inp, const T* dout, int64_t n) {
   // gelu'(x) = 0.5 (1 + tanh u) + 0.5 x (1 - tanh² u) du/dx, du/dx = sqrt(2/pi) (1 + 3 * 0.044715
   // x²).
+  if constexpr (std::is_same_v<T, float>) {
+    const int64_t num_blocks = (n + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static)
+    for (int64_t blk = 0; blk < num_blocks; ++blk) {
+      const int64_t i = blk * kBlock;
+      gelu_tanh_backward_f32(dinp + i, inp + i, dout + i, n - i < kBlock ? n - i : kBlock);
+    }
+    return;
+  }
 #pragma omp parallel for
   for (int64_t i = 0; i < n; ++i) {
     const T x = inp[i];
