@@ -2,6 +2,7 @@
 // gpt2_block.cc and llama_block.cc. Legend: N = B*T rows, C hidden, V vocab.
 #include "model/transformer.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "kernels/cross_entropy/cross_entropy.h"
@@ -29,6 +30,24 @@ void Transformer::logits_at(int64_t b, int64_t t, float* out) const {
   std::memcpy(out, logits_.f32() + (b * T_ + t) * V, static_cast<size_t>(V) * sizeof(float));
 }
 
+namespace {
+
+// The largest operands of the dense-layer and LM-head GEMMs over N rows, in elements: a is the
+// input or dout (N, widest); b is a weight (out, in) or, for dweight, the input (N, in).
+struct GemmOperandNumel {
+  int64_t a, b;
+};
+GemmOperandNumel bf16_gemm_operand_numel(const ModelConfig& c, int64_t N) {
+  const int64_t C = c.hidden_size, F = c.intermediate_size, V = c.vocab_size;
+  const int64_t HqD = c.num_heads * c.head_dim();
+  const int64_t widest = std::max({V, F, 3 * C, HqD});
+  const int64_t widest_in = std::max({C, F, HqD});
+  const int64_t largest_weight = std::max({V * C, F * C, 3 * C * C, HqD * C});
+  return {N * widest, std::max(largest_weight, N * widest_in)};
+}
+
+}  // namespace
+
 int64_t Transformer::activation_bytes(const ModelConfig& c, const TransformerOptions& options,
                                       int64_t B, int64_t T) {
   // Mirrors ensure_buffers, BlockActs and BlockScratch (block_acts.h), in floats.
@@ -43,7 +62,12 @@ int64_t Transformer::activation_bytes(const ModelConfig& c, const TransformerOpt
   int64_t floats =
       (c.num_layers + 1) * N * C + blocks * acts + scratch + N * C + 2 * N + N * V + N + 2 * N * C;
   if (!gpt2) floats += 2 * T * (D / 2);
-  return floats * static_cast<int64_t>(sizeof(float));
+  int64_t bf16_scratch_bytes = 0;
+  if (options.bf16_gemm) {
+    const GemmOperandNumel g = bf16_gemm_operand_numel(c, N);
+    bf16_scratch_bytes = (g.a + g.b) * static_cast<int64_t>(sizeof(uint16_t));
+  }
+  return floats * static_cast<int64_t>(sizeof(float)) + bf16_scratch_bytes;
 }
 
 void Transformer::ensure_buffers(int64_t B, int64_t T) {
@@ -91,6 +115,13 @@ void Transformer::ensure_buffers(int64_t B, int64_t T) {
   for (const Tensor* t : {&final_norm_, &final_mean_, &final_rstd_, &logits_, &losses_,
                           &dresidual_a_, &dresidual_b_, &rope_cos_, &rope_sin_}) {
     add(*t);
+  }
+  if (bf16_gemm_) {
+    // A fresh instance, so that the scratch is exactly this shape's bound (never a larger one's).
+    const GemmOperandNumel g = bf16_gemm_operand_numel(c, N);
+    bf16_gemm_ = std::make_unique<kernels::cpu::Bf16Gemm>();
+    bf16_gemm_->reserve(g.a, g.b);
+    bytes += bf16_gemm_->scratch_bytes();
   }
   buffer_bytes_ = bytes;
 }

@@ -6,6 +6,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
+#include <algorithm>
 #include <dnnl.hpp>
 #include <map>
 #include <tuple>
@@ -108,12 +109,20 @@ Bf16Gemm::Bf16Gemm() : impl_(std::make_unique<Impl>()) {
 }
 Bf16Gemm::~Bf16Gemm() = default;
 
+void Bf16Gemm::reserve(int64_t a_numel, int64_t b_numel) {
+  impl_->a_bf16.resize(std::max(impl_->a_bf16.size(), static_cast<size_t>(a_numel)));
+  impl_->b_bf16.resize(std::max(impl_->b_bf16.size(), static_cast<size_t>(b_numel)));
+}
+
+int64_t Bf16Gemm::scratch_bytes() const {
+  return static_cast<int64_t>((impl_->a_bf16.size() + impl_->b_bf16.size()) * sizeof(uint16_t));
+}
+
 void Bf16Gemm::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
                     int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc) {
   if (m == 0 || n == 0 || k == 0) return;
   Impl& s = *impl_;
-  s.a_bf16.resize(static_cast<size_t>(m * k));
-  s.b_bf16.resize(static_cast<size_t>(k * n));
+  reserve(m * k, k * n);
   // Stored shapes: a is (m, k) or, transposed, (k, m); b is (k, n) or (n, k).
   round_matrix(a, trans_a ? k : m, trans_a ? m : k, lda, s.a_bf16.data());
   round_matrix(b, trans_b ? n : k, trans_b ? k : n, ldb, s.b_bf16.data());

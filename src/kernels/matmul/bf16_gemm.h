@@ -30,6 +30,12 @@ class Bf16Gemm {
   void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
             int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc);
 
+  // Allocates the bf16 scratch for operands a of up to a_numel and b of up to b_numel elements
+  // now (memory planning counts it); a larger call still grows it.
+  void reserve(int64_t a_numel, int64_t b_numel);
+  // Bytes of bf16 scratch held now.
+  int64_t scratch_bytes() const;
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
