@@ -34,6 +34,18 @@ target_link_libraries(zero_openblas INTERFACE ${OPENBLAS_LIBRARY})
 set(ZERO_BLAS_TARGET zero_openblas)
 message(STATUS "zero: OpenBLAS ${OPENBLAS_LIBRARY}")
 
+# oneDNN (Debian's 2.6, OpenMP runtime): the bf16 GEMMs of bf16 models on CPUs with AVX512-BF16
+# (src/kernels/matmul/bf16_gemm.h); OpenBLAS 0.3.21 has no sbgemm.
+find_path(DNNL_INCLUDE_DIR dnnl.hpp PATHS /usr/include NO_DEFAULT_PATH)
+find_library(DNNL_LIBRARY NAMES dnnl PATHS /usr/lib/x86_64-linux-gnu NO_DEFAULT_PATH)
+if(NOT DNNL_INCLUDE_DIR OR NOT DNNL_LIBRARY)
+  message(FATAL_ERROR "oneDNN not found: run tools/install_deps.sh (libdnnl-dev)")
+endif()
+add_library(zero_dnnl INTERFACE)
+target_include_directories(zero_dnnl INTERFACE ${DNNL_INCLUDE_DIR})
+target_link_libraries(zero_dnnl INTERFACE ${DNNL_LIBRARY})
+message(STATUS "zero: oneDNN ${DNNL_LIBRARY}")
+
 # CUDA: built whenever the toolkit is found (ZERO_CUDA=AUTO), never required on CPU machines.
 set(ZERO_WITH_CUDA OFF)
 set(ZERO_WITH_NCCL OFF)

@@ -11,7 +11,7 @@ packages=(
   nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   openmpi-bin libopenmpi-dev
   liburing-dev libaio-dev
-  libopenblas-openmp-dev libhwloc-dev libnuma-dev libhwy-dev libxxhash-dev
+  libopenblas-openmp-dev libdnnl-dev libhwloc-dev libnuma-dev libhwy-dev libxxhash-dev
   libpcre2-dev libicu-dev libsentencepiece-dev
   libclang-rt-14-dev
   python3-dev python3-numpy

@@ -41,22 +41,22 @@ void Transformer::gpt2_block_forward(const UnitSpec& u, const float* w, const fl
   k::layernorm_forward(a.norm1.f32(), a.mean1.f32(), a.rstd1.f32(), x,
                        W(ParamKind::kAttnNormWeight), W(ParamKind::kAttnNormBias), N, C, eps);
   k::matmul_forward(a.qkv.f32(), a.norm1.f32(), W(ParamKind::kQkvWeight), W(ParamKind::kQkvBias), N,
-                    C, 3 * C);
+                    C, 3 * C, bf16_gemm_.get());
   copy_columns(a.q.f32(), a.qkv.f32(), N, 3 * C, C, C);
   copy_columns(a.k.f32(), a.qkv.f32() + C, N, 3 * C, C, C);
   copy_columns(a.v.f32(), a.qkv.f32() + 2 * C, N, 3 * C, C, C);
   k::attention_forward(a.attn_y.f32(), a.att.f32(), a.q.f32(), a.k.f32(), a.v.f32(), B, T, H, H, D,
                        /*window=*/0, c.attention_score_divisor(u.block_index));
   k::matmul_forward(a.x2.f32(), a.attn_y.f32(), W(ParamKind::kAttnOutWeight),
-                    W(ParamKind::kAttnOutBias), N, C, C);
+                    W(ParamKind::kAttnOutBias), N, C, C, bf16_gemm_.get());
   k::add(a.x2.f32(), a.x2.f32(), x, N * C);
   k::layernorm_forward(a.norm2.f32(), a.mean2.f32(), a.rstd2.f32(), a.x2.f32(),
                        W(ParamKind::kMlpNormWeight), W(ParamKind::kMlpNormBias), N, C, eps);
   k::matmul_forward(a.up.f32(), a.norm2.f32(), W(ParamKind::kMlpUpWeight), W(ParamKind::kMlpUpBias),
-                    N, C, F);
+                    N, C, F, bf16_gemm_.get());
   k::gelu_forward(a.act.f32(), a.up.f32(), N * F);
   k::matmul_forward(out, a.act.f32(), W(ParamKind::kMlpDownWeight), W(ParamKind::kMlpDownBias), N,
-                    F, C);
+                    F, C, bf16_gemm_.get());
   k::add(out, out, a.x2.f32(), N * C);
 }
 
@@ -72,19 +72,20 @@ void Transformer::gpt2_block_backward(const UnitSpec& u, const float* w, float* 
   // MLP: dx holds d(out); it is also d(x2) through the residual.
   zero_fill(s.dact);
   k::matmul_backward(s.dact.f32(), dW(ParamKind::kMlpDownWeight), dW(ParamKind::kMlpDownBias), dx,
-                     a.act.f32(), W(ParamKind::kMlpDownWeight), N, F, C);
+                     a.act.f32(), W(ParamKind::kMlpDownWeight), N, F, C, bf16_gemm_.get());
   zero_fill(s.dup);
   k::gelu_backward(s.dup.f32(), a.up.f32(), s.dact.f32(), N * F);
   zero_fill(s.dnorm);
   k::matmul_backward(s.dnorm.f32(), dW(ParamKind::kMlpUpWeight), dW(ParamKind::kMlpUpBias),
-                     s.dup.f32(), a.norm2.f32(), W(ParamKind::kMlpUpWeight), N, C, F);
+                     s.dup.f32(), a.norm2.f32(), W(ParamKind::kMlpUpWeight), N, C, F,
+                     bf16_gemm_.get());
   k::layernorm_backward(dx, dW(ParamKind::kMlpNormWeight), dW(ParamKind::kMlpNormBias),
                         s.dnorm.f32(), a.x2.f32(), W(ParamKind::kMlpNormWeight), a.mean2.f32(),
                         a.rstd2.f32(), N, C);
   // Attention: dx now holds d(x2), which is also d(x) through the residual.
   zero_fill(s.dattn_y);
   k::matmul_backward(s.dattn_y.f32(), dW(ParamKind::kAttnOutWeight), dW(ParamKind::kAttnOutBias),
-                     dx, a.attn_y.f32(), W(ParamKind::kAttnOutWeight), N, C, C);
+                     dx, a.attn_y.f32(), W(ParamKind::kAttnOutWeight), N, C, C, bf16_gemm_.get());
   zero_fill(s.dq);
   zero_fill(s.dk);
   zero_fill(s.dv);
@@ -96,7 +97,8 @@ void Transformer::gpt2_block_backward(const UnitSpec& u, const float* w, float* 
   copy_columns(s.dqkv.f32() + 2 * C, s.dv.f32(), N, C, 3 * C, C);
   zero_fill(s.dnorm);
   k::matmul_backward(s.dnorm.f32(), dW(ParamKind::kQkvWeight), dW(ParamKind::kQkvBias),
-                     s.dqkv.f32(), a.norm1.f32(), W(ParamKind::kQkvWeight), N, C, 3 * C);
+                     s.dqkv.f32(), a.norm1.f32(), W(ParamKind::kQkvWeight), N, C, 3 * C,
+                     bf16_gemm_.get());
   k::layernorm_backward(dx, dW(ParamKind::kAttnNormWeight), dW(ParamKind::kAttnNormBias),
                         s.dnorm.f32(), x, W(ParamKind::kAttnNormWeight), a.mean1.f32(),
                         a.rstd1.f32(), N, C);

@@ -33,27 +33,27 @@ void Transformer::llama_block_forward(const UnitSpec& u, const float* w, const f
 
   k::rmsnorm_forward(a.norm1.f32(), a.rstd1.f32(), x, W(ParamKind::kAttnNormWeight), N, C, eps);
   k::matmul_forward(a.q.f32(), a.norm1.f32(), W(ParamKind::kQWeight), Wopt(ParamKind::kQBias), N, C,
-                    Hq * D);
+                    Hq * D, bf16_gemm_.get());
   k::matmul_forward(a.k.f32(), a.norm1.f32(), W(ParamKind::kKWeight), Wopt(ParamKind::kKBias), N, C,
-                    Hkv * D);
+                    Hkv * D, bf16_gemm_.get());
   k::matmul_forward(a.v.f32(), a.norm1.f32(), W(ParamKind::kVWeight), Wopt(ParamKind::kVBias), N, C,
-                    Hkv * D);
+                    Hkv * D, bf16_gemm_.get());
   k::rope_forward(a.q_rot.f32(), a.q.f32(), rope_cos_.f32(), rope_sin_.f32(), B, T, Hq, D);
   k::rope_forward(a.k_rot.f32(), a.k.f32(), rope_cos_.f32(), rope_sin_.f32(), B, T, Hkv, D);
   k::attention_forward(a.attn_y.f32(), a.att.f32(), a.q_rot.f32(), a.k_rot.f32(), a.v.f32(), B, T,
                        Hq, Hkv, D, c.attention_window(u.block_index));
   k::matmul_forward(a.x2.f32(), a.attn_y.f32(), W(ParamKind::kAttnOutWeight),
-                    Wopt(ParamKind::kAttnOutBias), N, Hq * D, C);
+                    Wopt(ParamKind::kAttnOutBias), N, Hq * D, C, bf16_gemm_.get());
   k::add(a.x2.f32(), a.x2.f32(), x, N * C);
   k::rmsnorm_forward(a.norm2.f32(), a.rstd2.f32(), a.x2.f32(), W(ParamKind::kMlpNormWeight), N, C,
                      eps);
   k::matmul_forward(a.gate.f32(), a.norm2.f32(), W(ParamKind::kMlpGateWeight),
-                    Wopt(ParamKind::kMlpGateBias), N, C, F);
+                    Wopt(ParamKind::kMlpGateBias), N, C, F, bf16_gemm_.get());
   k::matmul_forward(a.up.f32(), a.norm2.f32(), W(ParamKind::kMlpUpWeight),
-                    Wopt(ParamKind::kMlpUpBias), N, C, F);
+                    Wopt(ParamKind::kMlpUpBias), N, C, F, bf16_gemm_.get());
   k::swiglu_forward(a.act.f32(), a.gate.f32(), a.up.f32(), N * F);
   k::matmul_forward(out, a.act.f32(), W(ParamKind::kMlpDownWeight), Wopt(ParamKind::kMlpDownBias),
-                    N, F, C);
+                    N, F, C, bf16_gemm_.get());
   k::add(out, out, a.x2.f32(), N * C);
 }
 
@@ -73,21 +73,24 @@ void Transformer::llama_block_backward(const UnitSpec& u, const float* w, float*
   // MLP (dx holds d(out) = d(x2) through the residual).
   zero_fill(s.dact);
   k::matmul_backward(s.dact.f32(), dW(ParamKind::kMlpDownWeight), dWopt(ParamKind::kMlpDownBias),
-                     dx, a.act.f32(), W(ParamKind::kMlpDownWeight), N, F, C);
+                     dx, a.act.f32(), W(ParamKind::kMlpDownWeight), N, F, C, bf16_gemm_.get());
   zero_fill(s.dgate);
   zero_fill(s.dup);
   k::swiglu_backward(s.dgate.f32(), s.dup.f32(), s.dact.f32(), a.gate.f32(), a.up.f32(), N * F);
   zero_fill(s.dnorm);
   k::matmul_backward(s.dnorm.f32(), dW(ParamKind::kMlpGateWeight), dWopt(ParamKind::kMlpGateBias),
-                     s.dgate.f32(), a.norm2.f32(), W(ParamKind::kMlpGateWeight), N, C, F);
+                     s.dgate.f32(), a.norm2.f32(), W(ParamKind::kMlpGateWeight), N, C, F,
+                     bf16_gemm_.get());
   k::matmul_backward(s.dnorm.f32(), dW(ParamKind::kMlpUpWeight), dWopt(ParamKind::kMlpUpBias),
-                     s.dup.f32(), a.norm2.f32(), W(ParamKind::kMlpUpWeight), N, C, F);
+                     s.dup.f32(), a.norm2.f32(), W(ParamKind::kMlpUpWeight), N, C, F,
+                     bf16_gemm_.get());
   k::rmsnorm_backward(dx, dW(ParamKind::kMlpNormWeight), s.dnorm.f32(), a.x2.f32(),
                       W(ParamKind::kMlpNormWeight), a.rstd2.f32(), N, C);
   // Attention (dx holds d(x2) = d(x) through the residual).
   zero_fill(s.dattn_y);
   k::matmul_backward(s.dattn_y.f32(), dW(ParamKind::kAttnOutWeight), dWopt(ParamKind::kAttnOutBias),
-                     dx, a.attn_y.f32(), W(ParamKind::kAttnOutWeight), N, Hq * D, C);
+                     dx, a.attn_y.f32(), W(ParamKind::kAttnOutWeight), N, Hq * D, C,
+                     bf16_gemm_.get());
   zero_fill(s.dq);
   zero_fill(s.dk);
   zero_fill(s.dv);
@@ -98,11 +101,11 @@ void Transformer::llama_block_backward(const UnitSpec& u, const float* w, float*
   k::rope_backward(s.dk.f32(), s.dk.f32(), rope_cos_.f32(), rope_sin_.f32(), B, T, Hkv, D);
   zero_fill(s.dnorm);
   k::matmul_backward(s.dnorm.f32(), dW(ParamKind::kQWeight), dWopt(ParamKind::kQBias), s.dq.f32(),
-                     a.norm1.f32(), W(ParamKind::kQWeight), N, C, Hq * D);
+                     a.norm1.f32(), W(ParamKind::kQWeight), N, C, Hq * D, bf16_gemm_.get());
   k::matmul_backward(s.dnorm.f32(), dW(ParamKind::kKWeight), dWopt(ParamKind::kKBias), s.dk.f32(),
-                     a.norm1.f32(), W(ParamKind::kKWeight), N, C, Hkv * D);
+                     a.norm1.f32(), W(ParamKind::kKWeight), N, C, Hkv * D, bf16_gemm_.get());
   k::matmul_backward(s.dnorm.f32(), dW(ParamKind::kVWeight), dWopt(ParamKind::kVBias), s.dv.f32(),
-                     a.norm1.f32(), W(ParamKind::kVWeight), N, C, Hkv * D);
+                     a.norm1.f32(), W(ParamKind::kVWeight), N, C, Hkv * D, bf16_gemm_.get());
   k::rmsnorm_backward(dx, dW(ParamKind::kAttnNormWeight), s.dnorm.f32(), x,
                       W(ParamKind::kAttnNormWeight), a.rstd1.f32(), N, C);
 }

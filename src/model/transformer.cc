@@ -2,11 +2,13 @@
 // gpt2_block.cc and llama_block.cc. Legend: N = B*T rows, C hidden, V vocab.
 #include "model/transformer.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "kernels/cross_entropy/cross_entropy.h"
 #include "kernels/encoder/encoder.h"
 #include "kernels/layernorm/layernorm.h"
+#include "kernels/matmul/bf16_gemm.h"
 #include "kernels/matmul/matmul.h"
 #include "kernels/rmsnorm/rmsnorm.h"
 #include "kernels/rope/rope.h"
@@ -17,7 +19,9 @@ namespace zero::model {
 namespace k = kernels::cpu;
 
 Transformer::Transformer(const ModelConfig& config, TransformerOptions options)
-    : layout_(config), options_(options) {}
+    : layout_(config), options_(options) {
+  if (options_.bf16_gemm) bf16_gemm_ = std::make_unique<kernels::cpu::Bf16Gemm>();
+}
 
 Transformer::~Transformer() = default;
 
@@ -25,6 +29,24 @@ void Transformer::logits_at(int64_t b, int64_t t, float* out) const {
   const int64_t V = layout_.config().vocab_size;
   std::memcpy(out, logits_.f32() + (b * T_ + t) * V, static_cast<size_t>(V) * sizeof(float));
 }
+
+namespace {
+
+// The largest operands of the dense-layer and LM-head GEMMs over N rows, in elements: a is the
+// input or dout (N, widest); b is a weight (out, in) or, for dweight, the input (N, in).
+struct GemmOperandNumel {
+  int64_t a, b;
+};
+GemmOperandNumel bf16_gemm_operand_numel(const ModelConfig& c, int64_t N) {
+  const int64_t C = c.hidden_size, F = c.intermediate_size, V = c.vocab_size;
+  const int64_t HqD = c.num_heads * c.head_dim();
+  const int64_t widest = std::max({V, F, 3 * C, HqD});
+  const int64_t widest_in = std::max({C, F, HqD});
+  const int64_t largest_weight = std::max({V * C, F * C, 3 * C * C, HqD * C});
+  return {N * widest, std::max(largest_weight, N * widest_in)};
+}
+
+}  // namespace
 
 int64_t Transformer::activation_bytes(const ModelConfig& c, const TransformerOptions& options,
                                       int64_t B, int64_t T) {
@@ -40,7 +62,12 @@ int64_t Transformer::activation_bytes(const ModelConfig& c, const TransformerOpt
   int64_t floats =
       (c.num_layers + 1) * N * C + blocks * acts + scratch + N * C + 2 * N + N * V + N + 2 * N * C;
   if (!gpt2) floats += 2 * T * (D / 2);
-  return floats * static_cast<int64_t>(sizeof(float));
+  int64_t bf16_scratch_bytes = 0;
+  if (options.bf16_gemm) {
+    const GemmOperandNumel g = bf16_gemm_operand_numel(c, N);
+    bf16_scratch_bytes = (g.a + g.b) * static_cast<int64_t>(sizeof(uint16_t));
+  }
+  return floats * static_cast<int64_t>(sizeof(float)) + bf16_scratch_bytes;
 }
 
 void Transformer::ensure_buffers(int64_t B, int64_t T) {
@@ -88,6 +115,13 @@ void Transformer::ensure_buffers(int64_t B, int64_t T) {
   for (const Tensor* t : {&final_norm_, &final_mean_, &final_rstd_, &logits_, &losses_,
                           &dresidual_a_, &dresidual_b_, &rope_cos_, &rope_sin_}) {
     add(*t);
+  }
+  if (bf16_gemm_) {
+    // A fresh instance, so that the scratch is exactly this shape's bound (never a larger one's).
+    const GemmOperandNumel g = bf16_gemm_operand_numel(c, N);
+    bf16_gemm_ = std::make_unique<kernels::cpu::Bf16Gemm>();
+    bf16_gemm_->reserve(g.a, g.b);
+    bytes += bf16_gemm_->scratch_bytes();
   }
   buffer_bytes_ = bytes;
 }
@@ -147,12 +181,12 @@ float Transformer::forward(ParamAccess& params, const int32_t* tokens, const int
   if (const ParamSpec* lm = fu.find(ParamKind::kLmHead)) {
     head = fw + lm->offset;
     k::matmul_forward(logits_.f32(), final_norm_.f32(), head, static_cast<const float*>(nullptr), N,
-                      C, V);
+                      C, V, bf16_gemm_.get());
   } else {
     const float* ew = params.acquire(emb);
     head = ew + layout_.unit(emb).param(ParamKind::kTokenEmbedding).offset;
     k::matmul_forward(logits_.f32(), final_norm_.f32(), head, static_cast<const float*>(nullptr), N,
-                      C, V);
+                      C, V, bf16_gemm_.get());
     params.release(emb);
   }
   params.release(fin);
@@ -186,12 +220,12 @@ void Transformer::backward(ParamAccess& params, GradSink& grads, float dloss_per
   std::memset(dnorm, 0, static_cast<size_t>(N * C) * sizeof(float));
   if (const ParamSpec* lm = fu.find(ParamKind::kLmHead)) {
     k::matmul_backward(dnorm, fdw + lm->offset, static_cast<float*>(nullptr), logits_.f32(),
-                       final_norm_.f32(), fw + lm->offset, N, C, V);
+                       final_norm_.f32(), fw + lm->offset, N, C, V, bf16_gemm_.get());
   } else {
     const float* ew = params.acquire(emb);
     const int64_t off = layout_.unit(emb).param(ParamKind::kTokenEmbedding).offset;
     k::matmul_backward(dnorm, grads.grad_buffer(emb) + off, static_cast<float*>(nullptr),
-                       logits_.f32(), final_norm_.f32(), ew + off, N, C, V);
+                       logits_.f32(), final_norm_.f32(), ew + off, N, C, V, bf16_gemm_.get());
     params.release(emb);
   }
   float* dx = dresidual_a_.f32();

@@ -13,6 +13,10 @@
 #include "model/param_access.h"
 #include "model/param_layout.h"
 
+namespace zero::kernels::cpu {
+class Bf16Gemm;
+}
+
 namespace zero::model {
 
 struct TransformerOptions {
@@ -21,6 +25,10 @@ struct TransformerOptions {
   // activation_checkpointing.cpu_checkpointing: keep those block inputs in host memory. On the CPU
   // backend every activation already is; the CUDA engine moves them to pinned host buffers.
   bool checkpoints_in_host_memory = false;
+  // Dense-layer and LM-head GEMMs with bf16-rounded inputs and fp32 accumulation (oneDNN,
+  // kernels/matmul/bf16_gemm.h): the engine sets it for bf16 models on CPUs with AVX512-BF16
+  // unless ZERO_CPU_BF16_GEMM=0. Off: fp32 OpenBLAS GEMMs.
+  bool bf16_gemm = false;
 };
 
 class Transformer final : public Model {
@@ -72,6 +80,7 @@ class Transformer final : public Model {
 
   ModelLayout layout_;
   TransformerOptions options_;
+  std::unique_ptr<kernels::cpu::Bf16Gemm> bf16_gemm_;  // null: fp32 GEMMs
   int64_t B_ = 0, T_ = 0;
   int64_t counted_targets_ = 0;
   int64_t buffer_bytes_ = 0;

@@ -11,6 +11,7 @@
 
 #include "core/safetensors.h"
 #include "core/storage.h"
+#include "kernels/matmul/bf16_gemm.h"
 #include "model/golden_testing.h"
 #include "model/hf_checkpoint.h"
 #include "model/init.h"
@@ -136,6 +137,8 @@ TEST(Transformer, ActivationBytesPredictsTheAllocatedBuffers) {
       ASSERT_TRUE(config.ok());
       TransformerOptions options;
       options.activation_checkpointing = ckpt;
+      // The bf16 GEMM's operand scratch is counted too (on CPUs that have it).
+      options.bf16_gemm = ckpt && kernels::cpu::Bf16Gemm::cpu_supported();
       Transformer model(*config, options);
       EXPECT_EQ(model.buffer_bytes(), 0);
       const int64_t B = 3, T = 5;

@@ -10,6 +10,7 @@
 
 #include "comm/self_communicator.h"
 #include "kernels/cross_entropy/cross_entropy.h"
+#include "kernels/matmul/bf16_gemm.h"
 #include "kernels/norm/norm.h"
 #include "model/param_layout.h"
 #include "offload/cpu_adam.h"
@@ -32,9 +33,23 @@ Engine::~Engine() {
   state_.reset();
 }
 
+namespace {
+
+// bf16 models take bf16 GEMMs where the CPU has them natively, as torch does on this hardware;
+// ZERO_CPU_BF16_GEMM=0 keeps the fp32 GEMMs (tests whose reference is an fp32-GEMM run).
+bool use_bf16_gemm(DType dtype) {
+  if (dtype != DType::kBF16) return false;
+  const char* env = std::getenv("ZERO_CPU_BF16_GEMM");
+  if (env != nullptr && std::strcmp(env, "0") == 0) return false;
+  return kernels::cpu::Bf16Gemm::cpu_supported();
+}
+
+}  // namespace
+
 StatusOr<std::vector<std::string>> sanitize_engine_options(EngineOptions& o, int world_size) {
   std::vector<std::string> warnings;
   o.zero.model_dtype = o.dtype;
+  o.transformer.bf16_gemm = use_bf16_gemm(o.dtype);
   if (o.zero.stage < 0 || o.zero.stage > 3) {
     return invalid_argument("zero_optimization.stage: {} is not a ZeRO stage (0, 1, 2 or 3)",
                             o.zero.stage);

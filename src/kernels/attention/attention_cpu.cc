@@ -14,6 +14,7 @@
 
 #include "core/check.h"
 #include "kernels/attention/attention.h"
+#include "kernels/vector_math.h"
 
 namespace zero::kernels::cpu {
 
@@ -40,11 +41,7 @@ void causal_softmax_rows(float* att_TT, int64_t T_, int64_t window) {
     const int64_t s0 = first_key(t, window);
     float max_score = -std::numeric_limits<float>::infinity();
     for (int64_t s = s0; s <= t; ++s) max_score = std::max(max_score, row[s]);
-    float sum = 0;
-    for (int64_t s = s0; s <= t; ++s) {
-      row[s] = std::exp(row[s] - max_score);
-      sum += row[s];
-    }
+    const float sum = exp_shifted_sum_inplace(row + s0, t - s0 + 1, max_score);
     const float inv_sum = 1.0f / sum;
     for (int64_t s = 0; s < s0; ++s) row[s] = 0;
     for (int64_t s = s0; s <= t; ++s) row[s] *= inv_sum;

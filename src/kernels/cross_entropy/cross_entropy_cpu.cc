@@ -2,9 +2,11 @@
 // Legend: N positions (B*T), V vocab. logits/dlogits are (N, V); targets/losses/dloss are (N).
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "core/check.h"
 #include "kernels/cross_entropy/cross_entropy.h"
+#include "kernels/vector_math.h"
 
 namespace zero::kernels::cpu {
 namespace {
@@ -16,6 +18,12 @@ struct RowStats {
 
 template <typename T>
 RowStats row_stats(const T* logits_V, int64_t V) {
+  if constexpr (std::is_same_v<T, float>) {
+    const double max_logit = vector_max(logits_V, V);
+    // fp32 exp of (logit - max), vectorised (vector_math.h: <= 2 ulp), summed in fp64; max_logit
+    // is one of the logits, so the float shift is exact.
+    return {max_logit, exp_shifted_sum_f64(logits_V, V, static_cast<float>(max_logit))};
+  }
   double max_logit = logits_V[0];
   for (int64_t v = 1; v < V; ++v) max_logit = std::max(max_logit, static_cast<double>(logits_V[v]));
   double sum_exp = 0;
@@ -68,6 +76,16 @@ void cross_entropy_backward(T* dlogits, const T* logits, const int32_t* targets,
     const RowStats st = row_stats(logits_V, V);
     const double scale = static_cast<double>(dloss[n]) / st.sum_exp;
     const double dl = static_cast<double>(dloss[n]);
+    if constexpr (std::is_same_v<T, float>) {
+      // fp32 softmax · dloss, vectorised; the target's -dloss is subtracted in fp64 afterwards
+      // (its own logit was read before the vector pass wrote it).
+      const double p_target =
+          std::exp(static_cast<double>(logits_V[target]) - st.max_logit) * scale;
+      exp_shifted_scaled(dlogits_V, logits_V, V, static_cast<float>(st.max_logit),
+                         static_cast<float>(scale));
+      dlogits_V[target] = static_cast<T>(p_target - dl);
+      continue;
+    }
     for (int64_t v = 0; v < V; ++v) {
       const double p_scaled = std::exp(static_cast<double>(logits_V[v]) - st.max_logit) * scale;
       dlogits_V[v] = static_cast<T>(v == target ? p_scaled - dl : p_scaled);

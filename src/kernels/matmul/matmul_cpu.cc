@@ -4,28 +4,34 @@
 
 #include <cstdint>
 
+#include "core/check.h"
+#include "kernels/matmul/bf16_gemm.h"
 #include "kernels/matmul/matmul.h"
 
 namespace zero::kernels::cpu {
 namespace {
 
-// c(M, Nc) = alpha * op(a) · op(b) + beta * c, row-major; one overload per precision.
-void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, float alpha,
-          const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
-          int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+// c(M, Nc) += op(a) · op(b), row-major; one overload per precision. The one dispatch point
+// between OpenBLAS and the bf16 GEMM.
+void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, const float* a,
+          int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc, Bf16Gemm* bf16_gemm) {
+  if (bf16_gemm) {
+    bf16_gemm->gemm(ta == CblasTrans, tb == CblasTrans, m, n, k, a, lda, b, ldb, c, ldc);
+    return;
+  }
+  cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 1.0f, c, ldc);
 }
-void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, double alpha,
-          const double* a, int64_t lda, const double* b, int64_t ldb, double beta, double* c,
-          int64_t ldc) {
-  cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, const double* a,
+          int64_t lda, const double* b, int64_t ldb, double* c, int64_t ldc, Bf16Gemm* bf16_gemm) {
+  ZERO_CHECK(bf16_gemm == nullptr, "the bf16 GEMM takes fp32 operands, not fp64");
+  cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, 1.0, a, lda, b, ldb, 1.0, c, ldc);
 }
 
 }  // namespace
 
 template <typename T>
 void matmul_forward(T* out, const T* inp, const T* weight, const T* bias, int64_t N, int64_t C,
-                    int64_t OC) {
+                    int64_t OC, Bf16Gemm* bf16_gemm) {
   if (N == 0 || OC == 0) return;
     // Seed out_NOC with the bias (or zeros) and let the GEMM add inp · weight^T on top (beta = 1).
 #pragma omp parallel for
@@ -34,19 +40,19 @@ void matmul_forward(T* out, const T* inp, const T* weight, const T* bias, int64_
     for (int64_t o = 0; o < OC; ++o) out_row[o] = bias ? bias[o] : T(0);
   }
   if (C == 0) return;
-  gemm(CblasNoTrans, CblasTrans, N, OC, C, T(1), inp, C, weight, C, T(1), out, OC);
+  gemm(CblasNoTrans, CblasTrans, N, OC, C, inp, C, weight, C, out, OC, bf16_gemm);
 }
 
 template <typename T>
 void matmul_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight,
-                     int64_t N, int64_t C, int64_t OC) {
+                     int64_t N, int64_t C, int64_t OC, Bf16Gemm* bf16_gemm) {
   if (N == 0 || OC == 0) return;
   if (C > 0) {
     // dinp(N, C) += dout(N, OC) · weight(OC, C)
-    if (dinp) gemm(CblasNoTrans, CblasNoTrans, N, C, OC, T(1), dout, OC, weight, C, T(1), dinp, C);
+    if (dinp) gemm(CblasNoTrans, CblasNoTrans, N, C, OC, dout, OC, weight, C, dinp, C, bf16_gemm);
     // dweight(OC, C) += dout(N, OC)^T · inp(N, C)
     if (dweight) {
-      gemm(CblasTrans, CblasNoTrans, OC, C, N, T(1), dout, OC, inp, C, T(1), dweight, C);
+      gemm(CblasTrans, CblasNoTrans, OC, C, N, dout, OC, inp, C, dweight, C, bf16_gemm);
     }
   }
   if (dbias) {
@@ -69,12 +75,12 @@ void matmul_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp,
 }
 
 template void matmul_forward<float>(float*, const float*, const float*, const float*, int64_t,
-                                    int64_t, int64_t);
+                                    int64_t, int64_t, Bf16Gemm*);
 template void matmul_forward<double>(double*, const double*, const double*, const double*, int64_t,
-                                     int64_t, int64_t);
+                                     int64_t, int64_t, Bf16Gemm*);
 template void matmul_backward<float>(float*, float*, float*, const float*, const float*,
-                                     const float*, int64_t, int64_t, int64_t);
+                                     const float*, int64_t, int64_t, int64_t, Bf16Gemm*);
 template void matmul_backward<double>(double*, double*, double*, const double*, const double*,
-                                      const double*, int64_t, int64_t, int64_t);
+                                      const double*, int64_t, int64_t, int64_t, Bf16Gemm*);
 
 }  // namespace zero::kernels::cpu
