@@ -59,6 +59,10 @@ if(NOT ZERO_CUDA STREQUAL "OFF")
     if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
       set(CMAKE_CUDA_ARCHITECTURES 90)
     endif()
+    # One CUDA runtime per process: the shared libcudart that CUDA::cudart (zero_core) and
+    # cuBLASLt use. CMake's default (Static) also put cudart_static on every link line of a target
+    # with .cu objects, so executables carried two runtimes and only link order chose between them.
+    set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)
     enable_language(CUDA)
     # CMake 3.25 does not know nvcc's C++20 flag ("requires the language dialect CUDA20 ... does
     # not support this"): teach it. nvcc 12+ with GCC 12 compiles C++20 host and device code.

@@ -24,9 +24,10 @@ function(_zero_collect_sources dir out_srcs out_tests out_fuzz)
   set(${out_fuzz} ${fuzz} PARENT_SCOPE)
 endfunction()
 
-# zero_add_test(<target> SOURCES ... DEPS ... [LABELS ...]): a GoogleTest executable registered with ctest.
+# zero_add_test(<target> SOURCES ... DEPS ... [LABELS ...] [TEST_PREFIX p]): a GoogleTest executable
+# registered with ctest; TEST_PREFIX keeps its test names apart from another binary's same tests.
 function(zero_add_test target)
-  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(ARG "" "TEST_PREFIX" "SOURCES;DEPS;LABELS" ${ARGN})
   if(NOT ARG_LABELS)
     set(ARG_LABELS unit)
   endif()
@@ -42,7 +43,8 @@ function(zero_add_test target)
   # List-valued properties cannot go through gtest_discover_tests(PROPERTIES ...): CMake 3.25 flattens
   # them (LABELS "unit;tsan" became LABELS unit plus a bogus property named tsan). A second include
   # file, run by ctest after the discovered tests are defined, sets them from the test list instead.
-  gtest_discover_tests(${target} DISCOVERY_MODE PRE_TEST TEST_LIST ${target}_TESTS)
+  gtest_discover_tests(${target} DISCOVERY_MODE PRE_TEST TEST_LIST ${target}_TESTS
+                       TEST_PREFIX "${ARG_TEST_PREFIX}")
   # ThreadSanitizer cannot see libgomp's barriers: one OpenMP thread there (the comm thread still runs).
   set(omp_threads 2)
   if("thread" IN_LIST ZERO_SANITIZE)

@@ -140,8 +140,11 @@ CommHandle NcclCommunicator::finish(CommKind kind, ncclResult_t result, const ch
     return CommHandle::ready(
         internal_error("{}: {} failed: {}", what, call, ncclGetErrorString(result)));
   }
+  // Why set the device: the calling thread may not be the one that ran init() (a comm or
+  // offload thread), and an event created on another device cannot be recorded on stream_.
+  cudaError_t err = cudaSetDevice(device_);
   cudaEvent_t event = nullptr;
-  cudaError_t err = cudaEventCreateWithFlags(&event, cudaEventDisableTiming);
+  if (err == cudaSuccess) err = cudaEventCreateWithFlags(&event, cudaEventDisableTiming);
   if (err == cudaSuccess) err = cudaEventRecord(event, stream_);
   if (err != cudaSuccess) {
     if (event != nullptr) cudaEventDestroy(event);

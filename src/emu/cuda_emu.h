@@ -32,9 +32,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <semaphore>
 #include <thread>
 #include <tuple>
 #include <type_traits>
@@ -102,6 +104,9 @@ struct Block {
     unsigned char bytes[16];
   };
   std::barrier<> barrier;
+  // __syncthreads_count's tallies, one per call round mod 3: round r adds to slot r % 3 and clears
+  // slot (r + 1) % 3, whose last readers (round r - 2) all finished before round r - 1's barrier.
+  std::array<std::atomic<int>, 3> sync_counts{};
   std::vector<std::unique_ptr<Warp>> warps;
   std::vector<Chunk> dynamic_shared;  // garbage at the start, as on a GPU
 };
@@ -112,6 +117,7 @@ struct ThreadContext {
   int linear_tid = 0;
   uint3 thread_idx{}, block_idx{};
   dim3 block_dim, grid_dim;
+  int sync_count_round = 0;  // how many __syncthreads_{count,and,or} this thread has called
   int lane() const { return linear_tid % kWarpSize; }
   Warp& warp() const { return *block->warps[linear_tid / kWarpSize]; }
 };
@@ -167,6 +173,59 @@ inline const char* launch_config_error(const void* kernel, dim3 grid, dim3 block
   return nullptr;
 }
 
+// The host threads that play a block's CUDA threads, started once and reused by every block of
+// every launch (starting 256 threads per block cost more than most kernels here). Worker i runs
+// CUDA thread i; each has its own semaphore, so a 32-thread block wakes 32 workers.
+// REQUIRES: one run() at a time (launch() holds its mutex).
+class ThreadPool {
+ public:
+  // Runs body(0) ... body(num_threads - 1) concurrently, one per worker; returns when all have.
+  template <typename Body>
+  void run(int num_threads, Body&& body) {
+    while (static_cast<int>(workers_.size()) < num_threads) {
+      workers_.push_back(std::make_unique<Worker>());
+      Worker* w = workers_.back().get();
+      const int index = static_cast<int>(workers_.size()) - 1;
+      w->thread = std::thread([this, w, index] { serve(*w, index); });
+      w->thread.detach();  // lives as long as the process: nothing to join at exit
+    }
+    body_ = [&body](int tid) { body(tid); };
+    remaining_.store(num_threads, std::memory_order_relaxed);
+    for (int i = 0; i < num_threads; ++i) workers_[i]->start.release();
+    // Why: the block is done (and its state may be destroyed) only when every worker has returned.
+    done_.acquire();
+  }
+
+ private:
+  struct Worker {
+    std::binary_semaphore start{0};
+    std::thread thread;
+  };
+
+  void serve(Worker& w, int index) {
+    for (;;) {
+      w.start.acquire();
+      body_(index);
+      if (remaining_.fetch_sub(1, std::memory_order_acq_rel) == 1) done_.release();
+    }
+  }
+
+  std::vector<std::unique_ptr<Worker>> workers_;
+  std::function<void(int)> body_;
+  std::atomic<int> remaining_{0};
+  std::binary_semaphore done_{0};
+};
+
+inline ThreadPool& thread_pool() {
+  static ThreadPool* pool = new ThreadPool;  // never destroyed: its workers never exit
+  return *pool;
+}
+
+inline std::mutex& launch_mutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+
 // Runs kernel(args...) over grid x block, synchronously.
 template <typename... KArgs>
 void launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem_bytes,
@@ -177,32 +236,28 @@ void launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem_bytes,
     t_last_error = cudaErrorInvalidConfiguration;
     return;
   }
-  // Why: static __shared__ arrays are shared by all launches of a kernel, so one launch at a time.
-  static std::mutex launch_mutex;
-  const std::lock_guard<std::mutex> lock(launch_mutex);
+  // Why: static __shared__ arrays are shared by all launches of a kernel, and the thread pool runs
+  // one block at a time: one launch at a time, whatever the kernel.
+  const std::lock_guard<std::mutex> lock(launch_mutex());
   const int num_threads = static_cast<int>(block.x * block.y * block.z);
   for (unsigned bz = 0; bz < grid.z; ++bz) {
     for (unsigned by = 0; by < grid.y; ++by) {
       for (unsigned bx = 0; bx < grid.x; ++bx) {
         Block state(num_threads, smem_bytes);
-        std::vector<std::thread> threads;
-        threads.reserve(num_threads);
-        for (int tid = 0; tid < num_threads; ++tid) {
-          threads.emplace_back([&, tid] {
-            ThreadContext& self = t_cuda_thread;
-            self.block = &state;
-            self.linear_tid = tid;
-            self.thread_idx = {tid % block.x, (tid / block.x) % block.y, tid / (block.x * block.y)};
-            self.block_idx = {bx, by, bz};
-            self.block_dim = block;
-            self.grid_dim = grid;
-            auto args = params;  // by value, as kernel parameters are
-            std::apply(kernel, args);
-            self.warp().exit(self.lane());
-            state.barrier.arrive_and_drop();
-          });
-        }
-        for (auto& t : threads) t.join();
+        thread_pool().run(num_threads, [&](int tid) {
+          ThreadContext& self = t_cuda_thread;
+          self.block = &state;
+          self.linear_tid = tid;
+          self.thread_idx = {tid % block.x, (tid / block.x) % block.y, tid / (block.x * block.y)};
+          self.block_idx = {bx, by, bz};
+          self.block_dim = block;
+          self.grid_dim = grid;
+          self.sync_count_round = 0;
+          auto args = params;  // by value, as kernel parameters are
+          std::apply(kernel, args);
+          self.warp().exit(self.lane());
+          state.barrier.arrive_and_drop();
+        });
       }
     }
   }
@@ -259,6 +314,18 @@ T shuffle(unsigned mask, T v, int src_lane) {
   return from_bits<T>(slots[src_lane]);
 }
 
+// __syncthreads_count: a block barrier that also counts the threads whose `pred` holds.
+inline int syncthreads_count(bool pred) {
+  ThreadContext& self = t_cuda_thread;
+  const int round = self.sync_count_round++;
+  auto& counts = self.block->sync_counts;
+  counts[(round + 1) % 3].store(0, std::memory_order_relaxed);
+  if (pred) counts[round % 3].fetch_add(1, std::memory_order_relaxed);
+  // Why: every live thread has added (and cleared the next slot) before any reads the tally.
+  self.block->barrier.arrive_and_wait();
+  return counts[round % 3].load(std::memory_order_relaxed);
+}
+
 inline unsigned ballot(unsigned mask, bool pred) {
   const ThreadContext& self = t_cuda_thread;
   const auto slots = self.warp().exchange(mask, self.lane(), pred ? 1 : 0);
@@ -291,6 +358,9 @@ inline unsigned ballot(unsigned mask, bool pred) {
 #define __forceinline__ inline
 
 inline void __syncthreads() { ::zero::emu::t_cuda_thread.block->barrier.arrive_and_wait(); }
+inline int __syncthreads_count(int pred) { return ::zero::emu::syncthreads_count(pred != 0); }
+inline int __syncthreads_or(int pred) { return ::zero::emu::syncthreads_count(pred != 0) != 0; }
+inline int __syncthreads_and(int pred) { return ::zero::emu::syncthreads_count(pred == 0) == 0; }
 inline void __syncwarp(unsigned mask = 0xffffffffu) {
   ::zero::emu::t_cuda_thread.warp().exchange(mask, ::zero::emu::t_cuda_thread.lane(), 0);
 }
@@ -342,7 +412,21 @@ inline unsigned __float_as_uint(float f) { return static_cast<unsigned>(::zero::
 inline float __uint_as_float(unsigned u) { return ::zero::emu::from_bits<float>(u); }
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
 
+// CUDA's device-side min / max overloads (one type per call, as the kernels use them).
+#define ZERO_EMU_MIN_MAX(T)                        \
+  inline T min(T a, T b) { return b < a ? b : a; } \
+  inline T max(T a, T b) { return a < b ? b : a; }
+ZERO_EMU_MIN_MAX(int)
+ZERO_EMU_MIN_MAX(unsigned)
+ZERO_EMU_MIN_MAX(long)
+ZERO_EMU_MIN_MAX(unsigned long)
+ZERO_EMU_MIN_MAX(long long)
+ZERO_EMU_MIN_MAX(unsigned long long)
+#undef ZERO_EMU_MIN_MAX
+
 // ---- The runtime calls the launchers make (device memory is host memory here).
+#include "emu/runtime_emu.h"  // IWYU pragma: export
+
 #define cudaGetLastError() (::zero::emu::get_last_error())
 #define cudaPeekAtLastError() (::zero::emu::t_last_error)
 #define cudaGetErrorString(err) (::zero::emu::error_string(err))

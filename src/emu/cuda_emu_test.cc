@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "core/cuda/launch.h"
@@ -114,6 +116,41 @@ TEST(CudaEmu, LaunchLimitsAreLaunchErrors) {
 __global__ void shuffle_after_exit(int* out) {
   if (threadIdx.x >= 16) return;
   out[threadIdx.x] = __shfl_xor_sync(kFullMask, static_cast<int>(threadIdx.x), 1);
+}
+
+#if defined(__SANITIZE_THREAD__)
+#define ZERO_EMU_TEST_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define ZERO_EMU_TEST_TSAN 1
+#endif
+#endif
+
+// reverse_static with its __syncthreads() left out: each thread reads a slot another thread
+// writes, with nothing ordering the two.
+__global__ void reverse_without_barrier(int* out) {
+  __shared__ int s[64];
+  const int t = threadIdx.x, n = blockDim.x;
+  s[t] = t;
+  out[t] = s[n - 1 - t];
+}
+
+// The planted race: under ThreadSanitizer (the tsan preset, label tsan) a missing __syncthreads
+// is a data race on shared memory, so TSan stops the launch with its exit code 66.
+TEST(CudaEmuDeathTest, MissingSyncthreadsIsADataRaceUnderTsan) {
+#if !defined(ZERO_EMU_TEST_TSAN)
+  GTEST_SKIP() << "needs ThreadSanitizer (the tsan preset)";
+#else
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  // Why: the re-executed child must stop at the first report, whatever the caller's options.
+  const char* tsan_options = std::getenv("TSAN_OPTIONS");
+  const std::string options =
+      std::string(tsan_options != nullptr ? tsan_options : "") + ":halt_on_error=1:exitcode=66";
+  setenv("TSAN_OPTIONS", options.c_str(), /*overwrite=*/1);
+  std::vector<int> out(64);
+  EXPECT_EXIT(ZERO_LAUNCH(1, 64, 0, nullptr, reverse_without_barrier)(out.data()),
+              ::testing::ExitedWithCode(66), "data race");
+#endif
 }
 
 TEST(CudaEmuDeathTest, ShuffleWithAnExitedLaneIsReported) {

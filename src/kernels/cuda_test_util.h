@@ -21,15 +21,33 @@
 #include "kernels/tolerance.h"
 
 // Skips the test with the probe's reason when no GPU is usable (CUDA error 100 or 35, or no
-// device), so CI on GPU-less machines stays green while still compiling every .cu file.
+// device), so CI on GPU-less machines stays green while still compiling every .cu file. On the
+// CPU emulator (src/emu/, docs/emu.md) every test runs.
+#if defined(ZERO_CUDA_EMU)
+#define ZERO_SKIP_WITHOUT_GPU() \
+  do {                          \
+  } while (0)
+#else
 #define ZERO_SKIP_WITHOUT_GPU()                                   \
   do {                                                            \
     if (!::zero::probe_cuda().available) {                        \
       GTEST_SKIP() << "no GPU: " << ::zero::probe_cuda().why_not; \
     }                                                             \
   } while (0)
+#endif
 
 namespace zero::kernels::testing {
+
+// `gpu` on a GPU; `emulated` on the CPU emulator, which runs every CUDA thread as a host thread,
+// so its shapes are the small, odd ones of the list (CI time; docs/emu.md).
+template <typename T>
+std::vector<T> gpu_or_emulated(std::vector<T> gpu, std::vector<T> emulated) {
+#if defined(ZERO_CUDA_EMU)
+  return emulated;
+#else
+  return gpu;
+#endif
+}
 
 // The storage dtype of a CUDA element type.
 template <typename T>

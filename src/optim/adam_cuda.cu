@@ -11,6 +11,7 @@
 
 #include "core/check.h"
 #include "core/cuda/cuda_check.h"
+#include "core/cuda/launch.h"
 #include "core/dtype.h"
 
 namespace zero::optim::cuda {
@@ -143,11 +144,11 @@ void launch(const AdamConstants& a, const AdamShard& shard, cudaStream_t stream)
   const auto blocks = static_cast<unsigned>(
       std::min<int64_t>((work_items + kThreads - 1) / kThreads, kMaxBlocks));  // >= 1: the tail
   if (vector) {
-    adam_kernel<kL2, kDecoupled, kCopy, 4><<<blocks, kThreads, 0, stream>>>(
-        a, shard.param, shard.grad, shard.exp_avg, shard.exp_avg_sq, param_16bit, shard.numel);
+    ZERO_LAUNCH(blocks, kThreads, 0, stream, adam_kernel<kL2, kDecoupled, kCopy, 4>)
+    (a, shard.param, shard.grad, shard.exp_avg, shard.exp_avg_sq, param_16bit, shard.numel);
   } else {
-    adam_kernel<kL2, kDecoupled, kCopy, 1><<<blocks, kThreads, 0, stream>>>(
-        a, shard.param, shard.grad, shard.exp_avg, shard.exp_avg_sq, param_16bit, shard.numel);
+    ZERO_LAUNCH(blocks, kThreads, 0, stream, adam_kernel<kL2, kDecoupled, kCopy, 1>)
+    (a, shard.param, shard.grad, shard.exp_avg, shard.exp_avg_sq, param_16bit, shard.numel);
   }
   CUDA_CHECK_LAUNCH();
 }

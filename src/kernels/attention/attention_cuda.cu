@@ -16,6 +16,7 @@
 
 #include "core/check.h"
 #include "core/cuda/cuda_check.h"
+#include "core/cuda/launch.h"
 #include "kernels/attention/attention_cuda.h"
 #include "kernels/cuda_vector.cuh"
 
@@ -89,7 +90,7 @@ __global__ void __launch_bounds__(Tile<kD>::kThreads)
   constexpr int kR = Tl::kRowsPerWarp;
   constexpr int kS = Tl::kStride;
   constexpr int kC = Tl::kColsPerLane;
-  extern __shared__ float smem[];
+  ZERO_EXTERN_SHARED(float, smem);
   float* q_s = smem;                       // (kRows, kStride) this block's query rows
   float* k_s = q_s + Tl::kOwnedFloats;     // (kCols, kStride) one key tile
   float* v_s = k_s + Tl::kStreamedFloats;  // (kCols, kStride) its values
@@ -203,7 +204,7 @@ __global__ void __launch_bounds__(Tile<kD>::kThreads)
   constexpr int kR = Tl::kRowsPerWarp;
   constexpr int kS = Tl::kStride;
   constexpr int kC = Tl::kColsPerLane;
-  extern __shared__ float smem[];
+  ZERO_EXTERN_SHARED(float, smem);
   float* k_s = smem;                          // (kRows, kStride) this block's keys
   float* v_s = k_s + Tl::kOwnedFloats;        // (kRows, kStride) their values
   float* q_s = v_s + Tl::kOwnedFloats;        // (kCols, kStride) one query tile
@@ -336,7 +337,7 @@ __global__ void __launch_bounds__(Tile<kD>::kThreads)
   constexpr int kR = Tl::kRowsPerWarp;
   constexpr int kS = Tl::kStride;
   constexpr int kC = Tl::kColsPerLane;
-  extern __shared__ float smem[];
+  ZERO_EXTERN_SHARED(float, smem);
   float* q_s = smem;                       // (kRows, kStride) this block's query rows
   float* do_s = q_s + Tl::kOwnedFloats;    // (kRows, kStride) their output gradients
   float* k_s = do_s + Tl::kOwnedFloats;    // (kCols, kStride) one key tile
@@ -474,7 +475,7 @@ void launch_with_smem(Kernel kernel, int64_t blocks, int threads, size_t smem_by
                       cudaStream_t stream, Args... args) {
   CUDA_ABORT_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            static_cast<int>(smem_bytes)));
-  kernel<<<static_cast<unsigned>(blocks), threads, smem_bytes, stream>>>(args...);
+  ZERO_LAUNCH(static_cast<unsigned>(blocks), threads, smem_bytes, stream, kernel)(args...);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -256,28 +256,37 @@ TEST_P(AttentionCuda, Deterministic) {
 // (B, T, Hq, Hkv, D): T = 1, primes, T over several tiles (100, 257); MHA and GQA with groups of
 // 2 and 4; D = 1 and 3 (one column of a 32 bucket), 8 and 16 (tiny test models), 64 (GPT-2), 80
 // and 96 (padded 128 bucket), 128 (Llama), 200 and 256 (the 256 bucket, padded and exact).
-const std::vector<AttnShape> kShapes = {
-    {1, 1, 1, 1, 1},
-    {1, 1, 2, 1, 64},
-    {2, 3, 1, 1, 1},
-    {1, 29, 1, 1, 3},
-    {1, 37, 1, 1, 8},
-    {2, 37, 4, 4, 16},
-    {1, 37, 4, 2, 64},
-    {2, 37, 4, 1, 80},
-    {1, 64, 2, 2, 128},
-    {1, 100, 3, 1, 32},
-    {1, 70, 2, 2, 96},
-    {1, 45, 2, 1, 256},
-    {1, 33, 4, 2, 200},
-    {1, 257, 2, 1, 64},
-    {3, 17, 6, 3, 128},
-    // Sliding window (within a tile, across tiles, window 1) and an extra score divisor.
-    {1, 37, 4, 2, 64, 7},
-    {2, 70, 2, 1, 32, 33, 2.0},
-    {1, 100, 3, 1, 128, 1},
-    {1, 45, 2, 2, 16, 0, 3.0},
-};
+const std::vector<AttnShape> kShapes = testing::gpu_or_emulated<AttnShape>(
+    {
+        {1, 1, 1, 1, 1},
+        {1, 1, 2, 1, 64},
+        {2, 3, 1, 1, 1},
+        {1, 29, 1, 1, 3},
+        {1, 37, 1, 1, 8},
+        {2, 37, 4, 4, 16},
+        {1, 37, 4, 2, 64},
+        {2, 37, 4, 1, 80},
+        {1, 64, 2, 2, 128},
+        {1, 100, 3, 1, 32},
+        {1, 70, 2, 2, 96},
+        {1, 45, 2, 1, 256},
+        {1, 33, 4, 2, 200},
+        {1, 257, 2, 1, 64},
+        {3, 17, 6, 3, 128},
+        // Sliding window (within a tile, across tiles, window 1) and an extra score divisor.
+        {1, 37, 4, 2, 64, 7},
+        {2, 70, 2, 1, 32, 33, 2.0},
+        {1, 100, 3, 1, 128, 1},
+        {1, 45, 2, 2, 16, 0, 3.0},
+    },
+    // The emulator's (attention is its slowest kernel: three shapes): one element; a sliding
+    // window with a divisor across two key tiles of 32; GQA with D = 256, past 48 KiB of shared
+    // memory (one tile: D = 256 costs the emulator the most).
+    {
+        {1, 1, 1, 1, 1},
+        {1, 37, 1, 1, 3, 7, 2.0},
+        {1, 17, 2, 1, 256},
+    });
 
 std::string param_name(const ::testing::TestParamInfo<AttnParam>& info) {
   const auto& [dtype, s] = info.param;

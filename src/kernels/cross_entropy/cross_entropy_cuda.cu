@@ -10,6 +10,7 @@
 
 #include "core/check.h"
 #include "core/cuda/cuda_check.h"
+#include "core/cuda/launch.h"
 #include "kernels/cross_entropy/cross_entropy.h"
 #include "kernels/cross_entropy/cross_entropy_cuda.h"
 #include "kernels/cuda_vector.cuh"
@@ -171,11 +172,11 @@ void launch_cross_entropy(float* losses, T* dlogits, const T* logits, const int3
       static_cast<int>(std::min<int64_t>(kMaxThreads, (packs_per_row + 31) / 32 * 32));
   const auto grid = static_cast<unsigned>(N);
   if (vectorized) {
-    cross_entropy_kernel<T, kVec>
-        <<<grid, threads, 0, stream>>>(losses, dlogits, logits, targets, dloss_N, dloss_const, V);
+    ZERO_LAUNCH(grid, threads, 0, stream, cross_entropy_kernel<T, kVec>)
+    (losses, dlogits, logits, targets, dloss_N, dloss_const, V);
   } else {
-    cross_entropy_kernel<T, 1>
-        <<<grid, threads, 0, stream>>>(losses, dlogits, logits, targets, dloss_N, dloss_const, V);
+    ZERO_LAUNCH(grid, threads, 0, stream, cross_entropy_kernel<T, 1>)
+    (losses, dlogits, logits, targets, dloss_N, dloss_const, V);
   }
   CUDA_CHECK_LAUNCH();
 }

@@ -206,12 +206,13 @@ TEST_P(ElementwiseCudaTest, AccumulateF32MatchesCpuExactly) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(DtypesOddSizes, ElementwiseCudaTest,
-                         ::testing::Combine(::testing::Values(DType::kF32, DType::kBF16,
-                                                              DType::kF16),
-                                            ::testing::Values(1, 3, 7, 31, 127, 257, 1031, 100003),
-                                            ::testing::Values(0, 1)),
-                         size_param_name);
+INSTANTIATE_TEST_SUITE_P(
+    DtypesOddSizes, ElementwiseCudaTest,
+    ::testing::Combine(::testing::Values(DType::kF32, DType::kBF16, DType::kF16),
+                       ::testing::ValuesIn(testing::gpu_or_emulated<int64_t>(
+                           {1, 3, 7, 31, 127, 257, 1031, 100003}, {1, 3, 7, 31, 127, 257, 1031})),
+                       ::testing::Values(0, 1)),
+    size_param_name);
 
 TEST(ElementwiseCuda, ZeroElementsLaunchNothing) {
   ZERO_SKIP_WITHOUT_GPU();
@@ -334,7 +335,9 @@ INSTANTIATE_TEST_SUITE_P(
     AllPairsOddSizes, CastCudaTest,
     ::testing::Combine(::testing::Values(DType::kF32, DType::kBF16, DType::kF16),
                        ::testing::Values(DType::kF32, DType::kBF16, DType::kF16),
-                       ::testing::Values(1, 7, 31, 257, 1031, 100003), ::testing::Values(0, 1)),
+                       ::testing::ValuesIn(testing::gpu_or_emulated<int64_t>(
+                           {1, 7, 31, 257, 1031, 100003}, {1, 7, 31, 257, 1031})),
+                       ::testing::Values(0, 1)),
     cast_param_name);
 
 }  // namespace

@@ -20,6 +20,7 @@
 
 #include "core/check.h"
 #include "core/cuda/cuda_check.h"
+#include "core/cuda/launch.h"
 #include "kernels/cuda_vector.cuh"
 
 namespace zero::kernels::cuda {
@@ -194,16 +195,17 @@ void launch_wte_backward(float* dwte, const T* dout, const uint32_t* sorted_keys
                          cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>((N + kRunWarps - 1) / kRunWarps),
                   static_cast<unsigned>((C + 32 * kPack - 1) / (32 * kPack)));
-  encoder_wte_backward_kernel<T, kPack><<<grid, kRunWarps * 32, 0, stream>>>(
-      dwte, dout, sorted_keys, sorted_positions, N, C, static_cast<uint32_t>(V));
+  ZERO_LAUNCH(grid, kRunWarps * 32, 0, stream, encoder_wte_backward_kernel<T, kPack>)
+  (dwte, dout, sorted_keys, sorted_positions, N, C, static_cast<uint32_t>(V));
   CUDA_CHECK_LAUNCH();
 }
 
 template <typename T, int kPack>
 void launch_wpe_backward(float* dwpe, const T* dout, int64_t B, int64_t T_, int64_t C,
                          cudaStream_t stream) {
-  encoder_wpe_backward_kernel<T, kPack>
-      <<<grid_stride_blocks(T_ * C / kPack), kThreads, 0, stream>>>(dwpe, dout, B, T_, C);
+  ZERO_LAUNCH(grid_stride_blocks(T_ * C / kPack), kThreads, 0, stream,
+              encoder_wpe_backward_kernel<T, kPack>)
+  (dwpe, dout, B, T_, C);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -221,11 +223,11 @@ void encoder_forward(T* out, const int32_t* tokens, const T* wte, const T* wpe, 
   const int threads =
       static_cast<int>(std::min<int64_t>(kForwardMaxThreads, (packs_per_row + 31) / 32 * 32));
   if (vector) {
-    encoder_forward_kernel<T, kPack>
-        <<<static_cast<unsigned>(N), threads, 0, stream>>>(out, tokens, wte, wpe, T_, C, V);
+    ZERO_LAUNCH(static_cast<unsigned>(N), threads, 0, stream, encoder_forward_kernel<T, kPack>)
+    (out, tokens, wte, wpe, T_, C, V);
   } else {
-    encoder_forward_kernel<T, 1>
-        <<<static_cast<unsigned>(N), threads, 0, stream>>>(out, tokens, wte, wpe, T_, C, V);
+    ZERO_LAUNCH(static_cast<unsigned>(N), threads, 0, stream, encoder_forward_kernel<T, 1>)
+    (out, tokens, wte, wpe, T_, C, V);
   }
   CUDA_CHECK_LAUNCH();
 }
@@ -255,8 +257,8 @@ void encoder_backward(float* dwte, float* dwpe, const T* dout, const int32_t* to
   auto* positions_out = reinterpret_cast<int32_t*>(base + s.positions_out_offset);  // (N)
   void* sort_temp = base + s.sort_temp_offset;
 
-  encoder_sort_input_kernel<<<grid_stride_blocks(N), kThreads, 0, stream>>>(keys_in, positions_in,
-                                                                            tokens, N, V);
+  ZERO_LAUNCH(grid_stride_blocks(N), kThreads, 0, stream, encoder_sort_input_kernel)
+  (keys_in, positions_in, tokens, N, V);
   CUDA_CHECK_LAUNCH();
   size_t sort_temp_bytes = s.sort_temp_bytes;
   CUDA_ABORT_IF_ERROR(cub::DeviceRadixSort::SortPairs(

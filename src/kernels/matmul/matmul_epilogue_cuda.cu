@@ -14,6 +14,7 @@
 
 #include "core/check.h"
 #include "core/cuda/cuda_check.h"
+#include "core/cuda/launch.h"
 #include "kernels/cuda_vector.cuh"
 #include "kernels/gelu/gelu_math.h"
 
@@ -121,7 +122,7 @@ void broadcast_bias(T* out, const T* bias, int64_t N, int64_t OC, cudaStream_t s
   if (N <= 0 || OC <= 0) return;
   const dim3 grid(static_cast<unsigned>(std::min<int64_t>(ceil_div(OC, kBroadcastThreads), 1024)),
                   static_cast<unsigned>(std::min<int64_t>(N, kMaxGridY)));
-  broadcast_bias_kernel<T><<<grid, kBroadcastThreads, 0, stream>>>(out, bias, N, OC);
+  ZERO_LAUNCH(grid, kBroadcastThreads, 0, stream, broadcast_bias_kernel<T>)(out, bias, N, OC);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -161,14 +162,14 @@ void bias_grad(float* dbias, const T* dout, int64_t N, int64_t OC, void* scratch
   const dim3 grid(static_cast<unsigned>(ceil_div(OC, kBiasGradCols)),
                   static_cast<unsigned>(plan.chunks));
   const dim3 block(kBiasGradCols, kBiasGradRowThreads);
-  bias_grad_chunk_kernel<T>
-      <<<grid, block, 0, stream>>>(dbias, partials, dout, N, OC, plan.rows_per_chunk);
+  ZERO_LAUNCH(grid, block, 0, stream, bias_grad_chunk_kernel<T>)
+  (dbias, partials, dout, N, OC, plan.rows_per_chunk);
   CUDA_CHECK_LAUNCH();
   if (plan.chunks > 1) {
     const auto blocks = static_cast<unsigned>(
         std::min<int64_t>(ceil_div(OC, kBiasGradFinishThreads), int64_t{1} << 16));
-    bias_grad_finish_kernel<<<blocks, kBiasGradFinishThreads, 0, stream>>>(dbias, partials, OC,
-                                                                           plan.chunks);
+    ZERO_LAUNCH(blocks, kBiasGradFinishThreads, 0, stream, bias_grad_finish_kernel)
+    (dbias, partials, OC, plan.chunks);
     CUDA_CHECK_LAUNCH();
   }
 }

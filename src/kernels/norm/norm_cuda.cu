@@ -13,6 +13,7 @@
 
 #include "core/check.h"
 #include "core/cuda/cuda_check.h"
+#include "core/cuda/launch.h"
 #include "kernels/cuda_vector.cuh"
 
 namespace zero::kernels::cuda {
@@ -123,15 +124,16 @@ void sum_squares_accumulate(const T* x, int64_t n, double* sum_sq_dev, int* nonf
   auto* partial_nonfinite = reinterpret_cast<int*>(partial_sq + G);  // (G)
   constexpr int kPack = kVec16<T>;
   if (all_pack_aligned<kPack>(x)) {
-    sum_squares_partials_kernel<T, kPack>
-        <<<static_cast<unsigned>(G), kSumThreads, 0, stream>>>(partial_sq, partial_nonfinite, x, n);
+    ZERO_LAUNCH(static_cast<unsigned>(G), kSumThreads, 0, stream,
+                sum_squares_partials_kernel<T, kPack>)
+    (partial_sq, partial_nonfinite, x, n);
   } else {
-    sum_squares_partials_kernel<T, 1>
-        <<<static_cast<unsigned>(G), kSumThreads, 0, stream>>>(partial_sq, partial_nonfinite, x, n);
+    ZERO_LAUNCH(static_cast<unsigned>(G), kSumThreads, 0, stream, sum_squares_partials_kernel<T, 1>)
+    (partial_sq, partial_nonfinite, x, n);
   }
   CUDA_CHECK_LAUNCH();
-  sum_squares_finish_kernel<<<1, kSumThreads, 0, stream>>>(sum_sq_dev, nonfinite_dev, partial_sq,
-                                                           partial_nonfinite, G);
+  ZERO_LAUNCH(1, kSumThreads, 0, stream, sum_squares_finish_kernel)
+  (sum_sq_dev, nonfinite_dev, partial_sq, partial_nonfinite, G);
   CUDA_CHECK_LAUNCH();
 }
 

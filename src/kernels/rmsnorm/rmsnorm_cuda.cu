@@ -13,6 +13,7 @@
 
 #include "core/check.h"
 #include "core/cuda/cuda_check.h"
+#include "core/cuda/launch.h"
 #include "kernels/cuda_vector.cuh"
 #include "kernels/layernorm/norm_param_grad_cuda.cuh"
 
@@ -119,11 +120,11 @@ void rmsnorm_forward(T* out, float* rstd, const T* inp, const T* weight, int64_t
   if (N == 0) return;
   constexpr int kPack = kVec16<T>;
   if (C % kPack == 0 && all_pack_aligned<kPack>(out, inp, weight)) {
-    rmsnorm_forward_kernel<T, kPack>
-        <<<row_blocks(N), kNormRowWarps * 32, 0, stream>>>(out, rstd, inp, weight, N, C, eps);
+    ZERO_LAUNCH(row_blocks(N), kNormRowWarps * 32, 0, stream, rmsnorm_forward_kernel<T, kPack>)
+    (out, rstd, inp, weight, N, C, eps);
   } else {
-    rmsnorm_forward_kernel<T, 1>
-        <<<row_blocks(N), kNormRowWarps * 32, 0, stream>>>(out, rstd, inp, weight, N, C, eps);
+    ZERO_LAUNCH(row_blocks(N), kNormRowWarps * 32, 0, stream, rmsnorm_forward_kernel<T, 1>)
+    (out, rstd, inp, weight, N, C, eps);
   }
   CUDA_CHECK_LAUNCH();
 }
@@ -144,11 +145,12 @@ void rmsnorm_backward(T* dinp, float* dweight, const T* dout, const T* inp, cons
              "rmsnorm: misaligned scratch");
   constexpr int kPack = kVec16<T>;
   if (C % kPack == 0 && all_pack_aligned<kPack>(dinp, dout, inp, weight)) {
-    rmsnorm_backward_dinp_kernel<T, kPack>
-        <<<row_blocks(N), kNormRowWarps * 32, 0, stream>>>(dinp, dout, inp, weight, rstd, N, C);
+    ZERO_LAUNCH(row_blocks(N), kNormRowWarps * 32, 0, stream,
+                rmsnorm_backward_dinp_kernel<T, kPack>)
+    (dinp, dout, inp, weight, rstd, N, C);
   } else {
-    rmsnorm_backward_dinp_kernel<T, 1>
-        <<<row_blocks(N), kNormRowWarps * 32, 0, stream>>>(dinp, dout, inp, weight, rstd, N, C);
+    ZERO_LAUNCH(row_blocks(N), kNormRowWarps * 32, 0, stream, rmsnorm_backward_dinp_kernel<T, 1>)
+    (dinp, dout, inp, weight, rstd, N, C);
   }
   CUDA_CHECK_LAUNCH();
   launch_norm_param_grads<T>(dweight, /*dbias=*/nullptr, dout, inp, /*mean=*/nullptr, rstd, N, C,

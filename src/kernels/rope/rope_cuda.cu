@@ -7,6 +7,7 @@
 
 #include "core/check.h"
 #include "core/cuda/cuda_check.h"
+#include "core/cuda/launch.h"
 #include "kernels/cuda_vector.cuh"
 #include "kernels/rope/rope_cuda.h"
 
@@ -54,8 +55,8 @@ void rope_rotate(T* out, const T* inp, const float* cos_TD2, const float* sin_TD
   // Whole warps, at most kMaxThreads; small heads get one warp.
   const int threads =
       static_cast<int>(std::min<int64_t>(kMaxThreads, (pairs_numel + 31) / 32 * 32));
-  rope_rotate_kernel<T><<<static_cast<unsigned>(B * T_), threads, 0, stream>>>(
-      out, inp, cos_TD2, sin_TD2, static_cast<int>(T_), static_cast<int>(H), D2, sign);
+  ZERO_LAUNCH(static_cast<unsigned>(B * T_), threads, 0, stream, rope_rotate_kernel<T>)
+  (out, inp, cos_TD2, sin_TD2, static_cast<int>(T_), static_cast<int>(H), D2, sign);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -1,0 +1,7 @@
+// elementwise_cuda_test.cc, the GPU test, run on the CPU emulator (docs/emu.md) with
+// elementwise_cuda.cu built as plain C++: its small shapes (gpu_or_emulated), against the same CPU
+// twin. Never linked together with the nvcc-built zero_kernel_elementwise (same symbols).
+#include "emu/cuda_emu.h"
+// The emulator header must come first: it redefines the CUDA keywords the sources use.
+#include "kernels/elementwise/elementwise_cuda.cu"
+#include "kernels/elementwise/elementwise_cuda_test.cc"

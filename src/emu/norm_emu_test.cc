@@ -1,0 +1,7 @@
+// norm_cuda_test.cc, the GPU test, run on the CPU emulator (docs/emu.md) with norm_cuda.cu built
+// as plain C++: its small shapes (gpu_or_emulated), against the same CPU twin.
+// Never linked together with the nvcc-built zero_kernel_norm (same symbols).
+#include "emu/cuda_emu.h"
+// The emulator header must come first: it redefines the CUDA keywords the sources use.
+#include "kernels/norm/norm_cuda.cu"
+#include "kernels/norm/norm_cuda_test.cc"
