@@ -66,6 +66,11 @@ void Communicator::record(CommKind kind, int64_t bytes) {
   c.bytes.fetch_add(bytes, std::memory_order_relaxed);
 }
 
+void Communicator::record_elided(CommKind kind, size_t numel_or_block, DType dtype) {
+  ZERO_CHECK(world_size() == 1, "record_elided on a world of ", world_size(), " ranks");
+  record(kind, comm_payload_bytes(kind, numel_or_block, dtype, 1));
+}
+
 int64_t comm_payload_bytes(CommKind kind, size_t numel_or_block, DType dtype, int world_size) {
   const auto elem_bytes = static_cast<int64_t>(dtype_bytes(dtype));
   const auto numel = static_cast<int64_t>(numel_or_block);

@@ -118,6 +118,11 @@ class Communicator {
   // time, so they are exact as soon as the issuing call returned). Thread-safe.
   CommStats stats() const;
   void reset_stats();
+  // Counts a collective that a world of one skips because it would move nothing (the caller's
+  // input already is the result: a gather's own shard is the whole unit, a reduction's own
+  // gradient is the sum), with the bytes the collective would have counted, so the counters
+  // describe the same algorithm at every world size. REQUIRES: world_size() == 1.
+  void record_elided(CommKind kind, size_t numel_or_block, DType dtype);
 
  protected:
   Communicator() = default;

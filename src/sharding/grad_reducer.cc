@@ -124,6 +124,10 @@ void GradReducer::flush_open() {
 
 void GradReducer::issue(Bucket b) {
   const int world = layout_.world_size();
+  if (world == 1 && options_.comm_dtype == DType::kF32) {
+    reduce_alone(b);
+    return;
+  }
   const bool single = b.units.size() == 1;
   int64_t padded = 0, shard = 0;
   for (int u : b.units) {
@@ -212,6 +216,29 @@ void GradReducer::issue(Bucket b) {
   for (int u : b.units) units_[static_cast<size_t>(u)].has_pending = true;
   in_flight_.push_back(std::move(b));
   if (!options_.overlap_comm) complete_front();
+}
+
+void GradReducer::reduce_alone(const Bucket& b) {
+  int64_t padded = 0;
+  for (int u : b.units) padded += layout_.unit(u).padded_numel;
+  const bool all_reduce = options_.stage == 0 || !options_.reduce_scatter;
+  // At world 1 a reduce-scatter's block is the whole bucket (shard_numel == padded_numel).
+  comm_.record_elided(all_reduce ? CommKind::kAllReduce : CommKind::kReduceScatter,
+                      static_cast<size_t>(padded), DType::kF32);
+  for (int u : b.units) {
+    Unit& unit = units_[static_cast<size_t>(u)];
+    const UnitShardInfo& info = layout_.unit(u);
+    if (options_.stage == 1) {
+      std::memcpy(unit.reduced.f32(), unit.accum.f32(), unit.reduced.nbytes());
+    } else if (options_.stage >= 2) {
+      const float* micro = unit.micro.f32();
+      float* acc = unit.accum.f32();
+#pragma omp parallel for schedule(static)
+      for (int64_t i = 0; i < info.shard_numel; ++i) acc[i] += micro[i];
+      give_buffer(std::move(unit.micro));
+      unit.micro = Tensor();
+    }
+  }
 }
 
 void GradReducer::complete_front() {

@@ -79,6 +79,9 @@ class GradReducer : public model::GradSink {
   void add_to_bucket(int u);  // queue a ready unit; issues the bucket when it is full
   void flush_open();          // issue the bucket being filled (if any)
   void issue(Bucket b);
+  // A world of one with an fp32 wire: the reduction of a bucket is its input, so the bucket is
+  // finished in place (no packing, no collective, no copies) and counted as the collective.
+  void reduce_alone(const Bucket& b);
   void complete_front();    // wait + post-process the oldest in-flight bucket
   void drain_until(int u);  // complete buckets in issue order until u's is done
   // Transient buffers (from pool_, counted in transient_bytes_). `zeroed`: the caller needs zeros.

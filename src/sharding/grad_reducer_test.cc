@@ -4,6 +4,7 @@
 // handed over, restricted to that rank's range.
 #include "sharding/grad_reducer.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <string>
@@ -111,6 +112,59 @@ std::vector<Case> cases() {
 }
 
 INSTANTIATE_TEST_SUITE_P(ThreadRanks, GradReducerWorlds, ::testing::ValuesIn(cases()), case_name);
+
+// Issue 14: in a world of one a bucket was packed into one buffer, "reduced" into a second and
+// unpacked: two copies of every gradient per micro-step and 3x the transient memory, for a sum over
+// one rank. The reduction is now done in place: the transient memory is the backward's own
+// buffers, the counters still show the collective (same calls and bytes), the sums are exact.
+TEST(GradReducerWorldOfOne, ReducesInPlaceAndCountsTheCollective) {
+  auto config = model::preset_model_config("gpt2-tiny");
+  ASSERT_TRUE(config.ok());
+  const model::ModelLayout layout(*config);
+  constexpr int kMicroSteps = 2;
+  ThreadCommunicator::run(1, [&](Communicator& comm) {
+    const ShardLayout shards(layout, 1, 0);
+    int64_t total_numel = 0, largest_numel = 0;
+    for (int u = 0; u < layout.num_units(); ++u) {
+      total_numel += shards.unit(u).padded_numel;
+      largest_numel = std::max(largest_numel, shards.unit(u).padded_numel);
+    }
+    for (int stage : {0, 1, 2, 3}) {
+      ZeroOptions o;
+      o.stage = stage;
+      o.reduce_bucket_numel = 500'000'000;  // one bucket: the packing case
+      MemoryAccounting memory;
+      GradReducer reducer(shards, comm, o, memory);
+      comm.reset_stats();
+      reducer.begin_step(kMicroSteps);
+      for (int m = 0; m < kMicroSteps; ++m) {
+        reducer.begin_micro_step(m);
+        for (int u = layout.num_units() - 1; u >= 0; --u) {
+          float* g = reducer.grad_buffer(u);
+          for (int64_t i = 0; i < shards.unit(u).numel; ++i) g[i] = grad_value(0, m, u, i);
+          reducer.grad_ready(u);
+        }
+      }
+      ASSERT_TRUE(reducer.finish_step().ok());
+      for (int u = 0; u < layout.num_units(); ++u) {
+        const float* p = reducer.partition(u);
+        for (int64_t i = 0; i < shards.unit(u).numel; ++i) {
+          ASSERT_EQ(p[i], grad_value(0, 0, u, i) + grad_value(0, 1, u, i))
+              << "stage " << stage << " unit " << u;
+        }
+      }
+      // Stages 0-1 hand each micro-step buffer back at once; stages 2-3 hold them until the
+      // bucket is reduced. Before: plus the packed bucket and its output.
+      const int64_t want_transient = (stage >= 2 ? total_numel : largest_numel) * 4;
+      EXPECT_EQ(memory.peak_transient_grad_bytes, want_transient) << "stage " << stage;
+      const CommStats s = comm.stats();
+      const CommKind kind = stage == 0 ? CommKind::kAllReduce : CommKind::kReduceScatter;
+      const int64_t calls = stage >= 2 ? kMicroSteps : 1;
+      EXPECT_EQ(s[kind].calls, calls) << "stage " << stage;
+      EXPECT_EQ(s[kind].bytes, calls * total_numel * 4) << "stage " << stage;
+    }
+  });
+}
 
 }  // namespace
 }  // namespace zero::sharding

@@ -76,7 +76,8 @@ Status ParamCoordinator::set_values(int u, const float* values) {
   if (options_.stage == 3) {
     ZERO_RETURN_IF_ERROR(store_->write(u, values));
     // Gathered copies now hold old values: drop them (persistent ones are gathered again on use).
-    if (unit.gathered && !unit.persistent) free_gathered(u);
+    // A lent shard (world of one) is returned even when persistent: it is lent again on use.
+    if (unit.view != nullptr || (unit.gathered && !unit.persistent)) free_gathered(u);
     unit.gathered = false;
     return status_;
   }
@@ -125,9 +126,33 @@ void ParamCoordinator::wait_pending(int u) {
   if (store_) store_->drop(u);
 }
 
+bool ParamCoordinator::gather_is_view(int u) const {
+  return layout_.world_size() == 1 && !store_->on_nvme(u);
+}
+
 void ParamCoordinator::gather_async(int u) {
   Unit& unit = units_[static_cast<size_t>(u)];
   const UnitShardInfo& info = layout_.unit(u);
+  if (gather_is_view(u)) {
+    // A world of one: the shard is the unit. Counted as a gathered unit and a gather (the model
+    // holds it just the same), so the live limits and the counters are those of any world size.
+    StatusOr<const float*> shard = store_->load(u);  // host shard: never fails, never blocks
+    ZERO_CHECK(shard.ok(), shard.status().to_string());
+    if (unit.view == nullptr) {
+      live_gathered_numel_ += info.padded_numel;
+      live_gathered_units_ += 1;
+      memory_.peak_gathered_param_bytes =
+          std::max(memory_.peak_gathered_param_bytes, live_gathered_numel_ * 4);
+      memory_.peak_gathered_units = std::max(memory_.peak_gathered_units, live_gathered_units_);
+    }
+    unit.view = *shard;
+    const CommKind kind =
+        options_.allgather_partitions ? CommKind::kAllGather : CommKind::kBroadcast;
+    comm_.record_elided(kind, static_cast<size_t>(info.shard_numel), options_.model_dtype);
+    unit.gathered = true;
+    unit.gathers += 1;
+    return;
+  }
   if (unit.full.empty()) {
     unit.full = pool_.take(info.padded_numel, DType::kF32);  // the gather fills it
     live_gathered_numel_ += info.padded_numel;
@@ -187,6 +212,13 @@ void ParamCoordinator::issue_gather(int u, const float* src) {
 void ParamCoordinator::free_gathered(int u) {
   Unit& unit = units_[static_cast<size_t>(u)];
   if (unit.has_pending) wait_pending(u);
+  if (unit.view != nullptr) {
+    live_gathered_numel_ -= layout_.unit(u).padded_numel;
+    live_gathered_units_ -= 1;
+    unit.view = nullptr;
+    unit.gathered = false;
+    return;
+  }
   if (unit.full.empty()) return;
   live_gathered_numel_ -= unit.full.numel();
   live_gathered_units_ -= 1;
@@ -259,7 +291,7 @@ const float* ParamCoordinator::acquire(int u) {
   unit.refcount += 1;
   if (trace_recorded_ && trace_valid_) prefetch_after(trace_pos_);
   trace_pos_ += 1;
-  return unit.full.f32();
+  return unit.view != nullptr ? unit.view : unit.full.f32();
 }
 
 void ParamCoordinator::release(int u) {

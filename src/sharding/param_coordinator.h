@@ -57,6 +57,10 @@ class ParamCoordinator : public model::ParamAccess {
                    MemoryAccounting& memory);
   struct Unit {
     Tensor full;  // stages 0–2: always; stage 3: while gathered (padded_numel)
+    // Stage 3 in a world of one: the unit's values are the host shard itself (shard_numel ==
+    // padded_numel, already rounded to the model dtype), so "gathering" lends its pointer: no
+    // buffer, no copy. Valid until the next set_values (the store's write) or release.
+    const float* view = nullptr;
     // 16-bit models: the gather moves the model dtype on the wire (the values are already rounded
     // to it, so nothing is lost) into this buffer, widened into `full` when the gather is waited.
     Tensor wire;
@@ -68,6 +72,8 @@ class ParamCoordinator : public model::ParamAccess {
     int64_t gathers = 0;
   };
   void gather_async(int u);
+  // A world of one with the shard in host memory: gather_async lends the shard (see Unit::view).
+  bool gather_is_view(int u) const;
   // Starts the all-gather (or owner broadcasts) of unit u from this rank's shard `src` (P values
   // already in the model dtype's range) into unit.full, through unit.wire for 16-bit models.
   void issue_gather(int u, const float* src);

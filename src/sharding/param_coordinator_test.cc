@@ -109,5 +109,52 @@ std::vector<Case> cases() {
 INSTANTIATE_TEST_SUITE_P(ThreadRanks, ParamCoordinatorWorlds, ::testing::ValuesIn(cases()),
                          case_name);
 
+// Issue 14: stage 3 in a world of one gathered each unit by copying its shard into a gather buffer
+// (twice a step: forward and backward), 0.73x DeepSpeed's step. The shard is the unit there:
+// acquire lends the store's own values (no buffer, no copy), still counted as a gather of the same
+// bytes, and hands out the new values after an update, persistent units included.
+TEST(ParamCoordinatorWorldOfOne, Stage3AcquireLendsTheShardWithoutCopying) {
+  auto config = model::preset_model_config("gpt2-tiny");
+  ASSERT_TRUE(config.ok());
+  const model::ModelLayout layout(*config);
+  ThreadCommunicator::run(1, [&](Communicator& comm) {
+    const ShardLayout shards(layout, 1, 0);
+    ZeroOptions o;
+    o.stage = 3;
+    o.param_persistence_threshold_numel = 1000;  // some units persistent, some not
+    MemoryAccounting memory;
+    auto coord = ParamCoordinator::create(shards, comm, o, ParamOffloadOptions{}, memory);
+    ASSERT_TRUE(coord.ok());
+    ParamCoordinator& pc = **coord;
+    auto install = [&](float offset) {
+      for (int u = 0; u < layout.num_units(); ++u) {
+        std::vector<float> values(static_cast<size_t>(shards.unit(u).padded_numel), 0.0f);
+        for (int64_t i = 0; i < shards.unit(u).numel; ++i) {
+          values[static_cast<size_t>(i)] = master_value(u, i) + offset;
+        }
+        ASSERT_TRUE(pc.set_values(u, values.data()).ok());
+      }
+    };
+    install(0.0f);
+    comm.reset_stats();
+    int64_t want_bytes = 0;
+    for (float offset : {0.0f, 1.0f}) {
+      if (offset != 0.0f) install(offset);
+      pc.begin_micro_step();
+      for (int u = 0; u < layout.num_units(); ++u) {
+        const float* p = pc.acquire(u);
+        StatusOr<const float*> shard = const_cast<ParamStore*>(pc.store())->load(u);
+        ASSERT_TRUE(shard.ok());
+        EXPECT_EQ(p, *shard) << "unit " << u << ": a copy, not the shard";
+        EXPECT_EQ(p[1], master_value(u, 1) + offset) << "unit " << u;
+        want_bytes += shards.unit(u).padded_numel * 4;
+        pc.release(u);
+      }
+    }
+    EXPECT_TRUE(pc.status().ok());
+    EXPECT_EQ(comm.stats()[CommKind::kAllGather].bytes, want_bytes);
+  });
+}
+
 }  // namespace
 }  // namespace zero::sharding
