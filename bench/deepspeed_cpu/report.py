@@ -92,7 +92,8 @@ def header(args, rows):
         f"from make_model.py's fixed seed; tokens: examples/data/kjv.txt bytes as uint16 ids, "
         f"sequential order. Batch: {args.shape}. AdamW lr 3e-4, betas (0.9, 0.95), eps 1e-8, "
         f"weight decay 0.1 on >= 2-dim tensors, gradient clipping 1.0, constant lr.",
-        "Threads per rank: world 1: 2; world 2: 1 (OMP_NUM_THREADS, torch.set_num_threads). "
+        f"Threads per rank: world 1: 2; world 2: 1 (OMP_NUM_THREADS, torch.set_num_threads); "
+        f"OMP_WAIT_POLICY={args.wait_policy} for both. "
         "Step time: median over the timed steps; ratio = DeepSpeed / ZeRO.cpp (> 1: ZeRO.cpp "
         "faster, bold).",
     ])
@@ -100,14 +101,15 @@ def header(args, rows):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--summary", required=True)
+    ap.add_argument("--summary", required=True, nargs="+", help="summary.jsonl file(s)")
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--last", action="store_true", help="print the last configuration only")
     ap.add_argument("--zero", default="build/release/bin/zero")
     ap.add_argument("--shape", default="")
     ap.add_argument("--results", default="-")
+    ap.add_argument("--wait-policy", default="passive")
     args = ap.parse_args()
-    rows = [evaluate(r, args.warmup) for r in read_jsonl(args.summary)]
+    rows = [evaluate(r, args.warmup) for s in args.summary for r in read_jsonl(s)]
     if args.last:
         r = rows[-1]
         print(f"{r['name']}: loss diff {fmt(r['max_loss_diff'], '.1e')}, DeepSpeed "
@@ -116,7 +118,7 @@ def main():
         return
     body = header(args, rows) + "\n\n" + table(rows)
     print(body)
-    with open(os.path.join(os.path.dirname(args.summary), "report.json"), "w") as f:
+    with open(os.path.join(os.path.dirname(args.summary[0]), "report.json"), "w") as f:
         json.dump(rows, f, indent=1)
     if args.results == "-":
         return

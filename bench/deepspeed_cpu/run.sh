@@ -22,6 +22,9 @@
 #   --steps N          optimizer steps per run (default 12); --warmup N of them untimed (default 2)
 #   --micro N --gas N --block T   batch shape per rank (default 1 x 2 x 64)
 #   --results FILE     markdown to update (default bench/results/deepspeed_cpu.md; '-': none)
+#   --omp-wait-policy P  OMP_WAIT_POLICY for both systems (default passive; 'unset': libgomp's
+#                      spin-then-sleep default). On a loaded, oversubscribed machine the default
+#                      spinning dominates both systems' step times (bench/results/deepspeed_cpu.md)
 # Environment: TORCH_INDEX_URL (pip --index-url for torch, e.g. a CPU-only wheel index).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -38,6 +41,7 @@ micro=1
 gas=2
 block=64
 results=$repo/bench/results/deepspeed_cpu.md
+wait_policy=passive
 while (($#)); do
   case $1 in
     --zero) zero=$2; shift 2 ;;
@@ -52,6 +56,7 @@ while (($#)); do
     --gas) gas=$2; shift 2 ;;
     --block) block=$2; shift 2 ;;
     --results) results=$2; shift 2 ;;
+    --omp-wait-policy) wait_policy=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "run.sh: unknown option $1 (--help lists them)" >&2; exit 2 ;;
   esac
@@ -75,6 +80,7 @@ if ! DS_ACCELERATOR=cpu "$py" -c 'import deepspeed, torch, transformers' 2>/dev/
   "$py" -m pip install deepspeed transformers numpy
 fi
 export DS_ACCELERATOR=cpu
+if [[ $wait_policy == unset ]]; then unset OMP_WAIT_POLICY; else export OMP_WAIT_POLICY=$wait_policy; fi
 
 # --- the model and tokens (once) ---------------------------------------------------------------
 mkdir -p "$work"
@@ -158,4 +164,4 @@ done
 
 "$py" "$here/report.py" --summary "$summary" --warmup "$warmup" --zero "$zero" \
   --shape "micro $micro x accumulation $gas x T $block per rank, $steps steps ($warmup warm-up)" \
-  --results "$results"
+  --results "$results" --wait-policy "$wait_policy"
