@@ -26,6 +26,9 @@ endforeach()
 # A rank stops itself (SIGSTOP): the others must report kDeadlineExceeded naming it. mpirun exits
 # non-zero by design (a rank is killed), so the verdict is the output line, not the exit code.
 _zero_add_mpi_program(comm_timeout_mpitest)
+if(ZERO_SANITIZE)
+  set_target_properties(comm_timeout_mpitest PROPERTIES EXCLUDE_FROM_ALL ON)  # label mpi only
+endif()
 add_test(NAME mpi.comm.timeout.np3 COMMAND ${_zero_mpirun} -np 3 $<TARGET_FILE:comm_timeout_mpitest>)
 set_tests_properties(mpi.comm.timeout.np3 PROPERTIES LABELS mpi TIMEOUT 60
                      PASS_REGULAR_EXPRESSION "COMM-TIMEOUT-TEST PASS" ENVIRONMENT "${_zero_mpi_env}")
