@@ -23,16 +23,26 @@ nlohmann::json fixtures() {
   return nlohmann::json::parse(ss.str());
 }
 
+// The fixture's template of `family`, recognised as tokenizer_config.json's would be.
+StatusOr<ChatTemplate> fixture_template(const nlohmann::json& f, const std::string& family) {
+  return ChatTemplate::recognise(f["templates"][family].get<std::string>(), "<s>", "</s>",
+                                 "tokenizer_config.json");
+}
+
+std::vector<ChatMessage> fixture_messages(const nlohmann::json& c) {
+  std::vector<ChatMessage> messages;
+  for (const auto& m : c["messages"]) messages.push_back({m["role"], m["content"]});
+  return messages;
+}
+
 TEST(ChatTemplate, RendersAsTransformers) {
   const nlohmann::json f = fixtures();
   ASSERT_GE(f["cases"].size(), 7u);
   for (const auto& c : f["cases"]) {
     const std::string family = c["family"];
-    auto t = ChatTemplate::recognise(f["templates"][family].get<std::string>(), "<s>", "</s>",
-                                     "tokenizer_config.json");
+    auto t = fixture_template(f, family);
     ASSERT_TRUE(t.ok()) << family << ": " << t.status().to_string();
-    std::vector<ChatMessage> messages;
-    for (const auto& m : c["messages"]) messages.push_back({m["role"], m["content"]});
+    const std::vector<ChatMessage> messages = fixture_messages(c);
     auto segments = t->render(messages);
     ASSERT_TRUE(segments.ok()) << family << ": " << segments.status().to_string();
     std::string text, trained;
@@ -63,11 +73,9 @@ TEST(ChatTemplate, GenerationPromptAsTransformers) {
   ASSERT_EQ(f["generation_prompt_cases"].size(), 12u);
   for (const auto& c : f["generation_prompt_cases"]) {
     const std::string family = c["family"];
-    auto t = ChatTemplate::recognise(f["templates"][family].get<std::string>(), "<s>", "</s>",
-                                     "tokenizer_config.json");
+    auto t = fixture_template(f, family);
     ASSERT_TRUE(t.ok()) << family << ": " << t.status().to_string();
-    std::vector<ChatMessage> messages;
-    for (const auto& m : c["messages"]) messages.push_back({m["role"], m["content"]});
+    const std::vector<ChatMessage> messages = fixture_messages(c);
     auto segments = t->render(messages);
     ASSERT_TRUE(segments.ok()) << family << ": " << segments.status().to_string();
     std::string text;
