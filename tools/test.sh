@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds and runs every test:
 #   1. format check;
-#   2. the release build (CUDA too when nvcc exists) with every ctest label (unit, mpi, slow);
+#   2. the release build (CUDA too when nvcc exists) with every ctest label (unit, mpi, slow), and
+#      with CUDA the GPU pack (tools/gpu/pack.sh) and its verify script's dry run;
 #   3. the clang sanitizer build (ASan + UBSan, the `fuzz` preset): unit tests, the two-rank tests
 #      labelled `sanitize`, and every libFuzzer target for ZERO_FUZZ_SECONDS (default 30) seconds;
 #   4. ThreadSanitizer on the threaded code (communication thread, overlap): tests labelled `tsan`.
@@ -31,6 +32,11 @@ cmake --preset release >/dev/null
 cmake --build --preset release -j "$jobs"
 step "release tests"
 ctest --preset release -j "$jobs"
+if compgen -G "build/release/tests/*_cuda_test" >/dev/null; then
+  step "GPU pack and its dry run (tools/gpu: what a GPU machine runs, its device cases skipped)"
+  tools/gpu/pack.sh build/release
+  OUT=build/release/gpu-dry-run bash .gpu/verify.sh --dry-run >/dev/null
+fi
 
 if [[ $quick -eq 1 ]]; then exit 0; fi
 

@@ -113,7 +113,8 @@ Status NcclCommunicator::init(MpiCommunicator& bootstrap) {
   NCCL_CHECK(ncclCommInitRank(&comm_, world_size_, id, rank_));
   CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   CUDA_CHECK(cudaMalloc(&barrier_scratch_, sizeof(float)));
-  CUDA_CHECK(cudaMemset(barrier_scratch_, 0, sizeof(float)));
+  // On the communicator's own stream: a legacy-stream memset would not order against it.
+  CUDA_CHECK(cudaMemsetAsync(barrier_scratch_, 0, sizeof(float), stream_));
   return ok_status();
 }
 

@@ -93,6 +93,10 @@ class DeviceArray {
   explicit DeviceArray(size_t n) : n_(n) {
     if (n > 0) CUDA_ABORT_IF_ERROR(cudaMalloc(&p_, n * sizeof(T)));
     if (n > 0) CUDA_ABORT_IF_ERROR(cudaMemset(p_, 0, n * sizeof(T)));
+    // Why the sync: cudaMemset runs on the legacy default stream, which does not order against the
+    // non-blocking streams the kernels run on; unsynced, a kernel's output could be zeroed after
+    // it was written (seen on an H100: flags read 0, whole outputs zero).
+    CUDA_ABORT_IF_ERROR(cudaDeviceSynchronize());
   }
   explicit DeviceArray(const std::vector<T>& host) : DeviceArray(host.size()) { upload(host); }
   ~DeviceArray() {
@@ -104,6 +108,8 @@ class DeviceArray {
     ASSERT_EQ(host.size(), n_);
     if (n_ > 0) {
       CUDA_ABORT_IF_ERROR(cudaMemcpy(p_, host.data(), n_ * sizeof(T), cudaMemcpyHostToDevice));
+      // A pageable-memory cudaMemcpy may return before its DMA lands: order it before any stream.
+      CUDA_ABORT_IF_ERROR(cudaDeviceSynchronize());
     }
   }
   std::vector<T> download() const {

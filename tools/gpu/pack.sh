@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Packs what the GPU machine needs to verify the CUDA path: every *_cuda_test built here (sm_90, the
+# release preset), host debug info stripped (the device code keeps -lineinfo for compute-sanitizer),
+# with the non-CUDA shared libraries they load (OpenBLAS, oneDNN, libgomp, ...). The GPU machine has
+# the CUDA 13 runtime, cuBLAS and compute-sanitizer but none of our Debian packages and no network.
+#
+#   tools/gpu/pack.sh [BUILD_DIR]      -> .gpu/pack.tar.xz (+ .gpu/verify.sh), <= 60 MiB
+#
+# Then, on the GPU machine (the device tool carries .gpu):  bash .gpu/verify.sh   (results in $OUT)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+build=${1:-build/release}
+limit_mib=60
+
+tests=$(cd "$build/tests" 2>/dev/null && ls -1 *_cuda_test 2>/dev/null || true)
+if [[ -z "$tests" ]]; then
+  echo "pack.sh: no *_cuda_test in $build/tests: configure with CUDA (cmake --preset release with nvcc)" >&2
+  exit 1
+fi
+cmake --build "$build" --target $tests >/dev/null
+
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+mkdir -p "$stage/pack/bin" "$stage/pack/lib"
+for t in $tests; do
+  strip --strip-debug -o "$stage/pack/bin/$t" "$build/tests/$t"
+done
+# Shared libraries outside the CUDA toolkit and glibc: the GPU machine has its own CUDA and libc.
+for t in $tests; do ldd "$build/tests/$t"; done | awk '$3 ~ /^\// {print $3}' | sort -u |
+  grep -v -E '/usr/local/cuda|/libc\.so|/libm\.so|/libdl\.so|/libpthread\.so|/librt\.so|/ld-linux|/libstdc\+\+|/libgcc_s' |
+  while read -r lib; do cp -L "$lib" "$stage/pack/lib/"; done
+git rev-parse HEAD >"$stage/pack/commit"
+(git diff --quiet HEAD && echo clean || echo dirty) >>"$stage/pack/commit"
+nvcc --version | tail -1 >"$stage/pack/nvcc"
+
+mkdir -p .gpu
+XZ_OPT=-T0 tar -C "$stage" -cJf .gpu/pack.tar.xz pack
+cp tools/gpu/verify.sh .gpu/verify.sh
+size=$(stat -c %s .gpu/pack.tar.xz)
+echo "pack.sh: .gpu/pack.tar.xz $((size / 1024 / 1024)) MiB, $(echo $tests | wc -w) test binaries, $(ls "$stage/pack/lib" | wc -l) libraries"
+if ((size > limit_mib * 1024 * 1024)); then
+  echo "pack.sh: the pack is over ${limit_mib} MiB (the device tool carries 64 MiB in all)" >&2
+  exit 1
+fi

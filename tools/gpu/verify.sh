@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# Verifies the CUDA path on a GPU machine from what tools/gpu/pack.sh packed (.gpu/pack.tar.xz):
+# every *_cuda_test, then compute-sanitizer memcheck on all of them and racecheck / synccheck /
+# initcheck on a fixed eighth of each kernel binary's cases. Leaves at most 6 files in $OUT
+# (summary.md first). Exit status 0 only when every test and every sanitizer run is clean.
+#
+#   bash .gpu/verify.sh            on the GPU machine (the device tool: carry .gpu)
+#   bash .gpu/verify.sh --dry-run  anywhere: unpack, resolve every library, run the binaries (which
+#                                  skip without a device); what CI runs so this works the first time
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+dry=0
+[[ "${1:-}" == "--dry-run" ]] && dry=1
+out=${OUT:-$here/out}
+mkdir -p "$out"
+work=$(mktemp -d /tmp/zero-gpu.XXXXXX)
+tar -C "$work" -xJf "$here/pack.tar.xz" || { echo "verify.sh: cannot unpack $here/pack.tar.xz" >&2; exit 1; }
+bin=$work/pack/bin
+cuda_lib=""
+for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib; do
+  [[ -d $d ]] && cuda_lib="$cuda_lib:$d"
+done
+# pip's CUDA wheels (nvidia-cublas, ...) as a fallback for a toolkit without cuBLAS.
+for d in $(python3 -c 'import nvidia, os; print(" ".join(os.path.join(p, s, "lib") for p in nvidia.__path__ for s in os.listdir(p)))' 2>/dev/null); do
+  [[ -d $d ]] && cuda_lib="$cuda_lib:$d"
+done
+export LD_LIBRARY_PATH="$work/pack/lib$cuda_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+jobs=$(nproc)
+repeat=3
+((dry)) && repeat=1
+summary=$out/summary.md
+fail=0
+
+{
+  echo "# CUDA verification ($(date -u +%F' '%H:%M) UTC)"
+  echo
+  echo "- commit: $(tr '\n' ' ' <"$work/pack/commit"), built with $(cat "$work/pack/nvcc")"
+  if ((dry)); then
+    echo "- dry run: no GPU used"
+  else
+    echo "- device: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | head -1)"
+    echo "- compute-sanitizer: $(compute-sanitizer --version 2>&1 | grep -i version | head -1)"
+  fi
+} >"$summary"
+
+# Every library must resolve here (libcuda comes with the driver, absent on a machine without one).
+missing=$(for t in "$bin"/*; do ldd "$t"; done | grep 'not found' | grep -v libcuda.so | sort -u)
+if [[ -n "$missing" ]]; then
+  echo "- MISSING LIBRARIES:" >>"$summary"
+  echo "$missing" | sed 's/^/  - /' >>"$summary"
+  cat "$summary"
+  exit 1
+fi
+
+run_test() {  # binary -> one line "name passed failed skipped seconds rc" ; full log in $work/log
+  local t=$1 name log start rc
+  name=$(basename "$t")
+  log=$work/log/$name.test
+  start=$(date +%s)
+  # Three passes on a GPU: a missing stream order shows up as a flaky case, not once in a while.
+  timeout 150 "$t" --gtest_color=no --gtest_repeat="$repeat" >"$log" 2>&1
+  rc=$?
+  printf '%s passed=%s failed=%s skipped=%s %ss rc=%s\n' "$name" \
+    "$(grep -c '^\[       OK \]' "$log")" "$(grep -c -E '^\[  FAILED  \] .*\([0-9]+ ms\)$' "$log")" \
+    "$(grep -c -E '^\[  SKIPPED \] .*\([0-9]+ ms\)$' "$log")" "$(($(date +%s) - start))" "$rc"
+}
+sanitize() {  # tool binary -> one line ; full log in $work/log
+  local tool=$1 t=$2 name log start rc shard=()
+  name=$(basename "$t")
+  log=$work/log/$name.$tool
+  # memcheck sees every case; the slower tools a fixed eighth (gtest's sharding: deterministic).
+  [[ $tool != memcheck ]] && shard=(env GTEST_TOTAL_SHARDS=8 GTEST_SHARD_INDEX=0)
+  # The arena's out-of-memory test makes cudaMalloc fail on purpose: API errors are its subject.
+  local api=all
+  [[ $name == device_arena_cuda_test ]] && api=no
+  start=$(date +%s)
+  timeout 380 "${shard[@]}" compute-sanitizer --tool "$tool" --error-exitcode 99 --print-limit 30 --report-api-errors $api \
+    --target-processes all "$t" --gtest_color=no --gtest_brief=1 >"$log" 2>&1
+  rc=$?
+  printf '%s %s %ss rc=%s %s\n' "$tool" "$name" "$(($(date +%s) - start))" "$rc" \
+    "$(grep -E '(ERROR SUMMARY|RACECHECK SUMMARY)' "$log" | tail -1)"
+}
+export -f run_test sanitize
+export work repeat
+mkdir -p "$work/log"
+
+echo "## Tests" >>"$summary"
+ls "$bin"/* | xargs -P 4 -I{} bash -c 'run_test {}' | sort >"$work/tests.txt"
+sed 's/^/- /' "$work/tests.txt" >>"$summary"
+grep -q -E 'failed=[1-9]|rc=[1-9]' "$work/tests.txt" && fail=1
+cat "$work"/log/*.test >"$out/tests.log"
+if ((dry)); then
+  echo "- (dry run: every binary ran; with no device they skip)" >>"$summary"
+  cat "$summary"
+  exit $fail
+fi
+
+echo "## compute-sanitizer" >>"$summary"
+{
+  for t in "$bin"/*; do echo "memcheck $t"; done
+  for t in "$bin"/*; do
+    case $(basename "$t") in device_arena_cuda_test | matmul_cuda_test) continue ;; esac
+    for tool in racecheck synccheck initcheck; do echo "$tool $t"; done
+  done
+} | xargs -P "$jobs" -L 1 bash -c 'sanitize "$0" "$1"' | sort >"$work/san.txt"
+sed 's/^/- /' "$work/san.txt" >>"$summary"
+grep -v -q -E 'rc=0 ' "$work/san.txt" && fail=1
+for tool in memcheck racecheck synccheck initcheck; do
+  for f in "$work"/log/*."$tool"; do echo "=== $(basename "$f")"; cat "$f"; done | head -c 4000000 >"$out/$tool.log"
+done
+echo >>"$summary"
+((fail)) && echo "**FAILED**: see tests.log and the sanitizer logs" >>"$summary" || echo "**All clean.**" >>"$summary"
+cat "$summary"
+exit $fail
