@@ -17,11 +17,17 @@ if [[ -z "$tests" ]]; then
   echo "pack.sh: no *_cuda_test in $build/tests: configure with CUDA (cmake --preset release with nvcc)" >&2
   exit 1
 fi
-cmake --build "$build" --target $tests >/dev/null
+benches=""
+[[ -x "$build/bench/kernels_gpu_bench" ]] && benches=kernels_gpu_bench
+cmake --build "$build" --target $tests $benches >/dev/null
 
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
-mkdir -p "$stage/pack/bin" "$stage/pack/lib"
+mkdir -p "$stage/pack/bin" "$stage/pack/lib" "$stage/pack/bench"
+if [[ -n "$benches" ]]; then
+  strip --strip-debug -o "$stage/pack/bench/kernels_gpu_bench" "$build/bench/kernels_gpu_bench"
+  cp bench/gpu/run.sh bench/gpu/torch_kernels.py "$stage/pack/bench/"
+fi
 for t in $tests; do
   strip --strip-debug -o "$stage/pack/bin/$t" "$build/tests/$t"
 done

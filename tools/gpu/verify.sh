@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # Verifies the CUDA path on a GPU machine from what tools/gpu/pack.sh packed (.gpu/pack.tar.xz):
 # every *_cuda_test, then compute-sanitizer memcheck on all of them and racecheck / synccheck /
-# initcheck on a fixed eighth of each kernel binary's cases. Leaves at most 6 files in $OUT
-# (summary.md first). Exit status 0 only when every test and every sanitizer run is clean.
+# initcheck on a fixed eighth of each kernel binary's cases, and the kernel benchmark beside PyTorch
+# (bench/gpu/run.sh, on a quiet GPU between the two). Leaves at most 7 files in $OUT (summary.md
+# first). Exit status 0 only when every test and every sanitizer run is clean.
 #
 #   bash .gpu/verify.sh            on the GPU machine (the device tool: carry .gpu)
+#   bash .gpu/verify.sh --bench    the kernel benchmark alone
 #   bash .gpu/verify.sh --dry-run  anywhere: unpack, resolve every library, run the binaries (which
 #                                  skip without a device); what CI runs so this works the first time
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-dry=0
+dry=0 bench_only=0
 [[ "${1:-}" == "--dry-run" ]] && dry=1
+[[ "${1:-}" == "--bench" ]] && bench_only=1
 out=${OUT:-$here/out}
 mkdir -p "$out"
 work=$(mktemp -d /tmp/zero-gpu.XXXXXX)
@@ -84,6 +87,19 @@ export -f run_test sanitize
 export work repeat
 mkdir -p "$work/log"
 
+run_bench() {
+  [[ -x $work/pack/bench/kernels_gpu_bench ]] || return 0
+  echo "## Kernels beside PyTorch (bench/gpu/run.sh; ratio > 1: ours faster)" >>"$summary"
+  bash "$work/pack/bench/run.sh" "$work/pack/bench/kernels_gpu_bench" >"$out/kernels_bench.md" 2>&1 ||
+    echo "- FAILED (kernels_bench.md)" >>"$summary"
+  cat "$out/kernels_bench.md" >>"$summary"
+}
+if ((bench_only)); then
+  run_bench
+  cat "$summary"
+  exit 0
+fi
+
 echo "## Tests" >>"$summary"
 ls "$bin"/* | xargs -P 4 -I{} bash -c 'run_test {}' | sort >"$work/tests.txt"
 sed 's/^/- /' "$work/tests.txt" >>"$summary"
@@ -95,6 +111,7 @@ if ((dry)); then
   exit $fail
 fi
 
+run_bench
 echo "## compute-sanitizer" >>"$summary"
 {
   for t in "$bin"/*; do echo "memcheck $t"; done
