@@ -19,6 +19,7 @@
 #include "core/cuda/launch.h"
 #include "kernels/attention/attention_cuda.h"
 #include "kernels/cuda_vector.cuh"
+#include "kernels/mma.cuh"
 
 namespace zero::kernels::cuda {
 namespace {
@@ -187,6 +188,190 @@ __global__ void __launch_bounds__(Tile<kD>::kThreads)
       if (d < D) out[off + d] = from_f32<T>(acc[r][i] * inv_l);
     }
     if (lane == 0) lse[(static_cast<int64_t>(b) * Hq + h) * T_ + t] = m[r] + logf(l[r]);
+  }
+}
+
+// Tensor-core forward for 16-bit T and D = kD in {64, 128}: flash attention 2's forward on
+// mma.sync (kernels/mma.cuh). Block = kMmaRows query rows of one (b, h), 16 per warp; key and value
+// tiles of kMmaCols rows pass through shared memory (values transposed, so both products read
+// their B fragments as one 32-bit load). Scores, the online softmax (base 2: the scale carries
+// log2 e) and the output accumulators stay in registers in the fragment layouts; P is rounded to T
+// for the P·V product, as FlashAttention does. lse is natural-log, as the fp32 kernel's.
+constexpr int kMmaWarps = 4;
+constexpr int kMmaRows = 16 * kMmaWarps;
+constexpr int kMmaCols = 64;
+
+template <int kD>
+struct MmaTile {
+  // Row strides in elements, 16 bytes past a multiple of 128: the eight rows g = 0..7 of a
+  // fragment load then start in eight different 4-bank groups (conflict-free).
+  static constexpr int kKStride = kD + 8;        // k_s (kMmaCols, kD + 8)
+  static constexpr int kVStride = kMmaCols + 8;  // vt_s (kD, kMmaCols + 8)
+  static constexpr int kSmemElems = kMmaCols * kKStride + kD * kVStride;
+};
+
+template <typename T>
+__device__ __forceinline__ uint32_t load_pair(const T* p) {
+  return *reinterpret_cast<const uint32_t*>(p);
+}
+
+template <typename T, int kD>
+__global__ void __launch_bounds__(kMmaWarps* kLanes)
+    attention_forward_mma_kernel(T* out, float* lse, const T* q, const T* k, const T* v, int B,
+                                 int T_, int Hq, int Hkv, float scale_log2, int window) {
+  using Tl = MmaTile<kD>;
+  constexpr int kKS = Tl::kKStride;
+  constexpr int kVS = Tl::kVStride;
+  constexpr int kSteps = kD / 16;    // k-steps of Q·K^T
+  constexpr int kNT = kMmaCols / 8;  // 8-key column tiles of a score tile
+  constexpr int kDT = kD / 8;        // 8-wide column tiles of the output
+  constexpr int kThreads = kMmaWarps * kLanes;
+  ZERO_EXTERN_SHARED(float, smem);
+  T* k_s = reinterpret_cast<T*>(smem);
+  uint16_t* vt_s = reinterpret_cast<uint16_t*>(k_s + kMmaCols * kKS);  // bits of T
+
+  const int BH = B * Hq;
+  const int num_q_tiles = (T_ + kMmaRows - 1) / kMmaRows;
+  // Latest query tiles first: they see the most keys, so the longest blocks start earliest.
+  const int q_tile = num_q_tiles - 1 - static_cast<int>(blockIdx.x / BH);
+  const int bh = static_cast<int>(blockIdx.x % BH);
+  const int b = bh / Hq;
+  const int h = bh % Hq;
+  const int hkv = h / (Hq / Hkv);
+  const int q0 = q_tile * kMmaRows;
+  const int warp = threadIdx.x / kLanes;
+  const int lane = threadIdx.x % kLanes;
+  const int g = lane / 4, t4 = lane % 4;
+  const int row[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};  // this thread's two rows
+
+  uint32_t qa[kSteps][4];
+#pragma unroll
+  for (int ks = 0; ks < kSteps; ++ks) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int r = row[i % 2];
+      const int col = 16 * ks + 2 * t4 + 8 * (i / 2);
+      qa[ks][i] =
+          r < T_ ? load_pair(q + ((static_cast<int64_t>(b) * T_ + r) * Hq + h) * kD + col) : 0u;
+    }
+  }
+
+  float o[kDT][4];
+#pragma unroll
+  for (int dt = 0; dt < kDT; ++dt) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.0f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+
+  const int q_end = min(T_, q0 + kMmaRows);  // keys >= q_end are masked for every row here
+  const int kv_begin = window > 0 ? max(0, q0 - window + 1) / kMmaCols * kMmaCols : 0;
+  for (int kv0 = kv_begin; kv0 < q_end; kv0 += kMmaCols) {
+    // Why: every warp has finished reading the previous tiles before they are overwritten.
+    __syncthreads();
+    for (int e = threadIdx.x; e < kMmaCols * kD / 2; e += kThreads) {
+      const int j = e / (kD / 2);
+      const int d = 2 * (e % (kD / 2));
+      const int key = kv0 + j;
+      uint32_t kp = 0, vp = 0;
+      if (key < T_) {
+        const int64_t off = ((static_cast<int64_t>(b) * T_ + key) * Hkv + hkv) * kD + d;
+        kp = load_pair(k + off);
+        vp = load_pair(v + off);
+      }
+      *reinterpret_cast<uint32_t*>(k_s + j * kKS + d) = kp;
+      vt_s[d * kVS + j] = static_cast<uint16_t>(vp & 0xffffu);
+      vt_s[(d + 1) * kVS + j] = static_cast<uint16_t>(vp >> 16);
+    }
+    // Why: the tiles are complete before any warp reads them.
+    __syncthreads();
+
+    float s[kNT][4];
+#pragma unroll
+    for (int nt = 0; nt < kNT; ++nt) {
+      s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+      const T* krow = k_s + (8 * nt + g) * kKS + 2 * t4;
+#pragma unroll
+      for (int ks = 0; ks < kSteps; ++ks) {
+        const uint32_t bk[2] = {load_pair(krow + 16 * ks), load_pair(krow + 16 * ks + 8)};
+        mma_16816<T>(s[nt], qa[ks], bk);
+      }
+    }
+
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int nt = 0; nt < kNT; ++nt) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int r = row[i / 2];
+        const int key = kv0 + 8 * nt + 2 * t4 + (i % 2);
+        const bool visible = key <= r && r < T_ && (window <= 0 || r - key < window);
+        s[nt][i] = visible ? s[nt][i] * scale_log2 : -INFINITY;
+        mx[i / 2] = fmaxf(mx[i / 2], s[nt][i]);
+      }
+    }
+    float base[2], rowsum[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      // A row's values sit in the four lanes 4g..4g+3.
+      mx[rr] = fmaxf(mx[rr], __shfl_xor_sync(kFullMask, mx[rr], 1));
+      mx[rr] = fmaxf(mx[rr], __shfl_xor_sync(kFullMask, mx[rr], 2));
+      const float m_new = fmaxf(m[rr], mx[rr]);
+      // A row with no visible key so far keeps m = -inf: exponentiate against 0 (p = 0, no NaN).
+      base[rr] = m_new == -INFINITY ? 0.0f : m_new;
+      const float correction = exp2f(m[rr] - base[rr]);
+      l[rr] *= correction;
+#pragma unroll
+      for (int dt = 0; dt < kDT; ++dt) {
+        o[dt][2 * rr] *= correction;
+        o[dt][2 * rr + 1] *= correction;
+      }
+      m[rr] = m_new;
+    }
+#pragma unroll
+    for (int nt = 0; nt < kNT; ++nt) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        s[nt][i] = exp2f(s[nt][i] - base[i / 2]);  // exp2(-inf) = 0 for masked keys
+        rowsum[i / 2] += s[nt][i];
+      }
+    }
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      rowsum[rr] += __shfl_xor_sync(kFullMask, rowsum[rr], 1);
+      rowsum[rr] += __shfl_xor_sync(kFullMask, rowsum[rr], 2);
+      l[rr] += rowsum[rr];
+    }
+
+    // O += P·V, 16 keys per k-step: the score tiles 2kk and 2kk+1 are the A fragment.
+#pragma unroll
+    for (int kk = 0; kk < kNT / 2; ++kk) {
+      const uint32_t pa[4] = {pack2<T>(s[2 * kk][0], s[2 * kk][1]),
+                              pack2<T>(s[2 * kk][2], s[2 * kk][3]),
+                              pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                              pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+      for (int dt = 0; dt < kDT; ++dt) {
+        const uint16_t* vrow = vt_s + (8 * dt + g) * kVS + 16 * kk + 2 * t4;
+        const uint32_t bv[2] = {*reinterpret_cast<const uint32_t*>(vrow),
+                                *reinterpret_cast<const uint32_t*>(vrow + 8)};
+        mma_16816<T>(o[dt], pa, bv);
+      }
+    }
+  }
+
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    const int r = row[rr];
+    if (r >= T_) continue;  // padding row of the last tile
+    // l >= 1: the row's largest visible score contributes exp2(0).
+    const float inv_l = 1.0f / l[rr];
+    T* orow = out + ((static_cast<int64_t>(b) * T_ + r) * Hq + h) * kD + 2 * t4;
+#pragma unroll
+    for (int dt = 0; dt < kDT; ++dt) {
+      orow[8 * dt] = from_f32<T>(o[dt][2 * rr] * inv_l);
+      orow[8 * dt + 1] = from_f32<T>(o[dt][2 * rr + 1] * inv_l);
+    }
+    if (t4 == 0) {
+      lse[(static_cast<int64_t>(b) * Hq + h) * T_ + r] = (m[rr] + log2f(l[rr])) * 0.69314718056f;
+    }
   }
 }
 
@@ -488,6 +673,25 @@ void attention_forward(T* out, float* lse, const T* q, const T* k, const T* v, i
   if (!check_attention_shape(B, T_, Hq, Hkv, D)) return;
   const float scale = 1.0f / (std::sqrt(static_cast<float>(D)) * static_cast<float>(score_divisor));
   const int window_i = static_cast<int>(window);
+  if constexpr (!std::is_same_v<T, float>) {
+    // 16-bit inputs at the common head dims take the tensor cores (pairs loaded as 32 bits).
+    const auto aligned4 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 4 == 0; };
+    if ((D == 64 || D == 128) && aligned4(out) && aligned4(q) && aligned4(k) && aligned4(v)) {
+      const float scale_log2 = scale * 1.4426950408889634f;
+      const int64_t blocks = (T_ + kMmaRows - 1) / kMmaRows * B * Hq;
+      const auto launch = [&](auto kernel, size_t smem_elems) {
+        launch_with_smem(kernel, blocks, kMmaWarps * kLanes, smem_elems * sizeof(T), stream, out,
+                         lse, q, k, v, static_cast<int>(B), static_cast<int>(T_),
+                         static_cast<int>(Hq), static_cast<int>(Hkv), scale_log2, window_i);
+      };
+      if (D == 64) {
+        launch(attention_forward_mma_kernel<T, 64>, MmaTile<64>::kSmemElems);
+      } else {
+        launch(attention_forward_mma_kernel<T, 128>, MmaTile<128>::kSmemElems);
+      }
+      return;
+    }
+  }
   dispatch_head_dim(D, [&](auto bucket) {
     constexpr int kD = decltype(bucket)::value;
     using Tl = Tile<kD>;

@@ -302,6 +302,34 @@ INSTANTIATE_TEST_SUITE_P(DtypesShapes, AttentionCuda,
                                             ::testing::ValuesIn(kShapes)),
                          param_name);
 
+// 16-bit inputs at D = 64 and 128 take the tensor-core forward (mma.sync; on the emulator its
+// shuffle twin in mma.cuh). The GPU runs it through every shape above too; these add several
+// 64-row query tiles with GQA, windows that start mid-tile, and a divisor. Forward only: the
+// backward kernels are the fp32 ones, and the emulator's time goes to what differs.
+const std::vector<AttnShape> kTensorCoreShapes = testing::gpu_or_emulated<AttnShape>(
+    {
+        {1, 257, 4, 2, 64},
+        {2, 130, 2, 2, 128, 40},
+        {1, 200, 6, 3, 64, 65, 2.0},
+        {1, 64, 1, 1, 128},
+    },
+    {
+        {1, 20, 2, 1, 64, 9},
+    });
+
+class AttentionCudaTensorCores : public ::testing::TestWithParam<AttnParam> {};
+
+TEST_P(AttentionCudaTensorCores, ForwardMatchesCpu) {
+  ZERO_SKIP_WITHOUT_GPU();
+  const auto& [dtype, shape] = GetParam();
+  ZERO_DISPATCH_DTYPE(dtype, check_forward, shape);
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes16Shapes, AttentionCudaTensorCores,
+                         ::testing::Combine(::testing::Values(DType::kBF16, DType::kF16),
+                                            ::testing::ValuesIn(kTensorCoreShapes)),
+                         param_name);
+
 TEST(AttentionCudaScratch, HoldsOneFloatPerQueryRow) {
   EXPECT_EQ(cuda::attention_backward_scratch_bytes(2, 37, 4, 2, 64), size_t{2 * 4 * 37 * 4});
   EXPECT_EQ(cuda::attention_backward_scratch_bytes(0, 37, 4, 2, 64), size_t{0});
