@@ -375,6 +375,309 @@ __global__ void __launch_bounds__(kMmaWarps* kLanes)
   }
 }
 
+// Tensor-core backward for 16-bit T at D = kD = 64 (the forward's tiles and fragment layouts), two
+// kernels as the fp32 path: dq (with delta) over query tiles, then dk/dv over key tiles. With
+// p = exp(score - lse), dp = dout·v, delta = Σ_key p dp and ds = p (dp - delta) scale:
+//   dq = Σ_key ds k,   dv = Σ_t p dout,   dk = Σ_t ds q.
+// delta comes from the same fp32 p and dp (a first pass over the key tiles), not from the output
+// rounded to T (see the fp32 dq kernel); p and ds are rounded to T only as mma operands, after the
+// subtraction, so nothing cancels after rounding.
+
+// Copies `rows` rows of head `head` of x (B, T, H, kD) from row0 into shared memory: row-major
+// into x_s (rows, kD + 8) when non-null, transposed into xt_s (kD, rows + 8) when non-null; rows
+// at or past T are zero. Called by all threads of the block.
+template <typename T, int kD, int kRowsTile, int kThreads>
+__device__ __forceinline__ void load_tile_mma(T* x_s, uint16_t* xt_s, const T* x, int b, int row0,
+                                              int T_, int H, int head) {
+  for (int e = threadIdx.x; e < kRowsTile * kD / 2; e += kThreads) {
+    const int j = e / (kD / 2);
+    const int d = 2 * (e % (kD / 2));
+    const int r = row0 + j;
+    const uint32_t pair =
+        r < T_ ? load_pair(x + ((static_cast<int64_t>(b) * T_ + r) * H + head) * kD + d) : 0u;
+    if (x_s != nullptr) *reinterpret_cast<uint32_t*>(x_s + j * (kD + 8) + d) = pair;
+    if (xt_s != nullptr) {
+      xt_s[d * (kRowsTile + 8) + j] = static_cast<uint16_t>(pair & 0xffffu);
+      xt_s[(d + 1) * (kRowsTile + 8) + j] = static_cast<uint16_t>(pair >> 16);
+    }
+  }
+}
+
+// The A fragments of rows r[0], r[1] (this thread's two rows of the warp's 16) of x, all k-steps.
+template <typename T, int kD>
+__device__ __forceinline__ void load_a_fragments(uint32_t (&a)[kD / 16][4], const T* x, int b,
+                                                 const int (&r)[2], int T_, int H, int head) {
+  const int t4 = threadIdx.x % kLanes % 4;
+#pragma unroll
+  for (int ks = 0; ks < kD / 16; ++ks) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int row = r[i % 2];
+      const int col = 16 * ks + 2 * t4 + 8 * (i / 2);
+      a[ks][i] = row < T_
+                     ? load_pair(x + ((static_cast<int64_t>(b) * T_ + row) * H + head) * kD + col)
+                     : 0u;
+    }
+  }
+}
+
+// acc[nt] (+)= A · B for the 8-column tiles nt of a 16 x (8 kNT) product over kD: A in registers,
+// B[k][n] = y_s[n][k] (y_s row-major, stride kD + 8, rows 8 nt + g).
+template <typename T, int kD, int kNT>
+__device__ __forceinline__ void mma_rows_by_tile(float (&acc)[kNT][4],
+                                                 const uint32_t (&a)[kD / 16][4], const T* y_s) {
+  const int lane = threadIdx.x % kLanes;
+  const int g = lane / 4, t4 = lane % 4;
+#pragma unroll
+  for (int nt = 0; nt < kNT; ++nt) {
+    acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
+    const T* yrow = y_s + (8 * nt + g) * (kD + 8) + 2 * t4;
+#pragma unroll
+    for (int ks = 0; ks < kD / 16; ++ks) {
+      const uint32_t bf[2] = {load_pair(yrow + 16 * ks), load_pair(yrow + 16 * ks + 8)};
+      mma_16816<T>(acc[nt], a[ks], bf);
+    }
+  }
+}
+
+// out[dt] += P · Y over a tile of kCols streamed rows: P (16 x kCols) as fp32 scores in the D
+// layout (rounded to T here), Y (kCols x kD) from its transpose yt_s (kD, kCols + 8).
+template <typename T, int kD, int kCols>
+__device__ __forceinline__ void mma_scores_by_rows(float (&out)[kD / 8][4],
+                                                   const float (&p)[kCols / 8][4],
+                                                   const uint16_t* yt_s) {
+  const int lane = threadIdx.x % kLanes;
+  const int g = lane / 4, t4 = lane % 4;
+#pragma unroll
+  for (int kk = 0; kk < kCols / 16; ++kk) {
+    const uint32_t pa[4] = {
+        pack2<T>(p[2 * kk][0], p[2 * kk][1]), pack2<T>(p[2 * kk][2], p[2 * kk][3]),
+        pack2<T>(p[2 * kk + 1][0], p[2 * kk + 1][1]), pack2<T>(p[2 * kk + 1][2], p[2 * kk + 1][3])};
+#pragma unroll
+    for (int dt = 0; dt < kD / 8; ++dt) {
+      const uint16_t* yrow = yt_s + (8 * dt + g) * (kCols + 8) + 16 * kk + 2 * t4;
+      const uint32_t bf[2] = {*reinterpret_cast<const uint32_t*>(yrow),
+                              *reinterpret_cast<const uint32_t*>(yrow + 8)};
+      mma_16816<T>(out[dt], pa, bf);
+    }
+  }
+}
+
+template <int kD>
+struct MmaBackwardTile {
+  static constexpr int kRowStride = kD + 8;
+  static constexpr int kColStride = kMmaCols + 8;
+  // dq: k_s, v_s row-major and kt_s transposed.
+  static constexpr int kDqElems = 2 * kMmaCols * kRowStride + kD * kColStride;
+  // dk/dv: q_s, do_s row-major, qt_s, dot_s transposed (+ lse and delta as floats).
+  static constexpr int kDkdvElems = 2 * kMmaCols * kRowStride + 2 * kD * kColStride;
+};
+
+template <typename T, int kD>
+__global__ void __launch_bounds__(kMmaWarps* kLanes)
+    attention_backward_dq_mma_kernel(T* dq, float* delta, const T* dout, const float* lse,
+                                     const T* q, const T* k, const T* v, int B, int T_, int Hq,
+                                     int Hkv, float scale, float scale_log2, int window) {
+  constexpr int kNT = kMmaCols / 8;
+  constexpr int kDT = kD / 8;
+  constexpr int kThreads = kMmaWarps * kLanes;
+  ZERO_EXTERN_SHARED(float, smem);
+  T* k_s = reinterpret_cast<T*>(smem);
+  T* v_s = k_s + kMmaCols * (kD + 8);
+  uint16_t* kt_s = reinterpret_cast<uint16_t*>(v_s + kMmaCols * (kD + 8));
+
+  const int BH = B * Hq;
+  const int num_q_tiles = (T_ + kMmaRows - 1) / kMmaRows;
+  const int q_tile = num_q_tiles - 1 - static_cast<int>(blockIdx.x / BH);  // latest first
+  const int bh = static_cast<int>(blockIdx.x % BH);
+  const int b = bh / Hq;
+  const int h = bh % Hq;
+  const int hkv = h / (Hq / Hkv);
+  const int q0 = q_tile * kMmaRows;
+  const int warp = threadIdx.x / kLanes;
+  const int lane = threadIdx.x % kLanes;
+  const int g = lane / 4, t4 = lane % 4;
+  const int row[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
+
+  uint32_t qa[kD / 16][4], da[kD / 16][4];
+  load_a_fragments<T, kD>(qa, q, b, row, T_, Hq, h);
+  load_a_fragments<T, kD>(da, dout, b, row, T_, Hq, h);
+  float lse2[2];
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    lse2[rr] = row[rr] < T_
+                   ? lse[(static_cast<int64_t>(b) * Hq + h) * T_ + row[rr]] * 1.4426950408889634f
+                   : 0.0f;
+  }
+
+  const int q_end = min(T_, q0 + kMmaRows);
+  const int kv_begin = window > 0 ? max(0, q0 - window + 1) / kMmaCols * kMmaCols : 0;
+  // p and dp of one key tile, masked: p = 0 where a key is not visible.
+  float s[kNT][4], dp[kNT][4];
+  const auto scores = [&](int kv0) {
+    mma_rows_by_tile<T, kD, kNT>(s, qa, k_s);
+    mma_rows_by_tile<T, kD, kNT>(dp, da, v_s);
+#pragma unroll
+    for (int nt = 0; nt < kNT; ++nt) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int r = row[i / 2];
+        const int key = kv0 + 8 * nt + 2 * t4 + (i % 2);
+        const bool visible = key <= r && r < T_ && (window <= 0 || r - key < window);
+        s[nt][i] = visible ? exp2f(s[nt][i] * scale_log2 - lse2[i / 2]) : 0.0f;
+      }
+    }
+  };
+
+  // Pass 1: delta.
+  float dsum[2] = {0.0f, 0.0f};
+  for (int kv0 = kv_begin; kv0 < q_end; kv0 += kMmaCols) {
+    // Why: every warp has finished reading the previous tiles before they are overwritten.
+    __syncthreads();
+    load_tile_mma<T, kD, kMmaCols, kThreads>(k_s, nullptr, k, b, kv0, T_, Hkv, hkv);
+    load_tile_mma<T, kD, kMmaCols, kThreads>(v_s, nullptr, v, b, kv0, T_, Hkv, hkv);
+    // Why: the tiles are complete before any warp reads them.
+    __syncthreads();
+    scores(kv0);
+#pragma unroll
+    for (int nt = 0; nt < kNT; ++nt) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) dsum[i / 2] += s[nt][i] * dp[nt][i];
+    }
+  }
+  float dl[2];
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    dsum[rr] += __shfl_xor_sync(kFullMask, dsum[rr], 1);
+    dsum[rr] += __shfl_xor_sync(kFullMask, dsum[rr], 2);
+    dl[rr] = dsum[rr];
+    if (t4 == 0 && row[rr] < T_) delta[(static_cast<int64_t>(b) * Hq + h) * T_ + row[rr]] = dl[rr];
+  }
+
+  // Pass 2: dq += ds · k.
+  float acc[kDT][4];
+#pragma unroll
+  for (int dt = 0; dt < kDT; ++dt) acc[dt][0] = acc[dt][1] = acc[dt][2] = acc[dt][3] = 0.0f;
+  for (int kv0 = kv_begin; kv0 < q_end; kv0 += kMmaCols) {
+    __syncthreads();  // as in pass 1
+    load_tile_mma<T, kD, kMmaCols, kThreads>(k_s, kt_s, k, b, kv0, T_, Hkv, hkv);
+    load_tile_mma<T, kD, kMmaCols, kThreads>(v_s, nullptr, v, b, kv0, T_, Hkv, hkv);
+    __syncthreads();
+    scores(kv0);
+#pragma unroll
+    for (int nt = 0; nt < kNT; ++nt) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) s[nt][i] = s[nt][i] * (dp[nt][i] - dl[i / 2]) * scale;
+    }
+    mma_scores_by_rows<T, kD, kMmaCols>(acc, s, kt_s);
+  }
+
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    if (row[rr] >= T_) continue;
+    T* drow = dq + ((static_cast<int64_t>(b) * T_ + row[rr]) * Hq + h) * kD + 2 * t4;
+#pragma unroll
+    for (int dt = 0; dt < kDT; ++dt) {
+      drow[8 * dt] = from_f32<T>(to_f32(drow[8 * dt]) + acc[dt][2 * rr]);
+      drow[8 * dt + 1] = from_f32<T>(to_f32(drow[8 * dt + 1]) + acc[dt][2 * rr + 1]);
+    }
+  }
+}
+
+template <typename T, int kD>
+__global__ void __launch_bounds__(kMmaWarps* kLanes)
+    attention_backward_dkdv_mma_kernel(T* dk, T* dv, const T* dout, const float* lse,
+                                       const float* delta, const T* q, const T* k, const T* v,
+                                       int B, int T_, int Hq, int Hkv, float scale,
+                                       float scale_log2, int window) {
+  constexpr int kNT = kMmaCols / 8;
+  constexpr int kDT = kD / 8;
+  constexpr int kThreads = kMmaWarps * kLanes;
+  ZERO_EXTERN_SHARED(float, smem);
+  T* q_s = reinterpret_cast<T*>(smem);
+  T* do_s = q_s + kMmaCols * (kD + 8);
+  uint16_t* qt_s = reinterpret_cast<uint16_t*>(do_s + kMmaCols * (kD + 8));
+  uint16_t* dot_s = qt_s + kD * (kMmaCols + 8);
+  float* lse_s = reinterpret_cast<float*>(dot_s + kD * (kMmaCols + 8));  // (kMmaCols) base 2
+  float* delta_s = lse_s + kMmaCols;                                     // (kMmaCols)
+
+  const int BH = B * Hkv;
+  const int kv_tile = static_cast<int>(blockIdx.x / BH);  // earliest keys first: most queries
+  const int bh = static_cast<int>(blockIdx.x % BH);
+  const int b = bh / Hkv;
+  const int hkv = bh % Hkv;
+  const int G = Hq / Hkv;
+  const int kv0 = kv_tile * kMmaRows;
+  const int warp = threadIdx.x / kLanes;
+  const int lane = threadIdx.x % kLanes;
+  const int g = lane / 4, t4 = lane % 4;
+  const int key[2] = {kv0 + warp * 16 + g, kv0 + warp * 16 + g + 8};  // this thread's two keys
+
+  uint32_t ka[kD / 16][4], va[kD / 16][4];
+  load_a_fragments<T, kD>(ka, k, b, key, T_, Hkv, hkv);
+  load_a_fragments<T, kD>(va, v, b, key, T_, Hkv, hkv);
+  float dk_acc[kDT][4], dv_acc[kDT][4];
+#pragma unroll
+  for (int dt = 0; dt < kDT; ++dt) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) dk_acc[dt][i] = dv_acc[dt][i] = 0.0f;
+  }
+
+  // Queries before kv0 see none of these keys; with a window, none at or past the last key + W.
+  const int q_end = window > 0 ? min(T_, kv0 + kMmaRows - 1 + window) : T_;
+  float s[kNT][4], dp[kNT][4];
+  for (int h = hkv * G; h < (hkv + 1) * G; ++h) {
+    const int64_t lse_off = (static_cast<int64_t>(b) * Hq + h) * T_;
+    for (int q0 = kv0; q0 < q_end; q0 += kMmaCols) {
+      // Why: every warp has finished reading the previous query tile before it is overwritten.
+      __syncthreads();
+      load_tile_mma<T, kD, kMmaCols, kThreads>(q_s, qt_s, q, b, q0, T_, Hq, h);
+      load_tile_mma<T, kD, kMmaCols, kThreads>(do_s, dot_s, dout, b, q0, T_, Hq, h);
+      if (threadIdx.x < kMmaCols) {
+        const int t = q0 + threadIdx.x;
+        lse_s[threadIdx.x] = t < T_ ? lse[lse_off + t] * 1.4426950408889634f : 0.0f;
+        delta_s[threadIdx.x] = t < T_ ? delta[lse_off + t] : 0.0f;
+      }
+      // Why: the tiles are complete before any warp reads them.
+      __syncthreads();
+
+      mma_rows_by_tile<T, kD, kNT>(s, ka, q_s);    // s^T (keys x queries)
+      mma_rows_by_tile<T, kD, kNT>(dp, va, do_s);  // dp^T
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int c = 8 * nt + 2 * t4 + (i % 2);
+          const int t = q0 + c;
+          const int kv = key[i / 2];
+          // also false for padding keys kv >= T
+          const bool visible = kv <= t && t < T_ && (window <= 0 || t - kv < window);
+          const float p = visible ? exp2f(s[nt][i] * scale_log2 - lse_s[c]) : 0.0f;
+          s[nt][i] = p;
+          dp[nt][i] = p * (dp[nt][i] - delta_s[c]) * scale;  // ds^T
+        }
+      }
+      mma_scores_by_rows<T, kD, kMmaCols>(dv_acc, s, dot_s);
+      mma_scores_by_rows<T, kD, kMmaCols>(dk_acc, dp, qt_s);
+    }
+  }
+
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    if (key[rr] >= T_) continue;  // padding key of the last tile
+    const int64_t off = ((static_cast<int64_t>(b) * T_ + key[rr]) * Hkv + hkv) * kD + 2 * t4;
+#pragma unroll
+    for (int dt = 0; dt < kDT; ++dt) {
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const int64_t o = off + 8 * dt + j;
+        dk[o] = from_f32<T>(to_f32(dk[o]) + dk_acc[dt][2 * rr + j]);
+        dv[o] = from_f32<T>(to_f32(dv[o]) + dv_acc[dt][2 * rr + j]);
+      }
+    }
+  }
+}
+
 // Backward, dk and dv. Block = (key tile, b, kv head); it owns kRows keys and streams, for each of
 // the G query heads of its group, the query tiles at or after its first key. With
 // p = exp(score - lse) and ds = p (dout·v - delta) / sqrt(D):
@@ -720,6 +1023,28 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* out, const 
   const int window_i = static_cast<int>(window);
   const int Bi = static_cast<int>(B), Ti = static_cast<int>(T_), Hqi = static_cast<int>(Hq);
   const int Hkvi = static_cast<int>(Hkv), Di = static_cast<int>(D);
+  if constexpr (!std::is_same_v<T, float>) {
+    // 16-bit inputs at D = 64 take the tensor cores (D = 128 would spill the dk/dv kernel's
+    // registers as written: two A operands and two accumulators of 16 x 128).
+    const auto aligned4 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 4 == 0; };
+    if (D == 64 && aligned4(dq) && aligned4(dk) && aligned4(dv) && aligned4(dout) && aligned4(q) &&
+        aligned4(k) && aligned4(v)) {
+      constexpr int kD = 64;
+      using Tl = MmaBackwardTile<kD>;
+      const float scale_log2 = scale * 1.4426950408889634f;
+      const int64_t dq_blocks = (T_ + kMmaRows - 1) / kMmaRows * B * Hq;
+      launch_with_smem(attention_backward_dq_mma_kernel<T, kD>, dq_blocks, kMmaWarps * kLanes,
+                       Tl::kDqElems * sizeof(T), stream, dq, delta, dout, lse, q, k, v, Bi, Ti, Hqi,
+                       Hkvi, scale, scale_log2, window_i);
+      // Stream order makes the dk/dv kernel see every delta the dq kernel wrote.
+      const int64_t dkdv_blocks = (T_ + kMmaRows - 1) / kMmaRows * B * Hkv;
+      launch_with_smem(attention_backward_dkdv_mma_kernel<T, kD>, dkdv_blocks, kMmaWarps * kLanes,
+                       Tl::kDkdvElems * sizeof(T) + 2 * kMmaCols * sizeof(float), stream, dk, dv,
+                       dout, lse, static_cast<const float*>(delta), q, k, v, Bi, Ti, Hqi, Hkvi,
+                       scale, scale_log2, window_i);
+      return;
+    }
+  }
   dispatch_head_dim(D, [&](auto bucket) {
     constexpr int kD = decltype(bucket)::value;
     using Tl = Tile<kD>;

@@ -302,10 +302,10 @@ INSTANTIATE_TEST_SUITE_P(DtypesShapes, AttentionCuda,
                                             ::testing::ValuesIn(kShapes)),
                          param_name);
 
-// 16-bit inputs at D = 64 and 128 take the tensor-core forward (mma.sync; on the emulator its
-// shuffle twin in mma.cuh). The GPU runs it through every shape above too; these add several
-// 64-row query tiles with GQA, windows that start mid-tile, and a divisor. Forward only: the
-// backward kernels are the fp32 ones, and the emulator's time goes to what differs.
+// 16-bit inputs at D = 64 and 128 take the tensor-core forward, and at D = 64 the tensor-core
+// backward (mma.sync; on the emulator its shuffle twin in mma.cuh). The GPU runs them through
+// every shape above too; these add several 64-row tiles with GQA, windows that start mid-tile, and
+// a divisor.
 const std::vector<AttnShape> kTensorCoreShapes = testing::gpu_or_emulated<AttnShape>(
     {
         {1, 257, 4, 2, 64},
@@ -323,6 +323,12 @@ TEST_P(AttentionCudaTensorCores, ForwardMatchesCpu) {
   ZERO_SKIP_WITHOUT_GPU();
   const auto& [dtype, shape] = GetParam();
   ZERO_DISPATCH_DTYPE(dtype, check_forward, shape);
+}
+
+TEST_P(AttentionCudaTensorCores, BackwardAccumulatesIntoGradients) {
+  ZERO_SKIP_WITHOUT_GPU();
+  const auto& [dtype, shape] = GetParam();
+  ZERO_DISPATCH_DTYPE(dtype, check_backward, shape, /*init_scale=*/0.25);
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes16Shapes, AttentionCudaTensorCores,
