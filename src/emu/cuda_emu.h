@@ -314,6 +314,14 @@ T shuffle(unsigned mask, T v, int src_lane) {
   return from_bits<T>(slots[src_lane]);
 }
 
+// Every lane of the full warp publishes 64 bits and reads all 32: one exchange for a
+// warp-collective operation that moves many values (kernels/mma.cuh's mma.sync twin), where
+// shuffles would take one exchange per value.
+inline std::array<uint64_t, kWarpSize> warp_all_gather(uint64_t bits) {
+  const ThreadContext& self = t_cuda_thread;
+  return self.warp().exchange(0xffffffffu, self.lane(), bits);
+}
+
 // __syncthreads_count: a block barrier that also counts the threads whose `pred` holds.
 inline int syncthreads_count(bool pred) {
   ThreadContext& self = t_cuda_thread;

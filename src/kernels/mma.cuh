@@ -50,27 +50,30 @@ template <typename T>
 __device__ __forceinline__ void mma_16816(float d[4], const uint32_t a[4], const uint32_t b[2]) {
   static_assert(std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half>);
 #if defined(ZERO_CUDA_EMU)
-  // Every lane gathers its two rows of A and its two columns of B from the lanes holding them,
-  // then forms its four dot products in fp32 (k in order; the hardware's order is unspecified).
-  const unsigned full = 0xffffffffu;
+  // Every lane gathers its two rows of A and its two columns of B from the lanes holding them
+  // (three warp-wide exchanges), then forms its four dot products in fp32 (k in order; the
+  // hardware's order is unspecified).
+  const auto a01 = ::zero::emu::warp_all_gather(a[0] | (static_cast<uint64_t>(a[1]) << 32));
+  const auto a23 = ::zero::emu::warp_all_gather(a[2] | (static_cast<uint64_t>(a[3]) << 32));
+  const auto b01 = ::zero::emu::warp_all_gather(b[0] | (static_cast<uint64_t>(b[1]) << 32));
   const int lane = static_cast<int>(threadIdx.x % 32);
   const int g = lane / 4, t = lane % 4;
   float arow[2][16], bcol[2][16];
+  const auto unpack4 = [](uint64_t lo_hi, float* lo_row, float* hi_row, int col) {
+    const uint32_t lo = static_cast<uint32_t>(lo_hi), hi = static_cast<uint32_t>(lo_hi >> 32);
+    lo_row[col] = unpack_lo<T>(lo), lo_row[col + 1] = unpack_hi<T>(lo);
+    hi_row[col] = unpack_lo<T>(hi), hi_row[col + 1] = unpack_hi<T>(hi);
+  };
   for (int src_t = 0; src_t < 4; ++src_t) {
     const int src = 4 * g + src_t;
-    const uint32_t r0 = __shfl_sync(full, a[0], src), r1 = __shfl_sync(full, a[1], src);
-    const uint32_t r2 = __shfl_sync(full, a[2], src), r3 = __shfl_sync(full, a[3], src);
-    arow[0][2 * src_t] = unpack_lo<T>(r0), arow[0][2 * src_t + 1] = unpack_hi<T>(r0);
-    arow[1][2 * src_t] = unpack_lo<T>(r1), arow[1][2 * src_t + 1] = unpack_hi<T>(r1);
-    arow[0][2 * src_t + 8] = unpack_lo<T>(r2), arow[0][2 * src_t + 9] = unpack_hi<T>(r2);
-    arow[1][2 * src_t + 8] = unpack_lo<T>(r3), arow[1][2 * src_t + 9] = unpack_hi<T>(r3);
-  }
-  for (int j = 0; j < 2; ++j) {
-    for (int src_t = 0; src_t < 4; ++src_t) {
-      const int src = 4 * (2 * t + j) + src_t;  // the lanes holding column n = 2t + j
-      const uint32_t r0 = __shfl_sync(full, b[0], src), r1 = __shfl_sync(full, b[1], src);
-      bcol[j][2 * src_t] = unpack_lo<T>(r0), bcol[j][2 * src_t + 1] = unpack_hi<T>(r0);
-      bcol[j][2 * src_t + 8] = unpack_lo<T>(r1), bcol[j][2 * src_t + 9] = unpack_hi<T>(r1);
+    unpack4(a01[src], arow[0], arow[1], 2 * src_t);      // A[g][2st..], A[g+8][2st..]
+    unpack4(a23[src], arow[0], arow[1], 2 * src_t + 8);  // the same at columns + 8
+    for (int j = 0; j < 2; ++j) {
+      // b[0] = B[2st..][n], b[1] = B[2st+8..][n] of the lanes holding column n = 2t + j.
+      float lo_part[16], hi_part[16];
+      unpack4(b01[4 * (2 * t + j) + src_t], lo_part, hi_part, 0);
+      bcol[j][2 * src_t] = lo_part[0], bcol[j][2 * src_t + 1] = lo_part[1];
+      bcol[j][2 * src_t + 8] = hi_part[0], bcol[j][2 * src_t + 9] = hi_part[1];
     }
   }
   for (int i = 0; i < 4; ++i) {
