@@ -71,6 +71,10 @@ if(NOT ZERO_CUDA STREQUAL "OFF")
     set(CMAKE_CUDA_STANDARD 20)
     set(CMAKE_CUDA_STANDARD_REQUIRED ON)
     string(APPEND CMAKE_CUDA_FLAGS " --expt-relaxed-constexpr -lineinfo")
+    # A kernel spilling more than a small budget of registers to local memory fails its compile
+    # (tools/cuda_spill_guard.sh reads ptxas's per-kernel report; ccache, if any, runs inside it).
+    set(CMAKE_CUDA_COMPILER_LAUNCHER ${PROJECT_SOURCE_DIR}/tools/cuda_spill_guard.sh
+                                     ${CMAKE_CUDA_COMPILER_LAUNCHER})
     find_package(CUDAToolkit REQUIRED)
     set(ZERO_WITH_CUDA ON)
     find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
