@@ -2,7 +2,7 @@
 # Verifies the CUDA path on a GPU machine from what tools/gpu/pack.sh packed (.gpu/pack.tar.xz):
 # every *_cuda_test, then compute-sanitizer memcheck on all of them and racecheck / synccheck /
 # initcheck on a fixed eighth of each kernel binary's cases, and the kernel benchmark beside PyTorch
-# (bench/gpu/run.sh, on a quiet GPU between the two). Leaves at most 7 files in $OUT (summary.md
+# (bench/gpu/run.sh, on a quiet GPU between the two). Leaves at most 8 files in $OUT (summary.md
 # first). Exit status 0 only when every test and every sanitizer run is clean.
 #
 #   bash .gpu/verify.sh            on the GPU machine (the device tool: carry .gpu)
@@ -112,6 +112,13 @@ if ((dry)); then
 fi
 
 run_bench
+# Registers, stack, shared and local memory of every kernel (the spill budget's record).
+if command -v cuobjdump >/dev/null; then
+  for t in "$bin"/*; do cuobjdump -res-usage "$t" 2>/dev/null; done |
+    awk '/Function/ { name = $2 } /REG:/ { print $0 "\t" name }' | sed 's/^[[:space:]]*//' |
+    sort -u >"$out/res_usage.txt"
+  echo "## Kernel resources (res_usage.txt): $(wc -l <"$out/res_usage.txt") kernels, max REG $(grep -o 'REG:[0-9]*' "$out/res_usage.txt" | cut -d: -f2 | sort -n | tail -1), kernels with LOCAL > 0: $(grep -c -v 'LOCAL:0 ' "$out/res_usage.txt")" >>"$summary"
+fi
 echo "## compute-sanitizer" >>"$summary"
 {
   for t in "$bin"/*; do echo "memcheck $t"; done

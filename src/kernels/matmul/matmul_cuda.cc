@@ -11,6 +11,7 @@
 
 #include <compare>
 #include <cstdint>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <string>
@@ -216,6 +217,8 @@ struct MatmulContext::Impl {
   cublasLtHandle_t handle = nullptr;
   void* workspace = nullptr;
   std::map<PlanKey, std::unique_ptr<Plan>> plans;
+  bool reference_only = false;
+  bool warned_fallback = false;
 
   ~Impl() {
     plans.clear();  // descriptors before the handle
@@ -248,6 +251,7 @@ StatusOr<std::unique_ptr<MatmulContext>> MatmulContext::create() {
 }
 
 bool MatmulContext::try_gemm(const GemmArgs& args, cudaStream_t stream) {
+  if (impl_->reference_only) return false;
   const PlanKey key = plan_key(args);
   auto it = impl_->plans.find(key);
   if (it == impl_->plans.end()) {
@@ -267,8 +271,18 @@ bool MatmulContext::try_gemm(const GemmArgs& args, cudaStream_t stream) {
 }
 
 void MatmulContext::gemm(const GemmArgs& args, cudaStream_t stream) {
-  ZERO_CHECK(try_gemm(args, stream), "cuBLASLt has no algorithm for ", describe(args));
+  if (try_gemm(args, stream)) return;
+  if (!impl_->reference_only && !impl_->warned_fallback) {
+    impl_->warned_fallback = true;
+    std::fprintf(stderr,
+                 "zero: cuBLASLt has no algorithm for %s; using the reference GEMM kernel (slow) "
+                 "for it and any other such GEMM\n",
+                 describe(args).c_str());
+  }
+  reference_gemm(args, stream);
 }
+
+void MatmulContext::set_reference_only(bool on) { impl_->reference_only = on; }
 
 void* MatmulContext::workspace() const { return impl_->workspace; }
 

@@ -75,8 +75,11 @@ class MatmulContext {
   // algorithm for this configuration (the answer is cached like the algorithm). Any other cuBLAS
   // failure aborts (a bug or a dead device).
   bool try_gemm(const GemmArgs& args, cudaStream_t stream);
-  // try_gemm, where a missing algorithm is a broken invariant (aborts naming the configuration).
+  // try_gemm, and where cuBLASLt has no algorithm (or `reference_only`), reference_gemm: slow but
+  // always available; the first fallback of a context logs the configuration once.
   void gemm(const GemmArgs& args, cudaStream_t stream);
+  // Tests: every gemm through reference_gemm (try_gemm then always answers false).
+  void set_reference_only(bool on);
 
   // The workspace (kWorkspaceBytes, 256-byte aligned), lent between GEMMs to the dense layer's own
   // kernels on the same stream (bias gradient partial sums).
@@ -92,6 +95,11 @@ class MatmulContext {
 
 // out(N, OC) = inp(N, C) · weight(OC, C)^T + bias(OC). bias may be null. Overwrites out (which
 // must not alias inp or weight). fp32 accumulation, one rounding to T (bias added before it).
+// The GEMM of `args` as a plain tiled CUDA kernel (fp32 accumulation, one rounding to D's dtype;
+// bias and beta as cuBLASLt applies them): the fallback of MatmulContext::gemm, and what the CPU
+// emulator runs where cuBLASLt cannot.
+void reference_gemm(const GemmArgs& args, cudaStream_t stream);
+
 template <typename T>
 void matmul_forward(MatmulContext& ctx, T* out, const T* inp, const T* weight, const T* bias,
                     int64_t N, int64_t C, int64_t OC, cudaStream_t stream);

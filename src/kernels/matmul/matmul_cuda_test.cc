@@ -161,6 +161,17 @@ cuda::MatmulContext& context() {
   return *ctx;
 }
 
+// A second context whose every GEMM takes the reference kernel (MatmulContext::gemm's fallback).
+cuda::MatmulContext& reference_context() {
+  static cuda::MatmulContext* ctx = [] {
+    auto created = cuda::MatmulContext::create();
+    ZERO_CHECK(created.ok(), created.status().to_string());
+    created.value()->set_reference_only(true);
+    return std::move(created).value().release();
+  }();
+  return *ctx;
+}
+
 // Host inputs of one shape, already rounded to T (the CPU twin sees what the kernel sees).
 template <typename T>
 struct Inputs {
@@ -271,6 +282,40 @@ TEST_P(MatmulCudaTest, BackwardComputesEachGradientAlone) {
                              d_inp.get(), d_weight.get(), s.N, s.C, s.OC, stream);
     cuda::matmul_backward<T>(context(), nullptr, nullptr, d_dbias.get(), d_dout.get(), d_inp.get(),
                              d_weight.get(), s.N, s.C, s.OC, stream);
+    EXPECT_TRUE(norm_close(d_dinp.download_f32(), want_dinp, rtol));
+    EXPECT_TRUE(norm_close(d_dweight.download_f32(), want_dweight, rtol));
+    EXPECT_TRUE(norm_close(d_dbias.download_f32(), want_dbias, rtol));
+  });
+}
+
+// The fallback GEMM (no cuBLASLt algorithm) gives the CPU twin's results too: forward with and
+// without bias (broadcast + accumulate), backward accumulating into every gradient.
+TEST_P(MatmulCudaTest, ReferenceGemmMatchesCpu) {
+  ZERO_SKIP_WITHOUT_GPU();
+  const Shape s = shape();
+  const double rtol = norm_rtol_for(dtype());
+  with_storage_type(dtype(), [&]<typename T>() {
+    const Inputs<T> in(s);
+    DeviceArray<T> d_inp(to_storage<T>(in.inp)), d_weight(to_storage<T>(in.weight)),
+        d_bias(to_storage<T>(in.bias)), d_dout(to_storage<T>(in.dout)),
+        d_dinp(to_storage<T>(in.dinp0));
+    DeviceArray<float> d_dweight(in.dweight0), d_dbias(in.dbias0);
+    zero::cuda::CudaStream stream;
+    for (bool with_bias : {false, true}) {
+      SCOPED_TRACE(with_bias ? "with bias" : "without bias");
+      std::vector<float> want(s.N * s.OC);
+      cpu::matmul_forward(want.data(), in.inp.data(), in.weight.data(),
+                          with_bias ? in.bias.data() : nullptr, s.N, s.C, s.OC);
+      DeviceArray<T> d_out(to_storage<T>(std::vector<float>(s.N * s.OC, 123.0f)));
+      cuda::matmul_forward<T>(reference_context(), d_out.get(), d_inp.get(), d_weight.get(),
+                              with_bias ? d_bias.get() : nullptr, s.N, s.C, s.OC, stream);
+      EXPECT_TRUE(norm_close(d_out.download_f32(), want, rtol));
+    }
+    std::vector<float> want_dinp = in.dinp0, want_dweight = in.dweight0, want_dbias = in.dbias0;
+    cpu::matmul_backward(want_dinp.data(), want_dweight.data(), want_dbias.data(), in.dout.data(),
+                         in.inp.data(), in.weight.data(), s.N, s.C, s.OC);
+    cuda::matmul_backward<T>(reference_context(), d_dinp.get(), d_dweight.get(), d_dbias.get(),
+                             d_dout.get(), d_inp.get(), d_weight.get(), s.N, s.C, s.OC, stream);
     EXPECT_TRUE(norm_close(d_dinp.download_f32(), want_dinp, rtol));
     EXPECT_TRUE(norm_close(d_dweight.download_f32(), want_dweight, rtol));
     EXPECT_TRUE(norm_close(d_dbias.download_f32(), want_dbias, rtol));

@@ -1,5 +1,6 @@
-// The dense layer's own CUDA kernels: bias broadcast, GELU after the GEMM, and the deterministic
-// bias gradient (per-chunk column sums, then a fixed-order sum over chunks).
+// The dense layer's own CUDA kernels: bias broadcast, GELU after the GEMM, the deterministic
+// bias gradient (per-chunk column sums, then a fixed-order sum over chunks), and the reference GEMM
+// (MatmulContext's fallback where cuBLASLt has no algorithm, and the emulator's GEMM).
 // Legend: N = rows (B*T), OC = out_features; row-major (N, OC) activations.
 
 #include "kernels/matmul/matmul_epilogue_cuda.h"
@@ -17,6 +18,7 @@
 #include "core/cuda/launch.h"
 #include "kernels/cuda_vector.cuh"
 #include "kernels/gelu/gelu_math.h"
+#include "kernels/matmul/matmul_cuda.h"
 
 namespace zero::kernels::cuda {
 namespace {
@@ -115,6 +117,74 @@ __global__ void __launch_bounds__(kBiasGradFinishThreads)
   }
 }
 
+// ---- reference GEMM (column-major, as ColumnMajorGemm): D = alpha op(A) op(B) + beta D + bias
+
+constexpr int kGemmTile = 16;
+
+template <typename TA, typename TD>
+__global__ void __launch_bounds__(kGemmTile* kGemmTile)
+    reference_gemm_kernel(ColumnMajorGemm g, const TA* a, const TA* b, TD* d, const TD* bias,
+                          float alpha, float beta) {
+  __shared__ float a_s[kGemmTile][kGemmTile + 1];  // a_s[l][i] = op(A)(i0 + i, l0 + l)
+  __shared__ float b_s[kGemmTile][kGemmTile + 1];  // b_s[j][l] = op(B)(l0 + l, j0 + j)
+  const int tx = static_cast<int>(threadIdx.x), ty = static_cast<int>(threadIdx.y);
+  const int64_t i0 = static_cast<int64_t>(blockIdx.x) * kGemmTile;
+  const int64_t i = i0 + tx;
+  for (int64_t j0 = static_cast<int64_t>(blockIdx.y) * kGemmTile; j0 < g.n;
+       j0 += static_cast<int64_t>(gridDim.y) * kGemmTile) {
+    const int64_t j = j0 + ty;
+    float acc = 0.0f;
+    for (int64_t l0 = 0; l0 < g.k; l0 += kGemmTile) {
+      {
+        const int64_t ii = i0 + tx, ll = l0 + ty;
+        a_s[ty][tx] = ii < g.m && ll < g.k
+                          ? to_f32(g.transpose_a ? a[ll + ii * g.lda] : a[ii + ll * g.lda])
+                          : 0.0f;
+      }
+      {
+        const int64_t ll = l0 + tx, jj = j0 + ty;
+        b_s[ty][tx] = ll < g.k && jj < g.n
+                          ? to_f32(g.transpose_b ? b[jj + ll * g.ldb] : b[ll + jj * g.ldb])
+                          : 0.0f;
+      }
+      // Why: both tiles are complete before any thread reads them.
+      __syncthreads();
+#pragma unroll
+      for (int l = 0; l < kGemmTile; ++l) acc += a_s[l][tx] * b_s[ty][l];
+      // Why: every thread has read the tiles before the next iteration overwrites them.
+      __syncthreads();
+    }
+    if (i < g.m && j < g.n) {
+      TD* out = d + i + j * g.ldd;
+      float v = alpha * acc;
+      if (beta != 0.0f) v += beta * to_f32(*out);  // beta = 0 never reads D (it may be garbage)
+      if (bias != nullptr) v += to_f32(bias[i]);
+      *out = from_f32<TD>(v);
+    }
+  }
+}
+
+template <typename TA, typename TD>
+void launch_reference_gemm(const GemmArgs& args, cudaStream_t stream) {
+  const ColumnMajorGemm& g = args.shape;
+  const dim3 threads(kGemmTile, kGemmTile);
+  const dim3 blocks(static_cast<unsigned>(ceil_div(g.m, kGemmTile)),
+                    static_cast<unsigned>(std::min<int64_t>(ceil_div(g.n, kGemmTile), kMaxGridY)));
+  ZERO_LAUNCH(blocks, threads, 0, stream, reference_gemm_kernel<TA, TD>)
+  (g, static_cast<const TA*>(args.a), static_cast<const TA*>(args.b), static_cast<TD*>(args.d),
+   static_cast<const TD*>(args.bias), args.alpha, args.beta);
+  CUDA_CHECK_LAUNCH();
+}
+
+template <typename TA>
+void reference_gemm_for(const GemmArgs& args, cudaStream_t stream) {
+  switch (args.d_dtype) {
+    case DType::kF32: launch_reference_gemm<TA, float>(args, stream); return;
+    case DType::kBF16: launch_reference_gemm<TA, __nv_bfloat16>(args, stream); return;
+    case DType::kF16: launch_reference_gemm<TA, __half>(args, stream); return;
+  }
+}
+
 }  // namespace
 
 template <typename T>
@@ -182,5 +252,16 @@ ZERO_INSTANTIATE_EPILOGUES(float)
 ZERO_INSTANTIATE_EPILOGUES(__nv_bfloat16)
 ZERO_INSTANTIATE_EPILOGUES(__half)
 #undef ZERO_INSTANTIATE_EPILOGUES
+
+void reference_gemm(const GemmArgs& args, cudaStream_t stream) {
+  const ColumnMajorGemm& g = args.shape;
+  ZERO_CHECK(g.m >= 0 && g.n >= 0 && g.k >= 0, "reference_gemm: negative shape");
+  if (g.m == 0 || g.n == 0) return;
+  switch (args.ab_dtype) {
+    case DType::kF32: reference_gemm_for<float>(args, stream); return;
+    case DType::kBF16: reference_gemm_for<__nv_bfloat16>(args, stream); return;
+    case DType::kF16: reference_gemm_for<__half>(args, stream); return;
+  }
+}
 
 }  // namespace zero::kernels::cuda
