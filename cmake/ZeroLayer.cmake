@@ -24,10 +24,11 @@ function(_zero_collect_sources dir out_srcs out_tests out_fuzz)
   set(${out_fuzz} ${fuzz} PARENT_SCOPE)
 endfunction()
 
-# zero_add_test(<target> SOURCES ... DEPS ... [LABELS ...] [TEST_PREFIX p]): a GoogleTest executable
-# registered with ctest; TEST_PREFIX keeps its test names apart from another binary's same tests.
+# zero_add_test(<target> SOURCES ... DEPS ... [LABELS ...] [TEST_PREFIX p] [ENVIRONMENT VAR=value ...]):
+# a GoogleTest executable registered with ctest; TEST_PREFIX keeps its test names apart from another
+# binary's same tests.
 function(zero_add_test target)
-  cmake_parse_arguments(ARG "" "TEST_PREFIX" "SOURCES;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(ARG "" "TEST_PREFIX" "SOURCES;DEPS;LABELS;ENVIRONMENT" ${ARGN})
   if(NOT ARG_LABELS)
     set(ARG_LABELS unit)
   endif()
@@ -50,11 +51,13 @@ function(zero_add_test target)
   if("thread" IN_LIST ZERO_SANITIZE)
     set(omp_threads 1)
   endif()
+  # ENVIRONMENT: extra VAR=value entries for every test of the executable.
+  set(test_env OMP_NUM_THREADS=${omp_threads} OMP_WAIT_POLICY=passive ${ARG_ENVIRONMENT})
   set(props_file ${CMAKE_CURRENT_BINARY_DIR}/${target}_properties.cmake)
   file(WRITE ${props_file}
        "foreach(t IN LISTS ${target}_TESTS)\n"
        "  set_tests_properties(\"\${t}\" PROPERTIES LABELS \"${ARG_LABELS}\"\n"
-       "    ENVIRONMENT \"OMP_NUM_THREADS=${omp_threads};OMP_WAIT_POLICY=passive\")\n"
+       "    ENVIRONMENT \"${test_env}\")\n"
        "endforeach()\n")
   set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${props_file})
 endfunction()

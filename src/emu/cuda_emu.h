@@ -5,10 +5,12 @@
 // twins; ASan sees out-of-bounds device accesses (device memory is host memory) and TSan sees a
 // missing __syncthreads as a data race on shared memory.
 //
-// Model: launches are synchronous and serialised (one at a time, whatever the stream); the blocks
-// of a grid run one after another, the threads of a block concurrently. __syncthreads is a
-// std::barrier over the block, warp intrinsics a publish / barrier / read / barrier exchange over
-// the warp's live lanes. A thread that returns drops out of both barriers (sm_70+ semantics).
+// Model: a launch is queued on its stream, and each stream is an in-order queue with its own host
+// thread (stream_emu.h); grids still run one at a time, whatever the stream (so streams order work
+// but do not overlap it). The blocks of a grid run one after another, the threads of a block
+// concurrently. __syncthreads is a std::barrier over the block, warp intrinsics a publish /
+// barrier / read / barrier exchange over the warp's live lanes. A thread that returns drops out
+// of both barriers (sm_70+ semantics).
 // Static __shared__ arrays become function-local statics (one block runs at a time, so that is the
 // block's shared memory); dynamic shared memory (ZERO_EXTERN_SHARED) is per block and starts as
 // garbage. Launch limits are sm_90's; a bad configuration is a launch error for cudaGetLastError.
@@ -41,6 +43,9 @@
 #include <tuple>
 #include <type_traits>
 #include <vector>
+
+// The runtime calls the launchers make (device memory is host memory here; streams, events).
+#include "emu/runtime_emu.h"  // IWYU pragma: export
 
 namespace zero::emu {
 
@@ -122,9 +127,6 @@ struct ThreadContext {
   Warp& warp() const { return *block->warps[linear_tid / kWarpSize]; }
 };
 inline thread_local ThreadContext t_cuda_thread;
-
-// cudaGetLastError's sticky-until-read error of the calling host thread.
-inline thread_local cudaError_t t_last_error = cudaSuccess;
 
 inline cudaError_t get_last_error() {
   const cudaError_t err = t_last_error;
@@ -226,18 +228,13 @@ inline std::mutex& launch_mutex() {
   return mutex;
 }
 
-// Runs kernel(args...) over grid x block, synchronously.
+// Runs kernel(args...) over grid x block on the calling thread (a stream's worker): the blocks
+// one after another, each block's threads on the pool.
 template <typename... KArgs>
-void launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem_bytes,
-            std::tuple<std::decay_t<KArgs>...> params) {
-  if (const char* why =
-          launch_config_error(reinterpret_cast<const void*>(kernel), grid, block, smem_bytes)) {
-    std::fprintf(stderr, "zero emu: launch rejected: %s\n", why);
-    t_last_error = cudaErrorInvalidConfiguration;
-    return;
-  }
+void run_grid(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem_bytes,
+              const std::tuple<std::decay_t<KArgs>...>& params) {
   // Why: static __shared__ arrays are shared by all launches of a kernel, and the thread pool runs
-  // one block at a time: one launch at a time, whatever the kernel.
+  // one block at a time: one launch at a time, whatever the kernel and the stream.
   const std::lock_guard<std::mutex> lock(launch_mutex());
   const int num_threads = static_cast<int>(block.x * block.y * block.z);
   for (unsigned bz = 0; bz < grid.z; ++bz) {
@@ -263,17 +260,33 @@ void launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem_bytes,
   }
 }
 
+// Launches kernel(args...) over grid x block on `stream`: a bad configuration is a launch error
+// at once (as on a GPU); otherwise the grid is queued and runs when the stream gets there.
+template <typename... KArgs>
+void launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem_bytes, cudaStream_t stream,
+            std::tuple<std::decay_t<KArgs>...> params) {
+  if (const char* why =
+          launch_config_error(reinterpret_cast<const void*>(kernel), grid, block, smem_bytes)) {
+    std::fprintf(stderr, "zero emu: launch rejected: %s\n", why);
+    t_last_error = cudaErrorInvalidConfiguration;
+    return;
+  }
+  stream_of(stream).enqueue([kernel, grid, block, smem_bytes, params = std::move(params)] {
+    run_grid(kernel, grid, block, smem_bytes, params);
+  });
+}
+
 // ZERO_LAUNCH(grid, block, smem, stream, kernel)(args...) under the emulator (core/cuda/launch.h).
 template <typename... KArgs>
 class Launcher {
  public:
-  Launcher(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem_bytes, cudaStream_t)
-      : kernel_(kernel), grid_(grid), block_(block), smem_bytes_(smem_bytes) {}
+  Launcher(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem_bytes, cudaStream_t stream)
+      : kernel_(kernel), grid_(grid), block_(block), smem_bytes_(smem_bytes), stream_(stream) {}
 
   template <typename... Args>
   void operator()(Args&&... args) const {
     static_assert(sizeof...(Args) == sizeof...(KArgs), "kernel argument count");
-    launch(kernel_, grid_, block_, smem_bytes_,
+    launch(kernel_, grid_, block_, smem_bytes_, stream_,
            std::tuple<std::decay_t<KArgs>...>(std::forward<Args>(args)...));
   }
 
@@ -281,6 +294,7 @@ class Launcher {
   void (*kernel_)(KArgs...);
   dim3 grid_, block_;
   size_t smem_bytes_;
+  cudaStream_t stream_;
 };
 
 template <typename T>
@@ -432,9 +446,7 @@ ZERO_EMU_MIN_MAX(long long)
 ZERO_EMU_MIN_MAX(unsigned long long)
 #undef ZERO_EMU_MIN_MAX
 
-// ---- The runtime calls the launchers make (device memory is host memory here).
-#include "emu/runtime_emu.h"  // IWYU pragma: export
-
+// ---- The runtime calls answered here (the rest: runtime_emu.h).
 #define cudaGetLastError() (::zero::emu::get_last_error())
 #define cudaPeekAtLastError() (::zero::emu::t_last_error)
 #define cudaGetErrorString(err) (::zero::emu::error_string(err))

@@ -1,6 +1,7 @@
 // Tests of the CPU emulator itself (cuda_emu.h) with small kernels: the built-in indices, block
 // barriers over static and dynamic shared memory, warp intrinsics (CUDA's width and
-// out-of-segment rules), launch limits as launch errors, and kernel bugs it must report.
+// out-of-segment rules), launch limits as launch errors, kernel bugs it must report, and CUDA's
+// ordering rules between streams (the legacy default stream, non-blocking streams, events).
 #include "emu/cuda_emu.h"
 // The emulator header must come first: it redefines the CUDA keywords below.
 #include <gtest/gtest.h>
@@ -8,6 +9,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <numeric>
+#include <semaphore>
 #include <string>
 #include <vector>
 
@@ -30,6 +32,7 @@ TEST(CudaEmu, BuiltInIndicesCoverTheGridOnce) {
   std::vector<int> out(12 * 24, -1);
   ZERO_LAUNCH(grid, block, 0, nullptr, write_global_ids)(out.data());
   ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // the launch is queued on the legacy stream
   for (int b = 0; b < 12; ++b) {
     for (int t = 0; t < 24; ++t) EXPECT_EQ(out[b * 24 + t], b * 1000 + t);
   }
@@ -57,6 +60,7 @@ TEST(CudaEmu, SyncthreadsOrdersSharedMemory) {
     std::vector<int> out(3 * 200);
     ZERO_LAUNCH(3, 200, 200 * sizeof(int), nullptr, kernel)(out.data());
     ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     for (int b = 0; b < 3; ++b) {
       for (int t = 0; t < 200; ++t) EXPECT_EQ(out[b * 200 + t], 199 - t + 1000 * b);
     }
@@ -81,6 +85,7 @@ TEST(CudaEmu, WarpIntrinsicsFollowCudaSemantics) {
   std::vector<int> out(6 * n);
   ZERO_LAUNCH(1, n, 0, nullptr, warp_intrinsics)(out.data());
   ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   for (int t = 0; t < n; ++t) {
     const int lane = t % 32;
     EXPECT_EQ(out[0 * n + t], 31 * 32 / 2);
@@ -109,7 +114,12 @@ TEST(CudaEmu, LaunchLimitsAreLaunchErrors) {
   std::vector<int> out(32);
   ZERO_LAUNCH(1, 32, 64 * 1024, nullptr, reverse_dynamic)(out.data());
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   EXPECT_EQ(out[0], 31);
+  // Back to the default limit, so the test holds under --gtest_repeat.
+  ASSERT_EQ(
+      cudaFuncSetAttribute(reverse_dynamic, cudaFuncAttributeMaxDynamicSharedMemorySize, 48 * 1024),
+      cudaSuccess);
 }
 
 // Lanes 16..31 return, then lanes 0..15 shuffle with the full mask: undefined on a GPU.
@@ -148,16 +158,128 @@ TEST(CudaEmuDeathTest, MissingSyncthreadsIsADataRaceUnderTsan) {
       std::string(tsan_options != nullptr ? tsan_options : "") + ":halt_on_error=1:exitcode=66";
   setenv("TSAN_OPTIONS", options.c_str(), /*overwrite=*/1);
   std::vector<int> out(64);
-  EXPECT_EXIT(ZERO_LAUNCH(1, 64, 0, nullptr, reverse_without_barrier)(out.data()),
-              ::testing::ExitedWithCode(66), "data race");
+  // Why the sync: the launch is queued on the legacy stream; the child must run it before exiting.
+  const auto launch_and_wait = [&] {
+    ZERO_LAUNCH(1, 64, 0, nullptr, reverse_without_barrier)(out.data());
+    cudaDeviceSynchronize();
+  };
+  EXPECT_EXIT(launch_and_wait(), ::testing::ExitedWithCode(66), "data race");
 #endif
 }
 
 TEST(CudaEmuDeathTest, ShuffleWithAnExitedLaneIsReported) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   std::vector<int> out(32);
-  EXPECT_DEATH(ZERO_LAUNCH(1, 32, 0, nullptr, shuffle_after_exit)(out.data()),
-               "names a lane that has exited");
+  const auto launch_and_wait = [&] {
+    ZERO_LAUNCH(1, 32, 0, nullptr, shuffle_after_exit)(out.data());
+    cudaDeviceSynchronize();
+  };
+  EXPECT_DEATH(launch_and_wait(), "names a lane that has exited");
+}
+
+// ---- Streams (stream_emu.h): CUDA's ordering rules between streams, each interleaving forced by
+// a gate that holds the legacy default stream, so the outcomes do not depend on timing.
+
+// A host function queued on a stream (cudaLaunchHostFunc) that holds it until open().
+class Gate {
+ public:
+  void hold(cudaStream_t stream) {
+    ASSERT_EQ(cudaLaunchHostFunc(stream, &Gate::wait_open, this), cudaSuccess);
+  }
+  void open() { opened_.release(); }
+
+ private:
+  static void wait_open(void* self) { static_cast<Gate*>(self)->opened_.acquire(); }
+  std::binary_semaphore opened_{0};
+};
+
+__global__ void set_flag(int* flag) { *flag = 1; }
+__global__ void copy_int(int* dst, const int* src) { *dst = *src; }
+
+int read_back(const int* device_ptr) {
+  int host = -1;
+  EXPECT_EQ(cudaMemcpy(&host, device_ptr, sizeof(int), cudaMemcpyDeviceToHost), cudaSuccess);
+  return host;
+}
+
+// How the flag's zeroing on the legacy stream is ordered before the kernel that sets it.
+enum class Order { kNone, kEvent, kBlockingStream };
+
+// The H100 bug of issue 11 (DeviceArray zeroed its memory with cudaMemset on the legacy stream,
+// the kernels ran on non-blocking streams): the memset waits behind the gate, the kernel runs and
+// finishes, the gate opens, the memset lands, all before the device sync and the read.
+int flag_after_zero_then_set(Order order) {
+  int* flag = nullptr;
+  EXPECT_EQ(cudaMalloc(&flag, sizeof(int)), cudaSuccess);
+  cudaStream_t stream = nullptr;
+  EXPECT_EQ(
+      cudaStreamCreateWithFlags(
+          &stream, order == Order::kBlockingStream ? cudaStreamDefault : cudaStreamNonBlocking),
+      cudaSuccess);
+  cudaEvent_t zeroed = nullptr;
+  EXPECT_EQ(cudaEventCreateWithFlags(&zeroed, cudaEventDisableTiming), cudaSuccess);
+  Gate gate;
+  gate.hold(cudaStreamLegacy);
+  EXPECT_EQ(cudaMemset(flag, 0, sizeof(int)), cudaSuccess);  // queued behind the gate
+  if (order == Order::kEvent) {
+    EXPECT_EQ(cudaEventRecord(zeroed, cudaStreamLegacy), cudaSuccess);
+    EXPECT_EQ(cudaEventQuery(zeroed), cudaErrorNotReady);
+    EXPECT_EQ(cudaStreamWaitEvent(stream, zeroed, 0), cudaSuccess);
+  }
+  ZERO_LAUNCH(1, 1, 0, stream, set_flag)(flag);
+  if (order == Order::kNone) {
+    // Nothing orders the kernel after the memset: it runs now, while the gate still holds.
+    EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  } else {
+    EXPECT_EQ(cudaStreamQuery(stream), cudaErrorNotReady);  // the kernel waits for the memset
+  }
+  gate.open();
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const int got = read_back(flag);
+  EXPECT_EQ(cudaEventDestroy(zeroed), cudaSuccess);
+  EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess);
+  EXPECT_EQ(cudaFree(flag), cudaSuccess);
+  return got;
+}
+
+TEST(CudaEmuStreams, NonBlockingStreamDoesNotWaitForTheLegacyStream) {
+  EXPECT_EQ(flag_after_zero_then_set(Order::kNone), 0);  // the kernel's flag is lost
+}
+
+TEST(CudaEmuStreams, EventWaitOrdersTheKernelAfterTheMemset) {
+  EXPECT_EQ(flag_after_zero_then_set(Order::kEvent), 1);
+}
+
+TEST(CudaEmuStreams, BlockingStreamWaitsForTheLegacyStream) {
+  EXPECT_EQ(flag_after_zero_then_set(Order::kBlockingStream), 1);
+}
+
+// A pageable host-to-device cudaMemcpy returns once the source is staged: the host may reuse it,
+// and the device write lands when the legacy stream gets there (here after a non-blocking
+// stream's kernel read the old value).
+TEST(CudaEmuStreams, PageableUploadReturnsBeforeItLands) {
+  int *value = nullptr, *seen = nullptr;
+  ASSERT_EQ(cudaMalloc(&value, sizeof(int)), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&seen, sizeof(int)), cudaSuccess);
+  ASSERT_EQ(cudaMemset(value, 0, sizeof(int)), cudaSuccess);
+  ASSERT_EQ(cudaMemset(seen, 0xff, sizeof(int)), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  Gate gate;
+  gate.hold(cudaStreamLegacy);
+  int host = 7;
+  ASSERT_EQ(cudaMemcpy(value, &host, sizeof(int), cudaMemcpyHostToDevice), cudaSuccess);
+  host = 8;  // staged already: the device gets 7
+  ZERO_LAUNCH(1, 1, 0, stream, copy_int)(seen, value);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  gate.open();
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(read_back(seen), 0);  // the kernel ran before the upload landed
+  EXPECT_EQ(read_back(value), 7);
+  ASSERT_EQ(cudaStreamDestroy(stream), cudaSuccess);
+  ASSERT_EQ(cudaFree(value), cudaSuccess);
+  ASSERT_EQ(cudaFree(seen), cudaSuccess);
 }
 
 }  // namespace

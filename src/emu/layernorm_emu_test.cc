@@ -3,6 +3,8 @@
 // scalar paths, misaligned pointers), bf16 and fp16, small odd shapes (1x1, primes, partial last
 // blocks and warps of rows). Device memory is host memory here, so the kernels get host vectors.
 // Legend: N rows, C channels.
+#include "emu/cuda_emu.h"
+// The emulator header must come first (its cudaDeviceSynchronize waits for the queued launches).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <gtest/gtest.h>
@@ -94,6 +96,8 @@ TEST_P(LayernormEmuTest, ForwardMatchesCpu) {
       cuda::layernorm_forward(e_out.get(), e_mean.data(), e_rstd.data(), e_inp.get(),
                               e_weight.get(), with_bias ? e_bias.get() : nullptr, N, C, kEps,
                               nullptr);
+      // Why: the launch is queued on the legacy stream; its outputs are read below.
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
       EXPECT_TRUE(all_close(from_storage(e_out.values()), to_float(out), tolerance_for(dtype)))
           << "bias " << with_bias;
       EXPECT_TRUE(all_close(e_mean, to_float(mean), kF32Tol));
@@ -136,6 +140,7 @@ TEST_P(LayernormEmuTest, BackwardAccumulatesLikeCpu) {
       cuda::layernorm_backward(e_dinp.get(), e_dweight.data(), with_bias ? e_dbias.data() : nullptr,
                                e_dout.get(), e_inp.get(), e_weight.get(), mean.data(), rstd.data(),
                                N, C, scratch_ptr, scratch.size() - sizeof(float), nullptr);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // the launches are queued, as above
       EXPECT_TRUE(all_close(from_storage(e_dinp.values()), to_float(dinp), tolerance_for(dtype)))
           << "bias " << with_bias;
       EXPECT_TRUE(norm_close(e_dweight, to_float(dweight), kF32NormRtol));

@@ -1,19 +1,49 @@
 // The host-side CUDA runtime calls of the project's kernel launchers and *_cuda_test files, on the
 // CPU emulator (docs/emu.md; included by cuda_emu.h): device memory is host memory from the heap
-// (so ASan sees a device buffer overrun), copies are memcpy, and since every launch runs to
-// completion before it returns, the default stream is always idle: stream and device syncs only
-// report the sticky launch error a GPU would report there.
-// Not emulated (a call is a compile error): created streams, events, pinned host memory, peer
-// copies.
+// (so ASan sees a device buffer overrun); streams are in-order queues with their own worker
+// threads (stream_emu.h), and each call is as synchronous as CUDA documents it ("API
+// synchronization behavior"), taking the weakest reading where the documentation allows several:
+//   - kernel launches, cudaMemsetAsync, cudaMemcpyAsync (any direction but host to host),
+//     cudaEventRecord, cudaStreamWaitEvent and cudaLaunchHostFunc queue on their stream;
+//   - cudaMemset and device-to-device cudaMemcpy queue on the legacy default stream;
+//   - host-to-device cudaMemcpy copies the host buffer to a staging buffer and returns; the device
+//     write is queued on the legacy stream and may land later;
+//   - device-to-host cudaMemcpy queues on the legacy stream and returns once its copy has run;
+//   - cudaFree waits for the whole device first (a GPU's cudaFree synchronises too; here a kernel
+//     still queued would read freed memory);
+//   - the synchronize calls wait as documented and return the sticky launch error.
+// Not emulated (a compile error or an abort): pinned host memory, peer copies, cudaMemcpyDefault,
+// the per-thread default stream, event timing.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <vector>
+
+#include "emu/stream_emu.h"  // IWYU pragma: export
 
 namespace zero::emu {
+
+// cudaGetLastError's sticky-until-read error of the calling host thread.
+inline thread_local cudaError_t t_last_error = cudaSuccess;
+
+[[noreturn]] inline void not_emulated(const char* what) {
+  std::fprintf(stderr, "zero emu: not emulated: %s\n", what);
+  std::fflush(stderr);
+  std::abort();
+}
+
+// The stream a handle names: 0 and cudaStreamLegacy are the legacy default stream.
+inline Stream& stream_of(cudaStream_t handle) {
+  if (handle == nullptr || handle == cudaStreamLegacy) return Stream::legacy();
+  if (handle == cudaStreamPerThread) not_emulated("the per-thread default stream");
+  return *reinterpret_cast<Stream*>(handle);
+}
 
 // cudaMalloc's 256-byte alignment, so the launchers' vector paths are taken as on a GPU.
 inline constexpr size_t kDeviceAlignment = 256;
@@ -27,32 +57,142 @@ inline cudaError_t device_malloc(void** ptr, size_t bytes) {
   return *ptr != nullptr ? cudaSuccess : cudaErrorMemoryAllocation;
 }
 
+inline cudaError_t device_synchronize() {
+  wait_until_reached(all_stream_tails());
+  return t_last_error;
+}
+
 inline cudaError_t device_free(void* ptr) {
+  if (ptr == nullptr) return cudaSuccess;
+  // Why: freeing under queued work would be a use-after-free here; a GPU's cudaFree waits too.
+  device_synchronize();
   std::free(ptr);
   return cudaSuccess;
 }
 
-inline cudaError_t device_memset(void* ptr, int value, size_t bytes) {
-  if (bytes > 0) std::memset(ptr, value, bytes);
+inline cudaError_t memset_async(void* ptr, int value, size_t bytes, cudaStream_t stream) {
+  if (bytes > 0) stream_of(stream).enqueue([=] { std::memset(ptr, value, bytes); });
   return cudaSuccess;
 }
 
-inline cudaError_t device_memcpy(void* dst, const void* src, size_t bytes) {
-  if (bytes > 0) std::memmove(dst, src, bytes);
+// cudaMemcpy: see the file comment for how far it waits in each direction.
+inline cudaError_t memcpy_sync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+  if (bytes == 0) return cudaSuccess;
+  Stream& legacy = Stream::legacy();
+  switch (kind) {
+    case cudaMemcpyHostToHost: std::memmove(dst, src, bytes); break;
+    case cudaMemcpyHostToDevice: {
+      // Pageable source: staged now (the caller may reuse it on return), written to the device
+      // when the legacy stream gets there.
+      auto staged = std::make_shared<std::vector<unsigned char>>(
+          static_cast<const unsigned char*>(src), static_cast<const unsigned char*>(src) + bytes);
+      legacy.enqueue([dst, staged] { std::memcpy(dst, staged->data(), staged->size()); });
+      break;
+    }
+    case cudaMemcpyDeviceToHost:
+      // Why the wait: a device-to-host cudaMemcpy returns only once the copy has completed.
+      wait_until_reached({legacy.enqueue([=] { std::memmove(dst, src, bytes); })});
+      break;
+    case cudaMemcpyDeviceToDevice: legacy.enqueue([=] { std::memmove(dst, src, bytes); }); break;
+    default: not_emulated("cudaMemcpy with cudaMemcpyDefault");
+  }
   return cudaSuccess;
 }
 
-// A stream or event handle: a distinct live heap address.
-template <typename Handle>
-cudaError_t create_handle(Handle* handle) {
+// cudaMemcpyAsync: queued on `stream` whatever the direction (host memory is read or written when
+// the stream gets there, as pinned memory would be), except host to host.
+inline cudaError_t memcpy_async(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
+                                cudaStream_t stream) {
+  if (bytes == 0) return cudaSuccess;
+  if (kind == cudaMemcpyDefault) not_emulated("cudaMemcpyAsync with cudaMemcpyDefault");
+  if (kind == cudaMemcpyHostToHost) {
+    std::memmove(dst, src, bytes);
+  } else {
+    stream_of(stream).enqueue([=] { std::memmove(dst, src, bytes); });
+  }
+  return cudaSuccess;
+}
+
+// The stream of an Async call: its optional last argument (CUDA's default: stream 0).
+inline cudaStream_t optional_stream() { return nullptr; }
+inline cudaStream_t optional_stream(cudaStream_t stream) { return stream; }
+
+inline cudaError_t stream_create(cudaStream_t* handle, unsigned flags) {
   if (handle == nullptr) return cudaErrorInvalidValue;
-  *handle = reinterpret_cast<Handle>(new char);
+  const Stream::Kind kind =
+      (flags & cudaStreamNonBlocking) != 0 ? Stream::Kind::kNonBlocking : Stream::Kind::kBlocking;
+  *handle = reinterpret_cast<cudaStream_t>(Stream::start(kind).get());
   return cudaSuccess;
 }
 
-template <typename Handle>
-cudaError_t destroy_handle(Handle handle) {
-  delete reinterpret_cast<char*>(handle);
+inline cudaError_t stream_destroy(cudaStream_t handle) {
+  if (handle == nullptr || handle == cudaStreamLegacy) return cudaErrorInvalidResourceHandle;
+  stream_of(handle).retire();
+  return cudaSuccess;
+}
+
+inline cudaError_t stream_synchronize(cudaStream_t handle) {
+  wait_until_reached({stream_of(handle).tail()});
+  return t_last_error;
+}
+
+inline cudaError_t stream_query(cudaStream_t handle) {
+  const StreamPoint tail = stream_of(handle).tail();
+  const std::lock_guard<std::mutex> lock(device_state().mutex);
+  return Stream::reached(tail) ? cudaSuccess : cudaErrorNotReady;
+}
+
+inline cudaError_t launch_host_func(cudaStream_t stream, cudaHostFn_t fn, void* user_data) {
+  if (fn == nullptr) return cudaErrorInvalidValue;
+  stream_of(stream).enqueue([fn, user_data] { fn(user_data); });
+  return cudaSuccess;
+}
+
+inline cudaError_t event_create(cudaEvent_t* handle, unsigned flags) {
+  if (handle == nullptr) return cudaErrorInvalidValue;
+  // Timing is not emulated (cudaEventElapsedTime is not defined here, so a use does not link);
+  // an event with timing still orders work.
+  (void)flags;
+  *handle = reinterpret_cast<cudaEvent_t>(new Event);
+  return cudaSuccess;
+}
+
+inline cudaError_t event_destroy(cudaEvent_t handle) {
+  delete reinterpret_cast<Event*>(handle);
+  return cudaSuccess;
+}
+
+inline cudaError_t event_record(cudaEvent_t handle, cudaStream_t stream) {
+  if (handle == nullptr) return cudaErrorInvalidResourceHandle;
+  // The record itself is an operation of the stream: reached once all before it has run.
+  StreamPoint point = stream_of(stream).enqueue([] {});
+  const std::lock_guard<std::mutex> lock(device_state().mutex);
+  reinterpret_cast<Event*>(handle)->recorded = std::move(point);
+  return cudaSuccess;
+}
+
+inline StreamPoint recorded_point(cudaEvent_t handle) {
+  const std::lock_guard<std::mutex> lock(device_state().mutex);
+  return reinterpret_cast<Event*>(handle)->recorded;
+}
+
+inline cudaError_t event_query(cudaEvent_t handle) {
+  if (handle == nullptr) return cudaErrorInvalidResourceHandle;
+  const StreamPoint point = recorded_point(handle);
+  const std::lock_guard<std::mutex> lock(device_state().mutex);
+  return Stream::reached(point) ? cudaSuccess : cudaErrorNotReady;
+}
+
+inline cudaError_t event_synchronize(cudaEvent_t handle) {
+  if (handle == nullptr) return cudaErrorInvalidResourceHandle;
+  wait_until_reached({recorded_point(handle)});
+  return t_last_error;
+}
+
+// The wait is for the event's record as of this call (a later record does not move it).
+inline cudaError_t stream_wait_event(cudaStream_t stream, cudaEvent_t handle) {
+  if (handle == nullptr) return cudaErrorInvalidResourceHandle;
+  stream_of(stream).enqueue([] {}, {recorded_point(handle)});
   return cudaSuccess;
 }
 
@@ -61,23 +201,28 @@ cudaError_t destroy_handle(Handle handle) {
 #define cudaMalloc(ptr, bytes) \
   (::zero::emu::device_malloc(reinterpret_cast<void**>(ptr), static_cast<size_t>(bytes)))
 #define cudaFree(ptr) (::zero::emu::device_free(ptr))
-#define cudaMemset(ptr, value, bytes) (::zero::emu::device_memset((ptr), (value), (bytes)))
+#define cudaMemset(ptr, value, bytes) \
+  (::zero::emu::memset_async((ptr), (value), (bytes), cudaStreamLegacy))
 #define cudaMemsetAsync(ptr, value, bytes, ...) \
-  (::zero::emu::device_memset((ptr), (value), (bytes)))
-#define cudaMemcpy(dst, src, bytes, kind) (::zero::emu::device_memcpy((dst), (src), (bytes)))
+  (::zero::emu::memset_async((ptr), (value), (bytes), ZERO_EMU_STREAM_ARG(__VA_ARGS__)))
+#define cudaMemcpy(dst, src, bytes, kind) (::zero::emu::memcpy_sync((dst), (src), (bytes), (kind)))
 #define cudaMemcpyAsync(dst, src, bytes, kind, ...) \
-  (::zero::emu::device_memcpy((dst), (src), (bytes)))
-// Launches are synchronous, so a sync waits for nothing; it returns (and, like a GPU's sticky
-// errors, does not clear) the last launch error.
-#define cudaDeviceSynchronize() (::zero::emu::t_last_error)
-#define cudaStreamSynchronize(stream) ((void)(stream), ::zero::emu::t_last_error)
-#define cudaStreamCreate(stream) (::zero::emu::create_handle(stream))
-#define cudaStreamCreateWithFlags(stream, flags) (::zero::emu::create_handle(stream))
-#define cudaStreamDestroy(stream) (::zero::emu::destroy_handle(stream))
-#define cudaEventCreate(event) (::zero::emu::create_handle(event))
-#define cudaEventCreateWithFlags(event, flags) (::zero::emu::create_handle(event))
-#define cudaEventDestroy(event) (::zero::emu::destroy_handle(event))
-#define cudaEventRecord(event, ...) ((void)(event), cudaSuccess)
-#define cudaEventQuery(event) ((void)(event), cudaSuccess)
-#define cudaEventSynchronize(event) ((void)(event), ::zero::emu::t_last_error)
-#define cudaStreamWaitEvent(stream, event, ...) ((void)(stream), (void)(event), cudaSuccess)
+  (::zero::emu::memcpy_async((dst), (src), (bytes), (kind), ZERO_EMU_STREAM_ARG(__VA_ARGS__)))
+// The optional trailing stream argument (CUDA's default: stream 0).
+#define ZERO_EMU_STREAM_ARG(...) (::zero::emu::optional_stream(__VA_ARGS__))
+#define cudaDeviceSynchronize() (::zero::emu::device_synchronize())
+#define cudaStreamSynchronize(stream) (::zero::emu::stream_synchronize(stream))
+#define cudaStreamQuery(stream) (::zero::emu::stream_query(stream))
+#define cudaStreamCreate(stream) (::zero::emu::stream_create((stream), cudaStreamDefault))
+#define cudaStreamCreateWithFlags(stream, flags) (::zero::emu::stream_create((stream), (flags)))
+#define cudaStreamDestroy(stream) (::zero::emu::stream_destroy(stream))
+#define cudaLaunchHostFunc(stream, fn, user_data) \
+  (::zero::emu::launch_host_func((stream), (fn), (user_data)))
+#define cudaEventCreate(event) (::zero::emu::event_create((event), cudaEventDefault))
+#define cudaEventCreateWithFlags(event, flags) (::zero::emu::event_create((event), (flags)))
+#define cudaEventDestroy(event) (::zero::emu::event_destroy(event))
+#define cudaEventRecord(event, ...) \
+  (::zero::emu::event_record((event), ZERO_EMU_STREAM_ARG(__VA_ARGS__)))
+#define cudaEventQuery(event) (::zero::emu::event_query(event))
+#define cudaEventSynchronize(event) (::zero::emu::event_synchronize(event))
+#define cudaStreamWaitEvent(stream, event, ...) (::zero::emu::stream_wait_event((stream), (event)))
