@@ -138,7 +138,7 @@ __global__ void shuffle_after_exit(int* out) {
 
 // reverse_static with its __syncthreads() left out: each thread reads a slot another thread
 // writes, with nothing ordering the two.
-__global__ void reverse_without_barrier(int* out) {
+[[maybe_unused]] __global__ void reverse_without_barrier(int* out) {
   __shared__ int s[64];
   const int t = threadIdx.x, n = blockDim.x;
   s[t] = t;
