@@ -215,174 +215,6 @@ __device__ __forceinline__ uint32_t load_pair(const T* p) {
   return *reinterpret_cast<const uint32_t*>(p);
 }
 
-template <typename T, int kD>
-__global__ void __launch_bounds__(kMmaWarps* kLanes)
-    attention_forward_mma_kernel(T* out, float* lse, const T* q, const T* k, const T* v, int B,
-                                 int T_, int Hq, int Hkv, float scale_log2, int window) {
-  using Tl = MmaTile<kD>;
-  constexpr int kKS = Tl::kKStride;
-  constexpr int kVS = Tl::kVStride;
-  constexpr int kSteps = kD / 16;    // k-steps of Q·K^T
-  constexpr int kNT = kMmaCols / 8;  // 8-key column tiles of a score tile
-  constexpr int kDT = kD / 8;        // 8-wide column tiles of the output
-  constexpr int kThreads = kMmaWarps * kLanes;
-  ZERO_EXTERN_SHARED(float, smem);
-  T* k_s = reinterpret_cast<T*>(smem);
-  uint16_t* vt_s = reinterpret_cast<uint16_t*>(k_s + kMmaCols * kKS);  // bits of T
-
-  const int BH = B * Hq;
-  const int num_q_tiles = (T_ + kMmaRows - 1) / kMmaRows;
-  // Latest query tiles first: they see the most keys, so the longest blocks start earliest.
-  const int q_tile = num_q_tiles - 1 - static_cast<int>(blockIdx.x / BH);
-  const int bh = static_cast<int>(blockIdx.x % BH);
-  const int b = bh / Hq;
-  const int h = bh % Hq;
-  const int hkv = h / (Hq / Hkv);
-  const int q0 = q_tile * kMmaRows;
-  const int warp = threadIdx.x / kLanes;
-  const int lane = threadIdx.x % kLanes;
-  const int g = lane / 4, t4 = lane % 4;
-  const int row[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};  // this thread's two rows
-
-  uint32_t qa[kSteps][4];
-#pragma unroll
-  for (int ks = 0; ks < kSteps; ++ks) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int r = row[i % 2];
-      const int col = 16 * ks + 2 * t4 + 8 * (i / 2);
-      qa[ks][i] =
-          r < T_ ? load_pair(q + ((static_cast<int64_t>(b) * T_ + r) * Hq + h) * kD + col) : 0u;
-    }
-  }
-
-  float o[kDT][4];
-#pragma unroll
-  for (int dt = 0; dt < kDT; ++dt) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.0f;
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
-
-  const int q_end = min(T_, q0 + kMmaRows);  // keys >= q_end are masked for every row here
-  const int kv_begin = window > 0 ? max(0, q0 - window + 1) / kMmaCols * kMmaCols : 0;
-  for (int kv0 = kv_begin; kv0 < q_end; kv0 += kMmaCols) {
-    // Why: every warp has finished reading the previous tiles before they are overwritten.
-    __syncthreads();
-    for (int e = threadIdx.x; e < kMmaCols * kD / 2; e += kThreads) {
-      const int j = e / (kD / 2);
-      const int d = 2 * (e % (kD / 2));
-      const int key = kv0 + j;
-      uint32_t kp = 0, vp = 0;
-      if (key < T_) {
-        const int64_t off = ((static_cast<int64_t>(b) * T_ + key) * Hkv + hkv) * kD + d;
-        kp = load_pair(k + off);
-        vp = load_pair(v + off);
-      }
-      *reinterpret_cast<uint32_t*>(k_s + j * kKS + d) = kp;
-      vt_s[d * kVS + j] = static_cast<uint16_t>(vp & 0xffffu);
-      vt_s[(d + 1) * kVS + j] = static_cast<uint16_t>(vp >> 16);
-    }
-    // Why: the tiles are complete before any warp reads them.
-    __syncthreads();
-
-    float s[kNT][4];
-#pragma unroll
-    for (int nt = 0; nt < kNT; ++nt) {
-      s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
-      const T* krow = k_s + (8 * nt + g) * kKS + 2 * t4;
-#pragma unroll
-      for (int ks = 0; ks < kSteps; ++ks) {
-        const uint32_t bk[2] = {load_pair(krow + 16 * ks), load_pair(krow + 16 * ks + 8)};
-        mma_16816<T>(s[nt], qa[ks], bk);
-      }
-    }
-
-    float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-    for (int nt = 0; nt < kNT; ++nt) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int r = row[i / 2];
-        const int key = kv0 + 8 * nt + 2 * t4 + (i % 2);
-        const bool visible = key <= r && r < T_ && (window <= 0 || r - key < window);
-        s[nt][i] = visible ? s[nt][i] * scale_log2 : -INFINITY;
-        mx[i / 2] = fmaxf(mx[i / 2], s[nt][i]);
-      }
-    }
-    float base[2], rowsum[2] = {0.0f, 0.0f};
-#pragma unroll
-    for (int rr = 0; rr < 2; ++rr) {
-      // A row's values sit in the four lanes 4g..4g+3.
-      mx[rr] = fmaxf(mx[rr], __shfl_xor_sync(kFullMask, mx[rr], 1));
-      mx[rr] = fmaxf(mx[rr], __shfl_xor_sync(kFullMask, mx[rr], 2));
-      const float m_new = fmaxf(m[rr], mx[rr]);
-      // A row with no visible key so far keeps m = -inf: exponentiate against 0 (p = 0, no NaN).
-      base[rr] = m_new == -INFINITY ? 0.0f : m_new;
-      const float correction = exp2f(m[rr] - base[rr]);
-      l[rr] *= correction;
-#pragma unroll
-      for (int dt = 0; dt < kDT; ++dt) {
-        o[dt][2 * rr] *= correction;
-        o[dt][2 * rr + 1] *= correction;
-      }
-      m[rr] = m_new;
-    }
-#pragma unroll
-    for (int nt = 0; nt < kNT; ++nt) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        s[nt][i] = exp2f(s[nt][i] - base[i / 2]);  // exp2(-inf) = 0 for masked keys
-        rowsum[i / 2] += s[nt][i];
-      }
-    }
-#pragma unroll
-    for (int rr = 0; rr < 2; ++rr) {
-      rowsum[rr] += __shfl_xor_sync(kFullMask, rowsum[rr], 1);
-      rowsum[rr] += __shfl_xor_sync(kFullMask, rowsum[rr], 2);
-      l[rr] += rowsum[rr];
-    }
-
-    // O += P·V, 16 keys per k-step: the score tiles 2kk and 2kk+1 are the A fragment.
-#pragma unroll
-    for (int kk = 0; kk < kNT / 2; ++kk) {
-      const uint32_t pa[4] = {pack2<T>(s[2 * kk][0], s[2 * kk][1]),
-                              pack2<T>(s[2 * kk][2], s[2 * kk][3]),
-                              pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                              pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-#pragma unroll
-      for (int dt = 0; dt < kDT; ++dt) {
-        const uint16_t* vrow = vt_s + (8 * dt + g) * kVS + 16 * kk + 2 * t4;
-        const uint32_t bv[2] = {*reinterpret_cast<const uint32_t*>(vrow),
-                                *reinterpret_cast<const uint32_t*>(vrow + 8)};
-        mma_16816<T>(o[dt], pa, bv);
-      }
-    }
-  }
-
-#pragma unroll
-  for (int rr = 0; rr < 2; ++rr) {
-    const int r = row[rr];
-    if (r >= T_) continue;  // padding row of the last tile
-    // l >= 1: the row's largest visible score contributes exp2(0).
-    const float inv_l = 1.0f / l[rr];
-    T* orow = out + ((static_cast<int64_t>(b) * T_ + r) * Hq + h) * kD + 2 * t4;
-#pragma unroll
-    for (int dt = 0; dt < kDT; ++dt) {
-      orow[8 * dt] = from_f32<T>(o[dt][2 * rr] * inv_l);
-      orow[8 * dt + 1] = from_f32<T>(o[dt][2 * rr + 1] * inv_l);
-    }
-    if (t4 == 0) {
-      lse[(static_cast<int64_t>(b) * Hq + h) * T_ + r] = (m[rr] + log2f(l[rr])) * 0.69314718056f;
-    }
-  }
-}
-
-// Tensor-core backward for 16-bit T at D = kD = 64 (the forward's tiles and fragment layouts), two
-// kernels as the fp32 path: dq (with delta) over query tiles, then dk/dv over key tiles. With
-// p = exp(score - lse), dp = dout·v, delta = Σ_key p dp and ds = p (dp - delta) scale:
-//   dq = Σ_key ds k,   dv = Σ_t p dout,   dk = Σ_t ds q.
-// delta comes from the same fp32 p and dp (a first pass over the key tiles), not from the output
-// rounded to T (see the fp32 dq kernel); p and ds are rounded to T only as mma operands, after the
-// subtraction, so nothing cancels after rounding.
-
 // Copies `rows` rows of head `head` of x (B, T, H, kD) from row0 into shared memory: row-major
 // into x_s (rows, kD + 8) when non-null, transposed into xt_s (kD, rows + 8) when non-null; rows
 // at or past T are zero. Called by all threads of the block.
@@ -463,6 +295,136 @@ __device__ __forceinline__ void mma_scores_by_rows(float (&out)[kD / 8][4],
   }
 }
 
+// A block over query tiles: its (b, h, kv head, first row), latest tiles first (they see the most
+// keys, so the longest blocks start earliest), and this thread's two rows of its warp's 16.
+struct MmaQueryBlock {
+  int b, h, hkv, q0;
+  int row[2];
+};
+
+__device__ __forceinline__ MmaQueryBlock mma_query_block(int B, int T_, int Hq, int Hkv) {
+  const int BH = B * Hq;
+  const int num_q_tiles = (T_ + kMmaRows - 1) / kMmaRows;
+  const int q_tile = num_q_tiles - 1 - static_cast<int>(blockIdx.x / BH);
+  const int bh = static_cast<int>(blockIdx.x % BH);
+  MmaQueryBlock qb;
+  qb.b = bh / Hq;
+  qb.h = bh % Hq;
+  qb.hkv = qb.h / (Hq / Hkv);
+  qb.q0 = q_tile * kMmaRows;
+  const int warp = static_cast<int>(threadIdx.x) / kLanes;
+  const int g = static_cast<int>(threadIdx.x) % kLanes / 4;
+  qb.row[0] = qb.q0 + warp * 16 + g;
+  qb.row[1] = qb.row[0] + 8;
+  return qb;
+}
+
+template <typename T, int kD>
+__global__ void __launch_bounds__(kMmaWarps* kLanes)
+    attention_forward_mma_kernel(T* out, float* lse, const T* q, const T* k, const T* v, int B,
+                                 int T_, int Hq, int Hkv, float scale_log2, int window) {
+  constexpr int kNT = kMmaCols / 8;  // 8-key column tiles of a score tile
+  constexpr int kDT = kD / 8;        // 8-wide column tiles of the output
+  constexpr int kThreads = kMmaWarps * kLanes;
+  ZERO_EXTERN_SHARED(float, smem);
+  T* k_s = reinterpret_cast<T*>(smem);  // (kMmaCols, kD + 8) one key tile
+  uint16_t* vt_s = reinterpret_cast<uint16_t*>(k_s + kMmaCols * MmaTile<kD>::kKStride);  // values^T
+  const MmaQueryBlock qb = mma_query_block(B, T_, Hq, Hkv);
+  const int t4 = static_cast<int>(threadIdx.x) % kLanes % 4;
+
+  uint32_t qa[kD / 16][4];
+  load_a_fragments<T, kD>(qa, q, qb.b, qb.row, T_, Hq, qb.h);
+  float o[kDT][4];
+#pragma unroll
+  for (int dt = 0; dt < kDT; ++dt) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.0f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+
+  const int q_end = min(T_, qb.q0 + kMmaRows);  // keys >= q_end are masked for every row here
+  const int kv_begin = window > 0 ? max(0, qb.q0 - window + 1) / kMmaCols * kMmaCols : 0;
+  for (int kv0 = kv_begin; kv0 < q_end; kv0 += kMmaCols) {
+    // Why: every warp has finished reading the previous tiles before they are overwritten.
+    __syncthreads();
+    load_tile_mma<T, kD, kMmaCols, kThreads>(k_s, nullptr, k, qb.b, kv0, T_, Hkv, qb.hkv);
+    load_tile_mma<T, kD, kMmaCols, kThreads>(nullptr, vt_s, v, qb.b, kv0, T_, Hkv, qb.hkv);
+    // Why: the tiles are complete before any warp reads them.
+    __syncthreads();
+
+    float s[kNT][4];
+    mma_rows_by_tile<T, kD, kNT>(s, qa, k_s);
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int nt = 0; nt < kNT; ++nt) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int r = qb.row[i / 2];
+        const int key = kv0 + 8 * nt + 2 * t4 + (i % 2);
+        const bool visible = key <= r && r < T_ && (window <= 0 || r - key < window);
+        s[nt][i] = visible ? s[nt][i] * scale_log2 : -INFINITY;
+        mx[i / 2] = fmaxf(mx[i / 2], s[nt][i]);
+      }
+    }
+    float base[2], rowsum[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      // A row's values sit in the four lanes 4g..4g+3.
+      mx[rr] = fmaxf(mx[rr], __shfl_xor_sync(kFullMask, mx[rr], 1));
+      mx[rr] = fmaxf(mx[rr], __shfl_xor_sync(kFullMask, mx[rr], 2));
+      const float m_new = fmaxf(m[rr], mx[rr]);
+      // A row with no visible key so far keeps m = -inf: exponentiate against 0 (p = 0, no NaN).
+      base[rr] = m_new == -INFINITY ? 0.0f : m_new;
+      const float correction = exp2f(m[rr] - base[rr]);
+      l[rr] *= correction;
+#pragma unroll
+      for (int dt = 0; dt < kDT; ++dt) {
+        o[dt][2 * rr] *= correction;
+        o[dt][2 * rr + 1] *= correction;
+      }
+      m[rr] = m_new;
+    }
+#pragma unroll
+    for (int nt = 0; nt < kNT; ++nt) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        s[nt][i] = exp2f(s[nt][i] - base[i / 2]);  // exp2(-inf) = 0 for masked keys
+        rowsum[i / 2] += s[nt][i];
+      }
+    }
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      rowsum[rr] += __shfl_xor_sync(kFullMask, rowsum[rr], 1);
+      rowsum[rr] += __shfl_xor_sync(kFullMask, rowsum[rr], 2);
+      l[rr] += rowsum[rr];
+    }
+    mma_scores_by_rows<T, kD, kMmaCols>(o, s, vt_s);  // O += P·V
+  }
+
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    const int r = qb.row[rr];
+    if (r >= T_) continue;  // padding row of the last tile
+    // l >= 1: the row's largest visible score contributes exp2(0).
+    const float inv_l = 1.0f / l[rr];
+    T* orow = out + ((static_cast<int64_t>(qb.b) * T_ + r) * Hq + qb.h) * kD + 2 * t4;
+#pragma unroll
+    for (int dt = 0; dt < kDT; ++dt) {
+      orow[8 * dt] = from_f32<T>(o[dt][2 * rr] * inv_l);
+      orow[8 * dt + 1] = from_f32<T>(o[dt][2 * rr + 1] * inv_l);
+    }
+    if (t4 == 0) {
+      lse[(static_cast<int64_t>(qb.b) * Hq + qb.h) * T_ + r] =
+          (m[rr] + log2f(l[rr])) * 0.69314718056f;
+    }
+  }
+}
+
+// Tensor-core backward for 16-bit T at D = kD = 64 (the forward's tiles and fragment layouts), two
+// kernels as the fp32 path: dq (with delta) over query tiles, then dk/dv over key tiles. With
+// p = exp(score - lse), dp = dout·v, delta = Σ_key p dp and ds = p (dp - delta) scale:
+//   dq = Σ_key ds k,   dv = Σ_t p dout,   dk = Σ_t ds q.
+// delta comes from the same fp32 p and dp (a first pass over the key tiles), not from the output
+// rounded to T (see the fp32 dq kernel); p and ds are rounded to T only as mma operands, after the
+// subtraction, so nothing cancels after rounding.
+
 template <int kD>
 struct MmaBackwardTile {
   static constexpr int kRowStride = kD + 8;
@@ -486,18 +448,10 @@ __global__ void __launch_bounds__(kMmaWarps* kLanes)
   T* v_s = k_s + kMmaCols * (kD + 8);
   uint16_t* kt_s = reinterpret_cast<uint16_t*>(v_s + kMmaCols * (kD + 8));
 
-  const int BH = B * Hq;
-  const int num_q_tiles = (T_ + kMmaRows - 1) / kMmaRows;
-  const int q_tile = num_q_tiles - 1 - static_cast<int>(blockIdx.x / BH);  // latest first
-  const int bh = static_cast<int>(blockIdx.x % BH);
-  const int b = bh / Hq;
-  const int h = bh % Hq;
-  const int hkv = h / (Hq / Hkv);
-  const int q0 = q_tile * kMmaRows;
-  const int warp = threadIdx.x / kLanes;
-  const int lane = threadIdx.x % kLanes;
-  const int g = lane / 4, t4 = lane % 4;
-  const int row[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
+  const MmaQueryBlock qb = mma_query_block(B, T_, Hq, Hkv);
+  const int b = qb.b, h = qb.h, hkv = qb.hkv, q0 = qb.q0;
+  const int t4 = static_cast<int>(threadIdx.x) % kLanes % 4;
+  const int(&row)[2] = qb.row;
 
   uint32_t qa[kD / 16][4], da[kD / 16][4];
   load_a_fragments<T, kD>(qa, q, b, row, T_, Hq, h);
