@@ -79,11 +79,7 @@ void GradReducer::grad_ready(int u) {
   float* micro = unit.micro.f32();
   const DType dtype = options_.model_dtype;
   if (options_.stage <= 1) {
-    float* acc = unit.accum.f32();
-    with_rounding(dtype, [&](auto round) {
-#pragma omp parallel for schedule(static)
-      for (int64_t i = 0; i < info.padded_numel; ++i) acc[i] += round(micro[i]);
-    });
+    kernels::cpu::accumulate_rounded(unit.accum.f32(), micro, dtype, info.padded_numel);
     give_buffer(std::move(unit.micro));
     unit.micro = Tensor();
     // On the last micro-step this unit's gradient is final: with overlap, reduce it right away.
@@ -94,12 +90,7 @@ void GradReducer::grad_ready(int u) {
     return;
   }
   // Stages 2–3: reduce this micro-step's gradient now; only the own shard is kept.
-  if (dtype != DType::kF32) {
-    with_rounding(dtype, [&](auto round) {
-#pragma omp parallel for schedule(static)
-      for (int64_t i = 0; i < info.padded_numel; ++i) micro[i] = round(micro[i]);
-    });
-  }
+  if (dtype != DType::kF32) kernels::cpu::round_to_dtype(micro, micro, dtype, info.padded_numel);
   add_to_bucket(u);
 }
 
