@@ -89,8 +89,14 @@ void GradReducer::grad_ready(int u) {
     }
     return;
   }
-  // Stages 2–3: reduce this micro-step's gradient now; only the own shard is kept.
-  if (dtype != DType::kF32) kernels::cpu::round_to_dtype(micro, micro, dtype, info.padded_numel);
+  // Stages 2–3: reduce this micro-step's gradient now; only the own shard is kept. A 16-bit wire of
+  // the model dtype rounds the gradient on its way out (issue() casts it; nothing reads the fp32
+  // values before), and rounding twice to one dtype equals rounding once, NaNs included: no
+  // separate pass then.
+  const bool wire_rounds = options_.comm_dtype == dtype;
+  if (dtype != DType::kF32 && !wire_rounds) {
+    kernels::cpu::round_to_dtype(micro, micro, dtype, info.padded_numel);
+  }
   add_to_bucket(u);
 }
 
