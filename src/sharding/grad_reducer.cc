@@ -230,7 +230,7 @@ void GradReducer::reduce_alone(const Bucket& b) {
     } else if (options_.stage >= 2) {
       const float* micro = unit.micro.f32();
       float* acc = unit.accum.f32();
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for simd schedule(static)
       for (int64_t i = 0; i < info.shard_numel; ++i) acc[i] += micro[i];
       give_buffer(std::move(unit.micro));
       unit.micro = Tensor();
@@ -279,7 +279,7 @@ void GradReducer::complete_front() {
         part = b.out.f32() + soff;
       }
       float* acc = unit.accum.f32();
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for simd schedule(static)
       for (int64_t i = 0; i < info.shard_numel; ++i) acc[i] += part[i];
       if (single) {
         give_buffer(std::move(unit.micro));
