@@ -6,7 +6,6 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
-#include <optional>
 #include <string>
 
 #include <fmt/format.h>
@@ -103,51 +102,12 @@ std::string MpiCommunicator::describe(const Op& op) const {
   return what + ")";
 }
 
-class MpiCommunicator::WaitedCompletion final : public CommCompletion {
- public:
-  explicit WaitedCompletion(std::atomic<int>& waiters) : waiters_(waiters) {}
-
-  void fulfil(Status status) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      ZERO_CHECK(!result_.has_value(), "collective completed twice");
-      result_ = std::move(status);
-    }
-    cv_.notify_all();
-  }
-
-  Status wait() override {
-    std::unique_lock<std::mutex> lock(mu_);
-    if (!result_.has_value()) {
-      // Only an unfinished collective touches the communicator's counter: the communicator
-      // finishes every issued collective before it is destroyed, so a later wait() never does.
-      waiters_.fetch_add(1, std::memory_order_relaxed);
-      // Why wait: the caller needs the collective's output buffer; the comm thread owns it until
-      // here.
-      cv_.wait(lock, [&] { return result_.has_value(); });
-      waiters_.fetch_sub(1, std::memory_order_relaxed);
-    }
-    return *result_;
-  }
-
-  bool done() override {
-    std::lock_guard<std::mutex> lock(mu_);
-    return result_.has_value();
-  }
-
- private:
-  std::atomic<int>& waiters_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::optional<Status> result_;
-};
-
 // --- Issue side (any thread) ---
 
 CommHandle MpiCommunicator::enqueue(Op op) {
   const int64_t bytes = comm_payload_bytes(op.kind, op.numel, op.dtype, world_size_);
   record(op.kind, bytes);
-  op.completion = std::make_shared<WaitedCompletion>(waiters_);
+  op.completion = std::make_shared<PromiseCompletion>();
   CommHandle handle(op.completion);
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -340,11 +300,8 @@ Status MpiCommunicator::wait_with_deadline(MPI_Request* request, const Op& op) {
     }
     if (flag) return ok_status();
     if (Clock::now() >= deadline) break;
-    // Back off: spin briefly for small collectives, then sleep so oversubscribed ranks compute —
-    // unless a thread is blocked waiting for a collective: its core is free then, and every sleep
-    // delays the collective (Open MPI's non-blocking collectives move a large message in rounds,
-    // each advanced only by an MPI_Test here).
-    if (++polls < 64 || waiters_.load(std::memory_order_relaxed) > 0) {
+    // Back off: spin briefly for small collectives, then sleep so oversubscribed ranks compute.
+    if (++polls < 64) {
       std::this_thread::yield();
     } else {
       std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));

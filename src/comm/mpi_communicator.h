@@ -73,9 +73,6 @@ class MpiCommunicator final : public Communicator {
   int64_t timeout_ms() const { return timeout_ms_.load(); }
 
  private:
-  // A PromiseCompletion that counts the threads blocked in wait() in waiters_
-  // (mpi_communicator.cc).
-  class WaitedCompletion;
   struct Op {
     CommKind kind = CommKind::kBarrier;
     ReduceOp reduce_op = ReduceOp::kSum;
@@ -85,7 +82,7 @@ class MpiCommunicator final : public Communicator {
     size_t numel = 0;  // all_reduce / broadcast: buffer numel; reduce_scatter / all_gather: block
     int root = 0;
     uint64_t seq = 0;  // 0-based issue index on this communicator
-    std::shared_ptr<WaitedCompletion> completion;
+    std::shared_ptr<PromiseCompletion> completion;
   };
 
   MpiCommunicator(MpiRuntime& runtime, const MpiCommunicatorOptions& options);
@@ -122,9 +119,6 @@ class MpiCommunicator final : public Communicator {
   uint64_t stuck_seq_ = 0;              // send buffer of the "stuck at #k" messages
   std::vector<float> scratch_in_f32_;   // 16-bit reductions run in fp32
   std::vector<float> scratch_out_f32_;
-  // Threads blocked in wait() on one of our collectives: while > 0 the communication thread polls
-  // MPI without sleeping (their cores are idle; a sleep only delays the collective they wait for).
-  std::atomic<int> waiters_{0};
   bool leaked_ = false;  // set by the thread before it exits
 
   std::thread thread_;  // last: started once everything above is initialised
