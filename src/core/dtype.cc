@@ -3,6 +3,8 @@
 
 #include <cmath>
 
+#include "core/dtype_simd.h"
+
 namespace zero {
 
 std::string_view dtype_name(DType dtype) {
@@ -86,11 +88,9 @@ float round_to_dtype(float f, DType dtype) {
 void convert_from_f32(const float* src, void* dst, DType dst_dtype, size_t n) {
   switch (dst_dtype) {
     case DType::kF32: std::memcpy(dst, src, n * 4); return;
-    case DType::kBF16: {
-      auto* d = static_cast<bf16*>(dst);
-      for (size_t i = 0; i < n; ++i) d[i] = float_to_bf16(src[i]);
+    case DType::kBF16:
+      detail::bf16_bulk_best().from_f32(src, static_cast<uint16_t*>(dst), n);
       return;
-    }
     case DType::kF16: {
       auto* d = static_cast<f16*>(dst);
       for (size_t i = 0; i < n; ++i) d[i] = float_to_f16(src[i]);
@@ -102,11 +102,9 @@ void convert_from_f32(const float* src, void* dst, DType dst_dtype, size_t n) {
 void convert_to_f32(const void* src, DType src_dtype, float* dst, size_t n) {
   switch (src_dtype) {
     case DType::kF32: std::memcpy(dst, src, n * 4); return;
-    case DType::kBF16: {
-      auto* s = static_cast<const bf16*>(src);
-      for (size_t i = 0; i < n; ++i) dst[i] = bf16_to_float(s[i]);
+    case DType::kBF16:
+      detail::bf16_bulk_best().to_f32(static_cast<const uint16_t*>(src), dst, n);
       return;
-    }
     case DType::kF16: {
       auto* s = static_cast<const f16*>(src);
       for (size_t i = 0; i < n; ++i) dst[i] = f16_to_float(s[i]);
@@ -115,4 +113,78 @@ void convert_to_f32(const void* src, DType src_dtype, float* dst, size_t n) {
   }
 }
 
+void round_to_dtype(const float* src, float* dst, size_t n, DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+      if (dst != src) std::memmove(dst, src, n * 4);
+      return;
+    case DType::kBF16: detail::bf16_bulk_best().round(src, dst, n); return;
+    case DType::kF16:
+      for (size_t i = 0; i < n; ++i) dst[i] = round_to_f16(src[i]);
+      return;
+  }
+}
+
+void accumulate_rounded(float* acc, const float* src, size_t n, DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+      for (size_t i = 0; i < n; ++i) acc[i] += src[i];
+      return;
+    case DType::kBF16: detail::bf16_bulk_best().accumulate_rounded(acc, src, n); return;
+    case DType::kF16:
+      for (size_t i = 0; i < n; ++i) acc[i] += round_to_f16(src[i]);
+      return;
+  }
+}
+
+namespace detail {
+namespace {
+
+void bf16_from_f32_scalar(const float* src, uint16_t* dst, size_t n) {
+  for (size_t i = 0; i < n; ++i) dst[i] = float_to_bf16(src[i]).bits;
+}
+void bf16_to_f32_scalar(const uint16_t* src, float* dst, size_t n) {
+  for (size_t i = 0; i < n; ++i) dst[i] = bf16_to_float(bf16{src[i]});
+}
+void bf16_round_scalar(const float* src, float* dst, size_t n) {
+  for (size_t i = 0; i < n; ++i) dst[i] = round_to_bf16(src[i]);
+}
+void bf16_accumulate_rounded_scalar(float* acc, const float* src, size_t n) {
+  for (size_t i = 0; i < n; ++i) acc[i] += round_to_bf16(src[i]);
+}
+
+const Bf16BulkFns kBf16BulkScalar = {bf16_from_f32_scalar, bf16_to_f32_scalar, bf16_round_scalar,
+                                     bf16_accumulate_rounded_scalar};
+
+}  // namespace
+
+bool dtype_isa_supported(DTypeIsa isa) {
+  // __builtin_cpu_supports also checks that the OS saves the YMM/ZMM state (XCR0).
+  switch (isa) {
+    case DTypeIsa::kScalar: return true;
+    case DTypeIsa::kAvx2: return __builtin_cpu_supports("avx2");
+    case DTypeIsa::kAvx512: return __builtin_cpu_supports("avx512f");
+  }
+  return false;
+}
+
+const Bf16BulkFns& bf16_bulk_fns(DTypeIsa isa) {
+  switch (isa) {
+    case DTypeIsa::kAvx512: return kBf16BulkAvx512;
+    case DTypeIsa::kAvx2: return kBf16BulkAvx2;
+    case DTypeIsa::kScalar: break;
+  }
+  return kBf16BulkScalar;
+}
+
+const Bf16BulkFns& bf16_bulk_best() {
+  static const Bf16BulkFns& best = []() -> const Bf16BulkFns& {
+    if (dtype_isa_supported(DTypeIsa::kAvx512)) return kBf16BulkAvx512;
+    if (dtype_isa_supported(DTypeIsa::kAvx2)) return kBf16BulkAvx2;
+    return kBf16BulkScalar;
+  }();
+  return best;
+}
+
+}  // namespace detail
 }  // namespace zero

@@ -70,8 +70,14 @@ void with_rounding(DType dtype, F&& f) {
   }
 }
 
-// Bulk conversions (n elements; `src`/`dst` typed by dtype).
+// Bulk conversions (n elements; `src`/`dst` typed by dtype), bitwise equal to the scalar ones
+// above; bf16 runs vectorised (AVX-512 / AVX2) where the CPU has it. Single-threaded: callers
+// split large arrays across threads.
 void convert_from_f32(const float* src, void* dst, DType dst_dtype, size_t n);
 void convert_to_f32(const void* src, DType src_dtype, float* dst, size_t n);
+// dst[i] = round_to_dtype(src[i], dtype) for i < n; dst may alias src.
+void round_to_dtype(const float* src, float* dst, size_t n, DType dtype);
+// acc[i] += round_to_dtype(src[i], dtype) for i < n (one fp32 add per element).
+void accumulate_rounded(float* acc, const float* src, size_t n, DType dtype);
 
 }  // namespace zero

@@ -79,11 +79,7 @@ void GradReducer::grad_ready(int u) {
   float* micro = unit.micro.f32();
   const DType dtype = options_.model_dtype;
   if (options_.stage <= 1) {
-    float* acc = unit.accum.f32();
-    with_rounding(dtype, [&](auto round) {
-#pragma omp parallel for schedule(static)
-      for (int64_t i = 0; i < info.padded_numel; ++i) acc[i] += round(micro[i]);
-    });
+    kernels::cpu::accumulate_rounded(unit.accum.f32(), micro, dtype, info.padded_numel);
     give_buffer(std::move(unit.micro));
     unit.micro = Tensor();
     // On the last micro-step this unit's gradient is final: with overlap, reduce it right away.
@@ -93,12 +89,13 @@ void GradReducer::grad_ready(int u) {
     }
     return;
   }
-  // Stages 2–3: reduce this micro-step's gradient now; only the own shard is kept.
-  if (dtype != DType::kF32) {
-    with_rounding(dtype, [&](auto round) {
-#pragma omp parallel for schedule(static)
-      for (int64_t i = 0; i < info.padded_numel; ++i) micro[i] = round(micro[i]);
-    });
+  // Stages 2–3: reduce this micro-step's gradient now; only the own shard is kept. A 16-bit wire of
+  // the model dtype rounds the gradient on its way out (issue() casts it; nothing reads the fp32
+  // values before), and rounding twice to one dtype equals rounding once, NaNs included: no
+  // separate pass then.
+  const bool wire_rounds = options_.comm_dtype == dtype;
+  if (dtype != DType::kF32 && !wire_rounds) {
+    kernels::cpu::round_to_dtype(micro, micro, dtype, info.padded_numel);
   }
   add_to_bucket(u);
 }
@@ -233,7 +230,7 @@ void GradReducer::reduce_alone(const Bucket& b) {
     } else if (options_.stage >= 2) {
       const float* micro = unit.micro.f32();
       float* acc = unit.accum.f32();
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for simd schedule(static)
       for (int64_t i = 0; i < info.shard_numel; ++i) acc[i] += micro[i];
       give_buffer(std::move(unit.micro));
       unit.micro = Tensor();
@@ -282,7 +279,7 @@ void GradReducer::complete_front() {
         part = b.out.f32() + soff;
       }
       float* acc = unit.accum.f32();
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for simd schedule(static)
       for (int64_t i = 0; i < info.shard_numel; ++i) acc[i] += part[i];
       if (single) {
         give_buffer(std::move(unit.micro));

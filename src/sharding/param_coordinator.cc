@@ -12,10 +12,7 @@ namespace zero::sharding {
 
 namespace {
 void copy_rounded(float* dst, const float* src, int64_t n, DType dtype) {
-  with_rounding(dtype, [&](auto round) {
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; ++i) dst[i] = round(src[i]);
-  });
+  kernels::cpu::round_to_dtype(src, dst, dtype, n);
 }
 }  // namespace
 

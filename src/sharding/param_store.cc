@@ -7,6 +7,7 @@
 
 #include "core/check.h"
 #include "core/dtype.h"
+#include "kernels/elementwise/elementwise.h"
 #include "offload/nvme_swapper.h"
 
 namespace zero::sharding {
@@ -262,12 +263,7 @@ Status ParamStore::write(int u, const float* values) {
   Unit& unit = units_[static_cast<size_t>(u)];
   const int64_t numel = layout_.unit(u).shard_numel;
   if (!unit.on_nvme) {
-    float* dst = unit.host.f32();
-    const DType dtype = disk_dtype_;
-    with_rounding(dtype, [&](auto round) {
-#pragma omp parallel for schedule(static)
-      for (int64_t i = 0; i < numel; ++i) dst[i] = round(values[i]);
-    });
+    kernels::cpu::round_to_dtype(values, unit.host.f32(), disk_dtype_, numel);
     return ok_status();
   }
   drop(u);  // a loaded copy now holds old values

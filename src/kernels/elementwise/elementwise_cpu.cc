@@ -1,5 +1,5 @@
 // CPU twins of the elementwise helpers: add / accumulate / scale, and dtype-converting copies
-// split into fixed chunks that OpenMP threads convert with the scalar core/dtype.h routines.
+// split into fixed chunks that OpenMP threads convert with core/dtype.h's bulk routines.
 #include <cstdint>
 
 #include "core/dtype.h"
@@ -51,6 +51,26 @@ void cast_to_f32(const void* src, DType src_dtype, float* dst, int64_t n) {
     const int64_t count = n - begin < kCastChunk ? n - begin : kCastChunk;
     convert_to_f32(static_cast<const char*>(src) + begin * elem_bytes, src_dtype, dst + begin,
                    static_cast<size_t>(count));
+  }
+}
+
+void round_to_dtype(const float* src, float* dst, DType dtype, int64_t n) {
+  const int64_t num_chunks = (n + kCastChunk - 1) / kCastChunk;
+#pragma omp parallel for if (num_chunks > 1)
+  for (int64_t k = 0; k < num_chunks; ++k) {
+    const int64_t begin = k * kCastChunk;
+    const int64_t count = n - begin < kCastChunk ? n - begin : kCastChunk;
+    zero::round_to_dtype(src + begin, dst + begin, static_cast<size_t>(count), dtype);
+  }
+}
+
+void accumulate_rounded(float* acc, const float* src, DType dtype, int64_t n) {
+  const int64_t num_chunks = (n + kCastChunk - 1) / kCastChunk;
+#pragma omp parallel for if (num_chunks > 1)
+  for (int64_t k = 0; k < num_chunks; ++k) {
+    const int64_t begin = k * kCastChunk;
+    const int64_t count = n - begin < kCastChunk ? n - begin : kCastChunk;
+    zero::accumulate_rounded(acc + begin, src + begin, static_cast<size_t>(count), dtype);
   }
 }
 
