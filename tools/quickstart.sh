@@ -21,10 +21,10 @@ echo "== memory estimate for GPT-2 124M on 8 GPUs (DeepSpeed's estimator)"
 echo "== training (CPU)"
 "$zero" train --deepspeed examples/ds_config_quickstart.json --model preset:gpt2-mini \
   --train_file examples/data/kjv.txt --data_dtype uint8 --data_order shuffle --block_size 128 \
-  --output_dir "$out" --overwrite_output_dir --max_steps 1800 --logging_steps 100 --save_final "$@"
+  --output_dir "$out" --overwrite_output_dir --max_steps 1600 --logging_steps 100 --save_final "$@"
 echo "== sample"
 prompt="And God said"
-"$zero" generate --model "$out/final" --prompt "$prompt" --max_new_tokens 300 --temperature 0.7 \
+"$zero" generate --model "$out/final" --prompt "$prompt" --max_new_tokens 300 --temperature 0.6 \
   --seed 1 | tee "$out/sample.txt"
 echo
 echo "== check: does the sample read as words?"
