@@ -4,7 +4,7 @@
 #   2. the release build (CUDA too when nvcc exists) with every ctest label (unit, mpi, slow), and
 #      with CUDA the GPU pack (tools/gpu/pack.sh) and its verify script's dry run;
 #   3. the clang sanitizer build (ASan + UBSan, the `fuzz` preset): unit tests, the two-rank tests
-#      labelled `sanitize`, and every libFuzzer target for ZERO_FUZZ_SECONDS (default 30) seconds;
+#      labelled `sanitize`, and every libFuzzer target for ZERO_FUZZ_SECONDS (default 20) seconds;
 #   4. ThreadSanitizer on the threaded code (communication thread, overlap): tests labelled `tsan`.
 # Usage: tools/test.sh [--quick]   (--quick: steps 1-2 only)
 set -euo pipefail
@@ -47,7 +47,7 @@ step "sanitizer tests"
 ctest --preset fuzz -j "$jobs"
 
 step "fuzz (bounded)"
-fuzz_seconds=${ZERO_FUZZ_SECONDS:-30}
+fuzz_seconds=${ZERO_FUZZ_SECONDS:-20}
 shopt -s nullglob
 for f in build/fuzz/fuzz/*_fuzz; do
   name=$(basename "$f")
