@@ -24,11 +24,27 @@ function(_zero_collect_sources dir out_srcs out_tests out_fuzz)
   set(${out_fuzz} ${fuzz} PARENT_SCOPE)
 endfunction()
 
-# zero_add_test(<target> SOURCES ... DEPS ... [LABELS ...] [TEST_PREFIX p] [ENVIRONMENT VAR=value ...]):
+# zero_test_optimization(<target>): how much a test executable's own code is optimised. Its time goes
+# into the libraries it calls (built as the preset says); the test bodies (gtest macros, expected
+# values) are the slowest code to compile and need no optimiser: -O1 in optimised builds, -O0 under
+# AddressSanitizer (half the compile time of -O1 there). Measured per translation unit in CI's
+# compile commands: engine_test.cc 9.7 -> 8.1 s (GCC, -O2 -> -O1), checkpoint_test.cc 15.8 -> 6.1 s
+# (clang + ASan/UBSan, -O1 -> -O0). Target options come after CMAKE_CXX_FLAGS, so the last -O wins.
+function(zero_test_optimization target)
+  if("address" IN_LIST ZERO_SANITIZE)
+    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-O0>)
+  elseif(NOT ZERO_SANITIZE AND NOT CMAKE_BUILD_TYPE STREQUAL "Debug")
+    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-O1>)
+  endif()
+endfunction()
+
+# zero_add_test(<target> SOURCES ... DEPS ... [LABELS ...] [TEST_PREFIX p] [ENVIRONMENT VAR=value ...]
+#               [KEEP_OPTIMIZATION]):
 # a GoogleTest executable registered with ctest; TEST_PREFIX keeps its test names apart from another
-# binary's same tests.
+# binary's same tests; KEEP_OPTIMIZATION builds its sources as the preset says (zero_test_optimization
+# otherwise: for tests whose own translation unit holds the code under test).
 function(zero_add_test target)
-  cmake_parse_arguments(ARG "" "TEST_PREFIX" "SOURCES;DEPS;LABELS;ENVIRONMENT" ${ARGN})
+  cmake_parse_arguments(ARG "KEEP_OPTIMIZATION" "TEST_PREFIX" "SOURCES;DEPS;LABELS;ENVIRONMENT" ${ARGN})
   if(NOT ARG_LABELS)
     set(ARG_LABELS unit)
   endif()
@@ -38,6 +54,9 @@ function(zero_add_test target)
     list(APPEND ARG_LABELS tsan)
   endif()
   add_executable(${target} ${ARG_SOURCES})
+  if(NOT ARG_KEEP_OPTIMIZATION)
+    zero_test_optimization(${target})
+  endif()
   target_link_libraries(${target} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
   target_compile_definitions(${target} PRIVATE ZERO_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
   set_target_properties(${target} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
@@ -93,7 +112,9 @@ function(zero_add_layer layer)
     target_include_directories(${lib} INTERFACE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/include)
     target_link_libraries(${lib} INTERFACE ${ARG_DEPS})
   endif()
-  if(ZERO_FUZZ AND srcs)
+  # Coverage instrumentation for libFuzzer only where the fuzz targets' code lives (core: safetensors,
+  # config: the ds_config loader): elsewhere it only slows the sanitizer build and its tests.
+  if(ZERO_FUZZ AND srcs AND (layer STREQUAL "core" OR layer STREQUAL "config"))
     target_compile_options(${lib} PRIVATE -fsanitize=fuzzer-no-link)
   endif()
   _zero_add_tests_and_fuzz(${lib} "${tests}" "${fuzz}")
