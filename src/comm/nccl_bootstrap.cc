@@ -7,7 +7,7 @@
 
 namespace zero {
 
-StatusOr<ncclUniqueId> exchange_nccl_id(MpiCommunicator& comm) {
+StatusOr<ncclUniqueId> exchange_nccl_id(Communicator& comm) {
   // The message rank 0 broadcasts: a result code, then the id.
   struct Message {
     int32_t nccl_result;

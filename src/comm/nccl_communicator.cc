@@ -99,7 +99,16 @@ StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::create(MpiCommunic
   return comm;
 }
 
-Status NcclCommunicator::init(MpiCommunicator& bootstrap) {
+StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::create(Communicator& bootstrap,
+                                                                     int64_t timeout_ms) {
+  if (timeout_ms <= 0) return invalid_argument("NCCL communicator timeout {} ms", timeout_ms);
+  std::unique_ptr<NcclCommunicator> comm(new NcclCommunicator());
+  comm->timeout_ms_.store(timeout_ms);
+  ZERO_RETURN_IF_ERROR(comm->init(bootstrap));
+  return comm;
+}
+
+Status NcclCommunicator::init(Communicator& bootstrap) {
   rank_ = bootstrap.rank();
   world_size_ = bootstrap.world_size();
   local_rank_ = bootstrap.local_rank();

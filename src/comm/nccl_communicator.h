@@ -26,9 +26,13 @@ class NcclCommunicator final : public Communicator {
  public:
   // Collective over `bootstrap`'s ranks: selects device local_rank % device_count, exchanges the
   // NCCL id over MPI, initialises NCCL and creates the comm stream. `timeout_ms` as
-  // MpiCommunicator.
+  // MpiCommunicator (0: the bootstrap's).
   static StatusOr<std::unique_ptr<NcclCommunicator>> create(MpiCommunicator& bootstrap,
                                                             int64_t timeout_ms = 0);
+  // The same over any communicator's ranks (ThreadCommunicator: ranks on threads, as the CPU
+  // emulator's NCCL stand-in runs them, docs/emu.md), with an explicit timeout_ms > 0.
+  static StatusOr<std::unique_ptr<NcclCommunicator>> create(Communicator& bootstrap,
+                                                            int64_t timeout_ms);
   // Waits for the comm stream, then destroys the NCCL communicator (aborts it after a timeout or an
   // asynchronous NCCL error) and the stream.
   ~NcclCommunicator() override;
@@ -55,7 +59,7 @@ class NcclCommunicator final : public Communicator {
 
  private:
   NcclCommunicator() = default;
-  Status init(MpiCommunicator& bootstrap);
+  Status init(Communicator& bootstrap);
   // Records an event after the last enqueued call and wraps it in a handle.
   CommHandle finish(CommKind kind, ncclResult_t result, const char* call);
 

@@ -9,6 +9,8 @@
 //   - host-to-device cudaMemcpy copies the host buffer to a staging buffer and returns; the device
 //     write is queued on the legacy stream and may land later;
 //   - device-to-host cudaMemcpy queues on the legacy stream and returns once its copy has run;
+//   - cudaSetDevice picks the calling thread's device (stream_emu.h: streams and the legacy
+//     stream are per device, memory is shared);
 //   - cudaFree waits for the whole device first (a GPU's cudaFree synchronises too; here a kernel
 //     still queued would read freed memory);
 //   - the synchronize calls wait as documented and return the sticky launch error.
@@ -55,6 +57,26 @@ inline cudaError_t device_malloc(void** ptr, size_t bytes) {
   const size_t rounded = (bytes + kDeviceAlignment - 1) / kDeviceAlignment * kDeviceAlignment;
   *ptr = std::aligned_alloc(kDeviceAlignment, rounded == 0 ? kDeviceAlignment : rounded);
   return *ptr != nullptr ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+
+// cudaSetDevice / cudaGetDevice / cudaGetDeviceCount: kNumDevices devices, the current one per
+// host thread (stream_emu.h: a device labels its streams; memory is shared).
+inline cudaError_t set_device(int device) {
+  if (device < 0 || device >= kNumDevices) return cudaErrorInvalidDevice;
+  t_current_device = device;
+  return cudaSuccess;
+}
+
+inline cudaError_t get_device(int* device) {
+  if (device == nullptr) return cudaErrorInvalidValue;
+  *device = t_current_device;
+  return cudaSuccess;
+}
+
+inline cudaError_t get_device_count(int* count) {
+  if (count == nullptr) return cudaErrorInvalidValue;
+  *count = kNumDevices;
+  return cudaSuccess;
 }
 
 inline cudaError_t device_synchronize() {
@@ -211,6 +233,9 @@ inline cudaError_t stream_wait_event(cudaStream_t stream, cudaEvent_t handle) {
 // The optional trailing stream argument (CUDA's default: stream 0).
 #define ZERO_EMU_STREAM_ARG(...) (::zero::emu::optional_stream(__VA_ARGS__))
 #define cudaDeviceSynchronize() (::zero::emu::device_synchronize())
+#define cudaSetDevice(device) (::zero::emu::set_device(device))
+#define cudaGetDevice(device) (::zero::emu::get_device(device))
+#define cudaGetDeviceCount(count) (::zero::emu::get_device_count(count))
 #define cudaStreamSynchronize(stream) (::zero::emu::stream_synchronize(stream))
 #define cudaStreamQuery(stream) (::zero::emu::stream_query(stream))
 #define cudaStreamCreate(stream) (::zero::emu::stream_create((stream), cudaStreamDefault))

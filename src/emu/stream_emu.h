@@ -4,8 +4,13 @@
 // CUDA's rules: it waits for every blocking stream and they wait for it; non-blocking streams
 // (cudaStreamNonBlocking) never synchronise with it. ZERO_EMU_STREAM_DELAY_US=<max> sleeps a
 // random 0..max microseconds before each operation, so a missing wait shows as a wrong result.
+// Devices (kNumDevices, cudaSetDevice per host thread) only label streams: each has its own legacy
+// stream, and the legacy stream's implicit waits and cudaDeviceSynchronize stay within a device, so
+// ranks on threads of one process (the NCCL stand-in, shadow/nccl.h) do not synchronise with each
+// other through them. Memory is one host heap for all.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -23,6 +28,10 @@
 namespace zero::emu {
 
 class Stream;
+
+// The emulated devices (as on an 8-GPU node) and the calling host thread's current one.
+inline constexpr int kNumDevices = 8;
+inline thread_local int t_current_device = 0;
 
 // A point in a stream's work: reached once the stream has completed its `seq`-th operation (and
 // with it, in order, all before). seq 0 is reached from the start.
@@ -77,9 +86,10 @@ class Stream : public std::enable_shared_from_this<Stream> {
  public:
   enum class Kind { kLegacy, kBlocking, kNonBlocking };
 
-  // A new stream with its worker started; the worker keeps it alive until retire() and drained.
-  static std::shared_ptr<Stream> start(Kind kind) {
-    auto stream = std::shared_ptr<Stream>(new Stream(kind));
+  // A new stream of `device` with its worker started; the worker keeps it alive until retire()
+  // and drained.
+  static std::shared_ptr<Stream> start(Kind kind, int device = t_current_device) {
+    auto stream = std::shared_ptr<Stream>(new Stream(kind, device));
     DeviceState& dev = device_state();
     {
       const std::lock_guard<std::mutex> lock(dev.mutex);
@@ -89,22 +99,28 @@ class Stream : public std::enable_shared_from_this<Stream> {
     return stream;
   }
 
-  // The legacy default stream (stream 0, cudaStreamLegacy): lives as long as the process.
-  static Stream& legacy() {
-    static Stream* stream = start(Kind::kLegacy).get();  // its worker holds the reference
+  // The legacy default stream (stream 0, cudaStreamLegacy) of `device`, started on first use:
+  // lives as long as the process.
+  static Stream& legacy(int device = t_current_device) {
+    static std::mutex mutex;
+    static std::array<Stream*, kNumDevices> streams{};  // their workers hold the references
+    const std::lock_guard<std::mutex> lock(mutex);
+    Stream*& stream = streams[static_cast<size_t>(device)];
+    if (stream == nullptr) stream = start(Kind::kLegacy, device).get();
     return *stream;
   }
 
   // Queues `work` behind every earlier operation of this stream and behind `waits`; returns the
   // point reached when it has run. On the legacy stream it also waits for all work queued so far
-  // on blocking streams; on a blocking stream, for all work queued so far on the legacy stream.
+  // on blocking streams; on a blocking stream, for all work queued so far on the legacy stream
+  // (of the same device).
   StreamPoint enqueue(std::function<void()> work, std::vector<StreamPoint> waits = {}) {
     DeviceState& dev = device_state();
     const std::lock_guard<std::mutex> lock(dev.mutex);
     for (Stream* other : dev.live_streams) {
       const bool implicit = (kind_ == Kind::kLegacy && other->kind_ == Kind::kBlocking) ||
                             (kind_ == Kind::kBlocking && other->kind_ == Kind::kLegacy);
-      if (implicit && other->completed_ < other->enqueued_) {
+      if (implicit && other->device_ == device_ && other->completed_ < other->enqueued_) {
         waits.push_back({other->shared_from_this(), other->enqueued_});
       }
     }
@@ -129,6 +145,7 @@ class Stream : public std::enable_shared_from_this<Stream> {
   }
 
   Kind kind() const { return kind_; }
+  int device() const { return device_; }
 
   // REQUIRES: device_state().mutex held.
   uint64_t enqueued_locked() const { return enqueued_; }
@@ -144,7 +161,7 @@ class Stream : public std::enable_shared_from_this<Stream> {
     std::vector<StreamPoint> waits;
   };
 
-  explicit Stream(Kind kind) : kind_(kind) {}
+  Stream(Kind kind, int device) : kind_(kind), device_(device) {}
 
   void serve() {
     DeviceState& dev = device_state();
@@ -174,6 +191,7 @@ class Stream : public std::enable_shared_from_this<Stream> {
   }
 
   const Kind kind_;
+  const int device_;
   std::deque<Op> queue_;
   uint64_t enqueued_ = 0;   // operations ever queued
   uint64_t completed_ = 0;  // operations that have run (a prefix of the queue)
@@ -192,13 +210,16 @@ inline void wait_until_reached(const std::vector<StreamPoint>& points) {
   });
 }
 
-// The points at which every stream's work queued so far is done (cudaDeviceSynchronize).
-inline std::vector<StreamPoint> all_stream_tails() {
-  Stream::legacy();  // started, so the list is never empty of it
+// The points at which every stream of `device` has done its work queued so far
+// (cudaDeviceSynchronize).
+inline std::vector<StreamPoint> all_stream_tails(int device = t_current_device) {
+  Stream::legacy(device);  // started, so the list is never empty of it
   DeviceState& dev = device_state();
   const std::lock_guard<std::mutex> lock(dev.mutex);
   std::vector<StreamPoint> tails;
-  for (Stream* s : dev.live_streams) tails.push_back({s->shared_from_this(), s->enqueued_locked()});
+  for (Stream* s : dev.live_streams) {
+    if (s->device() == device) tails.push_back({s->shared_from_this(), s->enqueued_locked()});
+  }
   return tails;
 }
 

@@ -1,10 +1,13 @@
 // The dense layer on the GPU, host side: MatmulContext (cuBLASLt handle, workspace, plan cache),
 // the row-major -> column-major GEMM mapping, and the launchers that combine cuBLASLt GEMMs with
 // the kernels of matmul_epilogue_cuda.cu. Legend: N = rows (B*T), C = in_features,
-// OC = out_features.
+// OC = out_features. On the CPU emulator (ZERO_CUDA_EMU, docs/emu.md) the cuBLASLt calls are
+// compiled out: every GEMM is reference_gemm, as on a GPU whose cuBLASLt has no algorithm.
 #include "kernels/matmul/matmul_cuda.h"
 
+#if !defined(ZERO_CUDA_EMU)
 #include <cublasLt.h>
+#endif
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -27,6 +30,7 @@
 namespace zero::kernels::cuda {
 namespace {
 
+#if !defined(ZERO_CUDA_EMU)
 cudaDataType_t cuda_data_type(DType dtype) {
   switch (dtype) {
     case DType::kF32: return CUDA_R_32F;
@@ -35,6 +39,7 @@ cudaDataType_t cuda_data_type(DType dtype) {
   }
   return CUDA_R_32F;
 }
+#endif  // !ZERO_CUDA_EMU
 
 template <typename T>
 constexpr DType storage_dtype() {
@@ -51,6 +56,7 @@ uint32_t alignment_bytes(const void* p) {
   return lowest_bit >= 256 ? 256u : static_cast<uint32_t>(lowest_bit);
 }
 
+#if !defined(ZERO_CUDA_EMU)
 // Everything the choice of algorithm depends on. cuBLASLt's heuristic assumes the pointers it is
 // shown are as aligned as the ones later passed to cublasLtMatmul, so alignments are part of it.
 struct PlanKey {
@@ -177,6 +183,7 @@ std::unique_ptr<Plan> make_plan(cublasLtHandle_t handle, const GemmArgs& args) {
   if (plan->available) plan->algo = result.algo;
   return plan;
 }
+#endif  // !ZERO_CUDA_EMU
 
 }  // namespace
 
@@ -214,18 +221,24 @@ ColumnMajorGemm matmul_dweight_gemm(int64_t N, int64_t C, int64_t OC) {
 }
 
 struct MatmulContext::Impl {
+#if !defined(ZERO_CUDA_EMU)
   cublasLtHandle_t handle = nullptr;
-  void* workspace = nullptr;
   std::map<PlanKey, std::unique_ptr<Plan>> plans;
+#endif
+  void* workspace = nullptr;
   bool reference_only = false;
   bool warned_fallback = false;
 
   ~Impl() {
+#if !defined(ZERO_CUDA_EMU)
     plans.clear();  // descriptors before the handle
+#endif
     // Why the device-wide sync implied by cudaFree is acceptable: teardown, never steady state;
     // it also guarantees no GEMM still uses the workspace.
     if (workspace != nullptr) cudaFree(workspace);
+#if !defined(ZERO_CUDA_EMU)
     if (handle != nullptr) cublasLtDestroy(handle);
+#endif
   }
 };
 
@@ -234,12 +247,14 @@ MatmulContext::~MatmulContext() = default;
 
 StatusOr<std::unique_ptr<MatmulContext>> MatmulContext::create() {
   auto impl = std::make_unique<Impl>();
+#if !defined(ZERO_CUDA_EMU)
   const cublasStatus_t status = cublasLtCreate(&impl->handle);
   if (status != CUBLAS_STATUS_SUCCESS) {
     impl->handle = nullptr;
     return internal_error("cublasLtCreate failed: {} ({}); is a GPU usable?",
                           cublasGetStatusString(status), static_cast<int>(status));
   }
+#endif
   const cudaError_t err = cudaMalloc(&impl->workspace, kWorkspaceBytes);
   if (err != cudaSuccess) {
     (void)cudaGetLastError();  // clear the error so later calls start clean
@@ -252,6 +267,11 @@ StatusOr<std::unique_ptr<MatmulContext>> MatmulContext::create() {
 
 bool MatmulContext::try_gemm(const GemmArgs& args, cudaStream_t stream) {
   if (impl_->reference_only) return false;
+#if defined(ZERO_CUDA_EMU)
+  (void)args;
+  (void)stream;
+  return false;  // no cuBLASLt on the emulator: the caller takes reference_gemm
+#else
   const PlanKey key = plan_key(args);
   auto it = impl_->plans.find(key);
   if (it == impl_->plans.end()) {
@@ -268,10 +288,12 @@ bool MatmulContext::try_gemm(const GemmArgs& args, cudaStream_t stream) {
                                        args.d, plan.d_layout, &plan.algo, impl_->workspace,
                                        kWorkspaceBytes, stream));
   return true;
+#endif
 }
 
 void MatmulContext::gemm(const GemmArgs& args, cudaStream_t stream) {
   if (try_gemm(args, stream)) return;
+#if !defined(ZERO_CUDA_EMU)  // the emulator's every GEMM is the fallback: nothing to warn about
   if (!impl_->reference_only && !impl_->warned_fallback) {
     impl_->warned_fallback = true;
     std::fprintf(stderr,
@@ -279,6 +301,7 @@ void MatmulContext::gemm(const GemmArgs& args, cudaStream_t stream) {
                  "for it and any other such GEMM\n",
                  describe(args).c_str());
   }
+#endif
   reference_gemm(args, stream);
 }
 
@@ -286,7 +309,13 @@ void MatmulContext::set_reference_only(bool on) { impl_->reference_only = on; }
 
 void* MatmulContext::workspace() const { return impl_->workspace; }
 
-size_t MatmulContext::num_plans() const { return impl_->plans.size(); }
+size_t MatmulContext::num_plans() const {
+#if defined(ZERO_CUDA_EMU)
+  return 0;
+#else
+  return impl_->plans.size();
+#endif
+}
 
 template <typename T>
 void matmul_forward(MatmulContext& ctx, T* out, const T* inp, const T* weight, const T* bias,
