@@ -8,6 +8,10 @@
 #include "core/dtype.h"
 #include "core/tensor.h"
 
+namespace zero::kernels::cpu {
+class Bf16Gemm;
+}
+
 namespace zero::model {
 
 // A unit's working parameters where the ParamAccess keeps them: `numel` values (the padded unit:
@@ -40,9 +44,19 @@ class WidenBuffer {
   const float* widen(const ParamView& view);
   // Bytes held (0 until a 16-bit unit was widened).
   int64_t bytes() const { return static_cast<int64_t>(values_.capacity() * sizeof(float)); }
+  // bf16 units widened here are lent to `gemm` (source `slot`) while acquired, so its GEMMs read
+  // the unit's bf16 values instead of rounding the widened ones back (the same bits). Null: none.
+  void lend_to(kernels::cpu::Bf16Gemm* gemm, int slot) {
+    gemm_ = gemm;
+    slot_ = slot;
+  }
+  // The unit widened last is released: its values are no longer lent.
+  void forget();
 
  private:
   std::vector<float> values_;
+  kernels::cpu::Bf16Gemm* gemm_ = nullptr;
+  int slot_ = 0;
 };
 
 // RAII acquire of one unit as fp32 values: acquires on construction, widens a 16-bit unit into
@@ -51,7 +65,7 @@ class WidenBuffer {
 class AcquiredUnit {
  public:
   AcquiredUnit(ParamAccess& params, int u, WidenBuffer& buffer)
-      : params_(params), unit_(u), values_(buffer.widen(params.acquire(u))) {}
+      : params_(params), buffer_(buffer), unit_(u), values_(buffer.widen(params.acquire(u))) {}
   ~AcquiredUnit() { release(); }
   AcquiredUnit(const AcquiredUnit&) = delete;
   AcquiredUnit& operator=(const AcquiredUnit&) = delete;
@@ -62,11 +76,13 @@ class AcquiredUnit {
   void release() {
     if (values_ == nullptr) return;
     values_ = nullptr;
+    buffer_.forget();
     params_.release(unit_);
   }
 
  private:
   ParamAccess& params_;
+  WidenBuffer& buffer_;
   int unit_;
   const float* values_;
 };

@@ -21,6 +21,12 @@ namespace k = kernels::cpu;
 Transformer::Transformer(const ModelConfig& config, TransformerOptions options)
     : layout_(config), options_(options) {
   if (options_.bf16_gemm) bf16_gemm_ = std::make_unique<kernels::cpu::Bf16Gemm>();
+  lend_widened_units();
+}
+
+void Transformer::lend_widened_units() {
+  widened_unit_.lend_to(bf16_gemm_.get(), 0);
+  widened_embedding_.lend_to(bf16_gemm_.get(), 1);
 }
 
 Transformer::~Transformer() = default;
@@ -122,6 +128,7 @@ void Transformer::ensure_buffers(int64_t B, int64_t T) {
     bf16_gemm_ = std::make_unique<kernels::cpu::Bf16Gemm>();
     bf16_gemm_->reserve(g.a, g.b);
     bytes += bf16_gemm_->scratch_bytes();
+    lend_widened_units();
   }
   buffer_bytes_ = bytes;
 }

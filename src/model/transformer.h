@@ -69,6 +69,8 @@ class Transformer final : public Model {
   struct BlockActs;
   struct BlockScratch;
   void ensure_buffers(int64_t B, int64_t T);
+  // Points the widen buffers at the current bf16_gemm_ (see WidenBuffer::lend_to).
+  void lend_widened_units();
   void block_forward(int layer, const float* w, const float* x_NC, float* out_NC, BlockActs& a);
   void block_backward(int layer, const float* w, float* dw, const float* x_NC, float* dx_NC,
                       BlockActs& a);

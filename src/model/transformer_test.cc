@@ -208,15 +208,23 @@ TEST(Transformer, SixteenBitUnitsGiveTheResultsOfTheirFp32Values) {
     for (DType dtype : {DType::kBF16, DType::kF16}) {
       testing::TypedResidentParams typed(l.units, dtype);
       ResidentParams wide(typed.widened());
-      for (bool ckpt : {false, true}) {
+      for (int variant = 0; variant < 3; ++variant) {
+        const bool ckpt = variant == 1;
+        // bf16 GEMMs read a bf16 unit's own values (Bf16Gemm sources) instead of rounding the
+        // widened ones: the same bits.
+        const bool gemm = variant == 2;
+        if (gemm && !kernels::cpu::Bf16Gemm::cpu_supported()) continue;
         SCOPED_TRACE(std::string(name) + " " + std::string(dtype_name(dtype)) +
-                     (ckpt ? " checkpointing" : ""));
+                     (ckpt ? " checkpointing" : "") + (gemm ? " bf16 gemm" : ""));
         float loss[2];
         std::vector<float> logits[2];
         std::vector<std::vector<float>> grads[2];
         for (int run = 0; run < 2; ++run) {
           ParamAccess& params = run == 0 ? static_cast<ParamAccess&>(typed) : wide;
-          Transformer model(l.config, TransformerOptions{ckpt});
+          TransformerOptions options;
+          options.activation_checkpointing = ckpt;
+          options.bf16_gemm = gemm;
+          Transformer model(l.config, options);
           loss[run] = model.forward(params, tokens.data(), labels.data(), 2, 16);
           const int64_t n = 2 * 16 * l.config.vocab_size;
           logits[run].assign(model.logits(), model.logits() + n);
