@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include "core/dtype.h"
 #include "core/storage.h"
 #include "model/hf_checkpoint.h"
 #include "model/param_access.h"
@@ -21,9 +22,10 @@ inline const std::string kGolden = std::string(ZERO_SOURCE_DIR) + "/tests/fixtur
 class ResidentParams : public ParamAccess {
  public:
   explicit ResidentParams(std::vector<std::vector<float>> units) : units_(std::move(units)) {}
-  const float* acquire(int u) override {
+  ParamView acquire(int u) override {
     held_ += 1;
-    return units_[static_cast<size_t>(u)].data();
+    const std::vector<float>& values = units_[static_cast<size_t>(u)];
+    return ParamView{values.data(), DType::kF32, Device::kCpu, static_cast<int64_t>(values.size())};
   }
   void release(int) override { held_ -= 1; }
   std::vector<std::vector<float>>& units() { return units_; }
@@ -32,6 +34,39 @@ class ResidentParams : public ParamAccess {
  private:
   std::vector<std::vector<float>> units_;
   int held_ = 0;
+};
+
+// Parameters held fully in memory in a 16-bit dtype (what a ParamCoordinator hands a bf16/fp16
+// model): the values rounded to `dtype`, stored in it. widened() gives them back as fp32.
+class TypedResidentParams : public ParamAccess {
+ public:
+  TypedResidentParams(const std::vector<std::vector<float>>& units, DType dtype) : dtype_(dtype) {
+    for (const std::vector<float>& u : units) {
+      std::vector<char> bytes(u.size() * dtype_bytes(dtype));
+      convert_from_f32(u.data(), bytes.data(), dtype, u.size());
+      units_.push_back(std::move(bytes));
+    }
+  }
+  ParamView acquire(int u) override {
+    const std::vector<char>& bytes = units_[static_cast<size_t>(u)];
+    return ParamView{bytes.data(), dtype_, Device::kCpu,
+                     static_cast<int64_t>(bytes.size() / dtype_bytes(dtype_))};
+  }
+  void release(int) override {}
+  // The same values as fp32 (exact).
+  std::vector<std::vector<float>> widened() const {
+    std::vector<std::vector<float>> out;
+    for (const std::vector<char>& bytes : units_) {
+      std::vector<float> u(bytes.size() / dtype_bytes(dtype_));
+      convert_to_f32(bytes.data(), dtype_, u.data(), u.size());
+      out.push_back(std::move(u));
+    }
+    return out;
+  }
+
+ private:
+  DType dtype_;
+  std::vector<std::vector<char>> units_;
 };
 
 struct GoldenModel {

@@ -62,30 +62,30 @@ void KvDecoder::append(ParamAccess& params, const int32_t* tokens, int64_t n, fl
   const int emb = layout_.embedding_unit();
   {
     const UnitSpec& u = layout_.unit(emb);
-    const float* w = params.acquire(emb);
+    AcquiredUnit w(params, emb, widened_embedding_);
     const ParamSpec* pe = u.find(ParamKind::kPositionEmbedding);
     // The training encoder over one row of n tokens, its position table starting at length_.
     k::encoder_forward(x.data(), tokens, w + u.param(ParamKind::kTokenEmbedding).offset,
                        pe ? w + pe->offset + length_ * C : nullptr, int64_t{1}, n, C, V);
-    params.release(emb);
+    w.release();
   }
 
   for (int l = 0; l < c.num_layers; ++l) {
     const int unit = layout_.block_unit(l);
-    const float* w = params.acquire(unit);
+    AcquiredUnit w(params, unit, widened_unit_);
     if (c.arch == Arch::kGpt2) {
       gpt2_block(l, w, x.data(), n);
     } else {
       llama_block(l, w, x.data(), n);
     }
-    params.release(unit);
+    w.release();
   }
 
   // Final norm and head, for the last row only.
   const float* last = x.data() + (n - 1) * C;
   const int fin = layout_.final_unit();
   const UnitSpec& fu = layout_.unit(fin);
-  const float* fw = params.acquire(fin);
+  AcquiredUnit fw(params, fin, widened_unit_);
   resize(norm_, C);
   resize(mean_, 1);
   resize(rstd_, 1);
@@ -102,13 +102,13 @@ void KvDecoder::append(ParamAccess& params, const int32_t* tokens, int64_t n, fl
     k::matmul_forward(logits, norm_.data(), fw + lm->offset, static_cast<const float*>(nullptr),
                       int64_t{1}, C, V);
   } else {
-    const float* ew = params.acquire(emb);
+    AcquiredUnit ew(params, emb, widened_embedding_);
     k::matmul_forward(logits, norm_.data(),
                       ew + layout_.unit(emb).param(ParamKind::kTokenEmbedding).offset,
                       static_cast<const float*>(nullptr), int64_t{1}, C, V);
-    params.release(emb);
+    ew.release();
   }
-  params.release(fin);
+  fw.release();
   length_ += n;
 }
 

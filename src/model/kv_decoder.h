@@ -49,6 +49,9 @@ class KvDecoder {
   std::vector<float> rope_cos_, rope_sin_;             // Llama: (capacity, D/2)
   // Scratch for n rows (resized per append).
   std::vector<float> norm_, mean_, rstd_, qkv_, q_, k_, v_, y_, x2_, up_, gate_, act_;
+  // 16-bit models: fp32 copies of the acquired units (the embedding apart: the tied head holds it
+  // while the final unit is held).
+  WidenBuffer widened_embedding_, widened_unit_;
 };
 
 }  // namespace zero::model

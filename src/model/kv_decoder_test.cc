@@ -65,6 +65,28 @@ INSTANTIATE_TEST_SUITE_P(Models, KvDecoderTest,
                                            "mistral_tiny_sliding_yarn", "gpt2_tiny_by_layer",
                                            "qwen2_tiny_sliding"));
 
+// bf16 units widened where the decoder reads them: the logits of their fp32 values, bitwise.
+TEST(KvDecoder, Bf16UnitsGiveTheLogitsOfTheirFp32Values) {
+  for (const char* name : {"gpt2_tiny", "llama_tiny"}) {
+    testing::GoldenModel golden = testing::load_golden(name);
+    ModelLayout layout(golden.config);
+    testing::TypedResidentParams typed(golden.units, DType::kBF16);
+    ResidentParams wide(typed.widened());
+    const std::vector<int32_t> tokens = {3, 1, 4, 1, 5, 9};
+    std::vector<float> logits[2];
+    for (int run = 0; run < 2; ++run) {
+      KvDecoder decoder(layout, 8);
+      std::vector<float> out(static_cast<size_t>(golden.config.vocab_size));
+      ParamAccess& params = run == 0 ? static_cast<ParamAccess&>(typed) : wide;
+      decoder.append(params, tokens.data(), 4, out.data());  // prefill, then one token at a time
+      decoder.append(params, tokens.data() + 4, 1, out.data());
+      decoder.append(params, tokens.data() + 5, 1, out.data());
+      logits[run] = out;
+    }
+    EXPECT_EQ(logits[0], logits[1]) << name;
+  }
+}
+
 TEST(KvDecoder, AppendingPastTheCapacityIsRefused) {
   testing::GoldenModel golden = testing::load_golden("gpt2_tiny");
   ModelLayout layout(golden.config);

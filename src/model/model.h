@@ -1,7 +1,8 @@
 // Model: what the engine needs of a decoder model, whatever device runs it. Transformer is the CPU
 // implementation (the oracle); CudaTransformer (model/cuda_transformer.h, CUDA builds) runs the
-// same math with the CUDA kernels. Both ask a ParamAccess for each unit's fp32 parameters and hand
-// fp32 gradients to a GradSink — on the device the model runs on — and know nothing of ZeRO.
+// same math with the CUDA kernels. Both ask a ParamAccess for each unit's parameters (a typed
+// ParamView: a 16-bit model's units in its dtype) and hand fp32 gradients to a GradSink — on the
+// device the model runs on — and know nothing of ZeRO.
 #pragma once
 
 #include <cstdint>

@@ -21,6 +21,12 @@ namespace k = kernels::cpu;
 Transformer::Transformer(const ModelConfig& config, TransformerOptions options)
     : layout_(config), options_(options) {
   if (options_.bf16_gemm) bf16_gemm_ = std::make_unique<kernels::cpu::Bf16Gemm>();
+  lend_widened_units();
+}
+
+void Transformer::lend_widened_units() {
+  widened_unit_.lend_to(bf16_gemm_.get(), 0);
+  widened_embedding_.lend_to(bf16_gemm_.get(), 1);
 }
 
 Transformer::~Transformer() = default;
@@ -122,6 +128,7 @@ void Transformer::ensure_buffers(int64_t B, int64_t T) {
     bf16_gemm_ = std::make_unique<kernels::cpu::Bf16Gemm>();
     bf16_gemm_->reserve(g.a, g.b);
     bytes += bf16_gemm_->scratch_bytes();
+    lend_widened_units();
   }
   buffer_bytes_ = bytes;
 }
@@ -144,28 +151,28 @@ float Transformer::forward(ParamAccess& params, const int32_t* tokens, const int
   const int emb = layout_.embedding_unit();
   {
     const UnitSpec& u = layout_.unit(emb);
-    const float* w = params.acquire(emb);
+    AcquiredUnit w(params, emb, widened_embedding_);
     const ParamSpec* wpe = u.find(ParamKind::kPositionEmbedding);
     k::encoder_forward(residual_[0].f32(), tokens_.data(),
                        w + u.param(ParamKind::kTokenEmbedding).offset,
                        wpe ? w + wpe->offset : nullptr, B, T, C, V);
-    params.release(emb);
+    w.release();
   }
 
   // Blocks.
   for (int l = 0; l < c.num_layers; ++l) {
     const int unit = layout_.block_unit(l);
-    const float* w = params.acquire(unit);
+    AcquiredUnit w(params, unit, widened_unit_);
     BlockActs& a = *acts_[options_.activation_checkpointing ? 0 : static_cast<size_t>(l)];
     block_forward(l, w, residual_[static_cast<size_t>(l)].f32(),
                   residual_[static_cast<size_t>(l) + 1].f32(), a);
-    params.release(unit);
+    w.release();
   }
 
   // Final norm + head (the tied head reads the embedding unit).
   const int fin = layout_.final_unit();
   const UnitSpec& fu = layout_.unit(fin);
-  const float* fw = params.acquire(fin);
+  AcquiredUnit fw(params, fin, widened_unit_);
   const float* xL = residual_.back().f32();
   if (c.arch == Arch::kGpt2) {
     k::layernorm_forward(final_norm_.f32(), final_mean_.f32(), final_rstd_.f32(), xL,
@@ -183,13 +190,13 @@ float Transformer::forward(ParamAccess& params, const int32_t* tokens, const int
     k::matmul_forward(logits_.f32(), final_norm_.f32(), head, static_cast<const float*>(nullptr), N,
                       C, V, bf16_gemm_.get());
   } else {
-    const float* ew = params.acquire(emb);
+    AcquiredUnit ew(params, emb, widened_embedding_);
     head = ew + layout_.unit(emb).param(ParamKind::kTokenEmbedding).offset;
     k::matmul_forward(logits_.f32(), final_norm_.f32(), head, static_cast<const float*>(nullptr), N,
                       C, V, bf16_gemm_.get());
-    params.release(emb);
+    ew.release();
   }
-  params.release(fin);
+  fw.release();
 
   counted_targets_ = 0;
   for (int32_t t : targets_) counted_targets_ += (t != k::kIgnoreIndex);
@@ -214,7 +221,7 @@ void Transformer::backward(ParamAccess& params, GradSink& grads, float dloss_per
   const int emb = layout_.embedding_unit();
   const int fin = layout_.final_unit();
   const UnitSpec& fu = layout_.unit(fin);
-  const float* fw = params.acquire(fin);
+  AcquiredUnit fw(params, fin, widened_unit_);
   float* fdw = grads.grad_buffer(fin);
   float* dnorm = dresidual_b_.f32();
   std::memset(dnorm, 0, static_cast<size_t>(N * C) * sizeof(float));
@@ -222,11 +229,11 @@ void Transformer::backward(ParamAccess& params, GradSink& grads, float dloss_per
     k::matmul_backward(dnorm, fdw + lm->offset, static_cast<float*>(nullptr), logits_.f32(),
                        final_norm_.f32(), fw + lm->offset, N, C, V, bf16_gemm_.get());
   } else {
-    const float* ew = params.acquire(emb);
+    AcquiredUnit ew(params, emb, widened_embedding_);
     const int64_t off = layout_.unit(emb).param(ParamKind::kTokenEmbedding).offset;
     k::matmul_backward(dnorm, grads.grad_buffer(emb) + off, static_cast<float*>(nullptr),
                        logits_.f32(), final_norm_.f32(), ew + off, N, C, V, bf16_gemm_.get());
-    params.release(emb);
+    ew.release();
   }
   float* dx = dresidual_a_.f32();
   std::memset(dx, 0, static_cast<size_t>(N * C) * sizeof(float));
@@ -239,14 +246,14 @@ void Transformer::backward(ParamAccess& params, GradSink& grads, float dloss_per
   } else {
     k::rmsnorm_backward(dx, fdw + wn, dnorm, xL, fw + wn, final_rstd_.f32(), N, C);
   }
-  params.release(fin);
+  fw.release();
   grads.grad_ready(fin);
 
   // Blocks in reverse; dout lives in `dx`, the block writes its input gradient into `dnext`.
   float* dnext = dresidual_b_.f32();
   for (int l = static_cast<int>(c.num_layers) - 1; l >= 0; --l) {
     const int unit = layout_.block_unit(l);
-    const float* w = params.acquire(unit);
+    AcquiredUnit w(params, unit, widened_unit_);
     float* dw = grads.grad_buffer(unit);
     BlockActs& a = *acts_[options_.activation_checkpointing ? 0 : static_cast<size_t>(l)];
     const float* x = residual_[static_cast<size_t>(l)].f32();
@@ -256,7 +263,7 @@ void Transformer::backward(ParamAccess& params, GradSink& grads, float dloss_per
       block_forward(l, w, x, dnext, a);
     }
     block_backward(l, w, dw, x, dx, a);  // dx: in = d(output), out = d(input)
-    params.release(unit);
+    w.release();
     grads.grad_ready(unit);
   }
 

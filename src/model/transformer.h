@@ -45,8 +45,11 @@ class Transformer final : public Model {
   // (what ensure_buffers creates), for memory planning before anything is allocated.
   static int64_t activation_bytes(const ModelConfig& config, const TransformerOptions& options,
                                   int64_t B, int64_t T);
-  // Bytes of those buffers as allocated by the last forward (0 before the first).
-  int64_t buffer_bytes() const override { return buffer_bytes_; }
+  // Bytes of those buffers as allocated by the last forward (0 before the first), plus the fp32
+  // buffers 16-bit units are widened into.
+  int64_t buffer_bytes() const override {
+    return buffer_bytes_ + widened_embedding_.bytes() + widened_unit_.bytes();
+  }
 
   // Runs the forward pass over tokens (B, T). With targets (B, T) returns the mean token
   // cross-entropy over targets != -100 (0 if none); without, returns 0 and only computes logits.
@@ -66,6 +69,8 @@ class Transformer final : public Model {
   struct BlockActs;
   struct BlockScratch;
   void ensure_buffers(int64_t B, int64_t T);
+  // Points the widen buffers at the current bf16_gemm_ (see WidenBuffer::lend_to).
+  void lend_widened_units();
   void block_forward(int layer, const float* w, const float* x_NC, float* out_NC, BlockActs& a);
   void block_backward(int layer, const float* w, float* dw, const float* x_NC, float* dx_NC,
                       BlockActs& a);
@@ -94,6 +99,9 @@ class Transformer final : public Model {
   Tensor losses_;                                // (N)
   Tensor dresidual_a_, dresidual_b_;             // (N, C) ping-pong gradient buffers
   Tensor rope_cos_, rope_sin_;                   // (T, D/2)
+  // 16-bit models: fp32 copies of the acquired units. The embedding has its own (the tied head
+  // holds it while the final unit is held); blocks and the final unit share the other.
+  WidenBuffer widened_embedding_, widened_unit_;
 };
 
 }  // namespace zero::model

@@ -196,6 +196,51 @@ TEST(Transformer, CheckpointingIsBitwiseIdentical) {
   EXPECT_EQ(results[0], results[1]);
 }
 
+// A 16-bit model's units arrive in its dtype and are widened where the model reads them: loss,
+// logits and every gradient are bitwise those of the same values handed over as fp32.
+TEST(Transformer, SixteenBitUnitsGiveTheResultsOfTheirFp32Values) {
+  for (const char* name : {"gpt2_tiny", "llama_tiny"}) {
+    Loaded l = load(name);
+    auto step = SafetensorsReader::open(*default_storage(), kGolden + name + "/step.safetensors");
+    ASSERT_TRUE(step.ok());
+    std::vector<int32_t> tokens = read_i32(*step, "input_ids");
+    std::vector<int32_t> labels = read_i32(*step, "labels");
+    for (DType dtype : {DType::kBF16, DType::kF16}) {
+      testing::TypedResidentParams typed(l.units, dtype);
+      ResidentParams wide(typed.widened());
+      for (int variant = 0; variant < 3; ++variant) {
+        const bool ckpt = variant == 1;
+        // bf16 GEMMs read a bf16 unit's own values (Bf16Gemm sources) instead of rounding the
+        // widened ones: the same bits.
+        const bool gemm = variant == 2;
+        if (gemm && !kernels::cpu::Bf16Gemm::cpu_supported()) continue;
+        SCOPED_TRACE(std::string(name) + " " + std::string(dtype_name(dtype)) +
+                     (ckpt ? " checkpointing" : "") + (gemm ? " bf16 gemm" : ""));
+        float loss[2];
+        std::vector<float> logits[2];
+        std::vector<std::vector<float>> grads[2];
+        for (int run = 0; run < 2; ++run) {
+          ParamAccess& params = run == 0 ? static_cast<ParamAccess&>(typed) : wide;
+          TransformerOptions options;
+          options.activation_checkpointing = ckpt;
+          options.bf16_gemm = gemm;
+          Transformer model(l.config, options);
+          loss[run] = model.forward(params, tokens.data(), labels.data(), 2, 16);
+          const int64_t n = 2 * 16 * l.config.vocab_size;
+          logits[run].assign(model.logits(), model.logits() + n);
+          ResidentGrads g(model.layout());
+          model.backward(params, g, 1.0f / 32);
+          grads[run] = g.grads_;
+          if (run == 0) EXPECT_GT(model.buffer_bytes(), 0);
+        }
+        EXPECT_EQ(loss[0], loss[1]);
+        EXPECT_EQ(logits[0], logits[1]);
+        EXPECT_EQ(grads[0], grads[1]);
+      }
+    }
+  }
+}
+
 TEST(Init, ShardedInitEqualsFullInit) {
   auto config = preset_model_config("gpt2-tiny");
   ASSERT_TRUE(config.ok());

@@ -1,7 +1,7 @@
 // Engine: one training step composed of named phases (docs/design.md §5). This is the single-rank
 // engine, the oracle every distributed configuration is compared against: it owns fp32 master
 // weights, optimizer state and fp32 gradient accumulators per unit, and a working copy of the
-// parameters in the model dtype (fp32, or values rounded to bf16 / fp16 for mixed precision).
+// parameters in the model dtype (fp32, or bf16 / fp16 values stored as such for mixed precision).
 #pragma once
 
 #include <cstdint>

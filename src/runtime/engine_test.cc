@@ -702,6 +702,27 @@ TEST(MemoryCheck, TooLittleMemoryIsRefusedNamingTheLargestPartAndItsSetting) {
   EXPECT_NE(e.status().message().find("rank 0"), std::string::npos) << e.status().message();
 }
 
+// Working parameters are planned in the model dtype (half for bf16 / fp16), plus the fp32 buffers
+// a 16-bit model widens its units into (two units' worth at most).
+TEST(MemoryCheck, WorkingParametersArePlannedInTheModelDtype) {
+  std::unique_ptr<model::HfWeightReader> reader;
+  OffloadOptions none;
+  auto fits = make_offload_engine(1, none, reader);
+  ASSERT_TRUE(fits.ok()) << fits.status().to_string();
+  EngineOptions o = (*fits)->options();
+  const sharding::ShardLayout& layout = (*fits)->shard_layout();
+  int64_t padded = 0, max_padded = 0;
+  for (int u = 0; u < layout.num_units(); ++u) {
+    padded += layout.unit(u).padded_numel;
+    max_padded = std::max(max_padded, layout.unit(u).padded_numel);
+  }
+  o.zero.stage = 0;
+  o.dtype = DType::kF32;
+  EXPECT_EQ(plan_memory(o, layout, 0, 0).parameters, padded * 4);
+  o.dtype = DType::kBF16;
+  EXPECT_EQ(plan_memory(o, layout, 0, 0).parameters, padded * 2 + 2 * max_padded * 4);
+}
+
 // The trainer holds one step's micro-batches at once: gradient_accumulation_steps x micro-batch x
 // sequence tokens and targets. An absurd accumulation count must be refused here, by name, with no
 // int64 wrap-around (before: the trainer died of std::length_error sizing a vector by it).

@@ -77,9 +77,12 @@ MemoryNeeds plan_memory(const EngineOptions& o, const sharding::ShardLayout& lay
     max_padded = std::max(max_padded, layout.unit(u).padded_numel);
     max_shard = std::max(max_shard, layout.unit(u).shard_numel);
   }
-  // Parameters.
+  // Parameters, in the model dtype, plus for 16-bit models the fp32 buffers the model widens the
+  // units it uses into (the embedding and one more unit: model/param_access.h's WidenBuffer).
+  const int64_t working = static_cast<int64_t>(dtype_bytes(o.dtype));
+  const int64_t widened = o.dtype == DType::kF32 ? 0 : 2 * max_padded * kFloat;
   if (stage < 3) {
-    n.parameters = sum_padded * kFloat;
+    n.parameters = sum_padded * working + widened;
   } else {
     const sharding::ParamOffloadOptions& po = o.offload.param;
     int64_t host_shards = sum_shard;
@@ -95,7 +98,7 @@ MemoryNeeds plan_memory(const EngineOptions& o, const sharding::ShardLayout& lay
     // Gathered units alive at once: the one in use, the prefetch window and the tied head's reuse.
     const int64_t gathered =
         std::min(sum_padded, 2 * max_padded + std::min(o.zero.prefetch_bucket_numel, sum_padded));
-    n.parameters = host_shards * kFloat + gathered * kFloat;
+    n.parameters = host_shards * kFloat + gathered * working + widened;
   }
   // Gradients: full fp32 accumulators at stages 0–1; the partition plus in-flight unit buffers at
   // stages 2–3.

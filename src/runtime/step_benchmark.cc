@@ -21,6 +21,10 @@ struct Measured {
   double comm_wait_s = 0;   // per step, blocked on collectives (slowest rank)
   int64_t state_bytes = 0;  // master + optimizer + grads + resident params (this rank)
   double wire_bytes = 0;    // per step, every collective's payload (comm.h's accounting)
+  // Working parameters (MemoryAccounting::param_bytes: full units at stages 0-2, shards at stage
+  // 3) plus, at stage 3, the peak of gathered units alive at once.
+  int64_t param_bytes = 0;
+  int64_t model_buffer_bytes = 0;  // the model's activation / scratch buffers (Model::buffer_bytes)
 };
 
 StatusOr<Measured> measure(const StepBenchOptions& o, const ModelSource& source, int stage,
@@ -66,6 +70,8 @@ StatusOr<Measured> measure(const StepBenchOptions& o, const ModelSource& source,
   m.comm_wait_s = local[1];
   const sharding::MemoryAccounting& mem = engine->memory();
   m.state_bytes = mem.master_bytes + mem.optimizer_state_bytes + mem.grad_bytes + mem.param_bytes;
+  m.param_bytes = mem.param_bytes + mem.peak_gathered_param_bytes;
+  m.model_buffer_bytes = engine->model().buffer_bytes();
   return m;
 }
 
@@ -92,8 +98,9 @@ int run_step_benchmark(const StepBenchOptions& o, Communicator& comm) {
         omp_get_max_threads(), static_cast<long long>(o.micro_batch),
         static_cast<long long>(o.grad_accum), static_cast<long long>(block),
         static_cast<long long>(tokens_per_step), o.bf16 ? "bf16" : "fp32");
-    std::printf("%-6s %-8s %10s %10s %12s %14s %12s %14s\n", "stage", "overlap", "step ms",
-                "tokens/s", "comm wait ms", "hidden ms/step", "state MiB", "wire MiB/step");
+    std::printf("%-6s %-8s %10s %10s %12s %14s %12s %14s %10s %12s\n", "stage", "overlap",
+                "step ms", "tokens/s", "comm wait ms", "hidden ms/step", "state MiB",
+                "wire MiB/step", "param MiB", "model MiB");
   }
   for (int stage : o.stages) {
     Measured off, on;
@@ -111,10 +118,12 @@ int run_step_benchmark(const StepBenchOptions& o, Communicator& comm) {
       const Measured& m = overlap ? on : off;
       std::string hidden = overlap ? fmt::format("{:.2f}", 1e3 * (off.comm_wait_s - on.comm_wait_s))
                                    : std::string("-");
-      std::printf(
-          "%-6d %-8s %10.2f %10.0f %12.2f %14s %12.2f %14.2f\n", stage, overlap ? "on" : "off",
-          1e3 * m.step_s, static_cast<double>(tokens_per_step) / m.step_s, 1e3 * m.comm_wait_s,
-          hidden.c_str(), static_cast<double>(m.state_bytes) / (1 << 20), m.wire_bytes / (1 << 20));
+      std::printf("%-6d %-8s %10.2f %10.0f %12.2f %14s %12.2f %14.2f %10.2f %12.2f\n", stage,
+                  overlap ? "on" : "off", 1e3 * m.step_s,
+                  static_cast<double>(tokens_per_step) / m.step_s, 1e3 * m.comm_wait_s,
+                  hidden.c_str(), static_cast<double>(m.state_bytes) / (1 << 20),
+                  m.wire_bytes / (1 << 20), static_cast<double>(m.param_bytes) / (1 << 20),
+                  static_cast<double>(m.model_buffer_bytes) / (1 << 20));
     }
   }
   if (lead) {
@@ -122,7 +131,9 @@ int run_step_benchmark(const StepBenchOptions& o, Communicator& comm) {
         "comm wait: time the compute thread blocked on collectives; hidden: how much of it "
         "overlap_comm removed (same run, same data); wire: bytes moved by this rank's collectives "
         "per step (gradients in communication_data_type = the model dtype, gathers in the model "
-        "dtype)\n");
+        "dtype); param: working parameters (full units, or shards plus the peak of gathered units "
+        "at stage "
+        "3); model: the model's activation and scratch buffers\n");
   }
   return 0;
 }

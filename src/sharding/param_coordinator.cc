@@ -10,12 +10,6 @@
 
 namespace zero::sharding {
 
-namespace {
-void copy_rounded(float* dst, const float* src, int64_t n, DType dtype) {
-  kernels::cpu::round_to_dtype(src, dst, dtype, n);
-}
-}  // namespace
-
 ParamCoordinator::ParamCoordinator(const ShardLayout& layout, Communicator& comm,
                                    const ZeroOptions& options, MemoryAccounting& memory)
     : layout_(layout), comm_(comm), options_(options), memory_(memory) {
@@ -25,7 +19,7 @@ ParamCoordinator::ParamCoordinator(const ShardLayout& layout, Communicator& comm
     Unit& unit = units_[static_cast<size_t>(u)];
     const UnitShardInfo& info = layout.unit(u);
     if (options_.stage < 3) {
-      unit.full = Tensor(Shape{info.padded_numel});
+      unit.full = Tensor(Shape{info.padded_numel}, options_.model_dtype);
       memory_.param_bytes += static_cast<int64_t>(unit.full.nbytes());
     } else {
       // Small units stay gathered (DeepSpeed's persistence thresholds, applied per unit).
@@ -67,7 +61,8 @@ Status ParamCoordinator::set_values(int u, const float* values) {
   const UnitShardInfo& info = layout_.unit(u);
   if (unit.has_pending) wait_pending(u);
   if (options_.stage == 0) {
-    copy_rounded(unit.full.f32(), values, info.padded_numel, options_.model_dtype);
+    // Rounds to the model dtype (round-to-nearest-even: the values round_to_dtype gives).
+    kernels::cpu::cast_from_f32(values, unit.full.data(), options_.model_dtype, info.padded_numel);
     return ok_status();
   }
   if (options_.stage == 3) {
@@ -79,10 +74,9 @@ Status ParamCoordinator::set_values(int u, const float* values) {
     return status_;
   }
   // Stages 1–2: install the own shard, then make the full unit current on every rank.
-  const int64_t P = info.shard_numel;
-  float* full = unit.full.f32();
-  copy_rounded(full + layout_.shard_begin(u), values, P, options_.model_dtype);
-  issue_gather(u, full + layout_.shard_begin(u));
+  // The own block is written now (the master may change before an overlapped gather completes).
+  kernels::cpu::cast_from_f32(values, own_block(u), options_.model_dtype, info.shard_numel);
+  issue_gather(u, nullptr);
   if (!options_.overlap_comm) wait_pending(u);
   return status_;
 }
@@ -114,11 +108,6 @@ void ParamCoordinator::wait_pending(int u) {
   memory_.comm_wait_s +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   unit.has_pending = false;
-  if (!unit.wire.empty()) {
-    kernels::cpu::cast_to_f32(unit.wire.data(), options_.model_dtype, unit.full.f32(),
-                              unit.full.numel());
-    pool_.give(std::move(unit.wire));
-  }
   // The gather has consumed the shard: an NVMe shard's host copy can go.
   if (store_) store_->drop(u);
 }
@@ -138,9 +127,7 @@ void ParamCoordinator::gather_async(int u) {
     if (unit.view == nullptr) {
       live_gathered_numel_ += info.padded_numel;
       live_gathered_units_ += 1;
-      memory_.peak_gathered_param_bytes =
-          std::max(memory_.peak_gathered_param_bytes, live_gathered_numel_ * 4);
-      memory_.peak_gathered_units = std::max(memory_.peak_gathered_units, live_gathered_units_);
+      note_peak_gathered();
     }
     unit.view = *shard;
     const CommKind kind =
@@ -151,48 +138,52 @@ void ParamCoordinator::gather_async(int u) {
     return;
   }
   if (unit.full.empty()) {
-    unit.full = pool_.take(info.padded_numel, DType::kF32);  // the gather fills it
+    unit.full = pool_.take(info.padded_numel, options_.model_dtype);  // the gather fills it
     live_gathered_numel_ += info.padded_numel;
     live_gathered_units_ += 1;
-    memory_.peak_gathered_param_bytes =
-        std::max(memory_.peak_gathered_param_bytes, live_gathered_numel_ * 4);
-    memory_.peak_gathered_units = std::max(memory_.peak_gathered_units, live_gathered_units_);
+    note_peak_gathered();
   }
-  float* full = unit.full.f32();
   // An NVMe shard is read (or its read-ahead completed) here; on an I/O error the gather still
   // runs on whatever is there so every rank issues the same collectives, and the error surfaces
   // through status() after the micro-step.
   StatusOr<const float*> shard = store_->load(u);
-  const float* src = shard.ok() ? *shard : full + layout_.shard_begin(u);
   if (!shard.ok()) note_status(shard.status());
-  issue_gather(u, src);
+  issue_gather(u, shard.ok() ? *shard : nullptr);
   unit.gathered = true;
   unit.gathers += 1;
 }
 
-void ParamCoordinator::issue_gather(int u, const float* src) {
+char* ParamCoordinator::own_block(int u) const {
+  return static_cast<char*>(units_[static_cast<size_t>(u)].full.data()) +
+         static_cast<size_t>(layout_.shard_begin(u)) * dtype_bytes(options_.model_dtype);
+}
+
+void ParamCoordinator::note_peak_gathered() {
+  // Counted at the model dtype's size also for a lent shard (world of one), so the accounting is
+  // that of any world size.
+  memory_.peak_gathered_param_bytes =
+      std::max(memory_.peak_gathered_param_bytes,
+               live_gathered_numel_ * static_cast<int64_t>(dtype_bytes(options_.model_dtype)));
+  memory_.peak_gathered_units = std::max(memory_.peak_gathered_units, live_gathered_units_);
+}
+
+void ParamCoordinator::issue_gather(int u, const float* shard) {
   Unit& unit = units_[static_cast<size_t>(u)];
   const int64_t P = layout_.unit(u).shard_numel;
   const DType dtype = options_.model_dtype;
   const size_t esize = dtype_bytes(dtype);
-  char* base = nullptr;  // the buffer the collective fills
-  if (dtype == DType::kF32) {
-    base = reinterpret_cast<char*>(unit.full.f32());
-    float* own = unit.full.f32() + layout_.shard_begin(u);
-    // Owner broadcasts send from the unit's own block: put the shard there first.
-    if (!options_.allgather_partitions && src != own) {
-      std::memcpy(own, src, static_cast<size_t>(P) * sizeof(float));
+  char* base = static_cast<char*>(unit.full.data());  // the buffer the collective fills
+  const void* in = own_block(u);
+  if (shard != nullptr) {
+    if (dtype == DType::kF32 && options_.allgather_partitions) {
+      in = shard;  // an fp32 all-gather reads the shard where it is: no copy
+    } else {
+      // Owner broadcasts send from the unit's own block, and a 16-bit gather moves the model
+      // dtype (the shard's values are already rounded to it, so the cast is exact).
+      kernels::cpu::cast_from_f32(shard, own_block(u), dtype, P);
     }
-  } else {
-    unit.wire = pool_.take(unit.full.numel(), dtype);
-    base = static_cast<char*>(unit.wire.data());
-    kernels::cpu::cast_from_f32(src, base + static_cast<size_t>(layout_.shard_begin(u)) * esize,
-                                dtype, P);
   }
   if (options_.allgather_partitions) {
-    const void* in = dtype == DType::kF32
-                         ? static_cast<const void*>(src)
-                         : base + static_cast<size_t>(layout_.shard_begin(u)) * esize;
     unit.pending = comm_.all_gather_async(in, base, static_cast<size_t>(P), dtype);
   } else {
     // DeepSpeed's allgather_partitions=false: every owner broadcasts its shard. Handles complete in
@@ -272,11 +263,15 @@ void ParamCoordinator::prefetch_after(size_t trace_pos) {
   }
 }
 
-const float* ParamCoordinator::acquire(int u) {
+model::ParamView ParamCoordinator::working_view(const Unit& unit) const {
+  return model::ParamView{unit.full.data(), unit.full.dtype(), Device::kCpu, unit.full.numel()};
+}
+
+model::ParamView ParamCoordinator::acquire(int u) {
   Unit& unit = units_[static_cast<size_t>(u)];
   if (options_.stage < 3) {
     if (unit.has_pending) wait_pending(u);
-    return unit.full.f32();
+    return working_view(unit);
   }
   if (!trace_recorded_) {
     trace_.push_back(u);
@@ -288,7 +283,10 @@ const float* ParamCoordinator::acquire(int u) {
   unit.refcount += 1;
   if (trace_recorded_ && trace_valid_) prefetch_after(trace_pos_);
   trace_pos_ += 1;
-  return unit.view != nullptr ? unit.view : unit.full.f32();
+  if (unit.view != nullptr) {
+    return model::ParamView{unit.view, DType::kF32, Device::kCpu, layout_.unit(u).padded_numel};
+  }
+  return working_view(unit);
 }
 
 void ParamCoordinator::release(int u) {

@@ -1,8 +1,10 @@
-// ParamCoordinator: the model's ParamAccess under ZeRO. Stages 0–2 keep every unit's working values
-// resident. Stage 3 keeps only this rank's shard and gathers a unit just in time on acquire(),
-// prefetches the next units of the recorded access trace (within the prefetch bucket and the live
-// limit), and releases gathered units after use unless persistent or reused soon. The trace is
-// fixed by the model's unit order, so every rank issues the same collectives in the same order.
+// ParamCoordinator: the model's ParamAccess under ZeRO. Working values are kept in the model dtype
+// (a bf16/fp16 unit takes half the bytes of an fp32 one; gathers land in it directly). Stages 0–2
+// keep every unit's working values resident. Stage 3 keeps only this rank's shard and gathers a
+// unit just in time on acquire(), prefetches the next units of the recorded access trace (within
+// the prefetch bucket and the live limit), and releases gathered units after use unless persistent
+// or reused soon. The trace is fixed by the model's unit order, so every rank issues the same
+// collectives in the same order.
 #pragma once
 
 #include <cstdint>
@@ -42,7 +44,9 @@ class ParamCoordinator : public model::ParamAccess {
   // A new micro-step starts: the access trace position goes back to the start.
   void begin_micro_step();
 
-  const float* acquire(int u) override;
+  // The unit in the model dtype; at stage 3 in a world of one, the fp32 host shard itself (see
+  // Unit::view).
+  model::ParamView acquire(int u) override;
   void release(int u) override;
   // First error of a collective issued inside acquire() (which cannot return a Status).
   const Status& status() const { return status_; }
@@ -56,15 +60,12 @@ class ParamCoordinator : public model::ParamAccess {
   ParamCoordinator(const ShardLayout& layout, Communicator& comm, const ZeroOptions& options,
                    MemoryAccounting& memory);
   struct Unit {
-    Tensor full;  // stages 0–2: always; stage 3: while gathered (padded_numel)
+    Tensor full;  // model dtype; stages 0–2: always; stage 3: while gathered (padded_numel)
     // Stage 3 in a world of one: the unit's values are the host shard itself (shard_numel ==
     // padded_numel, already rounded to the model dtype), so "gathering" lends its pointer: no
     // buffer, no copy. Valid until the next set_values (the store's write) or release.
     const float* view = nullptr;
-    // 16-bit models: the gather moves the model dtype on the wire (the values are already rounded
-    // to it, so nothing is lost) into this buffer, widened into `full` when the gather is waited.
-    Tensor wire;
-    CommHandle pending;  // an in-flight gather into `full` (or `wire`)
+    CommHandle pending;  // an in-flight gather into `full`
     bool has_pending = false;
     bool gathered = false;  // stage 3: `full` holds current values
     bool persistent = false;
@@ -74,9 +75,14 @@ class ParamCoordinator : public model::ParamAccess {
   void gather_async(int u);
   // A world of one with the shard in host memory: gather_async lends the shard (see Unit::view).
   bool gather_is_view(int u) const;
-  // Starts the all-gather (or owner broadcasts) of unit u from this rank's shard `src` (P values
-  // already in the model dtype's range) into unit.full, through unit.wire for 16-bit models.
-  void issue_gather(int u, const float* src);
+  // Starts the all-gather (or owner broadcasts) of unit u into unit.full (model dtype) from this
+  // rank's fp32 shard `shard` (P values, cast to the model dtype into the unit's own block), or,
+  // when `shard` is null, from the own block as it stands.
+  void issue_gather(int u, const float* shard);
+  // Unit u's own block (this rank's shard) inside unit.full.
+  char* own_block(int u) const;
+  model::ParamView working_view(const Unit& unit) const;
+  void note_peak_gathered();
   void wait_pending(int u);
   void free_gathered(int u);
   void prefetch_after(size_t trace_pos);
@@ -97,7 +103,7 @@ class ParamCoordinator : public model::ParamAccess {
   int64_t live_gathered_numel_ = 0;
   int live_gathered_units_ = 0;
   Status status_;
-  // Stage-3 gather buffers (full units and 16-bit wire copies). Blocks have equal sizes, so the
+  // Stage-3 gather buffers (full units in the model dtype). Blocks have equal sizes, so the
   // unit released now is the buffer of a unit gathered soon; two kept buffers catch that without
   // holding much more than stage3_max_live_parameters intends.
   BufferPool pool_{2};

@@ -4,6 +4,7 @@
 // and backward order, micro-step after micro-step; stage 3 re-gathers what it released.
 #include "sharding/param_coordinator.h"
 
+#include <algorithm>
 #include <atomic>
 #include <string>
 #include <vector>
@@ -11,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "comm/thread_communicator.h"
+#include "core/dtype.h"
 #include "model/model_config.h"
 #include "model/param_layout.h"
 
@@ -73,9 +75,14 @@ TEST_P(ParamCoordinatorWorlds, EveryRankSeesTheInstalledUnits) {
     }
     if (!(*coord)->finish_updates().ok()) ++bad;
     auto check = [&](int u) {
-      const float* p = (*coord)->acquire(u);
+      const model::ParamView view = (*coord)->acquire(u);
+      // Working values are in the model dtype, except a world of one's lent fp32 shard (stage 3).
+      const bool lent = c.stage == 3 && c.world == 1;
+      if (view.dtype != (lent ? DType::kF32 : c.dtype) || view.numel < shards.unit(u).numel) ++bad;
+      std::vector<float> p(static_cast<size_t>(view.numel));
+      convert_to_f32(view.data, view.dtype, p.data(), p.size());
       for (int64_t i = 0; i < shards.unit(u).numel; ++i) {
-        if (p[i] != round_to_dtype(master_value(u, i), c.dtype)) ++bad;
+        if (p[static_cast<size_t>(i)] != round_to_dtype(master_value(u, i), c.dtype)) ++bad;
         ++checked;
       }
       (*coord)->release(u);
@@ -142,7 +149,9 @@ TEST(ParamCoordinatorWorldOfOne, Stage3AcquireLendsTheShardWithoutCopying) {
       if (offset != 0.0f) install(offset);
       pc.begin_micro_step();
       for (int u = 0; u < layout.num_units(); ++u) {
-        const float* p = pc.acquire(u);
+        const model::ParamView view = pc.acquire(u);
+        ASSERT_EQ(view.dtype, DType::kF32);
+        const float* p = static_cast<const float*>(view.data);
         StatusOr<const float*> shard = const_cast<ParamStore*>(pc.store())->load(u);
         ASSERT_TRUE(shard.ok());
         EXPECT_EQ(p, *shard) << "unit " << u << ": a copy, not the shard";
@@ -154,6 +163,56 @@ TEST(ParamCoordinatorWorldOfOne, Stage3AcquireLendsTheShardWithoutCopying) {
     EXPECT_TRUE(pc.status().ok());
     EXPECT_EQ(comm.stats()[CommKind::kAllGather].bytes, want_bytes);
   });
+}
+
+// Working parameters take the model dtype's bytes: a bf16 model's resident units (stages 0-2) and
+// gathered units (stage 3) are half an fp32 model's.
+TEST(ParamCoordinatorMemory, WorkingParametersTakeTheModelDtypesBytes) {
+  auto config = model::preset_model_config("gpt2-tiny");
+  ASSERT_TRUE(config.ok());
+  const model::ModelLayout layout(*config);
+  for (int stage : {0, 2, 3}) {
+    for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
+      ThreadCommunicator::run(2, [&](Communicator& comm) {
+        const ShardLayout shards(layout, 2, comm.rank());
+        ZeroOptions o;
+        o.stage = stage;
+        o.model_dtype = dtype;
+        o.param_persistence_threshold_numel = 0;
+        MemoryAccounting memory;
+        auto coord = ParamCoordinator::create(shards, comm, o, ParamOffloadOptions{}, memory);
+        ASSERT_TRUE(coord.ok());
+        int64_t padded = 0, max_padded = 0;
+        for (int u = 0; u < layout.num_units(); ++u) {
+          std::vector<float> values(static_cast<size_t>(shards.unit(u).padded_numel), 0.5f);
+          ASSERT_TRUE((*coord)->set_values(u, values.data()).ok());
+          padded += shards.unit(u).padded_numel;
+          max_padded = std::max(max_padded, shards.unit(u).padded_numel);
+        }
+        ASSERT_TRUE((*coord)->finish_updates().ok());
+        const int64_t esize = static_cast<int64_t>(dtype_bytes(dtype));
+        if (stage < 3) {
+          EXPECT_EQ(memory.param_bytes, padded * esize) << "stage " << stage;
+        }
+        (*coord)->begin_micro_step();
+        for (int u = 0; u < layout.num_units(); ++u) {
+          const model::ParamView view = (*coord)->acquire(u);
+          EXPECT_EQ(view.dtype, dtype);
+          EXPECT_EQ(view.numel, shards.unit(u).padded_numel);
+          EXPECT_NE(view.data, nullptr);
+          (*coord)->release(u);
+        }
+        if (stage == 3) {
+          // Nothing persistent, no reuse within the trace: at most the prefetched units at once.
+          EXPECT_GT(memory.peak_gathered_param_bytes, 0);
+          EXPECT_EQ(memory.peak_gathered_param_bytes % esize, 0);
+          EXPECT_LE(memory.peak_gathered_param_bytes, padded * esize);
+          EXPECT_GE(memory.peak_gathered_param_bytes, max_padded * esize);
+        }
+        EXPECT_TRUE((*coord)->status().ok());
+      });
+    }
+  }
 }
 
 }  // namespace

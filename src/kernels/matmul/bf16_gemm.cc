@@ -83,6 +83,32 @@ struct Bf16Gemm::Impl {
   dnnl::stream stream{engine};
   std::map<Key, dnnl::matmul> primitives;
   std::vector<uint16_t> a_bf16, b_bf16;  // dense op(a) / op(b) storage, as stored (not transposed)
+  struct Source {
+    const float* f32 = nullptr;
+    const uint16_t* bf16 = nullptr;
+    int64_t numel = 0;
+  };
+  Source sources[kSourceSlots];
+
+  // The bf16 copy of a dense (rows, cols) operand at src with row stride ld, if a source holds it.
+  const uint16_t* source_of(const float* src, int64_t rows, int64_t cols, int64_t ld) const {
+    if (ld != cols) return nullptr;
+    for (const Source& s : sources) {
+      if (s.numel == 0 || src < s.f32 || src >= s.f32 + s.numel) continue;
+      const int64_t offset = src - s.f32;
+      if (rows * cols <= s.numel - offset) return s.bf16 + offset;
+    }
+    return nullptr;
+  }
+  // op's bf16 storage: the source's copy, or `scratch` with src rounded into it.
+  uint16_t* bf16_operand(const float* src, int64_t rows, int64_t cols, int64_t ld,
+                         std::vector<uint16_t>& scratch) const {
+    if (const uint16_t* copy = source_of(src, rows, cols, ld)) {
+      return const_cast<uint16_t*>(copy);  // oneDNN only reads src and weights
+    }
+    round_matrix(src, rows, cols, ld, scratch.data());
+    return scratch.data();
+  }
 
   dnnl::matmul& primitive(bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t ldc) {
     const Key key{ta, tb, m, n, k, ldc};
@@ -114,6 +140,11 @@ void Bf16Gemm::reserve(int64_t a_numel, int64_t b_numel) {
   impl_->b_bf16.resize(std::max(impl_->b_bf16.size(), static_cast<size_t>(b_numel)));
 }
 
+void Bf16Gemm::set_bf16_source(int slot, const float* f32, const uint16_t* bf16, int64_t numel) {
+  ZERO_CHECK(slot >= 0 && slot < kSourceSlots, "Bf16Gemm source slot ", slot);
+  impl_->sources[slot] = Impl::Source{f32, bf16, numel};
+}
+
 int64_t Bf16Gemm::scratch_bytes() const {
   return static_cast<int64_t>((impl_->a_bf16.size() + impl_->b_bf16.size()) * sizeof(uint16_t));
 }
@@ -124,14 +155,14 @@ void Bf16Gemm::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
   Impl& s = *impl_;
   reserve(m * k, k * n);
   // Stored shapes: a is (m, k) or, transposed, (k, m); b is (k, n) or (n, k).
-  round_matrix(a, trans_a ? k : m, trans_a ? m : k, lda, s.a_bf16.data());
-  round_matrix(b, trans_b ? n : k, trans_b ? k : n, ldb, s.b_bf16.data());
+  uint16_t* a_bits = s.bf16_operand(a, trans_a ? k : m, trans_a ? m : k, lda, s.a_bf16);
+  uint16_t* b_bits = s.bf16_operand(b, trans_b ? n : k, trans_b ? k : n, ldb, s.b_bf16);
   try {
     dnnl::matmul& mm = s.primitive(trans_a, trans_b, m, n, k, ldc);
     using dt = dnnl::memory::data_type;
     using tag = dnnl::memory::format_tag;
-    dnnl::memory a_mem({{m, k}, dt::bf16, trans_a ? tag::ba : tag::ab}, s.engine, s.a_bf16.data());
-    dnnl::memory b_mem({{k, n}, dt::bf16, trans_b ? tag::ba : tag::ab}, s.engine, s.b_bf16.data());
+    dnnl::memory a_mem({{m, k}, dt::bf16, trans_a ? tag::ba : tag::ab}, s.engine, a_bits);
+    dnnl::memory b_mem({{k, n}, dt::bf16, trans_b ? tag::ba : tag::ab}, s.engine, b_bits);
     dnnl::memory c_mem({{m, n}, dt::f32, dnnl::memory::dims{ldc, 1}}, s.engine, c);
     mm.execute(s.stream, {{DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, b_mem}, {DNNL_ARG_DST, c_mem}});
     s.stream.wait();  // why: the scratch buffers are reused by the next call

@@ -30,6 +30,14 @@ class Bf16Gemm {
   void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
             int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc);
 
+  // Operands lying wholly inside [f32, f32 + numel) with a dense layout are read from `bf16` at the
+  // same offset instead of being rounded again. REQUIRES: bf16[i] is the bf16 bit pattern of
+  // f32[i] (f32 holds bf16 values widened exactly: a bf16 model's parameter unit), both valid
+  // until the slot is cleared or set again. numel 0 clears the slot. Two slots: a block or final
+  // unit and the tied embedding are held at once.
+  static constexpr int kSourceSlots = 2;
+  void set_bf16_source(int slot, const float* f32, const uint16_t* bf16, int64_t numel);
+
   // Allocates the bf16 scratch for operands a of up to a_numel and b of up to b_numel elements
   // now (memory planning counts it); a larger call still grows it.
   void reserve(int64_t a_numel, int64_t b_numel);

@@ -137,6 +137,53 @@ TEST(Bf16GemmCache, ShapesInterleavedGiveTheSameResultsAsFreshInstances) {
 // The rounding of the GEMM inputs is core/dtype.h's float_to_bf16, bit for bit: ties, the
 // largest values (overflow to inf), denormals (kept, unlike VCVTNEPS2BF16), NaN, infinities, over
 // a length that is not a multiple of the 16-lane vector.
+// An operand inside a lent bf16 source is read from it, not rounded again: the same bits in, the
+// same result out. One that only starts inside the source (or is strided) is rounded as before.
+TEST(Bf16GemmSource, LentBf16ValuesGiveTheResultOfRoundingTheirWidenedCopy) {
+  if (!Bf16Gemm::cpu_supported()) GTEST_SKIP() << "CPU without AVX512-BF16";
+  const int64_t m = 5, n = 7, k = 13;
+  std::vector<float> a(static_cast<size_t>(m * k)), widened(static_cast<size_t>(n * k + 11));
+  std::vector<uint16_t> bits(widened.size());
+  for (size_t i = 0; i < a.size(); ++i) a[i] = std::sin(0.37f * static_cast<float>(i));
+  for (size_t i = 0; i < widened.size(); ++i) {
+    bits[i] = float_to_bf16(std::cos(0.53f * static_cast<float>(i))).bits;
+    widened[i] = bf16_to_float(bf16{bits[i]});
+  }
+  for (int64_t offset : {int64_t{0}, int64_t{11}}) {
+    Bf16Gemm plain, lent;
+    lent.set_bf16_source(1, widened.data(), bits.data(), static_cast<int64_t>(widened.size()));
+    std::vector<float> want(static_cast<size_t>(m * n), 0.0f), got = want;
+    plain.gemm(false, true, m, n, k, a.data(), k, widened.data() + offset, k, want.data(), n);
+    lent.gemm(false, true, m, n, k, a.data(), k, widened.data() + offset, k, got.data(), n);
+    EXPECT_EQ(got, want) << "offset " << offset;
+    // A strided operand inside the source is rounded as before (the source is dense).
+    std::vector<float> strided(static_cast<size_t>(m * n), 0.0f), strided_want = strided;
+    plain.gemm(false, false, m, 3, 4, a.data(), k, widened.data() + offset, 5, strided_want.data(),
+               n);
+    lent.gemm(false, false, m, 3, 4, a.data(), k, widened.data() + offset, 5, strided.data(), n);
+    EXPECT_EQ(strided, strided_want) << "strided operand, offset " << offset;
+  }
+  // NaN bits lent where they must not be read: a cleared slot, and an operand running one element
+  // past the source's end. Both are rounded from the fp32 values.
+  Bf16Gemm plain, cleared, short_source;
+  std::vector<uint16_t> poison(bits.size(), 0x7fc0);
+  cleared.set_bf16_source(0, widened.data(), poison.data(), static_cast<int64_t>(widened.size()));
+  cleared.set_bf16_source(0, nullptr, nullptr, 0);
+  short_source.set_bf16_source(0, widened.data(), poison.data(), n * k + 10);
+  std::vector<float> want(static_cast<size_t>(m * n), 0.0f), got = want, got_short = want;
+  plain.gemm(false, true, m, n, k, a.data(), k, widened.data() + 11, k, want.data(), n);
+  cleared.gemm(false, true, m, n, k, a.data(), k, widened.data() + 11, k, got.data(), n);
+  short_source.gemm(false, true, m, n, k, a.data(), k, widened.data() + 11, k, got_short.data(), n);
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(got_short, want);
+  // Inside a lent source the lent bits are what is read (here NaN): nothing is rounded again.
+  Bf16Gemm poisoned;
+  poisoned.set_bf16_source(1, widened.data(), poison.data(), static_cast<int64_t>(poison.size()));
+  std::vector<float> nan_out(static_cast<size_t>(m * n), 0.0f);
+  poisoned.gemm(false, true, m, n, k, a.data(), k, widened.data() + 11, k, nan_out.data(), n);
+  EXPECT_TRUE(std::isnan(nan_out[0]));
+}
+
 TEST(RoundToBf16Bits, MatchesFloatToBf16Bitwise) {
   std::vector<float> v = {0.0f,
                           -0.0f,
