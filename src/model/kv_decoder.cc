@@ -130,11 +130,11 @@ void KvDecoder::append(ParamAccess& params, const int32_t* tokens, int64_t n, fl
   const float* fw = params.acquire(fin);
   const FinalBuffers fb{norm_.data(), mean_.data(), rstd_.data()};
   if (const ParamSpec* lm = fu.find(ParamKind::kLmHead)) {
-    final_forward(ctx, fu, fw, fw + lm->offset, last, int64_t{1}, fb, logits);
+    final_forward(ctx, fu, fw, fw + lm->offset, last, 1, fb, logits);
   } else {
     const float* ew = params.acquire(emb);
     const float* head = ew + layout_.unit(emb).param(ParamKind::kTokenEmbedding).offset;
-    final_forward(ctx, fu, fw, head, last, int64_t{1}, fb, logits);
+    final_forward(ctx, fu, fw, head, last, 1, fb, logits);
     params.release(emb);
   }
   params.release(fin);
