@@ -3,6 +3,7 @@
 #pragma once
 
 #include "core/tensor.h"
+#include "model/block_forward.h"
 #include "model/model_config.h"
 #include "model/transformer.h"
 
@@ -36,6 +37,27 @@ struct Transformer::BlockActs {
       gate = Tensor(Shape{N, F});
     }
   }
+  // Where block_forward writes (null for the tensors this architecture does not allocate).
+  BlockBuffers buffers() const {
+    return {.norm1 = norm1.f32(),
+            .mean1 = mean1.f32(),
+            .rstd1 = rstd1.f32(),
+            .qkv = qkv.f32(),
+            .q = q.f32(),
+            .k = k.f32(),
+            .v = v.f32(),
+            .q_rot = q_rot.f32(),
+            .k_rot = k_rot.f32(),
+            .attn_y = attn_y.f32(),
+            .x2 = x2.f32(),
+            .norm2 = norm2.f32(),
+            .mean2 = mean2.f32(),
+            .rstd2 = rstd2.f32(),
+            .gate = gate.f32(),
+            .up = up.f32(),
+            .act = act.f32()};
+  }
+
   Tensor norm1, mean1, rstd1;  // (N, C), (N), (N): ln_1 / input_layernorm
   Tensor qkv;                  // GPT-2 (N, 3C)
   Tensor q, k, v;              // (N, Hq*D), (N, Hkv*D), (N, Hkv*D)

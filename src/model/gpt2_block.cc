@@ -1,4 +1,5 @@
 // GPT-2 block: x2 = x + proj(attn(ln_1(x))); out = x2 + mlp(ln_2(x2)), mlp = c_proj(gelu(c_fc(.))).
+// The forward is shared by training and decoding (block_forward.h); the backward is training's.
 // Legend: N = B*T rows, C hidden (H heads × D), F = 4C. Weights in (out, in) layout
 // (docs/design.md).
 #include <cstring>
@@ -9,6 +10,7 @@
 #include "kernels/layernorm/layernorm.h"
 #include "kernels/matmul/matmul.h"
 #include "model/block_acts.h"
+#include "model/block_forward.h"
 
 namespace zero::model {
 
@@ -30,34 +32,34 @@ void copy_columns(float* dst, const float* src, int64_t N, int64_t src_row, int6
 
 }  // namespace
 
-void Transformer::gpt2_block_forward(const UnitSpec& u, const float* w, const float* x, float* out,
-                                     BlockActs& a) {
-  const ModelConfig& c = layout_.config();
-  const int64_t B = B_, T = T_, N = B * T, C = c.hidden_size, F = c.intermediate_size;
-  const int64_t H = c.num_heads, D = c.head_dim();
+void gpt2_block_forward(const ForwardContext& ctx, const UnitSpec& u, const float* w,
+                        const float* x, float* out, const BlockBuffers& b,
+                        BlockAttention& attention) {
+  const ModelConfig& c = ctx.config;
+  const int64_t N = ctx.B * ctx.T, C = c.hidden_size, F = c.intermediate_size;
   const float eps = static_cast<float>(c.norm_eps);
+  k::Bf16Gemm* gemm = ctx.bf16_gemm;
   auto W = [&](ParamKind kind) { return w + u.param(kind).offset; };
 
-  k::layernorm_forward(a.norm1.f32(), a.mean1.f32(), a.rstd1.f32(), x,
-                       W(ParamKind::kAttnNormWeight), W(ParamKind::kAttnNormBias), N, C, eps);
-  k::matmul_forward(a.qkv.f32(), a.norm1.f32(), W(ParamKind::kQkvWeight), W(ParamKind::kQkvBias), N,
-                    C, 3 * C, bf16_gemm_.get());
-  copy_columns(a.q.f32(), a.qkv.f32(), N, 3 * C, C, C);
-  copy_columns(a.k.f32(), a.qkv.f32() + C, N, 3 * C, C, C);
-  copy_columns(a.v.f32(), a.qkv.f32() + 2 * C, N, 3 * C, C, C);
-  k::attention_forward(a.attn_y.f32(), a.att.f32(), a.q.f32(), a.k.f32(), a.v.f32(), B, T, H, H, D,
-                       /*window=*/0, c.attention_score_divisor(u.block_index));
-  k::matmul_forward(a.x2.f32(), a.attn_y.f32(), W(ParamKind::kAttnOutWeight),
-                    W(ParamKind::kAttnOutBias), N, C, C, bf16_gemm_.get());
-  k::add(a.x2.f32(), a.x2.f32(), x, N * C);
-  k::layernorm_forward(a.norm2.f32(), a.mean2.f32(), a.rstd2.f32(), a.x2.f32(),
-                       W(ParamKind::kMlpNormWeight), W(ParamKind::kMlpNormBias), N, C, eps);
-  k::matmul_forward(a.up.f32(), a.norm2.f32(), W(ParamKind::kMlpUpWeight), W(ParamKind::kMlpUpBias),
-                    N, C, F, bf16_gemm_.get());
-  k::gelu_forward(a.act.f32(), a.up.f32(), N * F);
-  k::matmul_forward(out, a.act.f32(), W(ParamKind::kMlpDownWeight), W(ParamKind::kMlpDownBias), N,
-                    F, C, bf16_gemm_.get());
-  k::add(out, out, a.x2.f32(), N * C);
+  k::layernorm_forward(b.norm1, b.mean1, b.rstd1, x, W(ParamKind::kAttnNormWeight),
+                       W(ParamKind::kAttnNormBias), N, C, eps);
+  k::matmul_forward(b.qkv, b.norm1, W(ParamKind::kQkvWeight), W(ParamKind::kQkvBias), N, C, 3 * C,
+                    gemm);
+  copy_columns(b.q, b.qkv, N, 3 * C, C, C);
+  copy_columns(b.k, b.qkv + C, N, 3 * C, C, C);
+  copy_columns(b.v, b.qkv + 2 * C, N, 3 * C, C, C);
+  attention.forward(u.block_index, b.q, b.k, b.v, b.attn_y);
+  k::matmul_forward(b.x2, b.attn_y, W(ParamKind::kAttnOutWeight), W(ParamKind::kAttnOutBias), N, C,
+                    C, gemm);
+  k::add(b.x2, b.x2, x, N * C);
+  k::layernorm_forward(b.norm2, b.mean2, b.rstd2, b.x2, W(ParamKind::kMlpNormWeight),
+                       W(ParamKind::kMlpNormBias), N, C, eps);
+  k::matmul_forward(b.up, b.norm2, W(ParamKind::kMlpUpWeight), W(ParamKind::kMlpUpBias), N, C, F,
+                    gemm);
+  k::gelu_forward(b.act, b.up, N * F);
+  k::matmul_forward(out, b.act, W(ParamKind::kMlpDownWeight), W(ParamKind::kMlpDownBias), N, F, C,
+                    gemm);
+  k::add(out, out, b.x2, N * C);
 }
 
 void Transformer::gpt2_block_backward(const UnitSpec& u, const float* w, float* dw, const float* x,

@@ -7,14 +7,7 @@
 #include <cstring>
 
 #include "core/check.h"
-#include "kernels/elementwise/elementwise.h"
-#include "kernels/encoder/encoder.h"
-#include "kernels/gelu/gelu.h"
-#include "kernels/layernorm/layernorm.h"
-#include "kernels/matmul/matmul.h"
-#include "kernels/rmsnorm/rmsnorm.h"
 #include "kernels/rope/rope.h"
-#include "kernels/swiglu/swiglu.h"
 
 namespace zero::model {
 
@@ -51,61 +44,97 @@ KvDecoder::KvDecoder(const ModelLayout& layout, int64_t capacity)
   }
 }
 
+// Attention of the new rows over the cache: their keys and values join it at positions
+// [length_, length_ + n), then each row attends over every position up to its own.
+class KvDecoder::CachedAttention final : public BlockAttention {
+ public:
+  CachedAttention(KvDecoder& decoder, int64_t n) : decoder_(decoder), n_(n) {}
+  void forward(int layer, const float* q, const float* k, const float* v, float* y) override {
+    const size_t bytes = static_cast<size_t>(n_ * decoder_.kv_) * sizeof(float);
+    std::memcpy(decoder_.k_rows(layer), k, bytes);
+    std::memcpy(decoder_.v_rows(layer), v, bytes);
+    decoder_.attend(layer, q, y, n_);
+  }
+
+ private:
+  KvDecoder& decoder_;
+  int64_t n_;
+};
+
+BlockBuffers KvDecoder::block_buffers(int64_t n) {
+  const ModelConfig& c = layout_.config();
+  const int64_t C = c.hidden_size, F = c.intermediate_size, HqD = c.num_heads * c.head_dim();
+  const bool gpt2 = c.arch == Arch::kGpt2;
+  auto rows = [](std::vector<float>& v, int64_t numel) {
+    resize(v, numel);
+    return v.data();
+  };
+  // norm1 and norm2 (and their statistics) share storage: norm1 is dead once q, k, v exist.
+  float* norm = rows(norm_, n * C);
+  float* mean = rows(mean_, n);
+  float* rstd = rows(rstd_, n);
+  return {.norm1 = norm,
+          .mean1 = mean,
+          .rstd1 = rstd,
+          .qkv = gpt2 ? rows(qkv_, n * 3 * C) : nullptr,
+          .q = rows(q_, n * HqD),
+          .k = rows(k_, n * kv_),
+          .v = rows(v_, n * kv_),
+          .q_rot = gpt2 ? nullptr : rows(q_rot_, n * HqD),
+          .k_rot = gpt2 ? nullptr : rows(k_rot_, n * kv_),
+          .attn_y = rows(y_, n * HqD),
+          .x2 = rows(x2_, n * C),
+          .norm2 = norm,
+          .mean2 = mean,
+          .rstd2 = rstd,
+          .gate = gpt2 ? nullptr : rows(gate_, n * F),
+          .up = rows(up_, n * F),
+          .act = rows(act_, n * F)};
+}
+
 void KvDecoder::append(ParamAccess& params, const int32_t* tokens, int64_t n, float* logits) {
   const ModelConfig& c = layout_.config();
   ZERO_CHECK(n >= 1 && length_ + n <= capacity_, "KvDecoder: ", n, " tokens at position ", length_,
              " exceed the capacity ", capacity_);
-  const int64_t C = c.hidden_size, V = c.vocab_size;
+  const int64_t C = c.hidden_size;
+  // One sequence of the n new rows, at positions [length_, length_ + n); fp32 GEMMs.
+  const ForwardContext ctx{.config = c,
+                           .B = 1,
+                           .T = n,
+                           .position = length_,
+                           .rope_cos = rope_cos_.data(),
+                           .rope_sin = rope_sin_.data()};
   std::vector<float> x(static_cast<size_t>(n * C));
 
-  // Embedding: token rows (+ learned positions for GPT-2).
   const int emb = layout_.embedding_unit();
   {
-    const UnitSpec& u = layout_.unit(emb);
     AcquiredUnit w(params, emb, widened_embedding_);
-    const ParamSpec* pe = u.find(ParamKind::kPositionEmbedding);
-    // The training encoder over one row of n tokens, its position table starting at length_.
-    k::encoder_forward(x.data(), tokens, w + u.param(ParamKind::kTokenEmbedding).offset,
-                       pe ? w + pe->offset + length_ * C : nullptr, int64_t{1}, n, C, V);
+    embedding_forward(ctx, layout_.unit(emb), w, tokens, x.data());
     w.release();
   }
 
+  // Each block in place: x becomes its output.
+  const BlockBuffers b = block_buffers(n);
+  CachedAttention attention(*this, n);
   for (int l = 0; l < c.num_layers; ++l) {
     const int unit = layout_.block_unit(l);
     AcquiredUnit w(params, unit, widened_unit_);
-    if (c.arch == Arch::kGpt2) {
-      gpt2_block(l, w, x.data(), n);
-    } else {
-      llama_block(l, w, x.data(), n);
-    }
+    block_forward(ctx, layout_.unit(unit), w, x.data(), x.data(), b, attention);
     w.release();
   }
 
-  // Final norm and head, for the last row only.
+  // Final norm and head, for the last row only (the tied head reads the embedding unit).
   const float* last = x.data() + (n - 1) * C;
   const int fin = layout_.final_unit();
   const UnitSpec& fu = layout_.unit(fin);
   AcquiredUnit fw(params, fin, widened_unit_);
-  resize(norm_, C);
-  resize(mean_, 1);
-  resize(rstd_, 1);
-  const float eps = static_cast<float>(c.norm_eps);
-  if (c.arch == Arch::kGpt2) {
-    k::layernorm_forward(norm_.data(), mean_.data(), rstd_.data(), last,
-                         fw + fu.param(ParamKind::kFinalNormWeight).offset,
-                         fw + fu.param(ParamKind::kFinalNormBias).offset, int64_t{1}, C, eps);
-  } else {
-    k::rmsnorm_forward(norm_.data(), rstd_.data(), last,
-                       fw + fu.param(ParamKind::kFinalNormWeight).offset, int64_t{1}, C, eps);
-  }
+  const FinalBuffers fb{norm_.data(), mean_.data(), rstd_.data()};
   if (const ParamSpec* lm = fu.find(ParamKind::kLmHead)) {
-    k::matmul_forward(logits, norm_.data(), fw + lm->offset, static_cast<const float*>(nullptr),
-                      int64_t{1}, C, V);
+    final_forward(ctx, fu, fw, fw + lm->offset, last, 1, fb, logits);
   } else {
     AcquiredUnit ew(params, emb, widened_embedding_);
-    k::matmul_forward(logits, norm_.data(),
-                      ew + layout_.unit(emb).param(ParamKind::kTokenEmbedding).offset,
-                      static_cast<const float*>(nullptr), int64_t{1}, C, V);
+    const float* head = ew + layout_.unit(emb).param(ParamKind::kTokenEmbedding).offset;
+    final_forward(ctx, fu, fw, head, last, 1, fb, logits);
     ew.release();
   }
   fw.release();
@@ -156,99 +185,6 @@ void KvDecoder::attend(int layer, const float* q, float* y, int64_t n) const {
       }
     }
   }
-}
-
-void KvDecoder::gpt2_block(int layer, const float* w, float* x, int64_t n) {
-  const ModelConfig& c = layout_.config();
-  const int64_t C = c.hidden_size, F = c.intermediate_size;
-  const float eps = static_cast<float>(c.norm_eps);
-  const UnitSpec& u = layout_.unit(layout_.block_unit(layer));
-  auto W = [&](ParamKind kind) { return w + u.param(kind).offset; };
-  resize(norm_, n * C);
-  resize(mean_, n);
-  resize(rstd_, n);
-  resize(qkv_, n * 3 * C);
-  resize(q_, n * C);
-  resize(y_, n * C);
-  resize(x2_, n * C);
-  resize(up_, n * F);
-  resize(act_, n * F);
-
-  k::layernorm_forward(norm_.data(), mean_.data(), rstd_.data(), x, W(ParamKind::kAttnNormWeight),
-                       W(ParamKind::kAttnNormBias), n, C, eps);
-  k::matmul_forward(qkv_.data(), norm_.data(), W(ParamKind::kQkvWeight), W(ParamKind::kQkvBias), n,
-                    C, 3 * C);
-  float* kr = k_rows(layer);
-  float* vr = v_rows(layer);
-  for (int64_t i = 0; i < n; ++i) {
-    const float* row = qkv_.data() + i * 3 * C;
-    std::memcpy(q_.data() + i * C, row, static_cast<size_t>(C) * sizeof(float));
-    std::memcpy(kr + i * C, row + C, static_cast<size_t>(C) * sizeof(float));
-    std::memcpy(vr + i * C, row + 2 * C, static_cast<size_t>(C) * sizeof(float));
-  }
-  attend(layer, q_.data(), y_.data(), n);
-  k::matmul_forward(x2_.data(), y_.data(), W(ParamKind::kAttnOutWeight), W(ParamKind::kAttnOutBias),
-                    n, C, C);
-  k::add(x2_.data(), x2_.data(), x, n * C);
-  k::layernorm_forward(norm_.data(), mean_.data(), rstd_.data(), x2_.data(),
-                       W(ParamKind::kMlpNormWeight), W(ParamKind::kMlpNormBias), n, C, eps);
-  k::matmul_forward(up_.data(), norm_.data(), W(ParamKind::kMlpUpWeight), W(ParamKind::kMlpUpBias),
-                    n, C, F);
-  k::gelu_forward(act_.data(), up_.data(), n * F);
-  k::matmul_forward(x, act_.data(), W(ParamKind::kMlpDownWeight), W(ParamKind::kMlpDownBias), n, F,
-                    C);
-  k::add(x, x, x2_.data(), n * C);
-}
-
-void KvDecoder::llama_block(int layer, const float* w, float* x, int64_t n) {
-  const ModelConfig& c = layout_.config();
-  const int64_t C = c.hidden_size, F = c.intermediate_size;
-  const int64_t Hq = c.num_heads, Hkv = c.num_kv_heads, D = c.head_dim();
-  const float eps = static_cast<float>(c.norm_eps);
-  const UnitSpec& u = layout_.unit(layout_.block_unit(layer));
-  auto W = [&](ParamKind kind) { return w + u.param(kind).offset; };
-  auto Wopt = [&](ParamKind kind) -> const float* {
-    const ParamSpec* p = u.find(kind);
-    return p ? w + p->offset : nullptr;
-  };
-  resize(norm_, n * C);
-  resize(rstd_, n);
-  resize(q_, n * Hq * D);
-  resize(k_, n * Hkv * D);
-  resize(v_, n * Hkv * D);
-  resize(qkv_, n * Hq * D);  // the rotated queries
-  resize(y_, n * Hq * D);
-  resize(x2_, n * C);
-  resize(gate_, n * F);
-  resize(up_, n * F);
-  resize(act_, n * F);
-
-  k::rmsnorm_forward(norm_.data(), rstd_.data(), x, W(ParamKind::kAttnNormWeight), n, C, eps);
-  k::matmul_forward(q_.data(), norm_.data(), W(ParamKind::kQWeight), Wopt(ParamKind::kQBias), n, C,
-                    Hq * D);
-  k::matmul_forward(k_.data(), norm_.data(), W(ParamKind::kKWeight), Wopt(ParamKind::kKBias), n, C,
-                    Hkv * D);
-  k::matmul_forward(v_rows(layer), norm_.data(), W(ParamKind::kVWeight), Wopt(ParamKind::kVBias), n,
-                    C, Hkv * D);
-  // RoPE at the absolute positions: the tables from row length_ on.
-  const float* cos = rope_cos_.data() + length_ * (D / 2);
-  const float* sin = rope_sin_.data() + length_ * (D / 2);
-  k::rope_forward(qkv_.data(), q_.data(), cos, sin, int64_t{1}, n, Hq, D);
-  k::rope_forward(k_rows(layer), k_.data(), cos, sin, int64_t{1}, n, Hkv, D);
-  attend(layer, qkv_.data(), y_.data(), n);
-  k::matmul_forward(x2_.data(), y_.data(), W(ParamKind::kAttnOutWeight),
-                    Wopt(ParamKind::kAttnOutBias), n, Hq * D, C);
-  k::add(x2_.data(), x2_.data(), x, n * C);
-  k::rmsnorm_forward(norm_.data(), rstd_.data(), x2_.data(), W(ParamKind::kMlpNormWeight), n, C,
-                     eps);
-  k::matmul_forward(gate_.data(), norm_.data(), W(ParamKind::kMlpGateWeight),
-                    Wopt(ParamKind::kMlpGateBias), n, C, F);
-  k::matmul_forward(up_.data(), norm_.data(), W(ParamKind::kMlpUpWeight),
-                    Wopt(ParamKind::kMlpUpBias), n, C, F);
-  k::swiglu_forward(act_.data(), gate_.data(), up_.data(), n * F);
-  k::matmul_forward(x, act_.data(), W(ParamKind::kMlpDownWeight), Wopt(ParamKind::kMlpDownBias), n,
-                    F, C);
-  k::add(x, x, x2_.data(), n * C);
 }
 
 }  // namespace zero::model

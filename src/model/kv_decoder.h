@@ -1,14 +1,16 @@
 // KvDecoder: incremental inference with a key/value cache, for sampling (zero generate). Each
 // append() runs only the new tokens through the model, attending over the cached keys and values
 // of every earlier position, so producing a token costs one token's forward instead of the whole
-// context's. Same math as Transformer::forward (same kernels for norms, projections, RoPE, GELU /
-// SwiGLU); the logits equal the full forward's at the same positions up to fp32 summation order
-// (tested against it). Host memory; parameters through ParamAccess like the training model.
+// context's. It runs the same forward code as Transformer::forward (block_forward.h); only the
+// attention differs (over the cache). The logits equal the full forward's at the same positions up
+// to fp32 summation order (tested against it). Host memory; parameters through ParamAccess like
+// the training model.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "model/block_forward.h"
 #include "model/param_access.h"
 #include "model/param_layout.h"
 
@@ -31,9 +33,9 @@ class KvDecoder {
   void append(ParamAccess& params, const int32_t* tokens, int64_t n, float* logits);
 
  private:
-  // One block over the n new rows of x (in place: x becomes the block's output).
-  void gpt2_block(int layer, const float* w, float* x, int64_t n);
-  void llama_block(int layer, const float* w, float* x, int64_t n);
+  class CachedAttention;
+  // The block forward's buffers for n rows: the scratch below, resized.
+  BlockBuffers block_buffers(int64_t n);
   // y(n, Hq, D) = causal attention of q(n, Hq, D) at positions [length_, length_ + n) over the
   // layer's cached keys / values [0, length_ + n).
   void attend(int layer, const float* q, float* y, int64_t n) const;
@@ -48,7 +50,8 @@ class KvDecoder {
   std::vector<std::vector<float>> k_cache_, v_cache_;  // per layer (capacity, Hkv, D)
   std::vector<float> rope_cos_, rope_sin_;             // Llama: (capacity, D/2)
   // Scratch for n rows (resized per append).
-  std::vector<float> norm_, mean_, rstd_, qkv_, q_, k_, v_, y_, x2_, up_, gate_, act_;
+  std::vector<float> norm_, mean_, rstd_, qkv_, q_, k_, v_, q_rot_, k_rot_, y_, x2_, gate_, up_,
+      act_;
   // 16-bit models: fp32 copies of the acquired units (the embedding apart: the tied head holds it
   // while the final unit is held).
   WidenBuffer widened_embedding_, widened_unit_;

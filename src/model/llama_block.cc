@@ -1,5 +1,6 @@
 // Llama-family block: x2 = x + o_proj(attn(rope(q), rope(k), v)) over input_layernorm(x);
 // out = x2 + down(silu(gate(h)) * up(h)), h = post_attention_layernorm(x2). RMSNorm, GQA, SwiGLU.
+// The forward is shared by training and decoding (block_forward.h); the backward is training's.
 // Legend: N = B*T rows, C hidden, F intermediate, Hq/Hkv heads, D head dim.
 #include <cstring>
 
@@ -10,6 +11,7 @@
 #include "kernels/rope/rope.h"
 #include "kernels/swiglu/swiglu.h"
 #include "model/block_acts.h"
+#include "model/block_forward.h"
 
 namespace zero::model {
 
@@ -19,42 +21,45 @@ namespace {
 void zero_fill(Tensor& t) { std::memset(t.data(), 0, t.nbytes()); }
 }  // namespace
 
-void Transformer::llama_block_forward(const UnitSpec& u, const float* w, const float* x, float* out,
-                                      BlockActs& a) {
-  const ModelConfig& c = layout_.config();
-  const int64_t B = B_, T = T_, N = B * T, C = c.hidden_size, F = c.intermediate_size;
+void llama_block_forward(const ForwardContext& ctx, const UnitSpec& u, const float* w,
+                         const float* x, float* out, const BlockBuffers& b,
+                         BlockAttention& attention) {
+  const ModelConfig& c = ctx.config;
+  const int64_t B = ctx.B, T = ctx.T, N = B * T, C = c.hidden_size, F = c.intermediate_size;
   const int64_t Hq = c.num_heads, Hkv = c.num_kv_heads, D = c.head_dim();
   const float eps = static_cast<float>(c.norm_eps);
+  k::Bf16Gemm* gemm = ctx.bf16_gemm;
   auto W = [&](ParamKind kind) { return w + u.param(kind).offset; };
   auto Wopt = [&](ParamKind kind) -> const float* {
     const ParamSpec* p = u.find(kind);
     return p ? w + p->offset : nullptr;
   };
+  // RoPE at the rows' absolute positions: the tables from row ctx.position on.
+  const float* cos = ctx.rope_cos + ctx.position * (D / 2);
+  const float* sin = ctx.rope_sin + ctx.position * (D / 2);
 
-  k::rmsnorm_forward(a.norm1.f32(), a.rstd1.f32(), x, W(ParamKind::kAttnNormWeight), N, C, eps);
-  k::matmul_forward(a.q.f32(), a.norm1.f32(), W(ParamKind::kQWeight), Wopt(ParamKind::kQBias), N, C,
-                    Hq * D, bf16_gemm_.get());
-  k::matmul_forward(a.k.f32(), a.norm1.f32(), W(ParamKind::kKWeight), Wopt(ParamKind::kKBias), N, C,
-                    Hkv * D, bf16_gemm_.get());
-  k::matmul_forward(a.v.f32(), a.norm1.f32(), W(ParamKind::kVWeight), Wopt(ParamKind::kVBias), N, C,
-                    Hkv * D, bf16_gemm_.get());
-  k::rope_forward(a.q_rot.f32(), a.q.f32(), rope_cos_.f32(), rope_sin_.f32(), B, T, Hq, D);
-  k::rope_forward(a.k_rot.f32(), a.k.f32(), rope_cos_.f32(), rope_sin_.f32(), B, T, Hkv, D);
-  k::attention_forward(a.attn_y.f32(), a.att.f32(), a.q_rot.f32(), a.k_rot.f32(), a.v.f32(), B, T,
-                       Hq, Hkv, D, c.attention_window(u.block_index));
-  k::matmul_forward(a.x2.f32(), a.attn_y.f32(), W(ParamKind::kAttnOutWeight),
-                    Wopt(ParamKind::kAttnOutBias), N, Hq * D, C, bf16_gemm_.get());
-  k::add(a.x2.f32(), a.x2.f32(), x, N * C);
-  k::rmsnorm_forward(a.norm2.f32(), a.rstd2.f32(), a.x2.f32(), W(ParamKind::kMlpNormWeight), N, C,
-                     eps);
-  k::matmul_forward(a.gate.f32(), a.norm2.f32(), W(ParamKind::kMlpGateWeight),
-                    Wopt(ParamKind::kMlpGateBias), N, C, F, bf16_gemm_.get());
-  k::matmul_forward(a.up.f32(), a.norm2.f32(), W(ParamKind::kMlpUpWeight),
-                    Wopt(ParamKind::kMlpUpBias), N, C, F, bf16_gemm_.get());
-  k::swiglu_forward(a.act.f32(), a.gate.f32(), a.up.f32(), N * F);
-  k::matmul_forward(out, a.act.f32(), W(ParamKind::kMlpDownWeight), Wopt(ParamKind::kMlpDownBias),
-                    N, F, C, bf16_gemm_.get());
-  k::add(out, out, a.x2.f32(), N * C);
+  k::rmsnorm_forward(b.norm1, b.rstd1, x, W(ParamKind::kAttnNormWeight), N, C, eps);
+  k::matmul_forward(b.q, b.norm1, W(ParamKind::kQWeight), Wopt(ParamKind::kQBias), N, C, Hq * D,
+                    gemm);
+  k::matmul_forward(b.k, b.norm1, W(ParamKind::kKWeight), Wopt(ParamKind::kKBias), N, C, Hkv * D,
+                    gemm);
+  k::matmul_forward(b.v, b.norm1, W(ParamKind::kVWeight), Wopt(ParamKind::kVBias), N, C, Hkv * D,
+                    gemm);
+  k::rope_forward(b.q_rot, b.q, cos, sin, B, T, Hq, D);
+  k::rope_forward(b.k_rot, b.k, cos, sin, B, T, Hkv, D);
+  attention.forward(u.block_index, b.q_rot, b.k_rot, b.v, b.attn_y);
+  k::matmul_forward(b.x2, b.attn_y, W(ParamKind::kAttnOutWeight), Wopt(ParamKind::kAttnOutBias), N,
+                    Hq * D, C, gemm);
+  k::add(b.x2, b.x2, x, N * C);
+  k::rmsnorm_forward(b.norm2, b.rstd2, b.x2, W(ParamKind::kMlpNormWeight), N, C, eps);
+  k::matmul_forward(b.gate, b.norm2, W(ParamKind::kMlpGateWeight), Wopt(ParamKind::kMlpGateBias), N,
+                    C, F, gemm);
+  k::matmul_forward(b.up, b.norm2, W(ParamKind::kMlpUpWeight), Wopt(ParamKind::kMlpUpBias), N, C, F,
+                    gemm);
+  k::swiglu_forward(b.act, b.gate, b.up, N * F);
+  k::matmul_forward(out, b.act, W(ParamKind::kMlpDownWeight), Wopt(ParamKind::kMlpDownBias), N, F,
+                    C, gemm);
+  k::add(out, out, b.x2, N * C);
 }
 
 void Transformer::llama_block_backward(const UnitSpec& u, const float* w, float* dw, const float* x,

@@ -1,10 +1,12 @@
-// Transformer forward/backward: the orchestration over units. Block math lives in
-// gpt2_block.cc and llama_block.cc. Legend: N = B*T rows, C hidden, V vocab.
+// Transformer forward/backward: the orchestration over units. The forward math is shared with
+// decoding (block_forward.h); the backward math lives in gpt2_block.cc and llama_block.cc. Legend:
+// N = B*T rows, C hidden, V vocab.
 #include "model/transformer.h"
 
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/attention/attention.h"
 #include "kernels/cross_entropy/cross_entropy.h"
 #include "kernels/encoder/encoder.h"
 #include "kernels/layernorm/layernorm.h"
@@ -13,6 +15,7 @@
 #include "kernels/rmsnorm/rmsnorm.h"
 #include "kernels/rope/rope.h"
 #include "model/block_acts.h"
+#include "model/block_forward.h"
 
 namespace zero::model {
 
@@ -139,7 +142,7 @@ float Transformer::forward(ParamAccess& params, const int32_t* tokens, const int
   ZERO_CHECK(T >= 1 && (c.arch != Arch::kGpt2 || T <= c.max_position_embeddings),
              "sequence length ", T, " exceeds max_position_embeddings ", c.max_position_embeddings);
   ensure_buffers(B, T);
-  const int64_t N = B * T, C = c.hidden_size, V = c.vocab_size;
+  const int64_t N = B * T, V = c.vocab_size;
   tokens_.assign(tokens, tokens + N);
   if (targets) {
     targets_.assign(targets, targets + N);
@@ -147,15 +150,13 @@ float Transformer::forward(ParamAccess& params, const int32_t* tokens, const int
     targets_.assign(static_cast<size_t>(N), k::kIgnoreIndex);
   }
 
+  const ForwardContext ctx = forward_context();
+
   // Embedding unit.
   const int emb = layout_.embedding_unit();
   {
-    const UnitSpec& u = layout_.unit(emb);
     AcquiredUnit w(params, emb, widened_embedding_);
-    const ParamSpec* wpe = u.find(ParamKind::kPositionEmbedding);
-    k::encoder_forward(residual_[0].f32(), tokens_.data(),
-                       w + u.param(ParamKind::kTokenEmbedding).offset,
-                       wpe ? w + wpe->offset : nullptr, B, T, C, V);
+    embedding_forward(ctx, layout_.unit(emb), w, tokens_.data(), residual_[0].f32());
     w.release();
   }
 
@@ -173,27 +174,13 @@ float Transformer::forward(ParamAccess& params, const int32_t* tokens, const int
   const int fin = layout_.final_unit();
   const UnitSpec& fu = layout_.unit(fin);
   AcquiredUnit fw(params, fin, widened_unit_);
-  const float* xL = residual_.back().f32();
-  if (c.arch == Arch::kGpt2) {
-    k::layernorm_forward(final_norm_.f32(), final_mean_.f32(), final_rstd_.f32(), xL,
-                         fw + fu.param(ParamKind::kFinalNormWeight).offset,
-                         fw + fu.param(ParamKind::kFinalNormBias).offset, N, C,
-                         static_cast<float>(c.norm_eps));
-  } else {
-    k::rmsnorm_forward(final_norm_.f32(), final_rstd_.f32(), xL,
-                       fw + fu.param(ParamKind::kFinalNormWeight).offset, N, C,
-                       static_cast<float>(c.norm_eps));
-  }
-  const float* head = nullptr;
+  const FinalBuffers fb{final_norm_.f32(), final_mean_.f32(), final_rstd_.f32()};
   if (const ParamSpec* lm = fu.find(ParamKind::kLmHead)) {
-    head = fw + lm->offset;
-    k::matmul_forward(logits_.f32(), final_norm_.f32(), head, static_cast<const float*>(nullptr), N,
-                      C, V, bf16_gemm_.get());
+    final_forward(ctx, fu, fw, fw + lm->offset, residual_.back().f32(), N, fb, logits_.f32());
   } else {
     AcquiredUnit ew(params, emb, widened_embedding_);
-    head = ew + layout_.unit(emb).param(ParamKind::kTokenEmbedding).offset;
-    k::matmul_forward(logits_.f32(), final_norm_.f32(), head, static_cast<const float*>(nullptr), N,
-                      C, V, bf16_gemm_.get());
+    const float* head = ew + layout_.unit(emb).param(ParamKind::kTokenEmbedding).offset;
+    final_forward(ctx, fu, fw, head, residual_.back().f32(), N, fb, logits_.f32());
     ew.release();
   }
   fw.release();
@@ -278,14 +265,43 @@ void Transformer::backward(ParamAccess& params, GradSink& grads, float dloss_per
   }
 }
 
+ForwardContext Transformer::forward_context() const {
+  return {.config = layout_.config(),
+          .B = B_,
+          .T = T_,
+          .position = 0,
+          .rope_cos = rope_cos_.f32(),
+          .rope_sin = rope_sin_.f32(),
+          .bf16_gemm = bf16_gemm_.get()};
+}
+
+namespace {
+
+// Training's attention: causal within each of the B sequences of T rows, keeping the
+// probabilities att (B, Hq, T, T) for backward.
+class SequenceAttention final : public BlockAttention {
+ public:
+  SequenceAttention(const ModelConfig& config, int64_t B, int64_t T, float* att)
+      : config_(config), B_(B), T_(T), att_(att) {}
+  void forward(int layer, const float* q, const float* k, const float* v, float* y) override {
+    const ModelConfig& c = config_;
+    k::attention_forward(y, att_, q, k, v, B_, T_, c.num_heads, c.num_kv_heads, c.head_dim(),
+                         c.attention_window(layer), c.attention_score_divisor(layer));
+  }
+
+ private:
+  const ModelConfig& config_;
+  int64_t B_, T_;
+  float* att_;
+};
+
+}  // namespace
+
 void Transformer::block_forward(int layer, const float* w, const float* x, float* out,
                                 BlockActs& a) {
-  const UnitSpec& u = layout_.unit(layout_.block_unit(layer));
-  if (layout_.config().arch == Arch::kGpt2) {
-    gpt2_block_forward(u, w, x, out, a);
-  } else {
-    llama_block_forward(u, w, x, out, a);
-  }
+  SequenceAttention attention(layout_.config(), B_, T_, a.att.f32());
+  model::block_forward(forward_context(), layout_.unit(layout_.block_unit(layer)), w, x, out,
+                       a.buffers(), attention);
 }
 
 void Transformer::block_backward(int layer, const float* w, float* dw, const float* x, float* dx,

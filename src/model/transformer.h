@@ -19,6 +19,8 @@ class Bf16Gemm;
 
 namespace zero::model {
 
+struct ForwardContext;
+
 struct TransformerOptions {
   // Keep only each block's input during forward; recompute the block in backward.
   bool activation_checkpointing = false;
@@ -71,14 +73,13 @@ class Transformer final : public Model {
   void ensure_buffers(int64_t B, int64_t T);
   // Points the widen buffers at the current bf16_gemm_ (see WidenBuffer::lend_to).
   void lend_widened_units();
+  // The shared forward's view of this pass (block_forward.h): (B_, T_) from position 0.
+  ForwardContext forward_context() const;
+  // Block `layer`'s forward (block_forward.h) with attention over each whole sequence.
   void block_forward(int layer, const float* w, const float* x_NC, float* out_NC, BlockActs& a);
   void block_backward(int layer, const float* w, float* dw, const float* x_NC, float* dx_NC,
                       BlockActs& a);
-  void gpt2_block_forward(const UnitSpec& u, const float* w, const float* x, float* out,
-                          BlockActs& a);
   void gpt2_block_backward(const UnitSpec& u, const float* w, float* dw, const float* x, float* dx,
-                           BlockActs& a);
-  void llama_block_forward(const UnitSpec& u, const float* w, const float* x, float* out,
                            BlockActs& a);
   void llama_block_backward(const UnitSpec& u, const float* w, float* dw, const float* x, float* dx,
                             BlockActs& a);
