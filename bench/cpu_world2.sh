@@ -3,7 +3,7 @@
 # ZeRO stage x overlap_comm from `zero bench step`, the same tokens per step in both worlds (micro 2
 # at world 1, micro 1 per rank at world 2, T 128). Binaries are interleaved round by round (A B A B)
 # so a noisy shared machine hurts both alike; the summary is the median over rounds.
-# Usage: [STEPS=4] bench/cpu_world2.sh MODEL_DIR ROUNDS BIN_A [BIN_B]   (markdown to stdout)
+# Usage: [STEPS=4] [STAGES='0 1 2 3'] bench/cpu_world2.sh MODEL_DIR ROUNDS BIN_A [BIN_B]   (markdown to stdout)
 # MODEL_DIR: an HF GPT-2 directory; the issue-14 shape (4 layers, 256 wide, vocab 50257) is made by
 #   python -c "from transformers import GPT2Config, GPT2LMHeadModel as M; M(GPT2Config(
 #   vocab_size=50257, n_positions=256, n_embd=256, n_layer=4, n_head=4)).save_pretrained('DIR')"
@@ -15,7 +15,9 @@ bins=("$@")
 # per rank, never spins): measure ZeRO, not the spinning, unless the caller says otherwise.
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 mpirun_flags=(--oversubscribe --allow-run-as-root --bind-to none -x OMP_WAIT_POLICY)
-common=(bench step --model "$model" --block_size 128 --steps "${STEPS:-4}" --warmup 1)
+read -ra stages <<<"${STAGES:-0 1 2 3}"
+common=(bench step --model "$model" --block_size 128 --steps "${STEPS:-4}" --warmup 1
+  --stages "${stages[@]}")
 raw=$(mktemp)
 trap 'rm -f "$raw"' EXIT
 echo "Machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; $(date -u '+%F %H:%M') UTC;"

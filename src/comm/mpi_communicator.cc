@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -35,6 +36,11 @@ int64_t timeout_from_env() {
 }
 
 MPI_Op mpi_op(ReduceOp op) { return op == ReduceOp::kSum ? MPI_SUM : MPI_MAX; }
+
+bool shm_disabled_by_env() {
+  const char* env = std::getenv("ZERO_SHM_COLLECTIVES");
+  return env != nullptr && std::strcmp(env, "0") == 0;
+}
 
 }  // namespace
 
@@ -72,6 +78,23 @@ Status MpiCommunicator::init() {
   MPI_Comm_rank(local, &local_rank_);
   MPI_Comm_size(local, &local_world_size_);
   MPI_Comm_free(&local);
+  // Shared memory when every rank is on this host and none opted out; every rank must take the
+  // same path, so the decision is a collective minimum.
+  int want_shm = options_.shared_memory && !shm_disabled_by_env() && world_size_ > 1 &&
+                 local_world_size_ == world_size_;
+  int all_want_shm = 0;
+  rc = MPI_Allreduce(&want_shm, &all_want_shm, 1, MPI_INT, MPI_MIN, comm_);
+  if (rc != MPI_SUCCESS) return internal_error("MPI_Allreduce failed: {}", mpi_error_string(rc));
+  if (all_want_shm) {
+    auto shm = ShmCollectives::create(comm_);
+    if (shm.ok()) {
+      shm_ = std::move(shm).value();
+    } else if (rank_ == 0) {
+      // Same outcome on every rank (create agrees collectively): Open MPI's collectives still work.
+      std::fprintf(stderr, "warning: %s; using MPI collectives\n",
+                   shm.status().to_string().c_str());
+    }
+  }
   return ok_status();
 }
 
@@ -214,6 +237,7 @@ void MpiCommunicator::thread_main() {
 }
 
 Status MpiCommunicator::execute(Op& op) {
+  if (shm_) return execute_shm(op);
   const size_t elem_bytes = dtype_bytes(op.dtype);
   const bool widen = op.dtype != DType::kF32;  // 16-bit reductions run in fp32
   const int count = static_cast<int>(op.numel);
@@ -286,21 +310,66 @@ Status MpiCommunicator::execute(Op& op) {
   return ok_status();
 }
 
+Status MpiCommunicator::execute_shm(const Op& op) {
+  if (op.kind != CommKind::kBarrier && op.numel == 0) return ok_status();  // as for MPI: no-op
+  ShmRequest request;
+  request.kind = op.kind;
+  request.reduce_op = op.reduce_op;
+  request.dtype = op.dtype;
+  request.in = op.in;
+  request.out = op.out;
+  request.numel = op.numel;
+  request.root = op.root;
+  shm_->start(request);
+  bool timed_out = false;
+  ZERO_RETURN_IF_ERROR(poll_with_deadline(
+      timeout_ms_.load(), [&]() -> StatusOr<bool> { return shm_->test(); },
+      [&] { return shm_->barriers_passed(); }, &timed_out));
+  if (!timed_out) return ok_status();
+  shm_abandoned_ = true;  // this rank's part may still complete at exit if the peer shows up
+  return poison_after_timeout(op);
+}
+
 Status MpiCommunicator::wait_with_deadline(MPI_Request* request, const Op& op) {
-  const int64_t timeout_ms = timeout_ms_.load();
-  const auto start = Clock::now();
-  const auto deadline = start + std::chrono::milliseconds(timeout_ms);
+  bool timed_out = false;
+  ZERO_RETURN_IF_ERROR(poll_with_deadline(
+      timeout_ms_.load(),
+      [&]() -> StatusOr<bool> {
+        int flag = 0;
+        const int rc = MPI_Test(request, &flag, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS) {
+          return internal_error("rank {}: {} failed: {}", rank_, describe(op),
+                                mpi_error_string(rc));
+        }
+        return flag != 0;
+      },
+      [] { return uint64_t{0}; }, &timed_out));
+  if (!timed_out) return ok_status();
+  abandoned_.push_back(*request);  // MPI owns it until it completes; never freed under us
+  return poison_after_timeout(op);
+}
+
+Status MpiCommunicator::poll_with_deadline(int64_t timeout_ms,
+                                           const std::function<StatusOr<bool>()>& test,
+                                           const std::function<uint64_t()>& progress,
+                                           bool* timed_out) {
+  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
   int polls = 0;
   int sleep_us = 1;
+  uint64_t last_progress = progress();
+  *timed_out = false;
   for (;;) {
-    int flag = 0;
-    const int rc = MPI_Test(request, &flag, MPI_STATUS_IGNORE);
-    if (rc != MPI_SUCCESS) {
-      return internal_error("rank {}: {} failed: {}", rank_, describe(op), mpi_error_string(rc));
-    }
-    if (flag) return ok_status();
+    StatusOr<bool> done = test();
+    if (!done.ok()) return done.status();
+    if (*done) return ok_status();
     if (Clock::now() >= deadline) break;
-    // Back off: spin briefly for small collectives, then sleep so oversubscribed ranks compute.
+    if (const uint64_t p = progress(); p != last_progress) {
+      last_progress = p;  // a peer just caught up: it is likely to be quick again
+      polls = 0;
+      sleep_us = 1;
+    }
+    // Back off: spin briefly (yielding) for small collectives, then sleep so that oversubscribed
+    // ranks compute. Never a hard spin: ranks may share cores.
     if (++polls < 64) {
       std::this_thread::yield();
     } else {
@@ -308,11 +377,15 @@ Status MpiCommunicator::wait_with_deadline(MPI_Request* request, const Op& op) {
       sleep_us = std::min(sleep_us * 2, std::max(1, options_.poll_sleep_max_us));
     }
   }
-  abandoned_.push_back(*request);  // MPI owns it until it completes; never freed under us
+  *timed_out = true;
+  return ok_status();
+}
+
+Status MpiCommunicator::poison_after_timeout(const Op& op) {
   const std::string missing = describe_missing_ranks(op.seq);
   poisoned_ = Status(StatusCode::kDeadlineExceeded,
                      fmt::format("rank {}: collective {} did not complete within {} ms; {}", rank_,
-                                 describe(op), timeout_ms, missing));
+                                 describe(op), timeout_ms_.load(), missing));
   return poisoned_;
 }
 
@@ -372,6 +445,17 @@ std::string MpiCommunicator::describe_missing_ranks(uint64_t seq) {
 }
 
 void MpiCommunicator::drain_on_exit() {
+  if (shm_abandoned_) {
+    // Why wait: a late peer may still arrive; finishing our part lets it complete its collective
+    // instead of timing out in turn. Unmapping the segment later is local either way.
+    bool timed_out = false;
+    const int64_t drain_ms = options_.abandon_drain_ms > 0
+                                 ? options_.abandon_drain_ms
+                                 : std::min<int64_t>(timeout_ms_.load(), 10'000);
+    (void)poll_with_deadline(
+        drain_ms, [&]() -> StatusOr<bool> { return shm_->test(); },
+        [&] { return shm_->barriers_passed(); }, &timed_out);
+  }
   if (!abandoned_.empty()) {
     const int64_t drain_ms = options_.abandon_drain_ms > 0
                                  ? options_.abandon_drain_ms

@@ -1,6 +1,7 @@
 // MpiCommunicator: the CPU backend. Collectives run on one communication thread per communicator
-// (a FIFO), as non-blocking MPI collectives polled against a deadline, so a hung or dead peer turns
-// into a kDeadlineExceeded Status instead of a hang, and communication overlaps computation.
+// (a FIFO), polled against a deadline, so a hung or dead peer turns into a kDeadlineExceeded Status
+// instead of a hang, and communication overlaps computation. When every rank is on one host they
+// run through a shared-memory segment (ShmCollectives), else as non-blocking MPI collectives.
 #pragma once
 
 #include <mpi.h>
@@ -9,6 +10,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -16,6 +18,7 @@
 
 #include "comm/communicator.h"
 #include "comm/mpi_runtime.h"
+#include "comm/shm_collectives.h"
 
 namespace zero {
 
@@ -31,6 +34,9 @@ struct MpiCommunicatorOptions {
   // Upper bound of the back-off sleep between MPI_Test polls. Open MPI has no progress thread, so a
   // collective advances only inside MPI_Test: lower = less latency, more CPU taken from compute.
   int poll_sleep_max_us = 200;
+  // Run the collectives through shared memory (ShmCollectives) when every rank is on this host.
+  // The environment variable ZERO_SHM_COLLECTIVES=0 turns it off (then Open MPI's collectives run).
+  bool shared_memory = true;
 };
 
 // Threading model: after construction only the communication thread calls MPI for this communicator
@@ -59,6 +65,8 @@ class MpiCommunicator final : public Communicator {
   int local_rank() const override { return local_rank_; }
   int local_world_size() const override { return local_world_size_; }
   std::string_view backend_name() const override { return "mpi"; }
+  // True when the collectives run through shared memory (decided at creation, same on every rank).
+  bool shared_memory() const { return shm_ != nullptr; }
 
   CommHandle all_reduce_async(void* buf, size_t numel, DType dtype, ReduceOp op) override;
   CommHandle reduce_scatter_async(const void* in, void* out, size_t block_numel,
@@ -90,10 +98,18 @@ class MpiCommunicator final : public Communicator {
 
   CommHandle enqueue(Op op);
   void thread_main();
-  Status execute(Op& op);                                         // communication thread
-  Status wait_with_deadline(MPI_Request* request, const Op& op);  // communication thread
-  std::string describe_missing_ranks(uint64_t seq);               // communication thread
-  void drain_on_exit();                                           // communication thread
+  // Communication thread:
+  Status execute(Op& op);
+  Status execute_shm(const Op& op);
+  Status wait_with_deadline(MPI_Request* request, const Op& op);
+  // Calls `test` (true once the collective finished) with back-off until it returns true (OK), it
+  // fails (its Status), or `timeout_ms` passes (OK with *timed_out set). The back-off restarts
+  // whenever `progress()` changes (a chunk of a long collective passed a barrier).
+  Status poll_with_deadline(int64_t timeout_ms, const std::function<StatusOr<bool>()>& test,
+                            const std::function<uint64_t()>& progress, bool* timed_out);
+  Status poison_after_timeout(const Op& op);         // the kDeadlineExceeded diagnosis; poisons
+  std::string describe_missing_ranks(uint64_t seq);  // communication thread
+  void drain_on_exit();                              // communication thread
   std::string describe(const Op& op) const;
 
   MpiRuntime& runtime_;
@@ -115,9 +131,11 @@ class MpiCommunicator final : public Communicator {
 
   // Owned by the communication thread.
   Status poisoned_;
-  std::vector<MPI_Request> abandoned_;  // timed-out requests MPI still owns
-  uint64_t stuck_seq_ = 0;              // send buffer of the "stuck at #k" messages
-  std::vector<float> scratch_in_f32_;   // 16-bit reductions run in fp32
+  std::vector<MPI_Request> abandoned_;   // timed-out requests MPI still owns
+  std::unique_ptr<ShmCollectives> shm_;  // null: Open MPI's collectives
+  bool shm_abandoned_ = false;           // shm_ holds a timed-out collective (drained at exit)
+  uint64_t stuck_seq_ = 0;               // send buffer of the "stuck at #k" messages
+  std::vector<float> scratch_in_f32_;    // 16-bit reductions run in fp32
   std::vector<float> scratch_out_f32_;
   bool leaked_ = false;  // set by the thread before it exits
 

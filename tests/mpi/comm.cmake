@@ -23,6 +23,11 @@ foreach(n 2 3 4)
                        ENVIRONMENT "${_zero_mpi_env}")
 endforeach()
 
+# The same over Open MPI's collectives (the shared-memory path is the default on one host).
+add_test(NAME mpi.comm.mpi_path.np3 COMMAND ${_zero_mpirun} -np 3 $<TARGET_FILE:comm_mpitest>)
+set_tests_properties(mpi.comm.mpi_path.np3 PROPERTIES LABELS mpi TIMEOUT 120
+                     ENVIRONMENT "${_zero_mpi_env};ZERO_SHM_COLLECTIVES=0")
+
 # A rank stops itself (SIGSTOP): the others must report kDeadlineExceeded naming it. mpirun exits
 # non-zero by design (a rank is killed), so the verdict is the output line, not the exit code.
 _zero_add_mpi_program(comm_timeout_mpitest)
@@ -32,6 +37,11 @@ endif()
 add_test(NAME mpi.comm.timeout.np3 COMMAND ${_zero_mpirun} -np 3 $<TARGET_FILE:comm_timeout_mpitest>)
 set_tests_properties(mpi.comm.timeout.np3 PROPERTIES LABELS mpi TIMEOUT 60
                      PASS_REGULAR_EXPRESSION "COMM-TIMEOUT-TEST PASS" ENVIRONMENT "${_zero_mpi_env}")
+add_test(NAME mpi.comm.timeout.mpi_path.np3
+         COMMAND ${_zero_mpirun} -np 3 $<TARGET_FILE:comm_timeout_mpitest>)
+set_tests_properties(mpi.comm.timeout.mpi_path.np3 PROPERTIES LABELS mpi TIMEOUT 60
+                     PASS_REGULAR_EXPRESSION "COMM-TIMEOUT-TEST PASS"
+                     ENVIRONMENT "${_zero_mpi_env};ZERO_SHM_COLLECTIVES=0")
 
 # NCCL id exchange over MPI: needs the NCCL library, not a GPU.
 if(ZERO_WITH_NCCL)

@@ -8,6 +8,8 @@
 #include <sys/resource.h>
 
 #include <chrono>
+#include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -50,6 +52,40 @@ std::vector<char> reduce_over_ranks(int world, size_t n, DType dtype, ReduceOp o
   std::vector<char> out(n * dtype_bytes(dtype));
   reduce_reference(ptrs, out.data(), n, dtype, op);
   return out;
+}
+
+// Rank r's value i, pseudo-random with varied exponents: fp32 sums of these depend on the order, so
+// bitwise equality with reduce_reference checks the rank order 0, 1, ... of the reduction.
+std::vector<char> make_random_data(int r, size_t n, DType dtype, size_t offset = 0) {
+  std::vector<float> f(n);
+  for (size_t i = 0; i < n; ++i) {
+    uint64_t h =
+        (i + offset) * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(r) * 0xBF58476D1CE4E5B9ull;
+    h ^= h >> 31;
+    h *= 0x94D049BB133111EBull;
+    h ^= h >> 29;
+    const float mantissa = static_cast<float>(h % 2000001) / 1000000.0f - 1.0f;  // [-1, 1]
+    f[i] = std::ldexp(mantissa, static_cast<int>((h >> 40) % 24) - 12);
+  }
+  std::vector<char> bytes(n * dtype_bytes(dtype));
+  convert_from_f32(f.data(), bytes.data(), dtype, n);
+  return bytes;
+}
+
+std::vector<char> random_sum_over_ranks(int world, size_t n, DType dtype, ReduceOp op,
+                                        size_t offset = 0) {
+  std::vector<std::vector<char>> all;
+  std::vector<const void*> ptrs;
+  for (int r = 0; r < world; ++r) all.push_back(make_random_data(r, n, dtype, offset));
+  for (auto& a : all) ptrs.push_back(a.data());
+  std::vector<char> out(n * dtype_bytes(dtype));
+  reduce_reference(ptrs, out.data(), n, dtype, op);
+  return out;
+}
+
+bool shm_expected() {
+  const char* env = std::getenv("ZERO_SHM_COLLECTIVES");
+  return env == nullptr || std::strcmp(env, "0") != 0;  // every rank of these tests is on one host
 }
 
 struct Case {
@@ -119,6 +155,78 @@ INSTANTIATE_TEST_SUITE_P(DTypesAndOddSizes, Collectives,
                            return std::string(dtype_name(info.param.dtype)) + "_" +
                                   std::to_string(info.param.numel);
                          });
+
+TEST(SharedMemory, PathFollowsTheEnvironment) {
+  EXPECT_EQ(g_world->shared_memory(), shm_expected());
+}
+
+// Sizes around and beyond the shared segment's chunk (ShmCollectives::kSlotBytes per rank, two
+// halves): several chunks, a short last chunk, halves alternating across queued collectives of
+// every kind; results bitwise equal to the rank-order reduction of order-sensitive data.
+class LargeCollectives : public ::testing::TestWithParam<DType> {};
+
+TEST_P(LargeCollectives, ChunkedAndQueuedMatchRankOrderReference) {
+  const DType dtype = GetParam();
+  const int world = g_world->world_size();
+  const int rank = g_world->rank();
+  const size_t elem = dtype_bytes(dtype);
+  const size_t slot_f32 = ShmCollectives::kSlotBytes / sizeof(float);
+  const size_t reduce_numel = 2 * slot_f32 + 13;      // 3 chunks, the last of 13 elements
+  const size_t scatter_block = slot_f32 / world + 7;  // 2 chunks per destination block
+  const size_t gather_block = ShmCollectives::kSlotBytes / elem + 5;         // 2 chunks
+  const size_t bcast_numel = world * ShmCollectives::kSlotBytes / elem + 3;  // 2 chunks
+  const int root = world - 1;
+
+  auto reduced = make_random_data(rank, reduce_numel, dtype);
+  auto maxed = make_random_data(rank, 1001, dtype, 77);
+  auto scatter_in = make_random_data(rank, scatter_block * world, dtype, 5);
+  std::vector<char> scatter_out(scatter_block * elem, 0x55);
+  auto gather_in = make_random_data(rank, gather_block, dtype, 9);
+  std::vector<char> gather_out(gather_block * elem * world, 0x55);
+  auto bcast = make_random_data(rank, bcast_numel, dtype, 3);
+  // Issued back to back: the communication thread runs them in order, alternating halves.
+  CommHandle h_reduce =
+      g_world->all_reduce_async(reduced.data(), reduce_numel, dtype, ReduceOp::kSum);
+  CommHandle h_max = g_world->all_reduce_async(maxed.data(), 1001, dtype, ReduceOp::kMax);
+  CommHandle h_scatter =
+      g_world->reduce_scatter_async(scatter_in.data(), scatter_out.data(), scatter_block, dtype);
+  CommHandle h_gather =
+      g_world->all_gather_async(gather_in.data(), gather_out.data(), gather_block, dtype);
+  CommHandle h_bcast = g_world->broadcast_async(bcast.data(), bcast_numel, dtype, root);
+  ASSERT_TRUE(h_reduce.wait().ok());
+  ASSERT_TRUE(h_max.wait().ok());
+  ASSERT_TRUE(h_scatter.wait().ok());
+  ASSERT_TRUE(h_gather.wait().ok());
+  ASSERT_TRUE(h_bcast.wait().ok());
+
+  EXPECT_TRUE(reduced == random_sum_over_ranks(world, reduce_numel, dtype, ReduceOp::kSum))
+      << "all_reduce sum";
+  EXPECT_TRUE(maxed == random_sum_over_ranks(world, 1001, dtype, ReduceOp::kMax, 77))
+      << "all_reduce max";
+  // Rank r's block of the reduce-scatter input starts at element r * block of each rank's data.
+  std::vector<char> want_scatter(scatter_block * elem);
+  {
+    std::vector<std::vector<char>> all;
+    std::vector<const void*> ptrs;
+    for (int r = 0; r < world; ++r) {
+      all.push_back(make_random_data(r, scatter_block * world, dtype, 5));
+      ptrs.push_back(all.back().data() + rank * scatter_block * elem);
+    }
+    reduce_reference(ptrs, want_scatter.data(), scatter_block, dtype, ReduceOp::kSum);
+  }
+  EXPECT_TRUE(scatter_out == want_scatter) << "reduce_scatter";
+  std::vector<char> want_gather;
+  for (int r = 0; r < world; ++r) {
+    auto d = make_random_data(r, gather_block, dtype, 9);
+    want_gather.insert(want_gather.end(), d.begin(), d.end());
+  }
+  EXPECT_TRUE(gather_out == want_gather) << "all_gather";
+  EXPECT_TRUE(bcast == make_random_data(root, bcast_numel, dtype, 3)) << "broadcast";
+}
+
+INSTANTIATE_TEST_SUITE_P(WireDTypes, LargeCollectives,
+                         ::testing::Values(DType::kF32, DType::kBF16, DType::kF16),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 TEST(CollectivesMisc, BarrierAndZeroSize) {
   EXPECT_TRUE(g_world->barrier().ok());
@@ -213,6 +321,7 @@ TEST(Timeout, LatePeerIsNamed) {
   auto made = MpiCommunicator::create_world(*g_runtime, options);
   ASSERT_TRUE(made.ok()) << made.status().to_string();
   auto comm = std::move(made).value();
+  EXPECT_EQ(comm->shared_memory(), shm_expected());  // both paths name the late rank
   ASSERT_TRUE(comm->barrier().ok());
   if (comm->rank() == kLateRank) {
     std::this_thread::sleep_for(std::chrono::milliseconds(4000));
