@@ -23,6 +23,17 @@ std::string_view comm_kind_name(CommKind kind);
 
 enum class ReduceOp : uint8_t { kSum, kMax };
 
+// One collective as a rank issues it: what every backend (MPI, shared memory, threads) receives.
+struct CollectiveCall {
+  CommKind kind = CommKind::kBarrier;
+  ReduceOp reduce_op = ReduceOp::kSum;
+  DType dtype = DType::kF32;
+  const void* in = nullptr;
+  void* out = nullptr;
+  size_t numel = 0;  // all_reduce / broadcast: buffer numel; reduce_scatter / all_gather: block
+  int root = 0;
+};
+
 // Calls and bytes of one collective kind.
 struct CommKindStats {
   int64_t calls = 0;

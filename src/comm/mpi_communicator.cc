@@ -312,15 +312,7 @@ Status MpiCommunicator::execute(Op& op) {
 
 Status MpiCommunicator::execute_shm(const Op& op) {
   if (op.kind != CommKind::kBarrier && op.numel == 0) return ok_status();  // as for MPI: no-op
-  ShmRequest request;
-  request.kind = op.kind;
-  request.reduce_op = op.reduce_op;
-  request.dtype = op.dtype;
-  request.in = op.in;
-  request.out = op.out;
-  request.numel = op.numel;
-  request.root = op.root;
-  shm_->start(request);
+  shm_->start(op);
   bool timed_out = false;
   ZERO_RETURN_IF_ERROR(poll_with_deadline(
       timeout_ms_.load(), [&]() -> StatusOr<bool> { return shm_->test(); },

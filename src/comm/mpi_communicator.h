@@ -81,14 +81,7 @@ class MpiCommunicator final : public Communicator {
   int64_t timeout_ms() const { return timeout_ms_.load(); }
 
  private:
-  struct Op {
-    CommKind kind = CommKind::kBarrier;
-    ReduceOp reduce_op = ReduceOp::kSum;
-    DType dtype = DType::kF32;
-    const void* in = nullptr;
-    void* out = nullptr;
-    size_t numel = 0;  // all_reduce / broadcast: buffer numel; reduce_scatter / all_gather: block
-    int root = 0;
+  struct Op : CollectiveCall {
     uint64_t seq = 0;  // 0-based issue index on this communicator
     std::shared_ptr<PromiseCompletion> completion;
   };

@@ -34,7 +34,7 @@ Span chunk_span(size_t c, size_t total, size_t per_chunk) {
 }
 
 // Units (elements or bytes) of the request that one chunk carries, and the request's total.
-size_t per_chunk_units(const ShmRequest& r, int world_size) {
+size_t per_chunk_units(const CollectiveCall& r, int world_size) {
   switch (r.kind) {
     case CommKind::kAllReduce:
       return ShmCollectives::kSlotBytes / sizeof(float);  // elements, fp32 in the slot
@@ -47,7 +47,7 @@ size_t per_chunk_units(const ShmRequest& r, int world_size) {
   }
   return 1;
 }
-size_t total_units(const ShmRequest& r) {
+size_t total_units(const CollectiveCall& r) {
   switch (r.kind) {
     case CommKind::kAllReduce:
     case CommKind::kReduceScatter: return r.numel;
@@ -181,7 +181,7 @@ size_t ShmCollectives::chunk_count() const {
   return (total_units(request_) + per - 1) / per;
 }
 
-void ShmCollectives::start(const ShmRequest& request) {
+void ShmCollectives::start(const CollectiveCall& request) {
   ZERO_CHECK(phase_ == Phase::kDone, "shm collective started before the previous one finished");
   ZERO_CHECK(request.kind == CommKind::kBarrier || request.numel > 0, "empty shm collective");
   request_ = request;
@@ -224,7 +224,7 @@ void ShmCollectives::next_chunk() {
 //   +len) all_gather      in: own block's bytes [off, +len) → own slot broadcast       in: the
 //   root's bytes [off, +len) → the half (from slot 0 on)
 void ShmCollectives::copy_in() {
-  const ShmRequest& r = request_;
+  const CollectiveCall& r = request_;
   if (r.kind == CommKind::kBarrier) return;
   const size_t elem = dtype_bytes(r.dtype);
   const Span s = chunk_span(chunk_, total_units(r), per_chunk_units(r, world_size_));
@@ -249,7 +249,7 @@ void ShmCollectives::copy_in() {
 }
 
 void ShmCollectives::after_first_barrier() {
-  const ShmRequest& r = request_;
+  const CollectiveCall& r = request_;
   if (r.kind == CommKind::kBarrier) {
     phase_ = Phase::kDone;
     return;
@@ -305,7 +305,7 @@ void ShmCollectives::after_first_barrier() {
 
 void ShmCollectives::after_second_barrier() {
   // Only all_reduce has a second barrier: copy the reduced chunk out of slot 0.
-  const ShmRequest& r = request_;
+  const CollectiveCall& r = request_;
   const size_t elem = dtype_bytes(r.dtype);
   const Span s = chunk_span(chunk_, total_units(r), per_chunk_units(r, world_size_));
   from_f32(slot_f32(0), static_cast<char*>(r.out) + s.offset * elem, r.dtype, s.length);

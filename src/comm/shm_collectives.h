@@ -18,17 +18,6 @@
 
 namespace zero {
 
-// One collective as ShmCollectives runs it (the fields of MpiCommunicator's Op).
-struct ShmRequest {
-  CommKind kind = CommKind::kBarrier;
-  ReduceOp reduce_op = ReduceOp::kSum;
-  DType dtype = DType::kF32;
-  const void* in = nullptr;
-  void* out = nullptr;
-  size_t numel = 0;  // all_reduce / broadcast: buffer numel; reduce_scatter / all_gather: block
-  int root = 0;
-};
-
 // Segment: a header of one arrival counter per rank (a cache line each), then two halves of
 // world_size slots of kSlotBytes. Consecutive chunks alternate halves, so a rank may fill the next
 // chunk's slots while slower ranks still read the previous chunk's; a message larger than a half
@@ -55,7 +44,7 @@ class ShmCollectives {
 
   // Starts `request`. REQUIRES: the previous request finished (test() returned true); every rank
   // starts the same requests in the same order; numel > 0 unless kind is kBarrier.
-  void start(const ShmRequest& request);
+  void start(const CollectiveCall& request);
   // Advances the started request as far as it can without waiting for a peer; true once it
   // finished (this rank's output is written). Never blocks.
   bool test();
@@ -86,7 +75,7 @@ class ShmCollectives {
   size_t segment_bytes_;
   char* data_;  // base_ + header
 
-  ShmRequest request_;
+  CollectiveCall request_;
   size_t chunk_ = 0;
   Phase phase_ = Phase::kDone;
   uint64_t half_ = 0;     // chunks started on this segment (the half is half_ % 2)

@@ -18,17 +18,10 @@
 namespace zero {
 
 // One collective call as a rank made it.
-struct Call {
-  CommKind kind = CommKind::kBarrier;
-  ReduceOp op = ReduceOp::kSum;
-  DType dtype = DType::kF32;
-  const void* in = nullptr;
-  void* out = nullptr;
-  size_t numel = 0;  // all_reduce / broadcast: buffer; reduce_scatter / all_gather: block
-  int root = 0;
-
+struct Call : CollectiveCall {
   bool matches(const Call& o) const {
-    return kind == o.kind && op == o.op && dtype == o.dtype && numel == o.numel && root == o.root;
+    return kind == o.kind && reduce_op == o.reduce_op && dtype == o.dtype && numel == o.numel &&
+           root == o.root;
   }
   std::string describe() const {
     return fmt::format("{}({} x {}{})", comm_kind_name(kind), numel, dtype_name(dtype),
@@ -94,7 +87,7 @@ class ThreadGroup {
         scratch_.resize(n * esize);
         for (int r = 0; r < world_; ++r)
           inputs[static_cast<size_t>(r)] = calls_[static_cast<size_t>(r)].out;
-        reduce_reference(inputs, scratch_.data(), n, c0.dtype, c0.op);
+        reduce_reference(inputs, scratch_.data(), n, c0.dtype, c0.reduce_op);
         for (const Call& c : calls_) std::memcpy(c.out, scratch_.data(), n * esize);
         break;
       }
@@ -178,7 +171,7 @@ int ThreadCommunicator::world_size() const { return group_->world(); }
 CommHandle ThreadCommunicator::all_reduce_async(void* buf, size_t numel, DType dtype, ReduceOp op) {
   record(CommKind::kAllReduce,
          comm_payload_bytes(CommKind::kAllReduce, numel, dtype, world_size()));
-  Call c{CommKind::kAllReduce, op, dtype, buf, buf, numel, 0};
+  Call c{{CommKind::kAllReduce, op, dtype, buf, buf, numel, 0}};
   return CommHandle::ready(group_->collective(rank_, c));
 }
 
@@ -186,7 +179,7 @@ CommHandle ThreadCommunicator::reduce_scatter_async(const void* in, void* out, s
                                                     DType dtype) {
   record(CommKind::kReduceScatter,
          comm_payload_bytes(CommKind::kReduceScatter, block_numel, dtype, world_size()));
-  Call c{CommKind::kReduceScatter, ReduceOp::kSum, dtype, in, out, block_numel, 0};
+  Call c{{CommKind::kReduceScatter, ReduceOp::kSum, dtype, in, out, block_numel, 0}};
   return CommHandle::ready(group_->collective(rank_, c));
 }
 
@@ -194,14 +187,14 @@ CommHandle ThreadCommunicator::all_gather_async(const void* in, void* out, size_
                                                 DType dtype) {
   record(CommKind::kAllGather,
          comm_payload_bytes(CommKind::kAllGather, block_numel, dtype, world_size()));
-  Call c{CommKind::kAllGather, ReduceOp::kSum, dtype, in, out, block_numel, 0};
+  Call c{{CommKind::kAllGather, ReduceOp::kSum, dtype, in, out, block_numel, 0}};
   return CommHandle::ready(group_->collective(rank_, c));
 }
 
 CommHandle ThreadCommunicator::broadcast_async(void* buf, size_t numel, DType dtype, int root) {
   record(CommKind::kBroadcast,
          comm_payload_bytes(CommKind::kBroadcast, numel, dtype, world_size()));
-  Call c{CommKind::kBroadcast, ReduceOp::kSum, dtype, buf, buf, numel, root};
+  Call c{{CommKind::kBroadcast, ReduceOp::kSum, dtype, buf, buf, numel, root}};
   return CommHandle::ready(group_->collective(rank_, c));
 }
 
