@@ -219,7 +219,7 @@ StatusOr<double> Engine::forward_backward(const std::vector<MicroBatch>& micro_b
   double loss_sum = 0.0;
   for (int m = 0; m < gas; ++m) {
     const MicroBatch& mb = micro_batches[static_cast<size_t>(m)];
-    params_->begin_micro_step();
+    params_->begin_micro_step(/*another_follows=*/m + 1 < gas);
     grads_->begin_micro_step(m);
     double mean_loss = 0.0;  // over this micro-batch's counted targets
     {

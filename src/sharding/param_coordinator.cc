@@ -88,8 +88,9 @@ Status ParamCoordinator::finish_updates() {
   return status_;
 }
 
-void ParamCoordinator::begin_micro_step() {
+void ParamCoordinator::begin_micro_step(bool another_follows) {
   if (options_.stage < 3) return;
+  another_micro_step_follows_ = another_follows;
   if (!trace_recorded_ && !trace_.empty()) trace_recorded_ = true;
   if (!trace_valid_) {
     // The access order changed (it should not): record it again, without prefetching meanwhile.
@@ -219,6 +220,12 @@ bool ParamCoordinator::reused_soon(int u, size_t trace_pos) const {
   if (live_gathered_numel_ > options_.max_live_numel) return false;
   int64_t distance = 0;
   for (size_t i = trace_pos; i < trace_.size(); ++i) {
+    if (trace_[i] == u) return distance <= options_.max_reuse_distance_numel;
+    distance += layout_.unit(trace_[i]).numel;
+  }
+  // The next micro-step of this step reads the same values in the same order.
+  if (!another_micro_step_follows_) return false;
+  for (size_t i = 0; i < trace_pos && i < trace_.size(); ++i) {
     if (trace_[i] == u) return distance <= options_.max_reuse_distance_numel;
     distance += layout_.unit(trace_[i]).numel;
   }

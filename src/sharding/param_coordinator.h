@@ -41,8 +41,12 @@ class ParamCoordinator : public model::ParamAccess {
   // Completes the gathers set_values started (stages 1–2 with overlap issue them asynchronously).
   Status finish_updates();
 
-  // A new micro-step starts: the access trace position goes back to the start.
-  void begin_micro_step();
+  // A new micro-step starts: the access trace position goes back to the start. `another_follows`:
+  // a micro-step of the same optimizer step comes after this one, so the values cannot change
+  // before it; stage 3 then measures a released unit's reuse distance on into that micro-step's
+  // trace (the forward re-reads every unit), and keeps it gathered when it is within
+  // stage3_max_reuse_distance and the live budget, instead of gathering it again.
+  void begin_micro_step(bool another_follows = false);
 
   // The unit in the model dtype; at stage 3 in a world of one, the fp32 host shard itself (see
   // Unit::view).
@@ -100,6 +104,7 @@ class ParamCoordinator : public model::ParamAccess {
   bool trace_recorded_ = false;
   bool trace_valid_ = true;
   size_t trace_pos_ = 0;
+  bool another_micro_step_follows_ = false;
   int64_t live_gathered_numel_ = 0;
   int live_gathered_units_ = 0;
   Status status_;

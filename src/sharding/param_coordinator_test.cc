@@ -116,6 +116,83 @@ std::vector<Case> cases() {
 INSTANTIATE_TEST_SUITE_P(ThreadRanks, ParamCoordinatorWorlds, ::testing::ValuesIn(cases()),
                          case_name);
 
+// Stage 3 with gradient accumulation: a unit released at the end of a micro-step's backward stays
+// gathered for the next micro-step of the same step (its values cannot change before it), so that
+// forward gathers nothing; without a following micro-step every unit is gathered again; after the
+// optimizer installs new values the next acquire gathers them (nothing stale is handed out).
+TEST(ParamCoordinatorAccumulation, Stage3KeepsUnitsForTheNextMicroStepOfTheStep) {
+  auto config = model::preset_model_config("gpt2-tiny");
+  ASSERT_TRUE(config.ok());
+  const model::ModelLayout layout(*config);
+  for (bool follows : {false, true}) {
+    std::atomic<int> bad{0};
+    std::atomic<int64_t> forward_gathers{0};
+    ThreadCommunicator::run(2, [&](Communicator& comm) {
+      const ShardLayout shards(layout, comm.world_size(), comm.rank());
+      ZeroOptions o;
+      o.stage = 3;
+      o.prefetch_bucket_numel = 0;
+      o.param_persistence_threshold_numel = 0;
+      MemoryAccounting memory;
+      auto coord = ParamCoordinator::create(shards, comm, o, ParamOffloadOptions{}, memory);
+      if (!coord.ok()) {
+        ++bad;
+        return;
+      }
+      const int units = layout.num_units();
+      auto install = [&](float offset) {
+        for (int u = 0; u < units; ++u) {
+          const UnitShardInfo& info = shards.unit(u);
+          std::vector<float> values(static_cast<size_t>(info.shard_numel), 0.0f);
+          for (int64_t k = 0; k < info.shard_numel; ++k) {
+            const int64_t i = shards.shard_begin(u) + k;
+            if (i < info.numel) values[static_cast<size_t>(k)] = master_value(u, i) + offset;
+          }
+          if (!(*coord)->set_values(u, values.data()).ok()) ++bad;
+        }
+      };
+      auto pass = [&](int u, float offset) {
+        const model::ParamView view = (*coord)->acquire(u);
+        std::vector<float> p(static_cast<size_t>(view.numel));
+        convert_to_f32(view.data, view.dtype, p.data(), p.size());
+        for (int64_t i = 0; i < shards.unit(u).numel; ++i) {
+          if (p[static_cast<size_t>(i)] != master_value(u, i) + offset) ++bad;
+        }
+        (*coord)->release(u);
+      };
+      auto total_gathers = [&] {
+        int64_t n = 0;
+        for (int u = 0; u < units; ++u) n += (*coord)->gathers(u);
+        return n;
+      };
+      install(0.0f);
+      // Micro-step 0 records the trace; micro-step 1 knows whether micro-step 2 follows.
+      for (int micro = 0; micro < 2; ++micro) {
+        (*coord)->begin_micro_step(/*another_follows=*/micro == 1 && follows);
+        for (int u = 0; u < units; ++u) pass(u, 0.0f);
+        for (int u = units - 1; u >= 0; --u) pass(u, 0.0f);
+      }
+      const int64_t before = total_gathers();
+      (*coord)->begin_micro_step();
+      for (int u = 0; u < units; ++u) pass(u, 0.0f);
+      if (comm.rank() == 0) forward_gathers = total_gathers() - before;
+      for (int u = units - 1; u >= 0; --u) pass(u, 0.0f);
+      // The step ends: new values, and every unit reads them.
+      install(1.0f);
+      (*coord)->begin_micro_step();
+      for (int u = 0; u < units; ++u) pass(u, 1.0f);
+      for (int u = units - 1; u >= 0; --u) pass(u, 1.0f);
+      if (!(*coord)->status().ok()) ++bad;
+    });
+    EXPECT_EQ(bad.load(), 0) << "follows " << follows;
+    if (follows) {
+      EXPECT_EQ(forward_gathers.load(), 0);
+    } else {
+      EXPECT_EQ(forward_gathers.load(), layout.num_units());
+    }
+  }
+}
+
 // Issue 14: stage 3 in a world of one gathered each unit by copying its shard into a gather buffer
 // (twice a step: forward and backward), 0.73x DeepSpeed's step. The shard is the unit there:
 // acquire lends the store's own values (no buffer, no copy), still counted as a gather of the same
