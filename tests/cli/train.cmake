@@ -8,11 +8,12 @@ list(JOIN _zt_common " " _zt_common)
 
 add_test(NAME cli.train.single
          COMMAND sh -c "$<TARGET_FILE:zero> train ${_zt_common} --output_dir ${_zt_out}/single --save_final >/dev/null && test $(wc -l < ${_zt_out}/single/metrics.jsonl) -eq 8 && test -f ${_zt_out}/single/final/model.safetensors")
-set_tests_properties(cli.train.single PROPERTIES LABELS unit)
+# Its output is read by the tests below (fixtures: `ctest -R` of one of them runs this first).
+set_tests_properties(cli.train.single PROPERTIES LABELS unit FIXTURES_SETUP zt_single)
 
 add_test(NAME cli.train.generate_from_final
          COMMAND $<TARGET_FILE:zero> generate --model ${_zt_out}/single/final --prompt_tokens 1,2,3 --max_new_tokens 5)
-set_tests_properties(cli.train.generate_from_final PROPERTIES LABELS unit DEPENDS cli.train.single
+set_tests_properties(cli.train.generate_from_final PROPERTIES LABELS unit FIXTURES_REQUIRED zt_single
                      PASS_REGULAR_EXPRESSION " 1 2 3 [0-9]+ [0-9]+ [0-9]+ [0-9]+ [0-9]+")
 
 # An explicit config value contradicted by a flag: exit 2 naming both.
@@ -42,12 +43,13 @@ set_tests_properties(cli.train.vocab_too_small PROPERTIES LABELS unit
 add_test(NAME cli.train.zero3_np2_matches_single
          COMMAND sh -c "${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root --bind-to none -np 2 $<TARGET_FILE:zero> train ${_zt_common} --deepspeed ${PROJECT_SOURCE_DIR}/examples/ds_config_zero3.json --output_dir ${_zt_out}/zero3 >/dev/null && $<TARGET_FILE:zero> train ${_zt_common} --deepspeed ${PROJECT_SOURCE_DIR}/examples/ds_config_zero3.json --per_device_train_batch_size 8 --output_dir ${_zt_out}/zero3_single >/dev/null && /usr/bin/python3 ${PROJECT_SOURCE_DIR}/tools/compare_metrics.py ${_zt_out}/zero3/metrics.jsonl ${_zt_out}/zero3_single/metrics.jsonl 1e-5")
 set_tests_properties(cli.train.zero3_np2_matches_single PROPERTIES LABELS mpi TIMEOUT 300
+                     FIXTURES_REQUIRED zt_single FIXTURES_SETUP zt_zero3
                      ENVIRONMENT "OMP_NUM_THREADS=1;OMP_WAIT_POLICY=passive")
 
 add_test(NAME cli.train.launch_np2_zero3
          COMMAND sh -c "$<TARGET_FILE:zero> launch --num_gpus 2 -- zero train ${_zt_common} --deepspeed ${PROJECT_SOURCE_DIR}/examples/ds_config_zero3.json --output_dir ${_zt_out}/launch >/dev/null 2>&1 && /usr/bin/python3 ${PROJECT_SOURCE_DIR}/tools/compare_metrics.py ${_zt_out}/launch/metrics.jsonl ${_zt_out}/zero3/metrics.jsonl 1e-6")
 set_tests_properties(cli.train.launch_np2_zero3 PROPERTIES LABELS mpi TIMEOUT 300
-                     DEPENDS cli.train.zero3_np2_matches_single
+                     FIXTURES_REQUIRED zt_zero3
                      ENVIRONMENT "OMP_NUM_THREADS=1;OMP_WAIT_POLICY=passive")
 
 # Checkpoints: save every 4 steps, resume from step 4 in another directory: steps 5..8 are
