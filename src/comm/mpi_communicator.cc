@@ -437,21 +437,18 @@ std::string MpiCommunicator::describe_missing_ranks(uint64_t seq) {
 }
 
 void MpiCommunicator::drain_on_exit() {
+  const int64_t drain_ms = options_.abandon_drain_ms > 0
+                               ? options_.abandon_drain_ms
+                               : std::min<int64_t>(timeout_ms_.load(), 10'000);
   if (shm_abandoned_) {
     // Why wait: a late peer may still arrive; finishing our part lets it complete its collective
     // instead of timing out in turn. Unmapping the segment later is local either way.
     bool timed_out = false;
-    const int64_t drain_ms = options_.abandon_drain_ms > 0
-                                 ? options_.abandon_drain_ms
-                                 : std::min<int64_t>(timeout_ms_.load(), 10'000);
     (void)poll_with_deadline(
         drain_ms, [&]() -> StatusOr<bool> { return shm_->test(); },
         [&] { return shm_->barriers_passed(); }, &timed_out);
   }
   if (!abandoned_.empty()) {
-    const int64_t drain_ms = options_.abandon_drain_ms > 0
-                                 ? options_.abandon_drain_ms
-                                 : std::min<int64_t>(timeout_ms_.load(), 10'000);
     const auto deadline = Clock::now() + std::chrono::milliseconds(drain_ms);
     // Why wait: a late peer may still complete the abandoned collectives; then MPI is clean and the
     // communicator can be freed and MPI finalized normally.

@@ -58,22 +58,6 @@ size_t total_units(const CollectiveCall& r) {
   return 1;
 }
 
-void to_f32(const void* src, DType dtype, float* dst, size_t n) {
-  if (dtype == DType::kF32) {
-    std::memcpy(dst, src, n * sizeof(float));
-  } else {
-    convert_to_f32(src, dtype, dst, n);
-  }
-}
-
-void from_f32(const float* src, void* dst, DType dtype, size_t n) {
-  if (dtype == DType::kF32) {
-    std::memcpy(dst, src, n * sizeof(float));
-  } else {
-    convert_from_f32(src, dst, dtype, n);
-  }
-}
-
 }  // namespace
 
 StatusOr<std::unique_ptr<ShmCollectives>> ShmCollectives::create(MPI_Comm comm) {
@@ -165,17 +149,6 @@ bool ShmCollectives::all_arrived() const {
   return true;
 }
 
-std::vector<int> ShmCollectives::ranks_behind() const {
-  std::vector<int> behind;
-  if (phase_ != Phase::kWaitFirst && phase_ != Phase::kWaitSecond) return behind;
-  for (int r = 0; r < world_size_; ++r) {
-    if (std::atomic_ref<uint64_t>(*counter(r)).load(std::memory_order_acquire) < arrived_) {
-      behind.push_back(r);
-    }
-  }
-  return behind;
-}
-
 size_t ShmCollectives::chunk_count() const {
   const size_t per = per_chunk_units(request_, world_size_);
   return (total_units(request_) + per - 1) / per;
@@ -218,11 +191,12 @@ void ShmCollectives::next_chunk() {
   phase_ = chunk_ < chunk_count() ? Phase::kCopyIn : Phase::kDone;
 }
 
-// Chunk c of each kind (units per chunk: per_chunk_units):
-//   all_reduce      in: own elements [off, +len) → own slot (fp32)
-//   reduce_scatter  in: for each block d, own elements d·block + [off, +len) → own slot [d·len,
-//   +len) all_gather      in: own block's bytes [off, +len) → own slot broadcast       in: the
-//   root's bytes [off, +len) → the half (from slot 0 on)
+// Chunk c of each kind (units per chunk: per_chunk_units) goes in as:
+// - all_reduce: own elements [off, +len) -> own slot (fp32);
+// - reduce_scatter: for each block d, own elements d * block + [off, +len) -> own slot
+//   [d * len, +len) (fp32);
+// - all_gather: own block's bytes [off, +len) -> own slot;
+// - broadcast: the root's bytes [off, +len) -> the half (from slot 0 on).
 void ShmCollectives::copy_in() {
   const CollectiveCall& r = request_;
   if (r.kind == CommKind::kBarrier) return;
@@ -231,12 +205,12 @@ void ShmCollectives::copy_in() {
   const char* in = static_cast<const char*>(r.in);
   switch (r.kind) {
     case CommKind::kAllReduce:
-      to_f32(in + s.offset * elem, r.dtype, slot_f32(rank_), s.length);
+      convert_to_f32(in + s.offset * elem, r.dtype, slot_f32(rank_), s.length);
       break;
     case CommKind::kReduceScatter:
       for (int d = 0; d < world_size_; ++d) {
-        to_f32(in + (d * r.numel + s.offset) * elem, r.dtype, slot_f32(rank_) + d * s.length,
-               s.length);
+        convert_to_f32(in + (d * r.numel + s.offset) * elem, r.dtype,
+                       slot_f32(rank_) + d * s.length, s.length);
       }
       break;
     case CommKind::kAllGather: std::memcpy(slot_bytes(rank_), in + s.offset, s.length); break;
@@ -283,7 +257,7 @@ void ShmCollectives::after_first_barrier() {
       for (int q = 1; q < world_size_; ++q) {
         accumulate_f32(slot_f32(q) + rank_ * s.length, acc, s.length, ReduceOp::kSum);
       }
-      if (r.dtype != DType::kF32) from_f32(acc, out + s.offset * elem, r.dtype, s.length);
+      if (r.dtype != DType::kF32) convert_from_f32(acc, out + s.offset * elem, r.dtype, s.length);
       break;
     }
     case CommKind::kAllGather: {
@@ -308,7 +282,7 @@ void ShmCollectives::after_second_barrier() {
   const CollectiveCall& r = request_;
   const size_t elem = dtype_bytes(r.dtype);
   const Span s = chunk_span(chunk_, total_units(r), per_chunk_units(r, world_size_));
-  from_f32(slot_f32(0), static_cast<char*>(r.out) + s.offset * elem, r.dtype, s.length);
+  convert_from_f32(slot_f32(0), static_cast<char*>(r.out) + s.offset * elem, r.dtype, s.length);
   next_chunk();
 }
 

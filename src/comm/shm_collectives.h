@@ -50,8 +50,6 @@ class ShmCollectives {
   bool test();
   // Number of barriers this rank has passed: grows whenever test() made progress past a peer.
   uint64_t barriers_passed() const { return barriers_passed_; }
-  // The ranks that have not yet arrived at the barrier test() is waiting at (for diagnostics).
-  std::vector<int> ranks_behind() const;
 
  private:
   enum class Phase : uint8_t { kCopyIn, kWaitFirst, kWaitSecond, kDone };

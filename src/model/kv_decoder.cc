@@ -110,7 +110,6 @@ void KvDecoder::append(ParamAccess& params, const int32_t* tokens, int64_t n, fl
   {
     AcquiredUnit w(params, emb, widened_embedding_);
     embedding_forward(ctx, layout_.unit(emb), w, tokens, x.data());
-    w.release();
   }
 
   // Each block in place: x becomes its output.
@@ -120,7 +119,6 @@ void KvDecoder::append(ParamAccess& params, const int32_t* tokens, int64_t n, fl
     const int unit = layout_.block_unit(l);
     AcquiredUnit w(params, unit, widened_unit_);
     block_forward(ctx, layout_.unit(unit), w, x.data(), x.data(), b, attention);
-    w.release();
   }
 
   // Final norm and head, for the last row only (the tied head reads the embedding unit).
@@ -135,9 +133,7 @@ void KvDecoder::append(ParamAccess& params, const int32_t* tokens, int64_t n, fl
     AcquiredUnit ew(params, emb, widened_embedding_);
     const float* head = ew + layout_.unit(emb).param(ParamKind::kTokenEmbedding).offset;
     final_forward(ctx, fu, fw, head, last, 1, fb, logits);
-    ew.release();
   }
-  fw.release();
   length_ += n;
 }
 

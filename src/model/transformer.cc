@@ -157,7 +157,6 @@ float Transformer::forward(ParamAccess& params, const int32_t* tokens, const int
   {
     AcquiredUnit w(params, emb, widened_embedding_);
     embedding_forward(ctx, layout_.unit(emb), w, tokens_.data(), residual_[0].f32());
-    w.release();
   }
 
   // Blocks.
@@ -167,7 +166,6 @@ float Transformer::forward(ParamAccess& params, const int32_t* tokens, const int
     BlockActs& a = *acts_[options_.activation_checkpointing ? 0 : static_cast<size_t>(l)];
     block_forward(l, w, residual_[static_cast<size_t>(l)].f32(),
                   residual_[static_cast<size_t>(l) + 1].f32(), a);
-    w.release();
   }
 
   // Final norm + head (the tied head reads the embedding unit).
@@ -181,7 +179,6 @@ float Transformer::forward(ParamAccess& params, const int32_t* tokens, const int
     AcquiredUnit ew(params, emb, widened_embedding_);
     const float* head = ew + layout_.unit(emb).param(ParamKind::kTokenEmbedding).offset;
     final_forward(ctx, fu, fw, head, residual_.back().f32(), N, fb, logits_.f32());
-    ew.release();
   }
   fw.release();
 
@@ -220,7 +217,6 @@ void Transformer::backward(ParamAccess& params, GradSink& grads, float dloss_per
     const int64_t off = layout_.unit(emb).param(ParamKind::kTokenEmbedding).offset;
     k::matmul_backward(dnorm, grads.grad_buffer(emb) + off, static_cast<float*>(nullptr),
                        logits_.f32(), final_norm_.f32(), ew + off, N, C, V, bf16_gemm_.get());
-    ew.release();
   }
   float* dx = dresidual_a_.f32();
   std::memset(dx, 0, static_cast<size_t>(N * C) * sizeof(float));

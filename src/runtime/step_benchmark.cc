@@ -132,8 +132,7 @@ int run_step_benchmark(const StepBenchOptions& o, Communicator& comm) {
         "overlap_comm removed (same run, same data); wire: bytes moved by this rank's collectives "
         "per step (gradients in communication_data_type = the model dtype, gathers in the model "
         "dtype); param: working parameters (full units, or shards plus the peak of gathered units "
-        "at stage "
-        "3); model: the model's activation and scratch buffers\n");
+        "at stage 3); model: the model's activation and scratch buffers\n");
   }
   return 0;
 }

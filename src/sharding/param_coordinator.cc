@@ -218,16 +218,16 @@ void ParamCoordinator::free_gathered(int u) {
 bool ParamCoordinator::reused_soon(int u, size_t trace_pos) const {
   if (!trace_recorded_ || !trace_valid_) return false;
   if (live_gathered_numel_ > options_.max_live_numel) return false;
+  // The rest of this micro-step's trace, then, when another micro-step of this step follows (it
+  // reads the same values in the same order), its trace up to this position.
+  const size_t n = trace_.size();
+  if (trace_pos > n) return false;
+  const size_t span = another_micro_step_follows_ ? n : n - trace_pos;
   int64_t distance = 0;
-  for (size_t i = trace_pos; i < trace_.size(); ++i) {
-    if (trace_[i] == u) return distance <= options_.max_reuse_distance_numel;
-    distance += layout_.unit(trace_[i]).numel;
-  }
-  // The next micro-step of this step reads the same values in the same order.
-  if (!another_micro_step_follows_) return false;
-  for (size_t i = 0; i < trace_pos && i < trace_.size(); ++i) {
-    if (trace_[i] == u) return distance <= options_.max_reuse_distance_numel;
-    distance += layout_.unit(trace_[i]).numel;
+  for (size_t k = 0; k < span; ++k) {
+    const int v = trace_[(trace_pos + k) % n];
+    if (v == u) return distance <= options_.max_reuse_distance_numel;
+    distance += layout_.unit(v).numel;
   }
   return false;
 }
