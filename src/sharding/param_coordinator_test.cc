@@ -23,6 +23,24 @@ float master_value(int u, int64_t i) {
   return static_cast<float>((u * 131 + i * 7) % 1009) / 97.0f - 5.0f;
 }
 
+// Installs master_value(u, i) + offset as every unit's values on this rank: the whole padded unit
+// at stage 0 (every rank holds it), the rank's own shard at stages 1-3; padding zero.
+bool install_master_values(ParamCoordinator& pc, const ShardLayout& shards, int stage,
+                           float offset = 0.0f) {
+  for (int u = 0; u < shards.num_units(); ++u) {
+    const UnitShardInfo& info = shards.unit(u);
+    const int64_t begin = stage == 0 ? 0 : shards.shard_begin(u);
+    const int64_t n = stage == 0 ? info.padded_numel : info.shard_numel;
+    std::vector<float> values(static_cast<size_t>(n), 0.0f);
+    for (int64_t k = 0; k < n; ++k) {
+      if (begin + k < info.numel)
+        values[static_cast<size_t>(k)] = master_value(u, begin + k) + offset;
+    }
+    if (!pc.set_values(u, values.data()).ok()) return false;
+  }
+  return true;
+}
+
 struct Case {
   int world;
   int stage;
@@ -62,17 +80,7 @@ TEST_P(ParamCoordinatorWorlds, EveryRankSeesTheInstalledUnits) {
       return;
     }
     const int units = layout.num_units();
-    // Stage 0: every rank installs the whole (padded) unit; stages 1-3: its own shard.
-    for (int u = 0; u < units; ++u) {
-      const UnitShardInfo& info = shards.unit(u);
-      const int64_t begin = c.stage == 0 ? 0 : shards.shard_begin(u);
-      const int64_t n = c.stage == 0 ? info.padded_numel : info.shard_numel;
-      std::vector<float> values(static_cast<size_t>(n), 0.0f);
-      for (int64_t k = 0; k < n; ++k) {
-        if (begin + k < info.numel) values[static_cast<size_t>(k)] = master_value(u, begin + k);
-      }
-      if (!(*coord)->set_values(u, values.data()).ok()) ++bad;
-    }
+    if (!install_master_values(**coord, shards, c.stage)) ++bad;
     if (!(*coord)->finish_updates().ok()) ++bad;
     auto check = [&](int u) {
       const model::ParamView view = (*coord)->acquire(u);
@@ -141,15 +149,7 @@ TEST(ParamCoordinatorAccumulation, Stage3KeepsUnitsForTheNextMicroStepOfTheStep)
       }
       const int units = layout.num_units();
       auto install = [&](float offset) {
-        for (int u = 0; u < units; ++u) {
-          const UnitShardInfo& info = shards.unit(u);
-          std::vector<float> values(static_cast<size_t>(info.shard_numel), 0.0f);
-          for (int64_t k = 0; k < info.shard_numel; ++k) {
-            const int64_t i = shards.shard_begin(u) + k;
-            if (i < info.numel) values[static_cast<size_t>(k)] = master_value(u, i) + offset;
-          }
-          if (!(*coord)->set_values(u, values.data()).ok()) ++bad;
-        }
+        if (!install_master_values(**coord, shards, 3, offset)) ++bad;
       };
       auto pass = [&](int u, float offset) {
         const model::ParamView view = (*coord)->acquire(u);
@@ -210,15 +210,8 @@ TEST(ParamCoordinatorWorldOfOne, Stage3AcquireLendsTheShardWithoutCopying) {
     auto coord = ParamCoordinator::create(shards, comm, o, ParamOffloadOptions{}, memory);
     ASSERT_TRUE(coord.ok());
     ParamCoordinator& pc = **coord;
-    auto install = [&](float offset) {
-      for (int u = 0; u < layout.num_units(); ++u) {
-        std::vector<float> values(static_cast<size_t>(shards.unit(u).padded_numel), 0.0f);
-        for (int64_t i = 0; i < shards.unit(u).numel; ++i) {
-          values[static_cast<size_t>(i)] = master_value(u, i) + offset;
-        }
-        ASSERT_TRUE(pc.set_values(u, values.data()).ok());
-      }
-    };
+    // A world of one: the shard is the whole padded unit.
+    auto install = [&](float offset) { ASSERT_TRUE(install_master_values(pc, shards, 3, offset)); };
     install(0.0f);
     comm.reset_stats();
     int64_t want_bytes = 0;

@@ -34,49 +34,34 @@ float value(int r, size_t i) {
   return v;
 }
 
-// n elements of rank r's data in `dtype` (as raw bytes).
-std::vector<char> make_data(int r, size_t n, DType dtype, size_t offset = 0) {
-  std::vector<float> f(n);
-  for (size_t i = 0; i < n; ++i) f[i] = value(r, i + offset);
-  std::vector<char> bytes(n * dtype_bytes(dtype));
-  convert_from_f32(f.data(), bytes.data(), dtype, n);
-  return bytes;
-}
-
-std::vector<char> reduce_over_ranks(int world, size_t n, DType dtype, ReduceOp op,
-                                    size_t offset = 0) {
-  std::vector<std::vector<char>> all;
-  std::vector<const void*> ptrs;
-  for (int r = 0; r < world; ++r) all.push_back(make_data(r, n, dtype, offset));
-  for (auto& a : all) ptrs.push_back(a.data());
-  std::vector<char> out(n * dtype_bytes(dtype));
-  reduce_reference(ptrs, out.data(), n, dtype, op);
-  return out;
-}
-
 // Rank r's value i, pseudo-random with varied exponents: fp32 sums of these depend on the order, so
 // bitwise equality with reduce_reference checks the rank order 0, 1, ... of the reduction.
-std::vector<char> make_random_data(int r, size_t n, DType dtype, size_t offset = 0) {
-  std::vector<float> f(n);
-  for (size_t i = 0; i < n; ++i) {
-    uint64_t h =
-        (i + offset) * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(r) * 0xBF58476D1CE4E5B9ull;
-    h ^= h >> 31;
-    h *= 0x94D049BB133111EBull;
-    h ^= h >> 29;
-    const float mantissa = static_cast<float>(h % 2000001) / 1000000.0f - 1.0f;  // [-1, 1]
-    f[i] = std::ldexp(mantissa, static_cast<int>((h >> 40) % 24) - 12);
-  }
+float random_value(int r, size_t i) {
+  uint64_t h = i * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(r) * 0xBF58476D1CE4E5B9ull;
+  h ^= h >> 31;
+  h *= 0x94D049BB133111EBull;
+  h ^= h >> 29;
+  const float mantissa = static_cast<float>(h % 2000001) / 1000000.0f - 1.0f;  // [-1, 1]
+  return std::ldexp(mantissa, static_cast<int>((h >> 40) % 24) - 12);
+}
+
+using ValueFn = float (*)(int r, size_t i);
+
+// n elements of rank r's data, values (r, offset + i), in `dtype` (as raw bytes).
+std::vector<char> make_data(int r, size_t n, DType dtype, size_t offset = 0, ValueFn f = value) {
+  std::vector<float> values(n);
+  for (size_t i = 0; i < n; ++i) values[i] = f(r, i + offset);
   std::vector<char> bytes(n * dtype_bytes(dtype));
-  convert_from_f32(f.data(), bytes.data(), dtype, n);
+  convert_from_f32(values.data(), bytes.data(), dtype, n);
   return bytes;
 }
 
-std::vector<char> random_sum_over_ranks(int world, size_t n, DType dtype, ReduceOp op,
-                                        size_t offset = 0) {
+// The reduction over every rank's make_data(r, n, dtype, offset, f), in rank order.
+std::vector<char> reduce_over_ranks(int world, size_t n, DType dtype, ReduceOp op,
+                                    size_t offset = 0, ValueFn f = value) {
   std::vector<std::vector<char>> all;
   std::vector<const void*> ptrs;
-  for (int r = 0; r < world; ++r) all.push_back(make_random_data(r, n, dtype, offset));
+  for (int r = 0; r < world; ++r) all.push_back(make_data(r, n, dtype, offset, f));
   for (auto& a : all) ptrs.push_back(a.data());
   std::vector<char> out(n * dtype_bytes(dtype));
   reduce_reference(ptrs, out.data(), n, dtype, op);
@@ -177,13 +162,13 @@ TEST_P(LargeCollectives, ChunkedAndQueuedMatchRankOrderReference) {
   const size_t bcast_numel = world * ShmCollectives::kSlotBytes / elem + 3;  // 2 chunks
   const int root = world - 1;
 
-  auto reduced = make_random_data(rank, reduce_numel, dtype);
-  auto maxed = make_random_data(rank, 1001, dtype, 77);
-  auto scatter_in = make_random_data(rank, scatter_block * world, dtype, 5);
+  auto reduced = make_data(rank, reduce_numel, dtype, 0, random_value);
+  auto maxed = make_data(rank, 1001, dtype, 77, random_value);
+  auto scatter_in = make_data(rank, scatter_block * world, dtype, 5, random_value);
   std::vector<char> scatter_out(scatter_block * elem, 0x55);
-  auto gather_in = make_random_data(rank, gather_block, dtype, 9);
+  auto gather_in = make_data(rank, gather_block, dtype, 9, random_value);
   std::vector<char> gather_out(gather_block * elem * world, 0x55);
-  auto bcast = make_random_data(rank, bcast_numel, dtype, 3);
+  auto bcast = make_data(rank, bcast_numel, dtype, 3, random_value);
   // Issued back to back: the communication thread runs them in order, alternating halves.
   CommHandle h_reduce =
       g_world->all_reduce_async(reduced.data(), reduce_numel, dtype, ReduceOp::kSum);
@@ -199,29 +184,23 @@ TEST_P(LargeCollectives, ChunkedAndQueuedMatchRankOrderReference) {
   ASSERT_TRUE(h_gather.wait().ok());
   ASSERT_TRUE(h_bcast.wait().ok());
 
-  EXPECT_TRUE(reduced == random_sum_over_ranks(world, reduce_numel, dtype, ReduceOp::kSum))
+  EXPECT_TRUE(reduced ==
+              reduce_over_ranks(world, reduce_numel, dtype, ReduceOp::kSum, 0, random_value))
       << "all_reduce sum";
-  EXPECT_TRUE(maxed == random_sum_over_ranks(world, 1001, dtype, ReduceOp::kMax, 77))
+  EXPECT_TRUE(maxed == reduce_over_ranks(world, 1001, dtype, ReduceOp::kMax, 77, random_value))
       << "all_reduce max";
-  // Rank r's block of the reduce-scatter input starts at element r * block of each rank's data.
-  std::vector<char> want_scatter(scatter_block * elem);
-  {
-    std::vector<std::vector<char>> all;
-    std::vector<const void*> ptrs;
-    for (int r = 0; r < world; ++r) {
-      all.push_back(make_random_data(r, scatter_block * world, dtype, 5));
-      ptrs.push_back(all.back().data() + rank * scatter_block * elem);
-    }
-    reduce_reference(ptrs, want_scatter.data(), scatter_block, dtype, ReduceOp::kSum);
-  }
-  EXPECT_TRUE(scatter_out == want_scatter) << "reduce_scatter";
+  // This rank's block of the reduce-scatter input starts at element rank * block of each rank's
+  // data.
+  EXPECT_TRUE(scatter_out == reduce_over_ranks(world, scatter_block, dtype, ReduceOp::kSum,
+                                               5 + rank * scatter_block, random_value))
+      << "reduce_scatter";
   std::vector<char> want_gather;
   for (int r = 0; r < world; ++r) {
-    auto d = make_random_data(r, gather_block, dtype, 9);
+    auto d = make_data(r, gather_block, dtype, 9, random_value);
     want_gather.insert(want_gather.end(), d.begin(), d.end());
   }
   EXPECT_TRUE(gather_out == want_gather) << "all_gather";
-  EXPECT_TRUE(bcast == make_random_data(root, bcast_numel, dtype, 3)) << "broadcast";
+  EXPECT_TRUE(bcast == make_data(root, bcast_numel, dtype, 3, random_value)) << "broadcast";
 }
 
 INSTANTIATE_TEST_SUITE_P(WireDTypes, LargeCollectives,
