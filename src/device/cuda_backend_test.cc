@@ -1,0 +1,87 @@
+// The CUDA backend against the Backend contract (backend_test_cases.h: the CPU backend's own tests,
+// so the results are bitwise the CPU backend's except the sum of squares' order). Skips without a
+// GPU; also runs on the CPU emulator (src/emu/cuda_backend_emu_test.cc), where every stream op
+// starts after a random delay (ZERO_EMU_STREAM_DELAY_US) so a missing event wait shows.
+#include <cuda_runtime.h>
+
+#include "core/cuda/cuda_check.h"
+#include "device/backend_test_cases.h"
+#include "device/cuda_stream.h"
+#include "kernels/cuda_test_util.h"
+
+namespace zero::device::testing {
+namespace {
+
+constexpr int kDevice = 0;
+
+void CUDART_CB run_host_function(void* user_data) {
+  auto* fn = static_cast<std::function<void()>*>(user_data);
+  (*fn)();
+  delete fn;
+}
+
+const BackendUnderTest kCuda{
+    .name = "cuda",
+    .device = Device::kCuda,
+    .skip_if_unavailable = [] { ZERO_SKIP_WITHOUT_GPU(); },
+    .alloc =
+        [](size_t nbytes) {
+          void* data = nullptr;
+          CUDA_ABORT_IF_ERROR(cudaSetDevice(kDevice));
+          CUDA_ABORT_IF_ERROR(cudaMalloc(&data, std::max<size_t>(nbytes, 1)));
+          return data;
+        },
+    .free = [](void* data) { CUDA_ABORT_IF_ERROR(cudaFree(data)); },
+    .upload =
+        [](void* dst, const void* src, size_t nbytes) {
+          CUDA_ABORT_IF_ERROR(cudaSetDevice(kDevice));
+          CUDA_ABORT_IF_ERROR(cudaMemcpy(dst, src, nbytes, cudaMemcpyHostToDevice));
+          // Why: a pageable upload may return before it lands; the backend's streams are
+          // non-blocking, so they would not wait for it.
+          CUDA_ABORT_IF_ERROR(cudaStreamSynchronize(cudaStreamLegacy));
+        },
+    .download =
+        [](void* dst, const void* src, size_t nbytes) {
+          CUDA_ABORT_IF_ERROR(cudaSetDevice(kDevice));
+          CUDA_ABORT_IF_ERROR(cudaMemcpy(dst, src, nbytes, cudaMemcpyDeviceToHost));
+        },
+    .run_on_stream =
+        [](Stream& stream, std::function<void()> fn) {
+          auto& s = static_cast<CudaStream&>(stream);
+          s.activate();
+          CUDA_ABORT_IF_ERROR(
+              cudaLaunchHostFunc(s.get(), &run_host_function, new std::function<void()>(fn)));
+        },
+};
+
+// The emulator runs every CUDA thread as a host thread: its sizes stay small (docs/emu.md).
+INSTANTIATE_TEST_SUITE_P(
+    Cuda, BackendOps,
+    ::testing::Combine(::testing::Values(&kCuda),
+                       ::testing::ValuesIn(kernels::testing::gpu_or_emulated<int64_t>(
+                           {1, 97, 16384, 16385, 40009, 1 << 22}, {1, 97, 4099}))),
+    param_name);
+INSTANTIATE_TEST_SUITE_P(Cuda, BackendStreams,
+                         ::testing::Combine(::testing::Values(&kCuda), stream_sizes()), param_name);
+
+TEST(CudaBackend, RejectsADeviceThatIsNotVisible) {
+  ZERO_SKIP_WITHOUT_GPU();
+  StreamOptions options;
+  options.cuda_device = 1000;
+  auto ctx = ExecutionContext::create(Device::kCuda, options);
+  ASSERT_FALSE(ctx.ok());
+  EXPECT_NE(ctx.status().to_string().find("CUDA device 1000"), std::string::npos)
+      << ctx.status().to_string();
+}
+
+TEST(CudaBackend, StreamsAndEventsAreOnTheChosenDevice) {
+  ZERO_SKIP_WITHOUT_GPU();
+  auto ctx = ExecutionContext::create(Device::kCuda);
+  ASSERT_TRUE(ctx.ok()) << ctx.status().to_string();
+  EXPECT_EQ((*ctx)->device(), Device::kCuda);
+  EXPECT_EQ((*ctx)->compute().device(), Device::kCuda);
+  EXPECT_EQ(static_cast<CudaStream&>((*ctx)->comm()).device_index(), 0);
+}
+
+}  // namespace
+}  // namespace zero::device::testing
