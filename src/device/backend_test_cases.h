@@ -228,29 +228,35 @@ TEST_P(BackendOps, AccumulateScaleAndSumSquaresMatchPlainLoops) {
   EXPECT_TRUE(flagged.nonfinite);
 }
 
-// Several sums of squares queued before one synchronize, two into the same output and one on the
-// other stream: each adds its own total once (the CUDA backend's per-op totals).
+// Several sums of squares queued before one synchronize on both streams at once, two into the
+// same output: each adds its own total once (the CUDA backend's per-op totals; the streams'
+// delays interleave the two streams' ops differently in every round).
 TEST_P(BackendOps, SumSquaresQueuedBeforeOneSynchronizeEachAddOnce) {
   const int64_t n = numel();
-  std::vector<std::vector<float>> xs;
+  std::vector<double> want_sq;
   std::vector<std::unique_ptr<DeviceBuffer>> bufs;
   for (uint32_t k = 0; k < 4; ++k) {
-    xs.push_back(random_floats(n, 10 + k));
+    const std::vector<float> x = random_floats(n, 10 + k);
+    want_sq.push_back(sum_squares_of(x));
     bufs.push_back(std::make_unique<DeviceBuffer>(be(), DType::kF32, n));
-    bufs.back()->upload(xs.back());
+    bufs.back()->upload(x);
   }
-  for (int round = 0; round < 2; ++round) {  // the second round reuses what the first released
+  for (int round = 0; round < 4; ++round) {  // later rounds reuse what earlier ones released
+    SCOPED_TRACE("round " + std::to_string(round));
     SumSquaresOut a, b, c;
     backend().sum_squares(compute(), bufs[0]->view(), &a);
-    backend().sum_squares(compute(), bufs[1]->view(), &b);
-    backend().sum_squares(compute(), bufs[2]->view(), &a);
     backend().sum_squares(comm(), bufs[3]->view(), &c);
+    backend().sum_squares(compute(), bufs[1]->view(), &b);
+    backend().sum_squares(comm(), bufs[0]->view(), &c);
+    backend().sum_squares(compute(), bufs[2]->view(), &a);
+    backend().sum_squares(comm(), bufs[1]->view(), &c);
     ASSERT_TRUE(compute().synchronize().ok());
     ASSERT_TRUE(comm().synchronize().ok());
-    const double want_a = sum_squares_of(xs[0]) + sum_squares_of(xs[2]);
+    const double want_a = want_sq[0] + want_sq[2];
+    const double want_c = want_sq[3] + want_sq[0] + want_sq[1];
     EXPECT_NEAR(a.sum_sq, want_a, sum_sq_tolerance(want_a));
-    EXPECT_NEAR(b.sum_sq, sum_squares_of(xs[1]), sum_sq_tolerance(sum_squares_of(xs[1])));
-    EXPECT_NEAR(c.sum_sq, sum_squares_of(xs[3]), sum_sq_tolerance(sum_squares_of(xs[3])));
+    EXPECT_NEAR(b.sum_sq, want_sq[1], sum_sq_tolerance(want_sq[1]));
+    EXPECT_NEAR(c.sum_sq, want_c, sum_sq_tolerance(want_c));
     EXPECT_FALSE(a.nonfinite || b.nonfinite || c.nonfinite);
   }
 }
