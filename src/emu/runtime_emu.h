@@ -198,6 +198,11 @@ inline cudaError_t event_destroy(cudaEvent_t handle) {
 
 inline cudaError_t event_record(cudaEvent_t handle, cudaStream_t stream) {
   if (handle == nullptr) return cudaErrorInvalidResourceHandle;
+  // As CUDA: an event records only on a stream of the device it was created on (a thread that
+  // forgot cudaSetDevice creates its events on another one).
+  if (reinterpret_cast<Event*>(handle)->device != stream_of(stream).device()) {
+    return cudaErrorInvalidResourceHandle;
+  }
   // The record itself is an operation of the stream: reached once all before it has run.
   StreamPoint point = stream_of(stream).enqueue([] {});
   const std::lock_guard<std::mutex> lock(device_state().mutex);
