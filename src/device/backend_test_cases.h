@@ -20,6 +20,7 @@
 #include <tuple>
 #include <vector>
 
+#include "core/check.h"
 #include "device/backend.h"
 
 namespace zero::device::testing {

@@ -83,5 +83,29 @@ TEST(CudaBackend, StreamsAndEventsAreOnTheChosenDevice) {
   EXPECT_EQ(static_cast<CudaStream&>((*ctx)->comm()).device_index(), 0);
 }
 
+// A failure kept by the stream (here planted, as a call that failed to queue would keep it) is
+// returned once by synchronize(), naming the stream and the call; ops queued meanwhile are skipped
+// (CUDA's sticky errors, as CpuStream's), and the stream works again after.
+TEST(CudaBackend, KeptFailureIsReturnedOnceAndSkipsLaterOps) {
+  ZERO_SKIP_WITHOUT_GPU();
+  auto ctx = ExecutionContext::create(Device::kCuda);
+  ASSERT_TRUE(ctx.ok()) << ctx.status().to_string();
+  auto& stream = static_cast<CudaStream&>((*ctx)->compute());
+  DeviceBuffer buf(kCuda, DType::kF32, 3);
+  buf.upload(std::vector<float>{1.0f, 2.0f, 3.0f});
+  stream.note_error(cudaErrorInvalidValue, "planted");
+  EXPECT_TRUE(stream.failed());
+  (*ctx)->backend().zero(stream, buf.view());  // skipped
+  const Status first = stream.synchronize();
+  ASSERT_FALSE(first.ok());
+  EXPECT_NE(first.to_string().find("compute"), std::string::npos) << first.to_string();
+  EXPECT_NE(first.to_string().find("planted failed"), std::string::npos) << first.to_string();
+  EXPECT_EQ(buf.download<float>(), (std::vector<float>{1.0f, 2.0f, 3.0f}));
+  EXPECT_TRUE(stream.synchronize().ok());
+  (*ctx)->backend().zero(stream, buf.view());
+  ASSERT_TRUE(stream.synchronize().ok());
+  EXPECT_EQ(buf.download<float>(), std::vector<float>(3, 0.0f));
+}
+
 }  // namespace
 }  // namespace zero::device::testing
