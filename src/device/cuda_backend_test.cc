@@ -74,13 +74,44 @@ TEST(CudaBackend, RejectsADeviceThatIsNotVisible) {
       << ctx.status().to_string();
 }
 
-TEST(CudaBackend, StreamsAndEventsAreOnTheChosenDevice) {
+// The backend on the last visible device (the emulator has 8), driven from a thread whose current
+// device is 0 (as the engine's comm and offload threads may be): streams and events are created
+// and used on the chosen device, which the emulator checks as CUDA does (an event recorded on
+// another device's stream is an error).
+TEST(CudaBackend, EveryCallRunsOnTheChosenDevice) {
   ZERO_SKIP_WITHOUT_GPU();
-  auto ctx = ExecutionContext::create(Device::kCuda);
+  int device_count = 0;
+  ASSERT_EQ(cudaGetDeviceCount(&device_count), cudaSuccess);
+  StreamOptions options;
+  options.cuda_device = device_count - 1;
+  auto ctx = ExecutionContext::create(Device::kCuda, options);
   ASSERT_TRUE(ctx.ok()) << ctx.status().to_string();
   EXPECT_EQ((*ctx)->device(), Device::kCuda);
-  EXPECT_EQ((*ctx)->compute().device(), Device::kCuda);
-  EXPECT_EQ(static_cast<CudaStream&>((*ctx)->comm()).device_index(), 0);
+  auto& compute = static_cast<CudaStream&>((*ctx)->compute());
+  auto& comm = static_cast<CudaStream&>((*ctx)->comm());
+  EXPECT_EQ(compute.device_index(), device_count - 1);
+  EXPECT_EQ(comm.device_index(), device_count - 1);
+  Backend& backend = (*ctx)->backend();
+  DeviceBuffer a(kCuda, DType::kF32, 5), b(kCuda, DType::kBF16, 5);
+  a.upload(std::vector<float>{1, 2, 3, 4, 5});
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  auto event = backend.create_event();
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  backend.scale(compute, a.view(), 2.0f);
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  compute.record(*event);
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  comm.wait(*event);
+  backend.copy(comm, b.view(), a.view());
+  SumSquaresOut sq;
+  backend.sum_squares(comm, b.view(), &sq);
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  const Status status = comm.synchronize();
+  ASSERT_TRUE(status.ok()) << status.to_string();
+  ASSERT_TRUE(compute.synchronize().ok());
+  event->synchronize();
+  EXPECT_TRUE(event->query());
+  EXPECT_EQ(sq.sum_sq, 4.0 * (1 + 4 + 9 + 16 + 25));  // small integers: exact in bf16 and fp64
 }
 
 // A failure kept by the stream (here planted, as a call that failed to queue would keep it) is
