@@ -12,7 +12,8 @@
 namespace zero::device::testing {
 namespace {
 
-constexpr int kDevice = 0;
+// The device the harness allocates, uploads and downloads on (the backend's; one test changes it).
+int buffer_device = 0;
 
 void CUDART_CB run_host_function(void* user_data) {
   auto* fn = static_cast<std::function<void()>*>(user_data);
@@ -27,14 +28,14 @@ const BackendUnderTest kCuda{
     .alloc =
         [](size_t nbytes) {
           void* data = nullptr;
-          CUDA_ABORT_IF_ERROR(cudaSetDevice(kDevice));
+          CUDA_ABORT_IF_ERROR(cudaSetDevice(buffer_device));
           CUDA_ABORT_IF_ERROR(cudaMalloc(&data, std::max<size_t>(nbytes, 1)));
           return data;
         },
     .free = [](void* data) { CUDA_ABORT_IF_ERROR(cudaFree(data)); },
     .upload =
         [](void* dst, const void* src, size_t nbytes) {
-          CUDA_ABORT_IF_ERROR(cudaSetDevice(kDevice));
+          CUDA_ABORT_IF_ERROR(cudaSetDevice(buffer_device));
           CUDA_ABORT_IF_ERROR(cudaMemcpy(dst, src, nbytes, cudaMemcpyHostToDevice));
           // Why: a pageable upload may return before it lands; the backend's streams are
           // non-blocking, so they would not wait for it.
@@ -42,7 +43,7 @@ const BackendUnderTest kCuda{
         },
     .download =
         [](void* dst, const void* src, size_t nbytes) {
-          CUDA_ABORT_IF_ERROR(cudaSetDevice(kDevice));
+          CUDA_ABORT_IF_ERROR(cudaSetDevice(buffer_device));
           CUDA_ABORT_IF_ERROR(cudaMemcpy(dst, src, nbytes, cudaMemcpyDeviceToHost));
         },
     .run_on_stream =
@@ -89,6 +90,10 @@ TEST(CudaBackend, EveryCallRunsOnTheChosenDevice) {
   EXPECT_EQ((*ctx)->device(), Device::kCuda);
   auto& compute = static_cast<CudaStream&>((*ctx)->compute());
   auto& comm = static_cast<CudaStream&>((*ctx)->comm());
+  buffer_device = device_count - 1;  // the buffers on the backend's GPU (no peer access needed)
+  struct Restore {
+    ~Restore() { buffer_device = 0; }
+  } restore;
   EXPECT_EQ(compute.device_index(), device_count - 1);
   EXPECT_EQ(comm.device_index(), device_count - 1);
   Backend& backend = (*ctx)->backend();
