@@ -74,12 +74,16 @@ class SlotPool {
   // A free slot, or a new one (the pool grows to the most ops ever in flight, then allocates no
   // more). nullptr with `err` set when the device is out of memory.
   SumSquaresSlot* acquire(cudaError_t* err) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!free_.empty()) {
-      SumSquaresSlot* s = free_.back();
-      free_.pop_back();
-      return s;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!free_.empty()) {
+        SumSquaresSlot* s = free_.back();
+        free_.pop_back();
+        return s;
+      }
     }
+    // Allocated without holding mu_: cudaHostAlloc may wait for the device, whose queued host
+    // functions (finish) take mu_.
     auto s = std::make_unique<SumSquaresSlot>();
     s->pool = this;
     *err = cudaMalloc(&s->totals_dev, sizeof(Totals));
@@ -93,6 +97,7 @@ class SlotPool {
       cudaFree(s->scratch_dev);
       return nullptr;
     }
+    std::lock_guard<std::mutex> lock(mu_);
     slots_.push_back(std::move(s));
     return slots_.back().get();
   }
