@@ -58,7 +58,14 @@ class Backend {
 // The CPU backend: CpuStreams (one worker thread each) running the CPU kernels.
 std::unique_ptr<Backend> make_cpu_backend(StreamOptions options = {});
 
-// The backend for `device`: the CPU one, or the CUDA one when it is built and a GPU is present.
+// The CUDA backend on GPU `device_index` (device/cuda_backend.cc): CudaStreams running the CUDA
+// kernels. Defined only in builds with the CUDA backend; an error when no GPU is usable (why, from
+// probe_cuda()) or the index is not a visible device. REQUIRES: its streams and events are
+// destroyed before it.
+StatusOr<std::unique_ptr<Backend>> make_cuda_backend(int device_index);
+
+// The backend for `device`: the CPU one, or the CUDA one (on options.cuda_device) when it is built
+// and a GPU is present; otherwise an error saying which of the two is missing.
 StatusOr<std::unique_ptr<Backend>> make_backend(Device device, StreamOptions options = {});
 
 // What the model, the parameter coordinator, the gradient reducer and the optimizer-state store are

@@ -155,8 +155,13 @@ StatusOr<std::unique_ptr<Backend>> make_backend(Device device, StreamOptions opt
   switch (device) {
     case Device::kCpu: return make_cpu_backend(options);
     case Device::kCuda:
-      return unimplemented(
-          "the CUDA backend is not wired to the engine yet (its kernels exist; issue 11)");
+#if defined(ZERO_WITH_CUDA)
+      return make_cuda_backend(options.cuda_device);
+#else
+      return failed_precondition(
+          "this build has no CUDA backend (built without CUDA: configure with nvcc installed, or "
+          "-DZERO_CUDA=ON); use the CPU backend");
+#endif
   }
   return invalid_argument("unknown device");
 }

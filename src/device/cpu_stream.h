@@ -21,9 +21,12 @@
 namespace zero::device {
 
 struct StreamOptions {
-  // Each op sleeps uniform [0, max_delay_us] first; 0: no delays (unless ZERO_STREAM_DELAY_US).
+  // CPU streams: each op sleeps uniform [0, max_delay_us] first; 0: no delays (unless
+  // ZERO_STREAM_DELAY_US). The CUDA backend ignores both (its emulator: ZERO_EMU_STREAM_DELAY_US).
   int64_t max_delay_us = 0;
   uint64_t delay_seed = 1;
+  // The CUDA backend's GPU (one per rank: the local rank); the CPU backend ignores it.
+  int cuda_device = 0;
 };
 
 // ZERO_STREAM_DELAY_US as a number (0 when unset or invalid).

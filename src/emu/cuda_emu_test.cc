@@ -257,6 +257,46 @@ TEST(CudaEmuStreams, BlockingStreamWaitsForTheLegacyStream) {
 // A pageable host-to-device cudaMemcpy returns once the source is staged: the host may reuse it,
 // and the device write lands when the legacy stream gets there (here after a non-blocking
 // stream's kernel read the old value).
+// Pinned host memory (cudaHostAlloc / cudaMallocHost): a device-to-host cudaMemcpyAsync lands in
+// it in stream order, so a host function queued after the copy reads the copied value (the CUDA
+// backend's sum of squares reports its result this way), and not before the stream gets there.
+TEST(CudaEmuStreams, PinnedCopyLandsBeforeTheNextHostFunction) {
+  int* value = nullptr;
+  ASSERT_EQ(cudaMalloc(&value, sizeof(int)), cudaSuccess);
+  ASSERT_EQ(cudaMemset(value, 0, sizeof(int)), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  int* pinned = nullptr;
+  int* pinned_too = nullptr;
+  ASSERT_EQ(cudaHostAlloc(&pinned, sizeof(int), cudaHostAllocDefault), cudaSuccess);
+  ASSERT_EQ(cudaMallocHost(&pinned_too, sizeof(int)), cudaSuccess);
+  *pinned = -1;
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  Gate gate;
+  gate.hold(stream);
+  ZERO_LAUNCH(1, 1, 0, stream, set_flag)(value);
+  ASSERT_EQ(cudaMemcpyAsync(pinned, value, sizeof(int), cudaMemcpyDeviceToHost, stream),
+            cudaSuccess);
+  struct Seen {
+    const int* pinned;
+    int value = -2;
+  } seen{pinned};
+  ASSERT_EQ(
+      cudaLaunchHostFunc(
+          stream, [](void* p) { static_cast<Seen*>(p)->value = *static_cast<Seen*>(p)->pinned; },
+          &seen),
+      cudaSuccess);
+  EXPECT_EQ(*pinned, -1);  // held: nothing has run
+  gate.open();
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  EXPECT_EQ(seen.value, 1);
+  EXPECT_EQ(*pinned, 1);
+  EXPECT_EQ(cudaFreeHost(pinned), cudaSuccess);
+  EXPECT_EQ(cudaFreeHost(pinned_too), cudaSuccess);
+  EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess);
+  EXPECT_EQ(cudaFree(value), cudaSuccess);
+}
+
 TEST(CudaEmuStreams, PageableUploadReturnsBeforeItLands) {
   int *value = nullptr, *seen = nullptr;
   ASSERT_EQ(cudaMalloc(&value, sizeof(int)), cudaSuccess);

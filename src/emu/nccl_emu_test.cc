@@ -297,6 +297,20 @@ TEST(NcclEmuStreams, CollectiveAfterEventWaitSeesProducedData) {
   EXPECT_EQ(correct_ranks.load(), 2);
 }
 
+// A collective issued from a thread whose current device is another one (a comm or offload thread
+// that never called cudaSetDevice): NcclCommunicator sets its own device before it creates and
+// records the completion event, which the emulator, as CUDA, refuses on another device's stream
+// (issue 11 item 8). World 2, fp32 all-reduce, each rank's thread on device 7 - rank.
+TEST(NcclEmuDevices, CollectiveFromAThreadOnAnotherDevice) {
+  run_ranks(2, [&](Communicator& threads, NcclCommunicator& nccl) {
+    expect_same_bytes(threads, nccl, payload(threads.rank(), 7, DType::kF32, false),
+                      [&](Communicator& comm, std::byte* buf) {
+                        EXPECT_EQ(cudaSetDevice(7 - threads.rank()), cudaSuccess);
+                        return comm.all_reduce_async(buf, 7, DType::kF32, ReduceOp::kSum);
+                      });
+  });
+}
+
 // Rank 1 never issues the all-reduce: rank 0's wait ends with kDeadlineExceeded after its timeout
 // (not a hang), and its destructor aborts the communicator, which releases the stuck stream.
 TEST(NcclEmuFaults, PeerThatNeverArrivesIsADeadlineError) {

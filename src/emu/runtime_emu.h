@@ -13,8 +13,11 @@
 //     stream are per device, memory is shared);
 //   - cudaFree waits for the whole device first (a GPU's cudaFree synchronises too; here a kernel
 //     still queued would read freed memory);
-//   - the synchronize calls wait as documented and return the sticky launch error.
-// Not emulated (a compile error or an abort): pinned host memory, peer copies, cudaMemcpyDefault,
+//   - the synchronize calls wait as documented and return the sticky launch error;
+//   - cudaHostAlloc / cudaMallocHost ("pinned" memory) are ordinary host memory: cudaMemcpyAsync
+//     already reads and writes host memory when its stream gets there, as a pinned copy does;
+//     cudaFreeHost waits for the caller's device first, as cudaFree.
+// Not emulated (a compile error or an abort): cudaHostRegister, peer copies, cudaMemcpyDefault,
 // the per-thread default stream, event timing.
 #pragma once
 
@@ -91,6 +94,15 @@ inline cudaError_t device_free(void* ptr) {
   std::free(ptr);
   return cudaSuccess;
 }
+
+// cudaHostAlloc / cudaMallocHost: any flags (portable, mapped, write-combined) give the same
+// host memory; a mapped pointer's device alias (cudaHostGetDevicePointer) is not emulated.
+inline cudaError_t host_alloc(void** ptr, size_t bytes, unsigned flags) {
+  (void)flags;
+  return device_malloc(ptr, bytes);
+}
+
+inline cudaError_t host_free(void* ptr) { return device_free(ptr); }
 
 inline cudaError_t memset_async(void* ptr, int value, size_t bytes, cudaStream_t stream) {
   if (bytes > 0) stream_of(stream).enqueue([=] { std::memset(ptr, value, bytes); });
@@ -186,6 +198,11 @@ inline cudaError_t event_destroy(cudaEvent_t handle) {
 
 inline cudaError_t event_record(cudaEvent_t handle, cudaStream_t stream) {
   if (handle == nullptr) return cudaErrorInvalidResourceHandle;
+  // As CUDA: an event records only on a stream of the device it was created on (a thread that
+  // forgot cudaSetDevice creates its events on another one).
+  if (reinterpret_cast<Event*>(handle)->device != stream_of(stream).device()) {
+    return cudaErrorInvalidResourceHandle;
+  }
   // The record itself is an operation of the stream: reached once all before it has run.
   StreamPoint point = stream_of(stream).enqueue([] {});
   const std::lock_guard<std::mutex> lock(device_state().mutex);
@@ -223,6 +240,12 @@ inline cudaError_t stream_wait_event(cudaStream_t stream, cudaEvent_t handle) {
 #define cudaMalloc(ptr, bytes) \
   (::zero::emu::device_malloc(reinterpret_cast<void**>(ptr), static_cast<size_t>(bytes)))
 #define cudaFree(ptr) (::zero::emu::device_free(ptr))
+#define cudaHostAlloc(ptr, bytes, flags) \
+  (::zero::emu::host_alloc(reinterpret_cast<void**>(ptr), static_cast<size_t>(bytes), (flags)))
+#define cudaMallocHost(ptr, bytes)                                                    \
+  (::zero::emu::host_alloc(reinterpret_cast<void**>(ptr), static_cast<size_t>(bytes), \
+                           cudaHostAllocDefault))
+#define cudaFreeHost(ptr) (::zero::emu::host_free(ptr))
 #define cudaMemset(ptr, value, bytes) \
   (::zero::emu::memset_async((ptr), (value), (bytes), cudaStreamLegacy))
 #define cudaMemsetAsync(ptr, value, bytes, ...) \

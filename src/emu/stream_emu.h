@@ -225,7 +225,8 @@ inline std::vector<StreamPoint> all_stream_tails(int device = t_current_device) 
 
 // An event: the stream point of its latest record (none: never recorded, so always complete).
 struct Event {
-  StreamPoint recorded;  // guarded by device_state().mutex
+  int device = t_current_device;  // the device current at cudaEventCreate
+  StreamPoint recorded;           // guarded by device_state().mutex
 };
 
 }  // namespace zero::emu

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Packs what the GPU machine needs to verify the CUDA path: every *_cuda_test built here (sm_90, the
+# Packs what the GPU machine needs to verify the CUDA path: every GPU test built here (sm_90, the
 # release preset), host debug info stripped (the device code keeps -lineinfo for compute-sanitizer),
 # with the non-CUDA shared libraries they load (OpenBLAS, oneDNN, libgomp, ...). The GPU machine has
 # the CUDA 13 runtime, cuBLAS and compute-sanitizer but none of our Debian packages and no network.
@@ -12,7 +12,9 @@ cd "$(dirname "$0")/../.."
 build=${1:-build/release}
 limit_mib=60
 
-tests=$(cd "$build/tests" 2>/dev/null && ls -1 *_cuda_test 2>/dev/null || true)
+# GPU tests: *_cuda_test (kernels) and cuda_*_test (device/cuda_backend_test), not the emulated
+# *_emu_test binaries.
+tests=$(cd "$build/tests" 2>/dev/null && ls -1 *_cuda_test cuda_*_test 2>/dev/null | grep -v '_emu_test$' || true)
 if [[ -z "$tests" ]]; then
   echo "pack.sh: no *_cuda_test in $build/tests: configure with CUDA (cmake --preset release with nvcc)" >&2
   exit 1
