@@ -16,6 +16,7 @@
 namespace zero {
 
 enum class Device : uint8_t { kCpu, kCuda };
+inline const char* device_name(Device d) { return d == Device::kCuda ? "cuda" : "cpu"; }
 
 // Row-major shape, up to 8 dims. numel() of a 0-dim shape is 1.
 class Shape {

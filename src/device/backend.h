@@ -31,12 +31,54 @@ struct AdamShardViews {
   TensorView param_16bit;  // data == nullptr: none
 };
 
+// Memory of one backend's device, freed on destruction (after the work reading it: the owner
+// synchronizes the streams that use it first).
+class DeviceBuffer {
+ public:
+  using Free = void (*)(void*);
+  DeviceBuffer() = default;
+  DeviceBuffer(TensorView view, Free free) : view_(view), free_(free) {}
+  ~DeviceBuffer() { reset(); }
+  DeviceBuffer(DeviceBuffer&& o) noexcept : view_(o.view_), free_(o.free_) { o.free_ = nullptr; }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    if (this != &o) {
+      reset();
+      view_ = o.view_;
+      free_ = o.free_;
+      o.free_ = nullptr;
+    }
+    return *this;
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  const TensorView& view() const { return view_; }
+  void* data() const { return view_.data; }
+  int64_t numel() const { return view_.numel(); }
+
+ private:
+  void reset() {
+    if (free_ != nullptr && view_.data != nullptr) free_(view_.data);
+    free_ = nullptr;
+  }
+  TensorView view_;
+  Free free_ = nullptr;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual Device device() const = 0;
   virtual std::unique_ptr<Stream> create_stream(const std::string& name) = 0;
   virtual std::unique_ptr<Event> create_event() = 0;
+
+  // `numel` elements of `dtype` in this device's memory (contents undefined). Fails with a message
+  // naming the size when the device is out of memory.
+  virtual StatusOr<DeviceBuffer> allocate(DType dtype, int64_t numel) = 0;
+  // dst = src, bytes as they are, between host memory and this device's memory in either direction
+  // (or within one of them): same dtype and numel. Host memory must stay untouched until the copy
+  // is known to have run.
+  virtual void transfer(Stream& stream, TensorView dst, TensorView src) = 0;
 
   // dst = 0.
   virtual void zero(Stream& stream, TensorView dst) = 0;

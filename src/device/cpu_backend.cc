@@ -1,5 +1,8 @@
 // The CPU backend (backend.h): CpuStreams running the CPU kernels, and make_backend()'s dispatch.
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include "device/backend.h"
@@ -50,6 +53,29 @@ class CpuBackend final : public Backend {
     return std::make_unique<CpuStream>(name, o);
   }
   std::unique_ptr<Event> create_event() override { return std::make_unique<CpuEvent>(); }
+
+  StatusOr<DeviceBuffer> allocate(DType dtype, int64_t numel) override {
+    ZERO_CHECK(numel >= 0, "allocate: numel ", numel);
+    const size_t bytes = static_cast<size_t>(numel) * dtype_bytes(dtype);
+    // 64-byte aligned (AVX-512 loads), rounded up as aligned_alloc requires.
+    void* p = std::aligned_alloc(64, std::max<size_t>(64, (bytes + 63) / 64 * 64));
+    if (p == nullptr) {
+      return resource_exhausted("allocating {} bytes of host memory failed", bytes);
+    }
+    return DeviceBuffer(TensorView{p, dtype, Shape{numel}, Device::kCpu}, &std::free);
+  }
+
+  void transfer(Stream& stream, TensorView dst, TensorView src) override {
+    check_host(dst, "transfer: dst");
+    check_host(src, "transfer: src");
+    ZERO_CHECK(dst.dtype == src.dtype && dst.numel() == src.numel(),
+               "transfer: ", dtype_name(src.dtype), "[", src.numel(), "] into ",
+               dtype_name(dst.dtype), "[", dst.numel(), "]");
+    cpu(stream).enqueue([dst, src] {
+      if (dst.data != src.data) std::memcpy(dst.data, src.data, src.nbytes());
+      return ok_status();
+    });
+  }
 
   void zero(Stream& stream, TensorView dst) override {
     check_host(dst, "zero: dst");

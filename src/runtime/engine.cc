@@ -113,7 +113,16 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(EngineOptions options, const Un
     for (const std::string& w : warnings) spdlog::warn("{}", w);
   }
   const OffloadOptions& off = o.offload;
-  e->model_ = std::make_unique<model::Transformer>(o.model_config, o.transformer);
+  if (o.device == Device::kCpu && !o.model_factory) {
+    e->model_ = std::make_unique<model::Transformer>(o.model_config, o.transformer);
+  } else {
+    ZERO_ASSIGN_OR_RETURN(e->exec_, device::ExecutionContext::create(o.device));
+    const ModelFactory& factory = o.model_factory ? o.model_factory : make_device_model;
+    ZERO_ASSIGN_OR_RETURN(e->model_, factory(o.model_config, o.transformer, *e->exec_));
+    ZERO_CHECK(e->model_->device() == e->exec_->device(), "the model factory made a ",
+               device_name(e->model_->device()), " model for a ", device_name(e->exec_->device()),
+               " context");
+  }
   const model::ModelLayout& layout = e->model_->layout();
   e->shard_layout_ =
       std::make_unique<sharding::ShardLayout>(layout, comm->world_size(), comm->rank());
@@ -136,6 +145,10 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(EngineOptions options, const Un
         store->pin_warning());
   }
   e->grads_ = std::make_unique<sharding::GradReducer>(*e->shard_layout_, *comm, o.zero, e->memory_);
+  if (e->exec_ != nullptr) {
+    e->staged_params_ = std::make_unique<StagedParams>(*e->params_, *e->exec_, layout.num_units());
+    e->staged_grads_ = std::make_unique<StagedGrads>(*e->grads_, *e->exec_, layout);
+  }
 
   // Master weights and optimizer state: this rank's partition only (the full unit at stage 0),
   // wherever offload_optimizer puts them.
@@ -166,6 +179,21 @@ OptimizerStateStore::InstallFn Engine::install_fn() {
 }
 
 model::ParamAccess& Engine::params() { return *params_; }
+
+model::ParamAccess& Engine::model_params() {
+  if (staged_params_ != nullptr) return *staged_params_;
+  return *params_;
+}
+
+model::GradSink& Engine::model_grads() {
+  if (staged_grads_ != nullptr) return *staged_grads_;
+  return *grads_;
+}
+
+int64_t Engine::staging_device_bytes() const {
+  if (staged_params_ == nullptr) return 0;
+  return staged_params_->device_bytes() + staged_grads_->device_bytes();
+}
 
 StatusOr<StepResult> Engine::train_step(const std::vector<MicroBatch>& micro_batches) {
   ZERO_CHECK(!micro_batches.empty(), "train_step needs at least one micro-batch");
@@ -224,7 +252,8 @@ StatusOr<double> Engine::forward_backward(const std::vector<MicroBatch>& micro_b
     double mean_loss = 0.0;  // over this micro-batch's counted targets
     {
       StepTimers::Scope t(timers_, StepPhase::kForward);
-      mean_loss = model_->forward(*params_, mb.tokens.data(), mb.targets.data(), mb.batch, mb.seq);
+      mean_loss =
+          model_->forward(model_params(), mb.tokens.data(), mb.targets.data(), mb.batch, mb.seq);
     }
     const int64_t counted = model_->counted_targets();
     double dloss = counted > 0 ? loss_scale / (static_cast<double>(counted) * gas * world) : 0.0;
@@ -239,9 +268,10 @@ StatusOr<double> Engine::forward_backward(const std::vector<MicroBatch>& micro_b
     loss_sum += weight * mean_loss;
     {
       StepTimers::Scope t(timers_, StepPhase::kBackwardInner);
-      model_->backward(*params_, *grads_, static_cast<float>(dloss));
+      model_->backward(model_params(), model_grads(), static_cast<float>(dloss));
     }
     ZERO_RETURN_IF_ERROR(params_->status());
+    if (staged_grads_ != nullptr) ZERO_RETURN_IF_ERROR(staged_grads_->status());
   }
   // The loss of the global batch: mean over this rank's micro-steps, then over ranks.
   float loss = static_cast<float>(loss_sum / gas);
@@ -268,7 +298,7 @@ StatusOr<LossSum> Engine::eval_loss(const std::vector<MicroBatch>& micro_batches
   for (const MicroBatch& mb : micro_batches) {
     params_->begin_micro_step();
     const double mean =
-        model_->forward(*params_, mb.tokens.data(), mb.targets.data(), mb.batch, mb.seq);
+        model_->forward(model_params(), mb.tokens.data(), mb.targets.data(), mb.batch, mb.seq);
     ZERO_RETURN_IF_ERROR(params_->status());
     const int64_t counted = model_->counted_targets();
     loss_sum += mean * static_cast<double>(counted);

@@ -17,12 +17,14 @@
 #include "core/pinned_memory.h"
 #include "core/status.h"
 #include "core/tensor.h"
+#include "device/backend.h"
 #include "model/param_access.h"
 #include "model/transformer.h"
 #include "offload/aio_config.h"
 #include "optim/loss_scaler.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer_spec.h"
+#include "runtime/device_staging.h"
 #include "runtime/memory_plan.h"
 #include "runtime/offload_options.h"
 #include "runtime/optimizer_state_store.h"
@@ -38,9 +40,20 @@ class NvmeSwapper;
 
 namespace zero::runtime {
 
+// Makes the model that runs on `ctx`'s device (its kernels queued on ctx.compute()).
+using ModelFactory = std::function<StatusOr<std::unique_ptr<model::Model>>(
+    const model::ModelConfig&, const model::TransformerOptions&, device::ExecutionContext& ctx)>;
+
 struct EngineOptions {
   model::ModelConfig model_config;
   model::TransformerOptions transformer;
+  // Where the model runs (`--device`). The ZeRO state (working parameters, gradient accumulators,
+  // master weights, moments) stays in host memory; a model on another device gets each unit copied
+  // to it and its gradients copied back (runtime/device_staging.h).
+  Device device = Device::kCpu;
+  // Makes the model on `device` (tests: a model behind the staging copies on the CPU backend).
+  // Null: the CPU Transformer, or the device's model (make_device_model).
+  ModelFactory model_factory;
   DType dtype = DType::kF32;  // model / gradient dtype; master weights and moments are fp32
   optim::OptimizerSpec optimizer;
   optim::LrSchedule schedule = optim::LrSchedule::constant(1e-3);
@@ -104,6 +117,12 @@ using UnitInitFn = std::function<Status(int u, int64_t begin, int64_t end, float
 // Idempotent: sanitized options come back unchanged with no warnings.
 StatusOr<std::vector<std::string>> sanitize_engine_options(EngineOptions& options, int world_size);
 
+// The model of `device` built into this binary (CUDA: model::CudaTransformer); an error naming the
+// device when this build has none.
+StatusOr<std::unique_ptr<model::Model>> make_device_model(const model::ModelConfig& config,
+                                                          const model::TransformerOptions& options,
+                                                          device::ExecutionContext& ctx);
+
 class Engine {
  public:
   // `comm` is the data-parallel group (not owned; must outlive the engine); null = a world of one.
@@ -124,8 +143,11 @@ class Engine {
   int64_t global_step() const { return global_step_; }
   model::Model& model() { return *model_; }
   const model::ModelLayout& layout() const { return model_->layout(); }
-  // The working parameters (model dtype values) as a ParamAccess, e.g. for generation.
+  // The working parameters (model dtype values, host memory) as a ParamAccess, e.g. for generation.
   model::ParamAccess& params();
+  // Where the model runs, and the device bytes the staging copies hold (0 on the CPU).
+  Device device() const { return model_->device(); }
+  int64_t staging_device_bytes() const;
   // This rank's partition of unit u's fp32 master weights: elements
   // [partition_begin(u), partition_begin(u) + partition_numel(u)) of the padded unit.
   // Null when the unit's state lives on NVMe (see state_on_nvme()): use read_partition_state.
@@ -174,6 +196,10 @@ class Engine {
   // Targets != -100 over every micro-batch of every rank (an all-reduce).
   StatusOr<double> count_global_targets(const std::vector<MicroBatch>& micro_batches);
   Status apply_update(double lr, float grad_multiplier);
+  // What the model reads parameters from and hands gradients to: the coordinator and the reducer,
+  // or the staging copies over them when the model runs on another device.
+  model::ParamAccess& model_params();
+  model::GradSink& model_grads();
   // Hands a unit's new master weights to the parameter coordinator.
   OptimizerStateStore::InstallFn install_fn();
   // Updates one unit's partition in place (the optimizer math, shared by every placement).
@@ -184,11 +210,14 @@ class Engine {
   EngineOptions options_;
   std::unique_ptr<Communicator> own_comm_;  // the world of one when none was given
   Communicator* comm_ = nullptr;
+  std::unique_ptr<device::ExecutionContext> exec_;  // a device model's streams; null on the CPU
   std::unique_ptr<model::Model> model_;
   std::unique_ptr<sharding::ShardLayout> shard_layout_;
   sharding::MemoryAccounting memory_;
   std::unique_ptr<sharding::ParamCoordinator> params_;
   std::unique_ptr<sharding::GradReducer> grads_;
+  std::unique_ptr<StagedParams> staged_params_;  // device model only
+  std::unique_ptr<StagedGrads> staged_grads_;
   std::unique_ptr<OptimizerStateStore> state_;  // master weights and moments, where they live
   std::unique_ptr<optim::LossScaler> scaler_;
   int64_t global_step_ = 0;

@@ -346,7 +346,8 @@ struct OffloadRun {
 
 StatusOr<std::unique_ptr<Engine>> make_offload_engine(int stage, const OffloadOptions& offload,
                                                       std::unique_ptr<model::HfWeightReader>& rd,
-                                                      DType dtype = DType::kF32) {
+                                                      DType dtype = DType::kF32,
+                                                      ModelFactory factory = nullptr) {
   nlohmann::json ref = read_json(kGolden + "gpt2_tiny/curve60.json");
   const nlohmann::json& sched = ref["lr_scheduler"];
   EngineOptions o;
@@ -369,6 +370,7 @@ StatusOr<std::unique_ptr<Engine>> make_offload_engine(int stage, const OffloadOp
   o.zero.param_persistence_threshold_numel = 0;
   o.dtype = dtype;
   o.offload = offload;
+  o.model_factory = std::move(factory);
   model::ModelLayout layout(o.model_config);
   auto reader = model::HfWeightReader::open(*default_storage(), kGolden + "gpt2_tiny", layout);
   if (!reader.ok()) return reader.status();
@@ -380,10 +382,10 @@ StatusOr<std::unique_ptr<Engine>> make_offload_engine(int stage, const OffloadOp
 }
 
 OffloadRun run_offload(int stage, const OffloadOptions& offload, int steps = 60,
-                       DType dtype = DType::kF32) {
+                       DType dtype = DType::kF32, ModelFactory factory = nullptr) {
   OffloadRun out;
   std::unique_ptr<model::HfWeightReader> reader;
-  auto engine = make_offload_engine(stage, offload, reader, dtype);
+  auto engine = make_offload_engine(stage, offload, reader, dtype, std::move(factory));
   EXPECT_TRUE(engine.ok()) << engine.status().to_string();
   if (!engine.ok()) return out;
   Engine& e = **engine;
@@ -608,6 +610,96 @@ TEST(OptimizerOffload, FastInitAndPinMemoryAreBitwise) {
   cpu.pin_memory = true;
   expect_bitwise(run_offload(2, cpu, 20), run_offload(2, {}, 20));
   std::filesystem::remove_all(dir);
+}
+
+// A device model's kernels are queued on the compute stream behind the staging copies; the CPU
+// Transformer computes on the calling thread at once. This test double makes it wait for the
+// stream where a device model's kernels would be ordered after the copies.
+class HostModelOnStream final : public model::Model {
+ public:
+  HostModelOnStream(const model::ModelConfig& config, const model::TransformerOptions& options,
+                    device::Stream& stream)
+      : inner_(config, options), stream_(stream) {}
+  const model::ModelLayout& layout() const override { return inner_.layout(); }
+  Device device() const override { return Device::kCpu; }
+  float forward(model::ParamAccess& params, const int32_t* tokens, const int32_t* targets,
+                int64_t B, int64_t T) override {
+    Params p(params, stream_);
+    return inner_.forward(p, tokens, targets, B, T);
+  }
+  int64_t counted_targets() const override { return inner_.counted_targets(); }
+  void backward(model::ParamAccess& params, model::GradSink& grads, float d) override {
+    Params p(params, stream_);
+    Grads g(grads, stream_);
+    inner_.backward(p, g, d);
+  }
+  void logits_at(int64_t b, int64_t t, float* out) const override { inner_.logits_at(b, t, out); }
+  int64_t buffer_bytes() const override { return inner_.buffer_bytes(); }
+
+ private:
+  struct Params final : model::ParamAccess {
+    Params(model::ParamAccess& in, device::Stream& s) : in(in), s(s) {}
+    model::ParamView acquire(int u) override {
+      model::ParamView v = in.acquire(u);
+      EXPECT_TRUE(s.synchronize().ok());
+      return v;
+    }
+    void release(int u) override { in.release(u); }
+    model::ParamAccess& in;
+    device::Stream& s;
+  };
+  struct Grads final : model::GradSink {
+    Grads(model::GradSink& in, device::Stream& s) : in(in), s(s) {}
+    float* grad_buffer(int u) override {
+      float* g = in.grad_buffer(u);
+      EXPECT_TRUE(s.synchronize().ok());
+      return g;
+    }
+    void grad_ready(int u) override { in.grad_ready(u); }
+    model::GradSink& in;
+    device::Stream& s;
+  };
+  model::Transformer inner_;
+  device::Stream& stream_;
+};
+
+// The path of a device model: units copied to its device, gradients copied back
+// (runtime/device_staging.h), here with the CPU backend as the device and random delays before
+// every stream operation, so a copy not ordered before its reader, or a host buffer handed back
+// before the copy out of it ran, would show. The curve must be bitwise the host engine's.
+TEST(DeviceStaging, ModelBehindStagingCopiesIsBitwiseTheHostCurve) {
+  ModelFactory staged_cpu =
+      [](const model::ModelConfig& config, const model::TransformerOptions& options,
+         device::ExecutionContext& ctx) -> StatusOr<std::unique_ptr<model::Model>> {
+    EXPECT_EQ(ctx.device(), Device::kCpu);
+    return std::unique_ptr<model::Model>(
+        std::make_unique<HostModelOnStream>(config, options, ctx.compute()));
+  };
+  ::setenv("ZERO_STREAM_DELAY_US", "20", 1);
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    for (int stage = 0; stage <= 3; ++stage) {
+      SCOPED_TRACE(::testing::Message() << dtype_name(dtype) << " stage " << stage);
+      OffloadRun want = run_offload(stage, {}, 8, dtype);
+      OffloadRun got = run_offload(stage, {}, 8, dtype, staged_cpu);
+      expect_bitwise(got, want);
+    }
+  }
+  ::unsetenv("ZERO_STREAM_DELAY_US");
+}
+
+TEST(DeviceStaging, DeviceWithoutAModelIsRefusedNamingIt) {
+  std::unique_ptr<model::HfWeightReader> reader;
+  // The CPU has a model; only a device this build has no model for is refused (CPU-only builds:
+  // cuda is refused already when its backend is missing).
+  OffloadOptions none;
+  auto engine =
+      make_offload_engine(0, none, reader, DType::kF32,
+                          [](const model::ModelConfig&, const model::TransformerOptions&,
+                             device::ExecutionContext&) -> StatusOr<std::unique_ptr<model::Model>> {
+                            return unimplemented("--device test: no model");
+                          });
+  ASSERT_FALSE(engine.ok());
+  EXPECT_NE(engine.status().to_string().find("--device test"), std::string::npos);
 }
 
 OffloadOptions param_nvme(const std::filesystem::path& dir, int64_t max_in_cpu) {

@@ -264,12 +264,6 @@ int TrainingRun::run() {
 }
 
 Exit TrainingRun::open_inputs() {
-  if (args_.device != "cpu") {
-    return bad(
-        unimplemented("--device {}: this build trains on the CPU only (the CUDA backend "
-                      "is not available yet)",
-                      args_.device));
-  }
   if (args_.output_dir.empty()) return bad(invalid_argument("--output_dir is required"));
   // Save options are checked now, not after hours of training with nothing saved.
   if (args_.save_dtype) {

@@ -24,6 +24,12 @@ add_test(NAME cli.train.flag_contradicts_config
 set_tests_properties(cli.train.flag_contradicts_config PROPERTIES LABELS unit
                      PASS_REGULAR_EXPRESSION "--learning_rate.*optimizer.params.lr|optimizer.params.lr.*--learning_rate")
 
+# --device: cpu or cuda; anything else is exit 2 naming the flag before any work.
+add_test(NAME cli.train.unknown_device
+         COMMAND sh -c "$<TARGET_FILE:zero> train ${_zt_common} --device tpu --output_dir ${_zt_out}/tpu 2>&1; test $? -eq 2")
+set_tests_properties(cli.train.unknown_device PROPERTIES LABELS unit
+                     PASS_REGULAR_EXPRESSION "--device tpu: expected cpu or cuda")
+
 # A typo DeepSpeed would ignore stops the run.
 file(WRITE ${CMAKE_BINARY_DIR}/test_out/typo.json "{\"gradient_clipin\": 1.0}")
 add_test(NAME cli.train.config_typo
