@@ -157,6 +157,31 @@ TEST_P(BackendOps, ZeroClearsEveryDtype) {
   }
 }
 
+// The backend's own memory and host <-> device copies (what device staging runs on): a host
+// buffer through allocate / transfer to the device, within the device, and back, in stream order.
+TEST_P(BackendOps, AllocateAndTransferRoundTripInStreamOrder) {
+  const int64_t n = numel();
+  for (DType d : {DType::kF32, DType::kBF16}) {
+    SCOPED_TRACE(dtype_name(d));
+    std::vector<float> v = random_floats(n, 11);
+    std::vector<uint16_t> v16 = to_16bit(v, DType::kBF16);
+    const void* src = d == DType::kF32 ? static_cast<const void*>(v.data()) : v16.data();
+    const size_t bytes = static_cast<size_t>(n) * dtype_bytes(d);
+    auto a = backend().allocate(d, n);
+    auto b = backend().allocate(d, n);
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(a->view().device, be().device);
+    std::vector<std::byte> back(bytes);
+    const TensorView host_in{const_cast<void*>(src), d, Shape{n}, Device::kCpu};
+    const TensorView host_out{back.data(), d, Shape{n}, Device::kCpu};
+    backend().transfer(compute(), a->view(), host_in);
+    backend().transfer(compute(), b->view(), a->view());
+    backend().transfer(compute(), host_out, b->view());
+    ASSERT_TRUE(compute().synchronize().ok());
+    EXPECT_EQ(std::memcmp(back.data(), src, bytes), 0);
+  }
+}
+
 TEST_P(BackendOps, CopyCastsExactlyAsCoreDtype) {
   const int64_t n = numel();
   Stream& s = compute();

@@ -133,6 +133,37 @@ class CudaBackend final : public Backend {
     return std::make_unique<CudaEvent>(device_index_);
   }
 
+  StatusOr<DeviceBuffer> allocate(DType dtype, int64_t numel) override {
+    ZERO_CHECK(numel >= 0, "allocate: numel ", numel);
+    activate_cuda_device(device_index_);
+    const size_t bytes = static_cast<size_t>(numel) * dtype_bytes(dtype);
+    void* p = nullptr;
+    if (cudaError_t err = cudaMalloc(&p, bytes == 0 ? 1 : bytes); err != cudaSuccess) {
+      (void)cudaGetLastError();  // not sticky: the caller may free memory and retry
+      return resource_exhausted("allocating {} bytes on CUDA device {} failed: {}", bytes,
+                                device_index_, cudaGetErrorString(err));
+    }
+    // cudaFree synchronizes the device, so a buffer is never freed under a running kernel; the
+    // device is the one current when the owner frees it (one GPU per rank).
+    return DeviceBuffer(TensorView{p, dtype, Shape{numel}, Device::kCuda},
+                        [](void* q) { (void)cudaFree(q); });
+  }
+
+  void transfer(Stream& stream, TensorView dst, TensorView src) override {
+    ZERO_CHECK(dst.dtype == src.dtype && dst.numel() == src.numel(),
+               "transfer: ", dtype_name(src.dtype), "[", src.numel(), "] into ",
+               dtype_name(dst.dtype), "[", dst.numel(), "]");
+    CudaStream& s = ready(stream);
+    if (s.failed() || src.nbytes() == 0 || dst.data == src.data) return;
+    const bool from_device = src.device == Device::kCuda;
+    const bool to_device = dst.device == Device::kCuda;
+    const cudaMemcpyKind kind =
+        from_device ? (to_device ? cudaMemcpyDeviceToDevice : cudaMemcpyDeviceToHost)
+                    : (to_device ? cudaMemcpyHostToDevice : cudaMemcpyHostToHost);
+    s.note_error(cudaMemcpyAsync(dst.data, src.data, src.nbytes(), kind, s.get()),
+                 "transfer: cudaMemcpyAsync");
+  }
+
   void zero(Stream& stream, TensorView dst) override {
     check_device(dst, "zero: dst");
     CudaStream& s = ready(stream);
