@@ -75,6 +75,14 @@ void add_step(CLI::App* bench, int& exit_code) {
   step->add_option("--steps", opts->steps, "timed steps per configuration");
   step->add_option("--warmup", opts->warmup, "untimed steps first");
   step->add_flag("--bf16", opts->bf16, "bf16 model dtype");
+  step->add_option("--offload_param,--offload-param", opts->offload_param,
+                   "stage 3's offload_param device: none (default), cpu or nvme")
+      ->check(CLI::IsMember({"none", "cpu", "nvme"}));
+  step->add_option("--nvme_path,--nvme-path", opts->nvme_path,
+                   "swap directory for --offload_param nvme (default: under the temp directory)");
+  step->add_option("--max_in_cpu,--max-in-cpu", opts->max_in_cpu,
+                   "--offload_param nvme: shard elements kept in memory (default 0: every shard "
+                   "but the persistent ones on NVMe)");
   step->callback([opts, &exit_code] {
     auto world = make_world();
     if (!world.ok()) {

@@ -813,6 +813,28 @@ TEST(MemoryCheck, WorkingParametersArePlannedInTheModelDtype) {
   EXPECT_EQ(plan_memory(o, layout, 0, 0).parameters, padded * 4);
   o.dtype = DType::kBF16;
   EXPECT_EQ(plan_memory(o, layout, 0, 0).parameters, padded * 2 + 2 * max_padded * 4);
+  // Stage 3: the host shards (and, with offload_param nvme, the staging buffers, the loaded shards
+  // and the swap file) are in the model dtype too: a bf16 plan is half the fp32 one plus the
+  // widen buffers.
+  o.zero.stage = 3;
+  for (sharding::ParamOffload device : {sharding::ParamOffload::kNone, sharding::ParamOffload::kCpu,
+                                        sharding::ParamOffload::kNvme}) {
+    o.offload.param.device = device;
+    o.offload.param.max_in_cpu_numel = 0;
+    o.offload.param.buffer_count = 3;
+    o.offload.param.buffer_numel = 1000;
+    o.dtype = DType::kF32;
+    const MemoryNeeds fp32 = plan_memory(o, layout, 0, 0);
+    o.dtype = DType::kBF16;
+    const MemoryNeeds bf16 = plan_memory(o, layout, 0, 0);
+    EXPECT_EQ(2 * (bf16.parameters - 2 * max_padded * 4), fp32.parameters);
+    ASSERT_EQ(bf16.swap.size(), fp32.swap.size());
+    if (device == sharding::ParamOffload::kNvme) {
+      ASSERT_EQ(bf16.swap.size(), 1u);
+      const int64_t slack = layout.num_units() * 4096;
+      EXPECT_EQ(2 * (bf16.swap[0].bytes - slack), fp32.swap[0].bytes - slack);
+    }
+  }
 }
 
 // The trainer holds one step's micro-batches at once: gradient_accumulation_steps x micro-batch x

@@ -84,21 +84,22 @@ MemoryNeeds plan_memory(const EngineOptions& o, const sharding::ShardLayout& lay
   if (stage < 3) {
     n.parameters = sum_padded * working + widened;
   } else {
+    // This rank's shards (ParamStore), in the model dtype in memory, staging and swap file alike.
     const sharding::ParamOffloadOptions& po = o.offload.param;
-    int64_t host_shards = sum_shard;
+    int64_t host_shard_bytes = sum_shard * working;
     if (po.device == sharding::ParamOffload::kNvme && po.max_in_cpu_numel < sum_shard) {
-      host_shards = std::max<int64_t>(po.max_in_cpu_numel, 0);
-      const int64_t on_disk = sum_shard - host_shards;
-      const int64_t elem = static_cast<int64_t>(dtype_bytes(o.dtype));
-      const int64_t staging = std::min(po.buffer_numel, max_shard) * elem;
-      host_shards += po.buffer_count * staging / kFloat + 4 * max_shard;  // + loaded shards
+      const int64_t in_cpu = std::max<int64_t>(po.max_in_cpu_numel, 0);
+      const int64_t on_disk = sum_shard - in_cpu;
+      const int64_t staging_bytes = std::min(po.buffer_numel, max_shard) * working;
+      // + the loaded shards (read-ahead: up to four units)
+      host_shard_bytes = (in_cpu + 4 * max_shard) * working + po.buffer_count * staging_bytes;
       n.swap.push_back({"zero_optimization.offload_param.nvme_path", po.nvme_path,
-                        on_disk * elem + num_units * 4096});
+                        on_disk * working + num_units * 4096});
     }
     // Gathered units alive at once: the one in use, the prefetch window and the tied head's reuse.
     const int64_t gathered =
         std::min(sum_padded, 2 * max_padded + std::min(o.zero.prefetch_bucket_numel, sum_padded));
-    n.parameters = host_shards * kFloat + gathered * working + widened;
+    n.parameters = host_shard_bytes + gathered * working + widened;
   }
   // Gradients: full fp32 accumulators at stages 0–1; the partition plus in-flight unit buffers at
   // stages 2–3.

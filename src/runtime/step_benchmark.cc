@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <random>
 
 #include <fmt/format.h>
@@ -25,6 +26,7 @@ struct Measured {
   // 3) plus, at stage 3, the peak of gathered units alive at once.
   int64_t param_bytes = 0;
   int64_t model_buffer_bytes = 0;  // the model's activation / scratch buffers (Model::buffer_bytes)
+  int64_t swap_bytes = 0;          // stage-3 parameter swap file (offloaded_param_bytes)
 };
 
 StatusOr<Measured> measure(const StepBenchOptions& o, const ModelSource& source, int stage,
@@ -39,6 +41,15 @@ StatusOr<Measured> measure(const StepBenchOptions& o, const ModelSource& source,
   eo.zero.stage = stage;
   eo.zero.overlap_comm = overlap;
   eo.zero.comm_dtype = eo.dtype;  // DeepSpeed's default communication_data_type
+  if (stage == 3 && o.offload_param != "none") {
+    sharding::ParamOffloadOptions& po = eo.offload.param;
+    po.device =
+        o.offload_param == "nvme" ? sharding::ParamOffload::kNvme : sharding::ParamOffload::kCpu;
+    po.nvme_path = o.nvme_path.empty()
+                       ? (std::filesystem::temp_directory_path() / "zero_bench_step_nvme").string()
+                       : o.nvme_path;
+    po.max_in_cpu_numel = o.max_in_cpu;
+  }
   ZERO_ASSIGN_OR_RETURN(auto engine, Engine::create(std::move(eo), source.init_fn(), &comm));
   const int64_t V = source.config().vocab_size;
   std::mt19937 rng(1234 + static_cast<unsigned>(comm.rank()));
@@ -72,6 +83,7 @@ StatusOr<Measured> measure(const StepBenchOptions& o, const ModelSource& source,
   m.state_bytes = mem.master_bytes + mem.optimizer_state_bytes + mem.grad_bytes + mem.param_bytes;
   m.param_bytes = mem.param_bytes + mem.peak_gathered_param_bytes;
   m.model_buffer_bytes = engine->model().buffer_bytes();
+  m.swap_bytes = mem.offloaded_param_bytes;
   return m;
 }
 
@@ -98,9 +110,9 @@ int run_step_benchmark(const StepBenchOptions& o, Communicator& comm) {
         omp_get_max_threads(), static_cast<long long>(o.micro_batch),
         static_cast<long long>(o.grad_accum), static_cast<long long>(block),
         static_cast<long long>(tokens_per_step), o.bf16 ? "bf16" : "fp32");
-    std::printf("%-6s %-8s %10s %10s %12s %14s %12s %14s %10s %12s\n", "stage", "overlap",
+    std::printf("%-6s %-8s %10s %10s %12s %14s %12s %14s %10s %12s %10s\n", "stage", "overlap",
                 "step ms", "tokens/s", "comm wait ms", "hidden ms/step", "state MiB",
-                "wire MiB/step", "param MiB", "model MiB");
+                "wire MiB/step", "param MiB", "model MiB", "swap MiB");
   }
   for (int stage : o.stages) {
     Measured off, on;
@@ -118,12 +130,13 @@ int run_step_benchmark(const StepBenchOptions& o, Communicator& comm) {
       const Measured& m = overlap ? on : off;
       std::string hidden = overlap ? fmt::format("{:.2f}", 1e3 * (off.comm_wait_s - on.comm_wait_s))
                                    : std::string("-");
-      std::printf("%-6d %-8s %10.2f %10.0f %12.2f %14s %12.2f %14.2f %10.2f %12.2f\n", stage,
+      std::printf("%-6d %-8s %10.2f %10.0f %12.2f %14s %12.2f %14.2f %10.2f %12.2f %10.2f\n", stage,
                   overlap ? "on" : "off", 1e3 * m.step_s,
                   static_cast<double>(tokens_per_step) / m.step_s, 1e3 * m.comm_wait_s,
                   hidden.c_str(), static_cast<double>(m.state_bytes) / (1 << 20),
                   m.wire_bytes / (1 << 20), static_cast<double>(m.param_bytes) / (1 << 20),
-                  static_cast<double>(m.model_buffer_bytes) / (1 << 20));
+                  static_cast<double>(m.model_buffer_bytes) / (1 << 20),
+                  static_cast<double>(m.swap_bytes) / (1 << 20));
     }
   }
   if (lead) {
@@ -132,7 +145,9 @@ int run_step_benchmark(const StepBenchOptions& o, Communicator& comm) {
         "overlap_comm removed (same run, same data); wire: bytes moved by this rank's collectives "
         "per step (gradients in communication_data_type = the model dtype, gathers in the model "
         "dtype); param: working parameters (full units, or shards plus the peak of gathered units "
-        "at stage 3); model: the model's activation and scratch buffers\n");
+        "at stage 3: host shards, NVMe staging and loaded shards included); model: the model's "
+        "activation and scratch buffers; swap: stage-3 shards in the NVMe swap file "
+        "(--offload_param nvme)\n");
   }
   return 0;
 }

@@ -20,6 +20,11 @@ struct StepBenchOptions {
   int steps = 10;          // timed steps per configuration
   int warmup = 2;
   bool bf16 = false;
+  // Stage 3's zero_optimization.offload_param: "none", "cpu" or "nvme" (shards beyond
+  // max_in_cpu elements in a swap file under nvme_path; a temporary directory when empty).
+  std::string offload_param = "none";
+  std::string nvme_path;
+  int64_t max_in_cpu = 0;
 };
 
 // Prints a table on rank 0; returns 0, or 1 on failure.

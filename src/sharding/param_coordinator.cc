@@ -123,7 +123,7 @@ void ParamCoordinator::gather_async(int u) {
   if (gather_is_view(u)) {
     // A world of one: the shard is the unit. Counted as a gathered unit and a gather (the model
     // holds it just the same), so the live limits and the counters are those of any world size.
-    StatusOr<const float*> shard = store_->load(u);  // host shard: never fails, never blocks
+    StatusOr<const void*> shard = store_->load(u);  // host shard: never fails, never blocks
     ZERO_CHECK(shard.ok(), shard.status().to_string());
     if (unit.view == nullptr) {
       live_gathered_numel_ += info.padded_numel;
@@ -147,7 +147,7 @@ void ParamCoordinator::gather_async(int u) {
   // An NVMe shard is read (or its read-ahead completed) here; on an I/O error the gather still
   // runs on whatever is there so every rank issues the same collectives, and the error surfaces
   // through status() after the micro-step.
-  StatusOr<const float*> shard = store_->load(u);
+  StatusOr<const void*> shard = store_->load(u);
   if (!shard.ok()) note_status(shard.status());
   issue_gather(u, shard.ok() ? *shard : nullptr);
   unit.gathered = true;
@@ -168,7 +168,7 @@ void ParamCoordinator::note_peak_gathered() {
   memory_.peak_gathered_units = std::max(memory_.peak_gathered_units, live_gathered_units_);
 }
 
-void ParamCoordinator::issue_gather(int u, const float* shard) {
+void ParamCoordinator::issue_gather(int u, const void* shard) {
   Unit& unit = units_[static_cast<size_t>(u)];
   const int64_t P = layout_.unit(u).shard_numel;
   const DType dtype = options_.model_dtype;
@@ -176,12 +176,11 @@ void ParamCoordinator::issue_gather(int u, const float* shard) {
   char* base = static_cast<char*>(unit.full.data());  // the buffer the collective fills
   const void* in = own_block(u);
   if (shard != nullptr) {
-    if (dtype == DType::kF32 && options_.allgather_partitions) {
-      in = shard;  // an fp32 all-gather reads the shard where it is: no copy
+    if (options_.allgather_partitions) {
+      in = shard;  // the shard is in the model dtype: the all-gather reads it where it is
     } else {
-      // Owner broadcasts send from the unit's own block, and a 16-bit gather moves the model
-      // dtype (the shard's values are already rounded to it, so the cast is exact).
-      kernels::cpu::cast_from_f32(shard, own_block(u), dtype, P);
+      // Owner broadcasts send from the unit's own block.
+      std::memcpy(own_block(u), shard, static_cast<size_t>(P) * esize);
     }
   }
   if (options_.allgather_partitions) {
@@ -291,7 +290,8 @@ model::ParamView ParamCoordinator::acquire(int u) {
   if (trace_recorded_ && trace_valid_) prefetch_after(trace_pos_);
   trace_pos_ += 1;
   if (unit.view != nullptr) {
-    return model::ParamView{unit.view, DType::kF32, Device::kCpu, layout_.unit(u).padded_numel};
+    return model::ParamView{unit.view, options_.model_dtype, Device::kCpu,
+                            layout_.unit(u).padded_numel};
   }
   return working_view(unit);
 }

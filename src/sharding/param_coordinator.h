@@ -48,7 +48,7 @@ class ParamCoordinator : public model::ParamAccess {
   // stage3_max_reuse_distance and the live budget, instead of gathering it again.
   void begin_micro_step(bool another_follows = false);
 
-  // The unit in the model dtype; at stage 3 in a world of one, the fp32 host shard itself (see
+  // The unit in the model dtype; at stage 3 in a world of one, the host shard itself (see
   // Unit::view).
   model::ParamView acquire(int u) override;
   void release(int u) override;
@@ -66,9 +66,9 @@ class ParamCoordinator : public model::ParamAccess {
   struct Unit {
     Tensor full;  // model dtype; stages 0–2: always; stage 3: while gathered (padded_numel)
     // Stage 3 in a world of one: the unit's values are the host shard itself (shard_numel ==
-    // padded_numel, already rounded to the model dtype), so "gathering" lends its pointer: no
-    // buffer, no copy. Valid until the next set_values (the store's write) or release.
-    const float* view = nullptr;
+    // padded_numel, in the model dtype), so "gathering" lends its pointer: no buffer, no copy.
+    // Valid until the next set_values (the store's write) or release.
+    const void* view = nullptr;
     CommHandle pending;  // an in-flight gather into `full`
     bool has_pending = false;
     bool gathered = false;  // stage 3: `full` holds current values
@@ -80,9 +80,9 @@ class ParamCoordinator : public model::ParamAccess {
   // A world of one with the shard in host memory: gather_async lends the shard (see Unit::view).
   bool gather_is_view(int u) const;
   // Starts the all-gather (or owner broadcasts) of unit u into unit.full (model dtype) from this
-  // rank's fp32 shard `shard` (P values, cast to the model dtype into the unit's own block), or,
-  // when `shard` is null, from the own block as it stands.
-  void issue_gather(int u, const float* shard);
+  // rank's shard `shard` (P values in the model dtype: the store's), or, when `shard` is null,
+  // from the own block as it stands.
+  void issue_gather(int u, const void* shard);
   // Unit u's own block (this rank's shard) inside unit.full.
   char* own_block(int u) const;
   model::ParamView working_view(const Unit& unit) const;

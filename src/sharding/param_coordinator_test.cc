@@ -84,9 +84,8 @@ TEST_P(ParamCoordinatorWorlds, EveryRankSeesTheInstalledUnits) {
     if (!(*coord)->finish_updates().ok()) ++bad;
     auto check = [&](int u) {
       const model::ParamView view = (*coord)->acquire(u);
-      // Working values are in the model dtype, except a world of one's lent fp32 shard (stage 3).
-      const bool lent = c.stage == 3 && c.world == 1;
-      if (view.dtype != (lent ? DType::kF32 : c.dtype) || view.numel < shards.unit(u).numel) ++bad;
+      // Working values are in the model dtype, a world of one's lent stage-3 shard included.
+      if (view.dtype != c.dtype || view.numel < shards.unit(u).numel) ++bad;
       std::vector<float> p(static_cast<size_t>(view.numel));
       convert_to_f32(view.data, view.dtype, p.data(), p.size());
       for (int64_t i = 0; i < shards.unit(u).numel; ++i) {
@@ -196,8 +195,12 @@ TEST(ParamCoordinatorAccumulation, Stage3KeepsUnitsForTheNextMicroStepOfTheStep)
 // Issue 14: stage 3 in a world of one gathered each unit by copying its shard into a gather buffer
 // (twice a step: forward and backward), 0.73x DeepSpeed's step. The shard is the unit there:
 // acquire lends the store's own values (no buffer, no copy), still counted as a gather of the same
-// bytes, and hands out the new values after an update, persistent units included.
-TEST(ParamCoordinatorWorldOfOne, Stage3AcquireLendsTheShardWithoutCopying) {
+// bytes, and hands out the new values after an update, persistent units included. The shard is in
+// the model dtype (issue 10), so a 16-bit model is lent 16-bit values, which it widens itself.
+class ParamCoordinatorWorldOfOne : public ::testing::TestWithParam<DType> {};
+
+TEST_P(ParamCoordinatorWorldOfOne, Stage3AcquireLendsTheShardWithoutCopying) {
+  const DType dtype = GetParam();
   auto config = model::preset_model_config("gpt2-tiny");
   ASSERT_TRUE(config.ok());
   const model::ModelLayout layout(*config);
@@ -205,6 +208,7 @@ TEST(ParamCoordinatorWorldOfOne, Stage3AcquireLendsTheShardWithoutCopying) {
     const ShardLayout shards(layout, 1, 0);
     ZeroOptions o;
     o.stage = 3;
+    o.model_dtype = dtype;
     o.param_persistence_threshold_numel = 1000;  // some units persistent, some not
     MemoryAccounting memory;
     auto coord = ParamCoordinator::create(shards, comm, o, ParamOffloadOptions{}, memory);
@@ -215,18 +219,21 @@ TEST(ParamCoordinatorWorldOfOne, Stage3AcquireLendsTheShardWithoutCopying) {
     install(0.0f);
     comm.reset_stats();
     int64_t want_bytes = 0;
+    const int64_t esize = static_cast<int64_t>(dtype_bytes(dtype));
     for (float offset : {0.0f, 1.0f}) {
       if (offset != 0.0f) install(offset);
       pc.begin_micro_step();
       for (int u = 0; u < layout.num_units(); ++u) {
         const model::ParamView view = pc.acquire(u);
-        ASSERT_EQ(view.dtype, DType::kF32);
-        const float* p = static_cast<const float*>(view.data);
-        StatusOr<const float*> shard = const_cast<ParamStore*>(pc.store())->load(u);
+        ASSERT_EQ(view.dtype, dtype);
+        ASSERT_EQ(view.numel, shards.unit(u).padded_numel);
+        StatusOr<const void*> shard = const_cast<ParamStore*>(pc.store())->load(u);
         ASSERT_TRUE(shard.ok());
-        EXPECT_EQ(p, *shard) << "unit " << u << ": a copy, not the shard";
-        EXPECT_EQ(p[1], master_value(u, 1) + offset) << "unit " << u;
-        want_bytes += shards.unit(u).padded_numel * 4;
+        EXPECT_EQ(view.data, *shard) << "unit " << u << ": a copy, not the shard";
+        float p1 = 0.0f;
+        convert_to_f32(static_cast<const char*>(view.data) + esize, dtype, &p1, 1);
+        EXPECT_EQ(p1, round_to_dtype(master_value(u, 1) + offset, dtype)) << "unit " << u;
+        want_bytes += shards.unit(u).padded_numel * esize;
         pc.release(u);
       }
     }
@@ -235,8 +242,14 @@ TEST(ParamCoordinatorWorldOfOne, Stage3AcquireLendsTheShardWithoutCopying) {
   });
 }
 
-// Working parameters take the model dtype's bytes: a bf16 model's resident units (stages 0-2) and
-// gathered units (stage 3) are half an fp32 model's.
+INSTANTIATE_TEST_SUITE_P(Dtypes, ParamCoordinatorWorldOfOne,
+                         ::testing::Values(DType::kF32, DType::kBF16, DType::kF16),
+                         [](const ::testing::TestParamInfo<DType>& i) {
+                           return std::string(dtype_name(i.param));
+                         });
+
+// Working parameters take the model dtype's bytes: a bf16 model's resident units (stages 0-2),
+// host shards and gathered units (stage 3) are half an fp32 model's.
 TEST(ParamCoordinatorMemory, WorkingParametersTakeTheModelDtypesBytes) {
   auto config = model::preset_model_config("gpt2-tiny");
   ASSERT_TRUE(config.ok());
@@ -263,6 +276,9 @@ TEST(ParamCoordinatorMemory, WorkingParametersTakeTheModelDtypesBytes) {
         const int64_t esize = static_cast<int64_t>(dtype_bytes(dtype));
         if (stage < 3) {
           EXPECT_EQ(memory.param_bytes, padded * esize) << "stage " << stage;
+        } else {
+          // Stage 3 keeps the rank's shards (ParamStore), in the model dtype too.
+          EXPECT_EQ(memory.param_bytes, shards.total_shard_numel() * esize);
         }
         (*coord)->begin_micro_step();
         for (int u = 0; u < layout.num_units(); ++u) {

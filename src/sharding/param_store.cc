@@ -30,8 +30,8 @@ ParamStore::ParamStore(const ShardLayout& layout, const ParamOffloadOptions& opt
                        DType model_dtype, MemoryAccounting& memory)
     : layout_(layout),
       options_(options),
-      disk_dtype_(model_dtype),
-      disk_elem_bytes_(dtype_bytes(model_dtype)),
+      dtype_(model_dtype),
+      elem_bytes_(dtype_bytes(model_dtype)),
       memory_(memory) {}
 
 ParamStore::~ParamStore() {
@@ -63,7 +63,7 @@ StatusOr<std::unique_ptr<ParamStore>> ParamStore::create(const ShardLayout& layo
                       in_cpu_numel + numel <= options.max_in_cpu_numel;
     if (keep) {
       if (!persistent[static_cast<size_t>(u)]) in_cpu_numel += numel;
-      unit.host = Tensor(Shape{numel});
+      unit.host = Tensor(Shape{numel}, model_dtype);
       memory.param_bytes += static_cast<int64_t>(unit.host.nbytes());
       if (options.pin_memory) {
         unit.pin = PinnedRange(unit.host.view().data, unit.host.nbytes());
@@ -74,8 +74,7 @@ StatusOr<std::unique_ptr<ParamStore>> ParamStore::create(const ShardLayout& layo
     }
     unit.on_nvme = true;
     unit.offset_bytes = file_bytes;
-    file_bytes +=
-        offload::NvmeSwapper::slot_bytes(static_cast<uint64_t>(numel) * s->disk_elem_bytes_);
+    file_bytes += offload::NvmeSwapper::slot_bytes(static_cast<uint64_t>(numel) * s->elem_bytes_);
     max_swapped_numel = std::max(max_swapped_numel, numel);
   }
   if (max_swapped_numel == 0) return s;  // nothing on NVMe (everything fits max_in_cpu)
@@ -109,13 +108,12 @@ StatusOr<std::unique_ptr<ParamStore>> ParamStore::create(const ShardLayout& layo
 
   // Pieces: buffer_size elements, rounded down to whole 4 KiB so every piece but a shard's last
   // starts on an aligned file offset; no larger than the largest swapped shard needs.
-  const int64_t align_numel =
-      static_cast<int64_t>(offload::kDirectIoAlignBytes / s->disk_elem_bytes_);
+  const int64_t align_numel = static_cast<int64_t>(offload::kDirectIoAlignBytes / s->elem_bytes_);
   int64_t piece = std::max<int64_t>(options.buffer_numel / align_numel * align_numel, align_numel);
   const int64_t largest = (max_swapped_numel + align_numel - 1) / align_numel * align_numel;
   s->staging_numel_ = std::min(piece, largest);
   for (int i = 0; i < options.buffer_count; ++i) {
-    const size_t bytes = static_cast<size_t>(s->staging_numel_) * s->disk_elem_bytes_;
+    const size_t bytes = static_cast<size_t>(s->staging_numel_) * s->elem_bytes_;
     s->staging_.push_back(aligned_bytes(bytes));
     if (options.pin_memory) {
       s->staging_pins_.emplace_back(s->staging_.back().get(), bytes);
@@ -156,15 +154,11 @@ Status ParamStore::complete_oldest() {
   } else {
     unit.pieces_pending -= 1;
     if (s.ok() && !unit.host.empty()) {
-      // Disk (model dtype) -> the fp32 host shard.
-      float* dst = unit.host.f32() + op.piece * staging_numel_;
-      const int64_t n = piece_numel(op.unit, op.piece);
-      const std::byte* src = staging_[static_cast<size_t>(op.staging)].get();
-      if (disk_dtype_ == DType::kF32) {
-        std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
-      } else {
-        convert_to_f32(src, disk_dtype_, dst, static_cast<size_t>(n));
-      }
+      // Disk and host shard hold the same bytes (the model dtype).
+      const size_t piece_bytes = static_cast<size_t>(staging_numel_) * elem_bytes_;
+      std::memcpy(static_cast<std::byte*>(unit.host.data()) + op.piece * piece_bytes,
+                  staging_[static_cast<size_t>(op.staging)].get(),
+                  static_cast<size_t>(piece_numel(op.unit, op.piece)) * elem_bytes_);
     }
   }
   free_staging_.push_back(op.staging);
@@ -192,8 +186,8 @@ Status ParamStore::submit_read_piece(int u, int piece, int staging) {
   Unit& unit = units_[static_cast<size_t>(u)];
   const uint64_t offset = unit.offset_bytes + static_cast<uint64_t>(piece) *
                                                   static_cast<uint64_t>(staging_numel_) *
-                                                  disk_elem_bytes_;
-  const size_t nbytes = static_cast<size_t>(piece_numel(u, piece)) * disk_elem_bytes_;
+                                                  elem_bytes_;
+  const size_t nbytes = static_cast<size_t>(piece_numel(u, piece)) * elem_bytes_;
   auto t = swapper_->submit_read(kParamClass, offset, nbytes,
                                  staging_[static_cast<size_t>(staging)].get());
   if (!t.ok()) {
@@ -210,7 +204,7 @@ Status ParamStore::begin_load(int u) {
   Unit& unit = units_[static_cast<size_t>(u)];
   if (!unit.host.empty()) return ok_status();
   ZERO_RETURN_IF_ERROR(wait_writes(u));
-  unit.host = Tensor(Shape{layout_.unit(u).shard_numel});
+  unit.host = Tensor(Shape{layout_.unit(u).shard_numel}, dtype_);
   memory_.param_bytes += static_cast<int64_t>(unit.host.nbytes());
   unit.next_piece = 0;
   return ok_status();
@@ -233,9 +227,9 @@ Status ParamStore::prefetch(int u) {
   return ok_status();
 }
 
-StatusOr<const float*> ParamStore::load(int u) {
+StatusOr<const void*> ParamStore::load(int u) {
   Unit& unit = units_[static_cast<size_t>(u)];
-  if (!unit.on_nvme) return static_cast<const float*>(unit.host.f32());
+  if (!unit.on_nvme) return static_cast<const void*>(unit.host.data());
   ZERO_RETURN_IF_ERROR(begin_load(u));
   while (unit.next_piece < num_pieces(u)) {
     ZERO_ASSIGN_OR_RETURN(int staging, take_staging());
@@ -243,7 +237,7 @@ StatusOr<const float*> ParamStore::load(int u) {
     unit.next_piece += 1;
   }
   while (unit.pieces_pending > 0) ZERO_RETURN_IF_ERROR(complete_oldest());
-  return static_cast<const float*>(unit.host.f32());
+  return static_cast<const void*>(unit.host.data());
 }
 
 void ParamStore::drop(int u) {
@@ -263,7 +257,7 @@ Status ParamStore::write(int u, const float* values) {
   Unit& unit = units_[static_cast<size_t>(u)];
   const int64_t numel = layout_.unit(u).shard_numel;
   if (!unit.on_nvme) {
-    kernels::cpu::round_to_dtype(values, unit.host.f32(), disk_dtype_, numel);
+    kernels::cpu::cast_from_f32(values, unit.host.data(), dtype_, numel);
     return ok_status();
   }
   drop(u);  // a loaded copy now holds old values
@@ -272,17 +266,11 @@ Status ParamStore::write(int u, const float* values) {
     ZERO_ASSIGN_OR_RETURN(int staging, take_staging());
     const int64_t n = piece_numel(u, piece);
     std::byte* dst = staging_[static_cast<size_t>(staging)].get();
-    const float* src = values + piece * staging_numel_;
-    if (disk_dtype_ == DType::kF32) {
-      std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
-    } else {
-      convert_from_f32(src, dst, disk_dtype_, static_cast<size_t>(n));
-    }
+    convert_from_f32(values + piece * staging_numel_, dst, dtype_, static_cast<size_t>(n));
     const uint64_t offset = unit.offset_bytes + static_cast<uint64_t>(piece) *
                                                     static_cast<uint64_t>(staging_numel_) *
-                                                    disk_elem_bytes_;
-    auto t =
-        swapper_->submit_write(kParamClass, offset, static_cast<size_t>(n) * disk_elem_bytes_, dst);
+                                                    elem_bytes_;
+    auto t = swapper_->submit_write(kParamClass, offset, static_cast<size_t>(n) * elem_bytes_, dst);
     if (!t.ok()) {
       free_staging_.push_back(staging);
       return t.status().with_context(fmt::format("writing the parameter shard of unit {}", u));

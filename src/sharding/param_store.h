@@ -1,8 +1,10 @@
 // ParamStore: where this rank's stage-3 parameter shards live (zero_optimization.offload_param).
-// Without offload, and with `cpu`, every shard is a host buffer (page-locked when `pin_memory`).
-// With `nvme`, shards are kept in host memory up to `max_in_cpu` elements (in unit order,
-// persistent units first) and the rest live in one swap file per rank (class "param") in the model
-// dtype (16-bit values are exact there, so bf16/fp16 runs move half the bytes). Reads and writes go
+// Shards are stored in the model dtype everywhere (they hold working parameters, which are values
+// of that dtype), so a bf16/fp16 model's shards take half the host memory and half the NVMe bytes
+// of an fp32 one. Without offload, and with `cpu`, every shard is a host buffer (page-locked when
+// `pin_memory`). With `nvme`, shards are kept in host memory up to `max_in_cpu` elements (in unit
+// order, persistent units first) and the rest live in one swap file per rank (class "param"),
+// byte for byte as in memory. Reads and writes go
 // through `buffer_count` staging buffers of at most `buffer_size` elements each: a shard larger
 // than a buffer is moved in pieces (never rejected, unlike DeepSpeed), and at most buffer_count
 // pieces are in flight. Reads run ahead (prefetch) along the gather order; writes run behind (the
@@ -60,17 +62,20 @@ class ParamStore {
 
   bool on_nvme(int u) const { return units_[static_cast<size_t>(u)].on_nvme; }
   int num_on_nvme() const;
+  // The dtype of every shard, in memory and on disk: the model dtype.
+  DType dtype() const { return dtype_; }
 
-  // Installs new values of unit u's shard (shard_numel fp32 values, rounded here to the model
-  // dtype). Host shards are copied; NVMe shards are written behind: the next load(u) orders after
-  // the write, and a write error surfaces from a later load(), prefetch() or flush().
+  // Installs new values of unit u's shard: shard_numel fp32 values (the updated master), rounded
+  // to the model dtype as they are stored (round-to-nearest-even, as round_to_dtype). Host shards
+  // are written in place; NVMe shards are written behind: the next load(u) orders after the write,
+  // and a write error surfaces from a later load(), prefetch() or flush().
   Status write(int u, const float* values);
   // Starts reading an NVMe shard into host memory if staging buffers are free (no-op otherwise,
   // and for host shards). Never blocks on I/O except to order after this unit's own writes.
   Status prefetch(int u);
-  // The shard's values (shard_numel floats), valid until drop(u) (NVMe) or the next write(u).
-  // Blocks until an NVMe shard is fully read.
-  StatusOr<const float*> load(int u);
+  // The shard's values: shard_numel elements of dtype(), valid until drop(u) (NVMe) or the next
+  // write(u). Blocks until an NVMe shard is fully read.
+  StatusOr<const void*> load(int u);
   // Frees the host copy of an NVMe shard loaded by load() / prefetch() (no-op for host shards).
   void drop(int u);
   // Waits for every write in flight (the end of an optimizer step).
@@ -86,7 +91,7 @@ class ParamStore {
  private:
   struct Unit {
     bool on_nvme = false;
-    Tensor host;                // host shard (always for host units; while loaded for NVMe ones)
+    Tensor host;  // model dtype; always for host units, while loaded for NVMe ones (shard_numel)
     PinnedRange pin;            // of `host` for host units when pin_memory
     uint64_t offset_bytes = 0;  // NVMe: byte offset of the shard in the swap file
     int pieces_pending = 0;     // NVMe: reads in flight into `host`
@@ -116,8 +121,8 @@ class ParamStore {
 
   const ShardLayout& layout_;
   ParamOffloadOptions options_;
-  DType disk_dtype_;
-  size_t disk_elem_bytes_;
+  DType dtype_;  // the model dtype: of host shards, staging and the swap file
+  size_t elem_bytes_;
   MemoryAccounting& memory_;
   std::vector<Unit> units_;
   std::unique_ptr<offload::NvmeSwapper> swapper_;

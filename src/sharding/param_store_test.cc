@@ -7,12 +7,14 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <random>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "core/dtype.h"
 #include "model/model_config.h"
 #include "model/param_layout.h"
 #include "offload/nvme_swapper.h"
@@ -64,22 +66,49 @@ ParamOffloadOptions nvme_options(int64_t max_in_cpu, int buffer_count, int64_t b
   return o;
 }
 
-TEST(ParamStore, HostPlacementRoundsToTheModelDtype) {
+// A shard's values as fp32 (the store holds them in its dtype).
+std::vector<float> widened(const void* shard, DType dtype, int64_t n) {
+  std::vector<float> out(static_cast<size_t>(n));
+  convert_to_f32(shard, dtype, out.data(), out.size());
+  return out;
+}
+
+// Shards are stored in the model dtype: a 16-bit model's take half an fp32 model's host bytes, and
+// hold exactly the rounded master values.
+class ParamStoreHost : public testing::TestWithParam<DType> {};
+
+TEST_P(ParamStoreHost, ShardsAreStoredInTheModelDtype) {
+  const DType dtype = GetParam();
   Fixture f;
   ParamOffloadOptions o;
   o.device = ParamOffload::kCpu;
-  auto store = ParamStore::create(f.layout, o, f.none_persistent(), DType::kBF16, 1, f.memory);
+  auto store = ParamStore::create(f.layout, o, f.none_persistent(), dtype, 1, f.memory);
   ASSERT_TRUE(store.ok()) << store.status().to_string();
   EXPECT_EQ((*store)->num_on_nvme(), 0);
+  EXPECT_EQ((*store)->dtype(), dtype);
+  EXPECT_EQ(f.memory.param_bytes,
+            f.layout.total_shard_numel() * static_cast<int64_t>(dtype_bytes(dtype)));
+  EXPECT_EQ(f.memory.offloaded_param_bytes, 0);
   const int64_t n = f.layout.unit(1).shard_numel;
   std::vector<float> v = random_values(n, 7);
   ASSERT_TRUE((*store)->write(1, v.data()).ok());
   auto got = (*store)->load(1);
   ASSERT_TRUE(got.ok());
-  for (int64_t i = 0; i < n; ++i) ASSERT_EQ((*got)[i], round_to_bf16(v[static_cast<size_t>(i)]));
-  EXPECT_EQ(f.memory.param_bytes, f.layout.total_shard_numel() * 4);
-  EXPECT_EQ(f.memory.offloaded_param_bytes, 0);
+  // The stored bytes are the model dtype's encoding of each rounded value.
+  std::vector<char> want(static_cast<size_t>(n) * dtype_bytes(dtype));
+  convert_from_f32(v.data(), want.data(), dtype, static_cast<size_t>(n));
+  ASSERT_EQ(std::memcmp(*got, want.data(), want.size()), 0);
+  const std::vector<float> w = widened(*got, dtype, n);
+  for (int64_t i = 0; i < n; ++i) {
+    ASSERT_EQ(w[static_cast<size_t>(i)], round_to_dtype(v[static_cast<size_t>(i)], dtype)) << i;
+  }
 }
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, ParamStoreHost,
+                         testing::Values(DType::kF32, DType::kBF16, DType::kF16),
+                         [](const testing::TestParamInfo<DType>& i) {
+                           return std::string(dtype_name(i.param));
+                         });
 
 TEST(ParamStore, MaxInCpuKeepsAPrefixAndPersistentUnitsInMemory) {
   Fixture f;
@@ -115,6 +144,13 @@ TEST_P(ParamStorePieces, EveryShardRoundTripsThroughTheSwapFile) {
   ASSERT_TRUE(store.ok()) << store.status().to_string();
   ParamStore& s = **store;
   ASSERT_EQ(s.num_on_nvme(), f.layout.num_units());
+  // The swap file holds every shard in the model dtype (each in whole 4 KiB slots).
+  int64_t file_bytes = 0;
+  for (int u = 0; u < f.layout.num_units(); ++u) {
+    file_bytes += static_cast<int64_t>(offload::NvmeSwapper::slot_bytes(
+        static_cast<uint64_t>(f.layout.unit(u).shard_numel) * dtype_bytes(k.dtype)));
+  }
+  EXPECT_EQ(f.memory.offloaded_param_bytes, file_bytes);
   EXPECT_LE(s.staging_numel(), std::max<int64_t>(k.buffer_numel, 4096 / 2));
   // Write every unit (write-behind: several pieces in flight), then read them in a different order
   // with read-ahead of later units, twice (a second write must win over the first).
@@ -131,10 +167,15 @@ TEST_P(ParamStorePieces, EveryShardRoundTripsThroughTheSwapFile) {
       auto got = s.load(u);
       ASSERT_TRUE(got.ok()) << got.status().to_string();
       const std::vector<float>& w = want[static_cast<size_t>(u)];
+      const std::vector<float> g = widened(*got, k.dtype, static_cast<int64_t>(w.size()));
       for (size_t i = 0; i < w.size(); ++i) {
-        ASSERT_EQ((*got)[i], round_to_dtype(w[i], k.dtype)) << "unit " << u << " element " << i;
+        ASSERT_EQ(g[i], round_to_dtype(w[i], k.dtype)) << "unit " << u << " element " << i;
       }
+      // The loaded copy is in the model dtype too: dropping it frees exactly its bytes.
+      const int64_t loaded = f.memory.param_bytes;
       s.drop(u);
+      EXPECT_EQ(loaded - f.memory.param_bytes,
+                static_cast<int64_t>(w.size() * dtype_bytes(k.dtype)));
     }
   }
   EXPECT_TRUE(s.flush().ok());

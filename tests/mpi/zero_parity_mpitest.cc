@@ -657,9 +657,13 @@ TEST(WireVolume, Stage3PersistenceAndReuseSaveGathers) {
 
 TEST(Memory, PartitionsShrinkByTheWorldSize) {
   const int world = g_world->world_size();
-  for (int stage : {0, 1, 2, 3}) {
+  // Stages 0-3, each in fp32 and bf16.
+  for (int k = 0; k < 8; ++k) {
+    const int stage = k / 2;
+    const DType dtype = k % 2 == 0 ? DType::kF32 : DType::kBF16;
     RunConfig c;
     c.stage = stage;
+    c.dtype = dtype;
     c.tbs = tbs_for(world);
     c.micro_batch = c.tbs / world;
     c.steps = 2;
@@ -674,7 +678,8 @@ TEST(Memory, PartitionsShrinkByTheWorldSize) {
       psi = e.shard_layout().total_padded_numel() * 4;
     });
     const int64_t shard = psi / world;
-    const std::string what = "stage " + std::to_string(stage);
+    const std::string what =
+        "stage " + std::to_string(stage) + " " + std::string(dtype_name(dtype));
     EXPECT_EQ(mem.master_bytes, stage == 0 ? psi : shard) << what;
     EXPECT_EQ(mem.optimizer_state_bytes, 2 * (stage == 0 ? psi : shard)) << what;
     if (stage <= 1) {
@@ -682,7 +687,9 @@ TEST(Memory, PartitionsShrinkByTheWorldSize) {
     } else {
       EXPECT_EQ(mem.grad_bytes, shard) << what;
     }
-    EXPECT_EQ(mem.param_bytes, stage == 3 ? shard : psi) << what;
+    // Working parameters (full units, or stage 3's host shards) are in the model dtype.
+    const int64_t working = psi / 4 * static_cast<int64_t>(dtype_bytes(dtype));
+    EXPECT_EQ(mem.param_bytes, stage == 3 ? working / world : working) << what;
     if (stage == 3) {
       // A unit in use plus the tied embedding held by the head: never more than two at once.
       EXPECT_LE(mem.peak_gathered_units, 2) << what;

@@ -1,0 +1,25 @@
+# `zero bench step` end to end: stage 3 with offload_param, a bf16 model's shards taking half an
+# fp32 model's bytes (issue 10 item 3), and bad input exiting 2.
+set(_bs_out ${CMAKE_BINARY_DIR}/test_out/bench_step)
+set(_bs_common --model preset:gpt2-mini --stages 3 --steps 1 --warmup 0 --micro_batch 1
+    --block_size 16)
+list(JOIN _bs_common " " _bs_common)
+
+# Columns of the stage-3 "off" row: $9 param MiB, $11 swap MiB. bf16 param MiB (host shards +
+# peak gathered, offload_param cpu) and swap MiB (offload_param nvme) are half the fp32 ones (to
+# the printed 0.01), and the swap directory is gone afterwards.
+add_test(NAME cli.bench.step_stage3_bf16_shards_take_half
+         COMMAND sh -c "rm -rf ${_bs_out} && for d in '' --bf16; do for o in cpu nvme; do \
+'$<TARGET_FILE:zero>' bench step ${_bs_common} $d --offload_param $o --nvme_path ${_bs_out}/swap \
+| awk -v o=$o '$1 == 3 && $2 == \"off\" { print o, $9, $11 }' || exit 1; done; done \
+| awk '{ v[NR] = ($1 == \"cpu\") ? $2 : $3 } END { \
+ok = NR == 4 && v[1] > 0 && v[2] > 0 && (v[1] - 2 * v[3]) ^ 2 < 4e-4 && (v[2] - 2 * v[4]) ^ 2 < 4e-4; \
+print (ok ? \"HALF\" : \"NOT HALF\"), v[1], v[2], v[3], v[4] }' && test ! -e ${_bs_out}/swap")
+set_tests_properties(cli.bench.step_stage3_bf16_shards_take_half PROPERTIES LABELS unit
+                     ENVIRONMENT "OMP_NUM_THREADS=2;OMP_WAIT_POLICY=passive"
+                     PASS_REGULAR_EXPRESSION "^HALF ")
+
+add_test(NAME cli.bench.step_bad_offload_param
+         COMMAND sh -c "'$<TARGET_FILE:zero>' bench step --offload_param disk 2>&1; test $? -eq 2")
+set_tests_properties(cli.bench.step_bad_offload_param PROPERTIES LABELS unit
+                     PASS_REGULAR_EXPRESSION "--offload_param: disk not in \\{none,cpu,nvme\\}")
