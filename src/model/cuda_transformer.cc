@@ -32,7 +32,7 @@ namespace kc = kernels::cuda;
 
 namespace {
 
-// One cudaMalloc carved into 256-byte-aligned arrays: layout() runs once without memory to size
+// One cudaMalloc carved into 256-byte-aligned arrays: carve_slab runs once without memory to size
 // the slab, then again to hand out the pointers.
 class Carver {
  public:
@@ -105,83 +105,92 @@ int64_t CudaTransformer::buffer_bytes() const {
   return static_cast<int64_t>(b.slab_bytes) + b.widened_embedding.bytes() + b.widened_unit.bytes();
 }
 
+size_t CudaTransformer::carve_slab(const ModelConfig& c, const CudaTransformerOptions& options,
+                                   int64_t B, int64_t T, Buffers& bf, char* base) {
+  const int64_t N = B * T, C = c.hidden_size, F = c.intermediate_size, V = c.vocab_size;
+  const int64_t D = c.head_dim(), Hq = c.num_heads, Hkv = c.num_kv_heads;
+  const bool gpt2 = c.arch == Arch::kGpt2;
+  const int n_acts = options.activation_checkpointing ? 1 : static_cast<int>(c.num_layers);
+  bf.kernel_scratch_bytes = std::max({kc::layernorm_backward_scratch_bytes(N, C),
+                                      kc::rmsnorm_backward_scratch_bytes(N, C),
+                                      kc::attention_backward_scratch_bytes(B, T, Hq, Hkv, D),
+                                      kc::encoder_backward_scratch_bytes(B, T, V)});
+  Carver cv(base);
+  auto f = [&](int64_t n) { return cv.take<float>(n); };
+  bf.tokens = cv.take<int32_t>(N);
+  bf.targets = cv.take<int32_t>(N);
+  bf.residual.assign(static_cast<size_t>(c.num_layers + 1), nullptr);
+  for (float*& r : bf.residual) r = f(N * C);
+  bf.acts.assign(static_cast<size_t>(n_acts), BlockActs{});
+  for (BlockActs& a : bf.acts) {
+    a.norm1 = f(N * C);
+    a.mean1 = f(N);
+    a.rstd1 = f(N);
+    a.qkv = gpt2 ? f(N * 3 * C) : nullptr;
+    a.q = f(N * Hq * D);
+    a.k = f(N * Hkv * D);
+    a.v = f(N * Hkv * D);
+    a.q_rot = gpt2 ? nullptr : f(N * Hq * D);
+    a.k_rot = gpt2 ? nullptr : f(N * Hkv * D);
+    a.lse = f(B * Hq * T);
+    a.attn_y = f(N * Hq * D);
+    a.x2 = f(N * C);
+    a.norm2 = f(N * C);
+    a.mean2 = f(N);
+    a.rstd2 = f(N);
+    a.gate = gpt2 ? nullptr : f(N * F);
+    a.up = f(N * F);
+    a.act = f(N * F);
+  }
+  bf.dnorm = f(N * C);
+  bf.dq = f(N * Hq * D);
+  bf.dk = f(N * Hkv * D);
+  bf.dv = f(N * Hkv * D);
+  bf.dqkv = gpt2 ? f(N * 3 * C) : nullptr;
+  bf.dattn_y = f(N * Hq * D);
+  bf.dact = f(N * F);
+  bf.dup = f(N * F);
+  bf.dgate = gpt2 ? nullptr : f(N * F);
+  bf.final_norm = f(N * C);
+  bf.final_mean = f(N);
+  bf.final_rstd = f(N);
+  bf.logits = f(N * V);
+  bf.losses = f(N);
+  bf.dloss = f(N);
+  bf.loss_sum = cv.take<double>(1);
+  bf.dresidual_a = f(N * C);
+  bf.dresidual_b = f(N * C);
+  bf.rope_cos = gpt2 ? nullptr : f(T * (D / 2));
+  bf.rope_sin = gpt2 ? nullptr : f(T * (D / 2));
+  bf.kernel_scratch = cv.take<char>(static_cast<int64_t>(bf.kernel_scratch_bytes));
+  return cv.bytes();
+}
+
+int64_t CudaTransformer::activation_bytes(const ModelConfig& config,
+                                          const CudaTransformerOptions& options, int64_t B,
+                                          int64_t T) {
+  Buffers sizing;
+  return static_cast<int64_t>(carve_slab(config, options, B, T, sizing, nullptr));
+}
+
 void CudaTransformer::ensure_buffers(int64_t B, int64_t T) {
   if (B == B_ && T == T_) return;
   const ModelConfig& c = layout_.config();
   Buffers& bf = *buffers_;
   B_ = B;
   T_ = T;
-  const int64_t N = B * T, C = c.hidden_size, F = c.intermediate_size, V = c.vocab_size;
-  const int64_t D = c.head_dim(), Hq = c.num_heads, Hkv = c.num_kv_heads;
-  const bool gpt2 = c.arch == Arch::kGpt2;
-  const int n_acts = options_.activation_checkpointing ? 1 : static_cast<int>(c.num_layers);
-  bf.kernel_scratch_bytes = std::max({kc::layernorm_backward_scratch_bytes(N, C),
-                                      kc::rmsnorm_backward_scratch_bytes(N, C),
-                                      kc::attention_backward_scratch_bytes(B, T, Hq, Hkv, D),
-                                      kc::encoder_backward_scratch_bytes(B, T, V)});
-
-  auto layout = [&](Carver& cv) {
-    auto f = [&](int64_t n) { return cv.take<float>(n); };
-    bf.tokens = cv.take<int32_t>(N);
-    bf.targets = cv.take<int32_t>(N);
-    bf.residual.assign(static_cast<size_t>(c.num_layers + 1), nullptr);
-    for (float*& r : bf.residual) r = f(N * C);
-    bf.acts.assign(static_cast<size_t>(n_acts), BlockActs{});
-    for (BlockActs& a : bf.acts) {
-      a.norm1 = f(N * C);
-      a.mean1 = f(N);
-      a.rstd1 = f(N);
-      a.qkv = gpt2 ? f(N * 3 * C) : nullptr;
-      a.q = f(N * Hq * D);
-      a.k = f(N * Hkv * D);
-      a.v = f(N * Hkv * D);
-      a.q_rot = gpt2 ? nullptr : f(N * Hq * D);
-      a.k_rot = gpt2 ? nullptr : f(N * Hkv * D);
-      a.lse = f(B * Hq * T);
-      a.attn_y = f(N * Hq * D);
-      a.x2 = f(N * C);
-      a.norm2 = f(N * C);
-      a.mean2 = f(N);
-      a.rstd2 = f(N);
-      a.gate = gpt2 ? nullptr : f(N * F);
-      a.up = f(N * F);
-      a.act = f(N * F);
-    }
-    bf.dnorm = f(N * C);
-    bf.dq = f(N * Hq * D);
-    bf.dk = f(N * Hkv * D);
-    bf.dv = f(N * Hkv * D);
-    bf.dqkv = gpt2 ? f(N * 3 * C) : nullptr;
-    bf.dattn_y = f(N * Hq * D);
-    bf.dact = f(N * F);
-    bf.dup = f(N * F);
-    bf.dgate = gpt2 ? nullptr : f(N * F);
-    bf.final_norm = f(N * C);
-    bf.final_mean = f(N);
-    bf.final_rstd = f(N);
-    bf.logits = f(N * V);
-    bf.losses = f(N);
-    bf.dloss = f(N);
-    bf.loss_sum = cv.take<double>(1);
-    bf.dresidual_a = f(N * C);
-    bf.dresidual_b = f(N * C);
-    bf.rope_cos = gpt2 ? nullptr : f(T * (D / 2));
-    bf.rope_sin = gpt2 ? nullptr : f(T * (D / 2));
-    bf.kernel_scratch = cv.take<char>(static_cast<int64_t>(bf.kernel_scratch_bytes));
-  };
-  Carver sizing(nullptr);
-  layout(sizing);
   if (bf.slab != nullptr) {
     // Why the free's device sync is harmless: the batch shape changes rarely (eval, the last
     // batch).
     CUDA_ABORT_IF_ERROR(cudaFree(bf.slab));
     bf.slab = nullptr;
   }
-  bf.slab_bytes = sizing.bytes();
+  bf.slab_bytes = carve_slab(c, options_, B, T, bf, nullptr);
   CUDA_ABORT_IF_ERROR(cudaMalloc(&bf.slab, bf.slab_bytes));
-  Carver carving(bf.slab);
-  layout(carving);
+  carve_slab(c, options_, B, T, bf, bf.slab);
 
+  const int64_t D = c.head_dim();
+  const bool gpt2 = c.arch == Arch::kGpt2;
   if (!gpt2) {
     // The RoPE tables, computed on the host in double as the CPU model does, then uploaded.
     const size_t n = static_cast<size_t>(T * (D / 2));

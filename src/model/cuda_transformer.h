@@ -34,7 +34,8 @@ struct CudaTransformerOptions {
 
 class CudaTransformer final : public Model {
  public:
-  // A model on the current CUDA device running on `stream` (null: the legacy default stream).
+  // A model on the current CUDA device running on `stream` (null: the legacy default stream), which
+  // must outlive it.
   // Errors: no usable device (the cuBLASLt handle cannot be created), or an option not supported.
   static StatusOr<std::unique_ptr<CudaTransformer>> create(const ModelConfig& config,
                                                            CudaTransformerOptions options = {},
@@ -47,8 +48,15 @@ class CudaTransformer final : public Model {
   Device device() const override { return Device::kCuda; }
   cudaStream_t stream() const { return stream_; }
 
-  // Device bytes of the activation, gradient-scratch and kernel-scratch buffers the last forward
-  // allocated, plus the fp32 buffers 16-bit units are widened into.
+  // Device bytes of the activation, gradient-scratch and kernel-scratch slab a forward/backward of
+  // (B, T) allocates, for memory planning before anything is allocated. Not included: the fp32
+  // buffers 16-bit units are widened into (the largest unit, and the embedding unit, in fp32) and
+  // the MatmulContext's workspace (kernels::cuda::MatmulContext::kWorkspaceBytes). REQUIRES: a
+  // current device.
+  static int64_t activation_bytes(const ModelConfig& config, const CudaTransformerOptions& options,
+                                  int64_t B, int64_t T);
+  // Device bytes of the slab the last forward allocated (activation_bytes of its shape; 0 before
+  // the first), plus the fp32 buffers 16-bit units were widened into.
   int64_t buffer_bytes() const override;
 
   // As Transformer::forward. Tokens and targets are host arrays (copied to the device); the
@@ -70,6 +78,9 @@ class CudaTransformer final : public Model {
   class AcquiredDeviceUnit;
 
   CudaTransformer(const ModelConfig& config, CudaTransformerOptions options, cudaStream_t stream);
+  // Points bf's arrays into the slab at `base` (null: only sizes it); returns the slab's bytes.
+  static size_t carve_slab(const ModelConfig& config, const CudaTransformerOptions& options,
+                           int64_t B, int64_t T, Buffers& bf, char* base);
   void ensure_buffers(int64_t B, int64_t T);
   void upload_batch(const int32_t* tokens, const int32_t* targets);
   void block_forward(int layer, const float* w, const float* x, float* out, BlockActs& a);
