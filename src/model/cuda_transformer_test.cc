@@ -319,6 +319,29 @@ INSTANTIATE_TEST_SUITE_P(Models, CudaTransformerVsCpu, ::testing::ValuesIn(cases
                            return info.param.name;
                          });
 
+// Two forwards without targets back to back (no host sync between them; the second waits for the
+// first's batch upload before reusing its staging): logits only, loss 0, no counted targets.
+TEST(CudaTransformer, ForwardWithoutTargetsComputesLogits) {
+  ZERO_SKIP_WITHOUT_GPU();
+  const ModelConfig config = gpt2_config();
+  Transformer cpu(config);
+  zero::cuda::CudaStream stream;
+  auto created = CudaTransformer::create(config, {}, stream);
+  ASSERT_TRUE(created.ok()) << created.status().to_string();
+  CudaTransformer& gpu = **created;
+  TestParams params(cpu.layout(), DType::kF32, 99);
+  TestParams::Access cpu_params(params, Device::kCpu), gpu_params(params, Device::kCuda);
+  const Batch first = make_batch(1), second = make_batch(2);
+  EXPECT_EQ(gpu.forward(gpu_params, first.tokens.data(), nullptr, kB, kT), 0.0f);
+  EXPECT_EQ(gpu.forward(gpu_params, second.tokens.data(), nullptr, kB, kT), 0.0f);
+  EXPECT_EQ(gpu.counted_targets(), 0);
+  EXPECT_EQ(cpu.forward(cpu_params, second.tokens.data(), nullptr, kB, kT), 0.0f);
+  std::vector<float> want(static_cast<size_t>(config.vocab_size)), got(want.size());
+  cpu.logits_at(1, kT - 1, want.data());
+  gpu.logits_at(1, kT - 1, got.data());
+  EXPECT_TRUE(matches(got, want));
+}
+
 TEST(CudaTransformer, RefusesCheckpointsInHostMemory) {
   ZERO_SKIP_WITHOUT_GPU();
   auto created = CudaTransformer::create(
