@@ -219,6 +219,9 @@ void CudaTransformer::upload_batch(const int32_t* tokens, const int32_t* targets
     bf.host_targets.assign(static_cast<size_t>(N), kernels::cpu::kIgnoreIndex);
   }
   const size_t bytes = static_cast<size_t>(N) * sizeof(int32_t);
+  // Pageable staging: a GPU driver may wait for the stream before staging these copies (so the
+  // host does not run ahead of the previous micro-step's backward); pinned staging (cudaHostAlloc)
+  // is the follow-up once the emulator has pinned memory.
   CUDA_ABORT_IF_ERROR(
       cudaMemcpyAsync(bf.tokens, bf.host_tokens.data(), bytes, cudaMemcpyHostToDevice, stream_));
   CUDA_ABORT_IF_ERROR(
