@@ -1,0 +1,388 @@
+// CudaTransformer: Transformer's orchestration over units (transformer.cc, block_forward.cc,
+// gpt2_block.cc, llama_block.cc), step for step, with the CUDA kernels on one stream. All values
+// are fp32 on the device; 16-bit units are widened exactly into model-owned fp32 buffers, as the
+// CPU model widens them on the host. Legend: N = B*T rows, C hidden, F intermediate, V vocab, Hq /
+// Hkv heads, D head dim.
+#include "model/cuda_transformer.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "core/check.h"
+#include "core/cuda/cuda_check.h"
+#include "core/cuda/cuda_stream.h"
+#include "kernels/attention/attention_cuda.h"
+#include "kernels/cross_entropy/cross_entropy.h"
+#include "kernels/cross_entropy/cross_entropy_cuda.h"
+#include "kernels/encoder/encoder_cuda.h"
+#include "kernels/layernorm/layernorm_cuda.h"
+#include "kernels/matmul/matmul_cuda.h"
+#include "kernels/rmsnorm/rmsnorm_cuda.h"
+#include "kernels/rope/rope.h"
+#include "model/cuda_transformer_buffers.h"
+#include "model/cuda_transformer_kernels.h"
+
+namespace zero::model {
+
+namespace kc = kernels::cuda;
+
+namespace {
+
+// One cudaMalloc carved into 256-byte-aligned arrays: layout() runs once without memory to size
+// the slab, then again to hand out the pointers.
+class Carver {
+ public:
+  explicit Carver(char* base) : base_(base) {}
+  template <typename T>
+  T* take(int64_t n) {
+    T* p = base_ ? reinterpret_cast<T*>(base_ + offset_) : nullptr;
+    offset_ += (static_cast<size_t>(n) * sizeof(T) + 255) / 256 * 256;
+    return p;
+  }
+  size_t bytes() const { return offset_; }
+
+ private:
+  char* base_;
+  size_t offset_ = 0;
+};
+
+}  // namespace
+
+// RAII acquire of one unit as fp32 device values (AcquiredUnit's device twin).
+class CudaTransformer::AcquiredDeviceUnit {
+ public:
+  AcquiredDeviceUnit(ParamAccess& params, int u, DeviceWiden& buffer, cudaStream_t stream)
+      : params_(params), unit_(u), values_(buffer.widen(params.acquire(u), stream)) {}
+  ~AcquiredDeviceUnit() { release(); }
+  AcquiredDeviceUnit(const AcquiredDeviceUnit&) = delete;
+  AcquiredDeviceUnit& operator=(const AcquiredDeviceUnit&) = delete;
+
+  operator const float*() const { return values_; }  // NOLINT: reads as the pointer it replaces
+  // Releases the unit now; the kernels reading it are enqueued (see the stream contract).
+  void release() {
+    if (values_ == nullptr) return;
+    values_ = nullptr;
+    params_.release(unit_);
+  }
+
+ private:
+  ParamAccess& params_;
+  int unit_;
+  const float* values_;
+};
+
+StatusOr<std::unique_ptr<CudaTransformer>> CudaTransformer::create(const ModelConfig& config,
+                                                                   CudaTransformerOptions options,
+                                                                   cudaStream_t stream) {
+  if (options.checkpoints_in_host_memory) {
+    return unimplemented(
+        "activation_checkpointing.cpu_checkpointing is not implemented for the CUDA model yet "
+        "(block inputs stay in device memory); turn it off");
+  }
+  auto matmul = kc::MatmulContext::create();
+  if (!matmul.ok()) return matmul.status();
+  std::unique_ptr<CudaTransformer> model(new CudaTransformer(config, options, stream));
+  model->buffers_->matmul = std::move(*matmul);
+  return model;
+}
+
+CudaTransformer::CudaTransformer(const ModelConfig& config, CudaTransformerOptions options,
+                                 cudaStream_t stream)
+    : layout_(config), options_(options), stream_(stream), buffers_(std::make_unique<Buffers>()) {}
+
+CudaTransformer::~CudaTransformer() {
+  // Why: the slab and the widen buffers may still be read by queued kernels (cudaFree would wait
+  // for the device anyway; this makes the order explicit).
+  cudaStreamSynchronize(stream_);
+}
+
+int64_t CudaTransformer::buffer_bytes() const {
+  const Buffers& b = *buffers_;
+  return static_cast<int64_t>(b.slab_bytes) + b.widened_embedding.bytes() + b.widened_unit.bytes();
+}
+
+void CudaTransformer::ensure_buffers(int64_t B, int64_t T) {
+  if (B == B_ && T == T_) return;
+  const ModelConfig& c = layout_.config();
+  Buffers& bf = *buffers_;
+  B_ = B;
+  T_ = T;
+  const int64_t N = B * T, C = c.hidden_size, F = c.intermediate_size, V = c.vocab_size;
+  const int64_t D = c.head_dim(), Hq = c.num_heads, Hkv = c.num_kv_heads;
+  const bool gpt2 = c.arch == Arch::kGpt2;
+  const int n_acts = options_.activation_checkpointing ? 1 : static_cast<int>(c.num_layers);
+  bf.kernel_scratch_bytes = std::max({kc::layernorm_backward_scratch_bytes(N, C),
+                                      kc::rmsnorm_backward_scratch_bytes(N, C),
+                                      kc::attention_backward_scratch_bytes(B, T, Hq, Hkv, D),
+                                      kc::encoder_backward_scratch_bytes(B, T, V)});
+
+  auto layout = [&](Carver& cv) {
+    auto f = [&](int64_t n) { return cv.take<float>(n); };
+    bf.tokens = cv.take<int32_t>(N);
+    bf.targets = cv.take<int32_t>(N);
+    bf.residual.assign(static_cast<size_t>(c.num_layers + 1), nullptr);
+    for (float*& r : bf.residual) r = f(N * C);
+    bf.acts.assign(static_cast<size_t>(n_acts), BlockActs{});
+    for (BlockActs& a : bf.acts) {
+      a.norm1 = f(N * C);
+      a.mean1 = f(N);
+      a.rstd1 = f(N);
+      a.qkv = gpt2 ? f(N * 3 * C) : nullptr;
+      a.q = f(N * Hq * D);
+      a.k = f(N * Hkv * D);
+      a.v = f(N * Hkv * D);
+      a.q_rot = gpt2 ? nullptr : f(N * Hq * D);
+      a.k_rot = gpt2 ? nullptr : f(N * Hkv * D);
+      a.lse = f(B * Hq * T);
+      a.attn_y = f(N * Hq * D);
+      a.x2 = f(N * C);
+      a.norm2 = f(N * C);
+      a.mean2 = f(N);
+      a.rstd2 = f(N);
+      a.gate = gpt2 ? nullptr : f(N * F);
+      a.up = f(N * F);
+      a.act = f(N * F);
+    }
+    bf.dnorm = f(N * C);
+    bf.dq = f(N * Hq * D);
+    bf.dk = f(N * Hkv * D);
+    bf.dv = f(N * Hkv * D);
+    bf.dqkv = gpt2 ? f(N * 3 * C) : nullptr;
+    bf.dattn_y = f(N * Hq * D);
+    bf.dact = f(N * F);
+    bf.dup = f(N * F);
+    bf.dgate = gpt2 ? nullptr : f(N * F);
+    bf.final_norm = f(N * C);
+    bf.final_mean = f(N);
+    bf.final_rstd = f(N);
+    bf.logits = f(N * V);
+    bf.losses = f(N);
+    bf.dloss = f(N);
+    bf.loss_sum = cv.take<double>(1);
+    bf.dresidual_a = f(N * C);
+    bf.dresidual_b = f(N * C);
+    bf.rope_cos = gpt2 ? nullptr : f(T * (D / 2));
+    bf.rope_sin = gpt2 ? nullptr : f(T * (D / 2));
+    bf.kernel_scratch = cv.take<char>(static_cast<int64_t>(bf.kernel_scratch_bytes));
+  };
+  Carver sizing(nullptr);
+  layout(sizing);
+  if (bf.slab != nullptr) {
+    // Why the free's device sync is harmless: the batch shape changes rarely (eval, the last
+    // batch).
+    CUDA_ABORT_IF_ERROR(cudaFree(bf.slab));
+    bf.slab = nullptr;
+  }
+  bf.slab_bytes = sizing.bytes();
+  CUDA_ABORT_IF_ERROR(cudaMalloc(&bf.slab, bf.slab_bytes));
+  Carver carving(bf.slab);
+  layout(carving);
+
+  if (!gpt2) {
+    // The RoPE tables, computed on the host in double as the CPU model does, then uploaded.
+    const size_t n = static_cast<size_t>(T * (D / 2));
+    bf.host_rope_cos.assign(n, 0.0f);
+    bf.host_rope_sin.assign(n, 0.0f);
+    kernels::cpu::rope_tables(bf.host_rope_cos.data(), bf.host_rope_sin.data(),
+                              kernels::cpu::rope_inv_freq(D, c.rope_theta, c.rope_scaling, T), T,
+                              c.rope_scaling.attention_factor);
+    CUDA_ABORT_IF_ERROR(cudaMemcpyAsync(bf.rope_cos, bf.host_rope_cos.data(), n * sizeof(float),
+                                        cudaMemcpyHostToDevice, stream_));
+    CUDA_ABORT_IF_ERROR(cudaMemcpyAsync(bf.rope_sin, bf.host_rope_sin.data(), n * sizeof(float),
+                                        cudaMemcpyHostToDevice, stream_));
+  }
+}
+
+void CudaTransformer::upload_batch(const int32_t* tokens, const int32_t* targets) {
+  Buffers& bf = *buffers_;
+  const int64_t N = B_ * T_;
+  // Why: the previous batch's copies read the staging vectors when the stream runs them (pinned
+  // semantics); they ran long ago unless the last forward had no targets (then no sync followed).
+  CUDA_ABORT_IF_ERROR(cudaEventSynchronize(bf.upload_done.get()));
+  bf.host_tokens.assign(tokens, tokens + N);
+  if (targets) {
+    bf.host_targets.assign(targets, targets + N);
+  } else {
+    bf.host_targets.assign(static_cast<size_t>(N), kernels::cpu::kIgnoreIndex);
+  }
+  const size_t bytes = static_cast<size_t>(N) * sizeof(int32_t);
+  CUDA_ABORT_IF_ERROR(
+      cudaMemcpyAsync(bf.tokens, bf.host_tokens.data(), bytes, cudaMemcpyHostToDevice, stream_));
+  CUDA_ABORT_IF_ERROR(
+      cudaMemcpyAsync(bf.targets, bf.host_targets.data(), bytes, cudaMemcpyHostToDevice, stream_));
+  bf.upload_done.record(stream_);
+  counted_targets_ = 0;
+  for (int32_t t : bf.host_targets) counted_targets_ += (t != kernels::cpu::kIgnoreIndex);
+}
+
+float CudaTransformer::forward(ParamAccess& params, const int32_t* tokens, const int32_t* targets,
+                               int64_t B, int64_t T) {
+  const ModelConfig& c = layout_.config();
+  ZERO_CHECK(T >= 1 && (c.arch != Arch::kGpt2 || T <= c.max_position_embeddings),
+             "sequence length ", T, " exceeds max_position_embeddings ", c.max_position_embeddings);
+  ensure_buffers(B, T);
+  upload_batch(tokens, targets);
+  Buffers& bf = *buffers_;
+  const int64_t N = B * T, C = c.hidden_size, V = c.vocab_size;
+
+  // Embedding unit.
+  const int emb = layout_.embedding_unit();
+  {
+    const UnitSpec& u = layout_.unit(emb);
+    AcquiredDeviceUnit w(params, emb, bf.widened_embedding, stream_);
+    const ParamSpec* wpe = u.find(ParamKind::kPositionEmbedding);
+    kc::encoder_forward<float>(bf.residual[0], bf.tokens,
+                               w + u.param(ParamKind::kTokenEmbedding).offset,
+                               wpe ? w + wpe->offset : nullptr, B, T, C, V, stream_);
+  }
+
+  // Blocks.
+  for (int l = 0; l < c.num_layers; ++l) {
+    AcquiredDeviceUnit w(params, layout_.block_unit(l), bf.widened_unit, stream_);
+    BlockActs& a = bf.acts[options_.activation_checkpointing ? 0 : static_cast<size_t>(l)];
+    block_forward(l, w, bf.residual[static_cast<size_t>(l)],
+                  bf.residual[static_cast<size_t>(l) + 1], a);
+  }
+
+  // Final norm + head (the tied head reads the embedding unit).
+  const int fin = layout_.final_unit();
+  const UnitSpec& fu = layout_.unit(fin);
+  AcquiredDeviceUnit fw(params, fin, bf.widened_unit, stream_);
+  const float eps = static_cast<float>(c.norm_eps);
+  const float* xL = bf.residual.back();
+  if (c.arch == Arch::kGpt2) {
+    kc::layernorm_forward<float>(bf.final_norm, bf.final_mean, bf.final_rstd, xL,
+                                 fw + fu.param(ParamKind::kFinalNormWeight).offset,
+                                 fw + fu.param(ParamKind::kFinalNormBias).offset, N, C, eps,
+                                 stream_);
+  } else {
+    kc::rmsnorm_forward<float>(bf.final_norm, bf.final_rstd, xL,
+                               fw + fu.param(ParamKind::kFinalNormWeight).offset, N, C, eps,
+                               stream_);
+  }
+  if (const ParamSpec* lm = fu.find(ParamKind::kLmHead)) {
+    kc::matmul_forward<float>(*bf.matmul, bf.logits, bf.final_norm, fw + lm->offset, nullptr, N, C,
+                              V, stream_);
+  } else {
+    AcquiredDeviceUnit ew(params, emb, bf.widened_embedding, stream_);
+    const float* head = ew + layout_.unit(emb).param(ParamKind::kTokenEmbedding).offset;
+    kc::matmul_forward<float>(*bf.matmul, bf.logits, bf.final_norm, head, nullptr, N, C, V,
+                              stream_);
+  }
+  fw.release();
+
+  if (!targets) return 0.0f;
+  kc::cross_entropy_forward<float>(bf.losses, bf.logits, bf.targets, N, V, stream_);
+  cuda_glue::sum_to_f64(bf.loss_sum, bf.losses, N, stream_);
+  CUDA_ABORT_IF_ERROR(cudaMemcpyAsync(&bf.host_loss_sum, bf.loss_sum, sizeof(double),
+                                      cudaMemcpyDeviceToHost, stream_));
+  // Why: forward returns the loss as a host float (Model's contract: the engine logs it and checks
+  // it per micro-step); this is the one host sync of a micro-step.
+  CUDA_ABORT_IF_ERROR(cudaStreamSynchronize(stream_));
+  return counted_targets_ > 0
+             ? static_cast<float>(bf.host_loss_sum / static_cast<double>(counted_targets_))
+             : 0.0f;
+}
+
+void CudaTransformer::backward(ParamAccess& params, GradSink& grads, float dloss_per_token) {
+  const ModelConfig& c = layout_.config();
+  Buffers& bf = *buffers_;
+  const int64_t B = B_, T = T_, N = B * T, C = c.hidden_size, V = c.vocab_size;
+  ZERO_CHECK(N > 0, "backward called before forward");
+  const size_t nc_bytes = static_cast<size_t>(N * C) * sizeof(float);
+
+  // Loss -> logits, in place (the logits buffer becomes dlogits).
+  cuda_glue::fill(bf.dloss, dloss_per_token, N, stream_);
+  kc::cross_entropy_backward<float>(bf.logits, bf.logits, bf.targets, bf.dloss, N, V, stream_);
+
+  // Final unit: head then norm.
+  const int emb = layout_.embedding_unit();
+  const int fin = layout_.final_unit();
+  const UnitSpec& fu = layout_.unit(fin);
+  AcquiredDeviceUnit fw(params, fin, bf.widened_unit, stream_);
+  float* fdw = grads.grad_buffer(fin);
+  float* dnorm = bf.dresidual_b;
+  CUDA_ABORT_IF_ERROR(cudaMemsetAsync(dnorm, 0, nc_bytes, stream_));
+  if (const ParamSpec* lm = fu.find(ParamKind::kLmHead)) {
+    kc::matmul_backward<float>(*bf.matmul, dnorm, fdw + lm->offset, nullptr, bf.logits,
+                               bf.final_norm, fw + lm->offset, N, C, V, stream_);
+  } else {
+    AcquiredDeviceUnit ew(params, emb, bf.widened_embedding, stream_);
+    const int64_t off = layout_.unit(emb).param(ParamKind::kTokenEmbedding).offset;
+    kc::matmul_backward<float>(*bf.matmul, dnorm, grads.grad_buffer(emb) + off, nullptr, bf.logits,
+                               bf.final_norm, ew + off, N, C, V, stream_);
+  }
+  float* dx = bf.dresidual_a;
+  CUDA_ABORT_IF_ERROR(cudaMemsetAsync(dx, 0, nc_bytes, stream_));
+  const float* xL = bf.residual.back();
+  const int64_t wn = fu.param(ParamKind::kFinalNormWeight).offset;
+  if (c.arch == Arch::kGpt2) {
+    const int64_t bn = fu.param(ParamKind::kFinalNormBias).offset;
+    kc::layernorm_backward<float>(dx, fdw + wn, fdw + bn, dnorm, xL, fw + wn, bf.final_mean,
+                                  bf.final_rstd, N, C, bf.kernel_scratch, bf.kernel_scratch_bytes,
+                                  stream_);
+  } else {
+    kc::rmsnorm_backward<float>(dx, fdw + wn, dnorm, xL, fw + wn, bf.final_rstd, N, C,
+                                bf.kernel_scratch, bf.kernel_scratch_bytes, stream_);
+  }
+  fw.release();
+  grads.grad_ready(fin);
+
+  // Blocks in reverse; dout lives in `dx`, the block turns it into d(input) in place.
+  float* dnext = bf.dresidual_b;
+  for (int l = static_cast<int>(c.num_layers) - 1; l >= 0; --l) {
+    const int unit = layout_.block_unit(l);
+    AcquiredDeviceUnit w(params, unit, bf.widened_unit, stream_);
+    float* dw = grads.grad_buffer(unit);
+    BlockActs& a = bf.acts[options_.activation_checkpointing ? 0 : static_cast<size_t>(l)];
+    const float* x = bf.residual[static_cast<size_t>(l)];
+    if (options_.activation_checkpointing) {
+      // Recompute this block's activations from its saved input; the output goes to scratch.
+      block_forward(l, w, x, dnext, a);
+    }
+    const UnitSpec& u = layout_.unit(unit);
+    if (c.arch == Arch::kGpt2) {
+      gpt2_block_backward(u, w, dw, x, dx, a);
+    } else {
+      llama_block_backward(u, w, dw, x, dx, a);
+    }
+    w.release();
+    grads.grad_ready(unit);
+  }
+
+  // Embedding unit.
+  {
+    const UnitSpec& u = layout_.unit(emb);
+    float* dw = grads.grad_buffer(emb);
+    const ParamSpec* wpe = u.find(ParamKind::kPositionEmbedding);
+    kc::encoder_backward<float>(dw + u.param(ParamKind::kTokenEmbedding).offset,
+                                wpe ? dw + wpe->offset : nullptr, dx, bf.tokens, B, T, C, V,
+                                bf.kernel_scratch, bf.kernel_scratch_bytes, stream_);
+    grads.grad_ready(emb);
+  }
+}
+
+void CudaTransformer::logits_at(int64_t b, int64_t t, float* out) const {
+  const int64_t V = layout_.config().vocab_size;
+  CUDA_ABORT_IF_ERROR(cudaMemcpyAsync(out, buffers_->logits + (b * T_ + t) * V,
+                                      static_cast<size_t>(V) * sizeof(float),
+                                      cudaMemcpyDeviceToHost, stream_));
+  // Why: the caller reads `out` on return.
+  CUDA_ABORT_IF_ERROR(cudaStreamSynchronize(stream_));
+}
+
+void CudaTransformer::block_forward(int layer, const float* w, const float* x, float* out,
+                                    BlockActs& a) {
+  const UnitSpec& u = layout_.unit(layout_.block_unit(layer));
+  if (layout_.config().arch == Arch::kGpt2) {
+    gpt2_block_forward(u, w, x, out, a);
+  } else {
+    llama_block_forward(u, w, x, out, a);
+  }
+}
+
+}  // namespace zero::model

@@ -1,0 +1,93 @@
+// CudaTransformer: the CUDA implementation of model::Model — Transformer's math (the CPU oracle,
+// transformer.h) as calls of the CUDA kernels (kernels/<op>/<op>_cuda.h) on one compute stream,
+// with every activation in device memory the model owns. GPT-2 and the Llama family, as the CPU
+// model supports them. Legend: B batch, T time, C hidden, V vocab, N = B*T.
+//
+// Stream contract: everything is enqueued on stream(); the only host synchronisations are the
+// loss of a forward with targets and logits_at. So ParamAccess::release(u) and GradSink::grad_ready
+// (u) are called once the kernels that read unit u's parameters / write its gradient are ENQUEUED,
+// not finished: an implementation that reuses the parameter memory or reads the gradient must
+// order that after stream() (an event recorded on it).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <memory>
+
+#include "core/status.h"
+#include "core/tensor.h"
+#include "model/model.h"
+#include "model/param_access.h"
+#include "model/param_layout.h"
+
+namespace zero::model {
+
+struct CudaTransformerOptions {
+  // Keep only each block's input (the residual stream) during forward; recompute the block in
+  // backward, as Transformer does.
+  bool activation_checkpointing = false;
+  // activation_checkpointing.cpu_checkpointing (block inputs in pinned host memory): not
+  // implemented yet; create() refuses it.
+  bool checkpoints_in_host_memory = false;
+};
+
+class CudaTransformer final : public Model {
+ public:
+  // A model on the current CUDA device running on `stream` (null: the legacy default stream).
+  // Errors: no usable device (the cuBLASLt handle cannot be created), or an option not supported.
+  static StatusOr<std::unique_ptr<CudaTransformer>> create(const ModelConfig& config,
+                                                           CudaTransformerOptions options = {},
+                                                           cudaStream_t stream = nullptr);
+  ~CudaTransformer() override;
+  CudaTransformer(const CudaTransformer&) = delete;
+  CudaTransformer& operator=(const CudaTransformer&) = delete;
+
+  const ModelLayout& layout() const override { return layout_; }
+  Device device() const override { return Device::kCuda; }
+  cudaStream_t stream() const { return stream_; }
+
+  // Device bytes of the activation, gradient-scratch and kernel-scratch buffers the last forward
+  // allocated, plus the fp32 buffers 16-bit units are widened into.
+  int64_t buffer_bytes() const override;
+
+  // As Transformer::forward. Tokens and targets are host arrays (copied to the device); the
+  // parameters acquired must be device memory (ParamView::device == kCuda). With targets, waits
+  // for the stream to return the loss.
+  float forward(ParamAccess& params, const int32_t* tokens, const int32_t* targets, int64_t B,
+                int64_t T) override;
+  int64_t counted_targets() const override { return counted_targets_; }
+  // As Transformer::backward; the GradSink's buffers are device fp32 memory, accumulated into.
+  void backward(ParamAccess& params, GradSink& grads, float dloss_per_token) override;
+  // Copies the logits of (b, t) to host `out` (V floats) and waits for them. Invalidated by
+  // backward (the logits buffer becomes their gradient, as in Transformer).
+  void logits_at(int64_t b, int64_t t, float* out) const override;
+
+ private:
+  struct Buffers;
+  struct BlockActs;
+  class DeviceWiden;
+  class AcquiredDeviceUnit;
+
+  CudaTransformer(const ModelConfig& config, CudaTransformerOptions options, cudaStream_t stream);
+  void ensure_buffers(int64_t B, int64_t T);
+  void upload_batch(const int32_t* tokens, const int32_t* targets);
+  void block_forward(int layer, const float* w, const float* x, float* out, BlockActs& a);
+  void gpt2_block_forward(const UnitSpec& u, const float* w, const float* x, float* out,
+                          BlockActs& a);
+  void llama_block_forward(const UnitSpec& u, const float* w, const float* x, float* out,
+                           BlockActs& a);
+  void gpt2_block_backward(const UnitSpec& u, const float* w, float* dw, const float* x, float* dx,
+                           BlockActs& a);
+  void llama_block_backward(const UnitSpec& u, const float* w, float* dw, const float* x, float* dx,
+                            BlockActs& a);
+
+  ModelLayout layout_;
+  CudaTransformerOptions options_;
+  cudaStream_t stream_;
+  std::unique_ptr<Buffers> buffers_;
+  int64_t B_ = 0, T_ = 0;
+  int64_t counted_targets_ = 0;
+};
+
+}  // namespace zero::model

@@ -1,0 +1,311 @@
+// CudaTransformer against the CPU Transformer (the oracle, itself checked against PyTorch in
+// transformer_test.cc): loss, logits and every unit's gradient over two accumulating micro-steps,
+// for tiny GPT-2 and Llama (GQA, llama3 / linear RoPE scaling, SwiGLU, RMSNorm, tied and untied,
+// biases, a sliding window) models in fp32, bf16 and fp16 working dtypes, with and without
+// activation checkpointing. Also the ParamAccess / GradSink call order, which the engine relies on.
+// Runs on a GPU, and on the CPU emulator as cuda_transformer_emu_test (docs/emu.md).
+#include "model/cuda_transformer.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/cuda/cuda_stream.h"
+#include "core/dtype.h"
+#include "kernels/cuda_test_util.h"
+#include "kernels/tolerance.h"
+#include "model/transformer.h"
+
+namespace zero::model {
+namespace {
+
+using kernels::testing::all_close;
+using kernels::testing::DeviceArray;
+using kernels::testing::norm_close;
+
+// Tiny shapes (the emulator runs every CUDA thread as a host thread): C = 32, 4 query heads of
+// D = 8, 2 layers, an odd vocabulary.
+constexpr int64_t kB = 2, kT = 8, kVocab = 97;
+
+ModelConfig gpt2_config() {
+  ModelConfig c;
+  c.arch = Arch::kGpt2;
+  c.model_type = "gpt2";
+  c.vocab_size = kVocab;
+  c.max_position_embeddings = 16;
+  c.hidden_size = 32;
+  c.num_layers = 2;
+  c.num_heads = 4;
+  c.num_kv_heads = 4;
+  c.intermediate_size = 128;
+  c.hidden_act = "gelu_new";
+  c.scale_attn_by_inverse_layer_idx = true;  // the score divisor of layer 1
+  return c;
+}
+
+// GQA (4 query heads, 2 kv heads), llama3 RoPE scaling (its original context of 8 puts head
+// dim 8's four frequencies in the kept, smoothed and scaled bands).
+ModelConfig llama_config(bool tied) {
+  ModelConfig c;
+  c.arch = Arch::kLlama;
+  c.model_type = "llama";
+  c.vocab_size = kVocab;
+  c.max_position_embeddings = 64;
+  c.hidden_size = 32;
+  c.num_layers = 2;
+  c.num_heads = 4;
+  c.num_kv_heads = 2;
+  c.intermediate_size = 48;
+  c.hidden_act = "silu";
+  c.rope_theta = 500000.0;
+  c.rope_scaling.type = "llama3";
+  c.rope_scaling.factor = 8.0;
+  c.rope_scaling.low_freq_factor = 1.0;
+  c.rope_scaling.high_freq_factor = 4.0;
+  c.rope_scaling.original_max_position_embeddings = 8;
+  c.tie_word_embeddings = tied;
+  return c;
+}
+
+// Untied, q/k/v/o and MLP biases, linear RoPE scaling, a sliding window on layer 0.
+ModelConfig llama_biased_config() {
+  ModelConfig c = llama_config(/*tied=*/false);
+  c.rope_scaling = {};
+  c.rope_scaling.type = "linear";
+  c.rope_scaling.factor = 2.0;
+  c.attention_bias = true;
+  c.mlp_bias = true;
+  c.sliding_window = 5;
+  c.sliding_layers = {true, false};
+  return c;
+}
+
+// Every unit's parameters on the host (fp32 values, and their 16-bit bits for a 16-bit model) and
+// on the device; the same values for both models. Logs acquire (u) and release (~u).
+class TestParams {
+ public:
+  TestParams(const ModelLayout& layout, DType dtype, uint32_t seed) : dtype_(dtype) {
+    std::mt19937 rng(seed);
+    for (const UnitSpec& u : layout.units()) {
+      std::vector<float> values(static_cast<size_t>(u.numel));
+      for (const ParamSpec& p : u.params) {
+        const bool norm = p.kind == ParamKind::kAttnNormWeight ||
+                          p.kind == ParamKind::kMlpNormWeight ||
+                          p.kind == ParamKind::kFinalNormWeight;
+        const bool embedding =
+            p.kind == ParamKind::kTokenEmbedding || p.kind == ParamKind::kPositionEmbedding;
+        const float scale = embedding ? 0.5f : 0.3f;
+        std::uniform_real_distribution<float> dist(-scale, scale);
+        for (int64_t i = 0; i < p.numel(); ++i) {
+          values[static_cast<size_t>(p.offset + i)] = (norm ? 1.0f : 0.0f) + dist(rng);
+        }
+      }
+      if (dtype == DType::kF32) {
+        host_f32_.push_back(values);
+        device_f32_.push_back(std::make_unique<DeviceArray<float>>(values));
+      } else {
+        std::vector<uint16_t> bits(values.size());
+        convert_from_f32(values.data(), bits.data(), dtype, values.size());
+        host_16_.push_back(bits);
+        device_16_.push_back(std::make_unique<DeviceArray<uint16_t>>(bits));
+      }
+    }
+  }
+
+  // The ParamAccess of one model: host or device memory.
+  class Access : public ParamAccess {
+   public:
+    Access(TestParams& params, Device device) : params_(params), device_(device) {}
+    ParamView acquire(int u) override {
+      log.push_back(u);
+      const size_t i = static_cast<size_t>(u);
+      const bool f32 = params_.dtype_ == DType::kF32;
+      ParamView v;
+      v.dtype = params_.dtype_;
+      v.device = device_;
+      if (device_ == Device::kCpu) {
+        v.data = f32 ? static_cast<const void*>(params_.host_f32_[i].data())
+                     : static_cast<const void*>(params_.host_16_[i].data());
+        v.numel =
+            static_cast<int64_t>(f32 ? params_.host_f32_[i].size() : params_.host_16_[i].size());
+      } else {
+        v.data = f32 ? static_cast<const void*>(params_.device_f32_[i]->get())
+                     : static_cast<const void*>(params_.device_16_[i]->get());
+        v.numel = static_cast<int64_t>(f32 ? params_.device_f32_[i]->size()
+                                           : params_.device_16_[i]->size());
+      }
+      return v;
+    }
+    void release(int u) override { log.push_back(~u); }
+    std::vector<int> log;
+
+   private:
+    TestParams& params_;
+    Device device_;
+  };
+
+ private:
+  DType dtype_;
+  std::vector<std::vector<float>> host_f32_;
+  std::vector<std::vector<uint16_t>> host_16_;
+  std::vector<std::unique_ptr<DeviceArray<float>>> device_f32_;
+  std::vector<std::unique_ptr<DeviceArray<uint16_t>>> device_16_;
+};
+
+class HostGrads : public GradSink {
+ public:
+  explicit HostGrads(const ModelLayout& layout) {
+    for (const UnitSpec& u : layout.units()) grads.emplace_back(static_cast<size_t>(u.numel), 0.0f);
+  }
+  float* grad_buffer(int u) override { return grads[static_cast<size_t>(u)].data(); }
+  void grad_ready(int u) override { ready.push_back(u); }
+  std::vector<std::vector<float>> grads;
+  std::vector<int> ready;
+};
+
+class DeviceGrads : public GradSink {
+ public:
+  explicit DeviceGrads(const ModelLayout& layout) {
+    for (const UnitSpec& u : layout.units()) {
+      grads.push_back(std::make_unique<DeviceArray<float>>(static_cast<size_t>(u.numel)));
+    }
+  }
+  float* grad_buffer(int u) override { return grads[static_cast<size_t>(u)]->get(); }
+  void grad_ready(int u) override { ready.push_back(u); }
+  std::vector<std::unique_ptr<DeviceArray<float>>> grads;
+  std::vector<int> ready;
+};
+
+struct Batch {
+  std::vector<int32_t> tokens, targets;
+};
+
+// Random tokens and targets (B, T); a few targets ignored (-100).
+Batch make_batch(uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(kVocab) - 1);
+  Batch b;
+  for (int64_t i = 0; i < kB * kT; ++i) {
+    b.tokens.push_back(tok(rng));
+    b.targets.push_back(i % 7 == 3 ? -100 : tok(rng));
+  }
+  return b;
+}
+
+// GEMM outputs (logits, gradients) sum many products: the relative error norm at the fp32 bound,
+// and elementwise with an absolute floor at the norm's scale (summation order makes the small
+// elements of a cancelling sum relatively less exact).
+::testing::AssertionResult matches(const std::vector<float>& got, const std::vector<float>& want) {
+  const kernels::Tolerance tol = kernels::tolerance_for(DType::kF32);
+  const double norm_rtol = kernels::norm_rtol_for(DType::kF32);
+  ::testing::AssertionResult by_norm = norm_close(got, want, norm_rtol);
+  if (!by_norm) return by_norm;
+  double max_abs = 0;
+  for (float w : want) max_abs = std::max(max_abs, static_cast<double>(std::fabs(w)));
+  return all_close(got, want, {tol.rtol * 10, norm_rtol * max_abs});
+}
+
+struct Case {
+  std::string name;
+  ModelConfig config;
+  DType dtype;
+  bool checkpointing;
+};
+
+class CudaTransformerVsCpu : public ::testing::TestWithParam<Case> {};
+
+// Both models see the same values (16-bit units are widened exactly), and every activation is fp32
+// on both: the fp32 tolerances apply whatever the working dtype (the GPU differs from the CPU by
+// summation order only).
+TEST_P(CudaTransformerVsCpu, LossLogitsAndGradientsMatchTheCpuModel) {
+  ZERO_SKIP_WITHOUT_GPU();
+  const Case& tc = GetParam();
+  const kernels::Tolerance tol = kernels::tolerance_for(DType::kF32);
+
+  Transformer cpu(tc.config, {.activation_checkpointing = tc.checkpointing});
+  zero::cuda::CudaStream stream;
+  auto created =
+      CudaTransformer::create(tc.config, {.activation_checkpointing = tc.checkpointing}, stream);
+  ASSERT_TRUE(created.ok()) << created.status().to_string();
+  CudaTransformer& gpu = **created;
+  const ModelLayout& layout = cpu.layout();
+  const int64_t V = tc.config.vocab_size;
+
+  TestParams params(layout, tc.dtype, 1234);
+  TestParams::Access cpu_params(params, Device::kCpu), gpu_params(params, Device::kCuda);
+  HostGrads cpu_grads(layout);
+  DeviceGrads gpu_grads(layout);
+
+  for (int micro_step = 0; micro_step < 2; ++micro_step) {
+    SCOPED_TRACE("micro-step " + std::to_string(micro_step));
+    const Batch batch = make_batch(77 + static_cast<uint32_t>(micro_step));
+    const float cpu_loss =
+        cpu.forward(cpu_params, batch.tokens.data(), batch.targets.data(), kB, kT);
+    const float gpu_loss =
+        gpu.forward(gpu_params, batch.tokens.data(), batch.targets.data(), kB, kT);
+    EXPECT_NEAR(gpu_loss, cpu_loss, tol.atol + tol.rtol * std::fabs(cpu_loss));
+    EXPECT_EQ(gpu.counted_targets(), cpu.counted_targets());
+
+    for (const auto& [b, t] : {std::pair<int64_t, int64_t>{0, 0}, {0, kT - 1}, {1, 5}}) {
+      std::vector<float> want(static_cast<size_t>(V)), got(static_cast<size_t>(V));
+      cpu.logits_at(b, t, want.data());
+      gpu.logits_at(b, t, got.data());
+      EXPECT_TRUE(matches(got, want)) << "logits of (" << b << ", " << t << ")";
+    }
+
+    const float dloss = 1.0f / static_cast<float>(cpu.counted_targets() * 2);
+    cpu.backward(cpu_params, cpu_grads, dloss);
+    gpu.backward(gpu_params, gpu_grads, dloss);
+    // Accumulated over the micro-steps so far: the second compares the sums.
+    for (int u = 0; u < layout.num_units(); ++u) {
+      const std::vector<float> got = gpu_grads.grads[static_cast<size_t>(u)]->download();
+      const std::vector<float>& want = cpu_grads.grads[static_cast<size_t>(u)];
+      EXPECT_TRUE(matches(got, want)) << "unit " << layout.unit(u).name;
+    }
+  }
+  // The same calls in the same order: acquire / release nesting and grad_ready order.
+  EXPECT_EQ(gpu_params.log, cpu_params.log);
+  EXPECT_EQ(gpu_grads.ready, cpu_grads.ready);
+  EXPECT_GT(gpu.buffer_bytes(), 0);
+}
+
+// The emulator runs every CUDA thread as a host thread: three cases there that still cover both
+// architectures, the three working dtypes, GQA with llama3 RoPE, tied and untied heads, and
+// checkpointing; a GPU runs them all.
+std::vector<Case> cases() {
+  const Case gpt2_f32{"gpt2_f32", gpt2_config(), DType::kF32, false};
+  const Case llama_untied_bf16{"llama_untied_bf16", llama_config(false), DType::kBF16, false};
+  const Case llama_tied_f16_ckpt{"llama_tied_f16_checkpointing", llama_config(true), DType::kF16,
+                                 true};
+  return kernels::testing::gpu_or_emulated<Case>(
+      {gpt2_f32,
+       llama_untied_bf16,
+       llama_tied_f16_ckpt,
+       {"gpt2_bf16", gpt2_config(), DType::kBF16, false},
+       {"gpt2_f32_checkpointing", gpt2_config(), DType::kF32, true},
+       {"llama_tied_f32", llama_config(true), DType::kF32, false},
+       {"llama_biased_window_f32", llama_biased_config(), DType::kF32, false}},
+      {gpt2_f32, llama_untied_bf16, llama_tied_f16_ckpt});
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, CudaTransformerVsCpu, ::testing::ValuesIn(cases()),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           return info.param.name;
+                         });
+
+TEST(CudaTransformer, RefusesCheckpointsInHostMemory) {
+  ZERO_SKIP_WITHOUT_GPU();
+  auto created = CudaTransformer::create(
+      gpt2_config(), {.activation_checkpointing = true, .checkpoints_in_host_memory = true});
+  ASSERT_FALSE(created.ok());
+  EXPECT_NE(created.status().to_string().find("cpu_checkpointing"), std::string::npos)
+      << created.status().to_string();
+}
+
+}  // namespace
+}  // namespace zero::model
