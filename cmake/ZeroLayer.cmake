@@ -10,25 +10,15 @@ function(_zero_collect_sources dir out_srcs out_tests out_fuzz)
   list(FILTER fuzz INCLUDE REGEX "_fuzz\\.cc$")
   set(srcs ${all})
   list(FILTER srcs EXCLUDE REGEX "_(test|fuzz|bench|main)\\.cc$")
-<<<<<<< HEAD
   # CUDA-only files: *.cu, host code *_cuda.cc / cuda_*.cc and tests *_cuda_test.cc / cuda_*_test.cc
   # (they use the CUDA runtime).
-=======
-  # CUDA-only files: *.cu, host code *_cuda.cc and cuda_*.cc (model/cuda_transformer.cc), tests
-  # *_cuda_test.cc and cuda_*_test.cc (they use the CUDA runtime).
->>>>>>> cuda-model
   if(ZERO_WITH_CUDA)
     file(GLOB_RECURSE cu CONFIGURE_DEPENDS ${dir}/*.cu)
     list(FILTER cu EXCLUDE REGEX "_test\\.cu$")
     list(APPEND srcs ${cu})
   else()
-<<<<<<< HEAD
     list(FILTER srcs EXCLUDE REGEX "(_cuda|/cuda_[^/]*)\\.cc$")
     list(FILTER tests EXCLUDE REGEX "(_cuda_test|/cuda_[^/]*_test)\\.cc$")
-=======
-    list(FILTER srcs EXCLUDE REGEX "(_cuda\\.cc|/cuda_[^/]*\\.cc)$")
-    list(FILTER tests EXCLUDE REGEX "(_cuda_test\\.cc|/cuda_[^/]*_test\\.cc)$")
->>>>>>> cuda-model
   endif()
   set(${out_srcs} ${srcs} PARENT_SCOPE)
   set(${out_tests} ${tests} PARENT_SCOPE)
