@@ -1,15 +1,20 @@
-// make_device_model (engine.h): the model of a device this binary was built with.
-#include "runtime/engine.h"
+// make_device_model (device_model.h): the one dispatch from a device to its model.
+#include "runtime/device_model.h"
 
 namespace zero::runtime {
 
 StatusOr<std::unique_ptr<model::Model>> make_device_model(const model::ModelConfig& config,
                                                           const model::TransformerOptions& options,
                                                           device::ExecutionContext& ctx) {
-  (void)config;
-  (void)options;
-  if (ctx.device() == Device::kCpu) {
-    return std::unique_ptr<model::Model>(std::make_unique<model::Transformer>(config, options));
+  switch (ctx.device()) {
+    case Device::kCpu:
+      return std::unique_ptr<model::Model>(std::make_unique<model::Transformer>(config, options));
+    case Device::kCuda:
+#if defined(ZERO_WITH_CUDA)
+      return make_cuda_model(config, options, ctx);
+#else
+      break;
+#endif
   }
   return unimplemented("--device {}: this build has no model for that device",
                        device_name(ctx.device()));

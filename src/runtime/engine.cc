@@ -116,7 +116,10 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(EngineOptions options, const Un
   if (o.device == Device::kCpu && !o.model_factory) {
     e->model_ = std::make_unique<model::Transformer>(o.model_config, o.transformer);
   } else {
-    ZERO_ASSIGN_OR_RETURN(e->exec_, device::ExecutionContext::create(o.device));
+    // One GPU per rank: the rank's index on its node (CUDA_VISIBLE_DEVICES narrows what is seen).
+    device::StreamOptions so;
+    so.cuda_device = comm->local_rank();
+    ZERO_ASSIGN_OR_RETURN(e->exec_, device::ExecutionContext::create(o.device, so));
     const ModelFactory& factory = o.model_factory ? o.model_factory : make_device_model;
     ZERO_ASSIGN_OR_RETURN(e->model_, factory(o.model_config, o.transformer, *e->exec_));
     ZERO_CHECK(e->model_->device() == e->exec_->device(), "the model factory made a ",

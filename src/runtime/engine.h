@@ -24,6 +24,7 @@
 #include "optim/loss_scaler.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer_spec.h"
+#include "runtime/device_model.h"
 #include "runtime/device_staging.h"
 #include "runtime/memory_plan.h"
 #include "runtime/offload_options.h"
@@ -116,12 +117,6 @@ using UnitInitFn = std::function<Status(int u, int64_t begin, int64_t end, float
 // 3 and parameter offload dropped below stage 3 — each returned as a warning to print once.
 // Idempotent: sanitized options come back unchanged with no warnings.
 StatusOr<std::vector<std::string>> sanitize_engine_options(EngineOptions& options, int world_size);
-
-// The model of `device` built into this binary (CUDA: model::CudaTransformer); an error naming the
-// device when this build has none.
-StatusOr<std::unique_ptr<model::Model>> make_device_model(const model::ModelConfig& config,
-                                                          const model::TransformerOptions& options,
-                                                          device::ExecutionContext& ctx);
 
 class Engine {
  public:

@@ -1,0 +1,25 @@
+// make_cuda_model (device_model.h): the CUDA model on the execution context's GPU and compute
+// stream. CUDA builds only.
+#include "device/cuda_stream.h"
+#include "model/cuda_transformer.h"
+#include "runtime/device_model.h"
+
+namespace zero::runtime {
+
+StatusOr<std::unique_ptr<model::Model>> make_cuda_model(const model::ModelConfig& config,
+                                                        const model::TransformerOptions& options,
+                                                        device::ExecutionContext& ctx) {
+  ZERO_CHECK(ctx.compute().device() == Device::kCuda, "make_cuda_model: a ",
+             device_name(ctx.compute().device()), " stream");
+  auto& stream = static_cast<device::CudaStream&>(ctx.compute());
+  // The model's kernels run on the current device of the thread that calls it: this rank's GPU.
+  stream.activate();
+  model::CudaTransformerOptions o;
+  o.activation_checkpointing = options.activation_checkpointing;
+  o.checkpoints_in_host_memory = options.checkpoints_in_host_memory;
+  ZERO_ASSIGN_OR_RETURN(std::unique_ptr<model::CudaTransformer> m,
+                        model::CudaTransformer::create(config, o, stream.get()));
+  return std::unique_ptr<model::Model>(std::move(m));
+}
+
+}  // namespace zero::runtime
