@@ -36,9 +36,11 @@ class ParamCoordinator : public model::ParamAccess {
 
   // Installs the master values of this rank's shard of unit u (rounded to the model dtype), and
   // makes them visible: stages 0–2 gather the full unit (all-gather or owner broadcasts); stage 3
-  // marks gathered copies stale. Stage 0 passes the full unit (every rank holds it).
+  // marks gathered copies stale and, once the access trace is known, starts gathering the units the
+  // next forward begins with (see leads_trace). Stage 0 passes the full unit (every rank holds it).
   Status set_values(int u, const float* values);
-  // Completes the gathers set_values started (stages 1–2 with overlap issue them asynchronously).
+  // Completes the gathers set_values started (stages 1–2 with overlap issue them asynchronously);
+  // stage 3's are prefetches, left in flight for acquire() to wait on.
   Status finish_updates();
 
   // A new micro-step starts: the access trace position goes back to the start. `another_follows`:
