@@ -25,6 +25,7 @@ class BufferPool {
       if (it->numel() == numel && it->dtype() == dtype) {
         Tensor t = std::move(*it);
         kept_.erase(it);
+        kept_numel_ -= t.numel();
         if (zeroed) std::memset(t.data(), 0, t.nbytes());
         return t;
       }
@@ -33,13 +34,26 @@ class BufferPool {
   }
 
   void give(Tensor t) {
+    kept_numel_ += t.numel();
     kept_.push_back(std::move(t));
-    if (kept_.size() > max_kept_) kept_.pop_front();
+    if (kept_.size() > max_kept_) drop_oldest();
   }
 
+  // Drops the oldest kept buffers until at most `max_numel` elements are kept.
+  void trim(int64_t max_numel) {
+    while (!kept_.empty() && kept_numel_ > max_numel) drop_oldest();
+  }
+  int64_t kept_numel() const { return kept_numel_; }
+
  private:
+  void drop_oldest() {
+    kept_numel_ -= kept_.front().numel();
+    kept_.pop_front();
+  }
+
   size_t max_kept_;
   std::deque<Tensor> kept_;
+  int64_t kept_numel_ = 0;
 };
 
 }  // namespace zero::sharding

@@ -102,6 +102,12 @@ void GradReducer::grad_ready(int u) {
 
 void GradReducer::add_to_bucket(int u) {
   const int64_t numel = layout_.unit(u).padded_numel;
+  if (numel >= kAloneNumel) {
+    Bucket alone;
+    alone.units.push_back(u);
+    issue(std::move(alone));
+    return;
+  }
   if (!open_.empty() && open_numel_ + numel > options_.reduce_bucket_numel) flush_open();
   open_.push_back(u);
   open_numel_ += numel;

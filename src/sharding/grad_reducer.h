@@ -11,8 +11,11 @@
 // would not fit, when it is full, at the end of a micro-step's backward (stages 2–3) and at
 // finish_step(). A reduce-scatter bucket is packed rank-major ([u1 shard r | u2 shard r | ...] for
 // r = 0..N−1), so each rank's output block is its shards of all units; an all-reduce bucket is a
-// concatenation. A unit larger than the bucket is reduced alone, in place. Per element the
-// reduction is the same sum over ranks, so buckets change call counts, never bytes or results.
+// concatenation. A unit larger than the bucket is reduced alone, in place, and so is a unit of at
+// least kAloneNumel, as soon as it is ready: packing copies it once more for the saving of one
+// collective call, which pays only for small units (a 50257 x 256 embedding packed into the bucket
+// was a 51 MB copy per micro-step). Per element the reduction is the same sum over ranks, so
+// buckets change call counts, never bytes or results.
 // communication_data_type (ZeroOptions::comm_dtype) 16-bit: the bucket is rounded into a 16-bit
 // wire buffer, reduced (the communicator sums in fp32), and the 16-bit result widened back into the
 // fp32 buffers before accumulation: result = round(sum over ranks of round(g_r)).
@@ -34,6 +37,9 @@ namespace zero::sharding {
 
 class GradReducer : public model::GradSink {
  public:
+  // Units this large (padded numel: 1 MiB of fp32) are reduced alone, never packed into a bucket.
+  static constexpr int64_t kAloneNumel = int64_t{1} << 18;
+
   GradReducer(const ShardLayout& layout, Communicator& comm, const ZeroOptions& options,
               MemoryAccounting& memory);
   ~GradReducer() override;

@@ -156,6 +156,64 @@ TEST(GradReducerWorldOfOne, SixteenBitModelRoundsEachMicroStep) {
   });
 }
 
+// Issue 14: with the default 5e8 bucket every unit was packed into one bucket per micro-step, the
+// embedding included (a 51 MB copy per micro-step for a 50257 x 256 one, 4% of a stage-3 world-2
+// rank). A unit of at least kAloneNumel is reduced alone from its own buffer: one more call per
+// micro-step, the same bytes and the same sums, and the packed bucket (transient) holds only the
+// small units.
+TEST(GradReducerBuckets, LargeUnitsAreReducedAloneNotPacked) {
+  auto config = model::preset_model_config("gpt2-tiny");
+  ASSERT_TRUE(config.ok());
+  config->vocab_size = 4096;  // embedding 4096 x 64 = 2^18 elements: a large unit
+  const model::ModelLayout layout(*config);
+  constexpr int kMicroSteps = 2;
+  std::atomic<int> bad{0};
+  std::atomic<int64_t> calls{0}, bytes{0}, large_units{0}, total_numel{0};
+  ThreadCommunicator::run(2, [&](Communicator& comm) {
+    const ShardLayout shards(layout, comm.world_size(), comm.rank());
+    ZeroOptions o;
+    o.stage = 3;
+    o.reduce_bucket_numel = 500'000'000;
+    MemoryAccounting memory;
+    GradReducer reducer(shards, comm, o, memory);
+    comm.reset_stats();
+    reducer.begin_step(kMicroSteps);
+    for (int m = 0; m < kMicroSteps; ++m) {
+      reducer.begin_micro_step(m);
+      for (int u = layout.num_units() - 1; u >= 0; --u) {
+        float* g = reducer.grad_buffer(u);
+        for (int64_t i = 0; i < shards.unit(u).numel; ++i) g[i] = grad_value(comm.rank(), m, u, i);
+        reducer.grad_ready(u);
+      }
+    }
+    if (!reducer.finish_step().ok()) ++bad;
+    for (int u = 0; u < layout.num_units(); ++u) {
+      const float* p = reducer.partition(u);
+      const int64_t begin = shards.shard_begin(u);
+      for (int64_t k = 0; k < shards.unit(u).shard_numel && begin + k < shards.unit(u).numel; ++k) {
+        float want = 0.0f;
+        for (int m = 0; m < kMicroSteps; ++m) {
+          want += grad_value(0, m, u, begin + k) + grad_value(1, m, u, begin + k);
+        }
+        if (p[k] != want) ++bad;
+      }
+    }
+    if (comm.rank() == 0) {
+      calls = comm.stats()[CommKind::kReduceScatter].calls;
+      bytes = comm.stats()[CommKind::kReduceScatter].bytes;
+      for (int u = 0; u < layout.num_units(); ++u) {
+        total_numel += shards.unit(u).padded_numel;
+        if (shards.unit(u).padded_numel >= GradReducer::kAloneNumel) ++large_units;
+      }
+    }
+  });
+  EXPECT_EQ(bad.load(), 0);
+  ASSERT_EQ(large_units.load(), 1);
+  // Per micro-step: the embedding alone, then one bucket of the rest.
+  EXPECT_EQ(calls.load(), kMicroSteps * 2);
+  EXPECT_EQ(bytes.load(), kMicroSteps * total_numel.load() * 4);
+}
+
 // Issue 14: in a world of one a bucket was packed into one buffer, "reduced" into a second and
 // unpacked: two copies of every gradient per micro-step and 3x the transient memory, for a sum over
 // one rank. The reduction is now done in place: the transient memory is the backward's own

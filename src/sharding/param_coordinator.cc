@@ -14,6 +14,7 @@ ParamCoordinator::ParamCoordinator(const ShardLayout& layout, Communicator& comm
                                    const ZeroOptions& options, MemoryAccounting& memory)
     : layout_(layout), comm_(comm), options_(options), memory_(memory) {
   units_.resize(static_cast<size_t>(layout.num_units()));
+  pool_ = BufferPool(units_.size());  // at most one buffer per unit; trim_pool() bounds the bytes
   int64_t persistent_numel = 0;
   for (int u = 0; u < layout.num_units(); ++u) {
     Unit& unit = units_[static_cast<size_t>(u)];
@@ -71,6 +72,9 @@ Status ParamCoordinator::set_values(int u, const float* values) {
     // A lent shard (world of one) is returned even when persistent: it is lent again on use.
     if (unit.view != nullptr || (unit.gathered && !unit.persistent)) free_gathered(u);
     unit.gathered = false;
+    // The next forward starts with this unit: its gather runs on the communication thread while
+    // this one updates the units after it, instead of blocking the first acquire of the step.
+    if (leads_trace(u)) gather_async(u);
     return status_;
   }
   // Stages 1–2: install the own shard, then make the full unit current on every rank.
@@ -82,6 +86,8 @@ Status ParamCoordinator::set_values(int u, const float* values) {
 }
 
 Status ParamCoordinator::finish_updates() {
+  // Stage 3's gathers issued by set_values are prefetches: acquire() waits for them.
+  if (options_.stage == 3) return status_;
   for (int u = 0; u < layout_.num_units(); ++u) {
     if (units_[static_cast<size_t>(u)].has_pending) wait_pending(u);
   }
@@ -143,6 +149,7 @@ void ParamCoordinator::gather_async(int u) {
     live_gathered_numel_ += info.padded_numel;
     live_gathered_units_ += 1;
     note_peak_gathered();
+    trim_pool();
   }
   // An NVMe shard is read (or its read-ahead completed) here; on an I/O error the gather still
   // runs on whatever is there so every rank issues the same collectives, and the error surfaces
@@ -212,6 +219,32 @@ void ParamCoordinator::free_gathered(int u) {
   live_gathered_units_ -= 1;
   pool_.give(std::move(unit.full));
   unit.gathered = false;
+  trim_pool();
+}
+
+void ParamCoordinator::trim_pool() {
+  pool_.trim(std::max<int64_t>(0, options_.max_live_numel - live_gathered_numel_));
+}
+
+bool ParamCoordinator::leads_trace(int u) const {
+  if (!trace_recorded_ || !trace_valid_ || trace_.empty() || options_.prefetch_bucket_numel <= 0) {
+    return false;
+  }
+  if (gather_is_view(u) || store_->on_nvme(u)) return false;
+  const UnitShardInfo& info = layout_.unit(u);
+  if (live_gathered_numel_ + info.padded_numel > options_.max_live_numel) return false;
+  // What acquire(trace_[0]) and its prefetch_after(0) gather: the first unit, then units while
+  // their numel fits the bucket (the first of them even when it alone does not).
+  if (trace_[0] == u) return true;
+  int64_t budget = options_.prefetch_bucket_numel;
+  for (size_t i = 1; i < trace_.size(); ++i) {
+    const int v = trace_[i];
+    const int64_t numel = layout_.unit(v).numel;
+    if (numel > budget && i > 1) return false;
+    if (v == u) return true;
+    budget -= numel;
+  }
+  return false;
 }
 
 bool ParamCoordinator::reused_soon(int u, size_t trace_pos) const {

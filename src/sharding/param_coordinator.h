@@ -36,9 +36,11 @@ class ParamCoordinator : public model::ParamAccess {
 
   // Installs the master values of this rank's shard of unit u (rounded to the model dtype), and
   // makes them visible: stages 0–2 gather the full unit (all-gather or owner broadcasts); stage 3
-  // marks gathered copies stale. Stage 0 passes the full unit (every rank holds it).
+  // marks gathered copies stale and, once the access trace is known, starts gathering the units the
+  // next forward begins with (see leads_trace). Stage 0 passes the full unit (every rank holds it).
   Status set_values(int u, const float* values);
-  // Completes the gathers set_values started (stages 1–2 with overlap issue them asynchronously).
+  // Completes the gathers set_values started (stages 1–2 with overlap issue them asynchronously);
+  // stage 3's are prefetches, left in flight for acquire() to wait on.
   Status finish_updates();
 
   // A new micro-step starts: the access trace position goes back to the start. `another_follows`:
@@ -87,6 +89,10 @@ class ParamCoordinator : public model::ParamAccess {
   char* own_block(int u) const;
   model::ParamView working_view(const Unit& unit) const;
   void note_peak_gathered();
+  void trim_pool();
+  // Stage 3, set_values: whether unit u is gathered at the start of the next micro-step's trace
+  // (within the prefetch bucket), so its gather can start now, during the rest of the update.
+  bool leads_trace(int u) const;
   void wait_pending(int u);
   void free_gathered(int u);
   void prefetch_after(size_t trace_pos);
@@ -108,10 +114,11 @@ class ParamCoordinator : public model::ParamAccess {
   int64_t live_gathered_numel_ = 0;
   int live_gathered_units_ = 0;
   Status status_;
-  // Stage-3 gather buffers (full units in the model dtype). Blocks have equal sizes, so the
-  // unit released now is the buffer of a unit gathered soon; two kept buffers catch that without
-  // holding much more than stage3_max_live_parameters intends.
-  BufferPool pool_{2};
+  // Stage-3 gather buffers (full units in the model dtype), kept for the next gather of the same
+  // size: blocks have equal sizes, and every unit is gathered again each step. A fresh buffer is
+  // page-faulted and zeroed (the largest, the embedding, every step at world 2 when only two were
+  // kept). Kept buffers plus gathered units stay within stage3_max_live_parameters (trim_pool()).
+  BufferPool pool_{0};
 };
 
 }  // namespace zero::sharding

@@ -192,6 +192,67 @@ TEST(ParamCoordinatorAccumulation, Stage3KeepsUnitsForTheNextMicroStepOfTheStep)
   }
 }
 
+// Issue 14: at world 2 the first acquire of every step blocked on gathering the first unit (the
+// embedding, 80% of a small GPT-2). Once the trace is known, set_values starts the gathers of the
+// units the next forward begins with (the first unit and the prefetch bucket after it), so they
+// run while the optimizer updates the rest; acquire then finds them gathered, with the new values.
+TEST(ParamCoordinatorPrefetch, Stage3SetValuesGathersTheUnitsTheNextForwardStartsWith) {
+  auto config = model::preset_model_config("gpt2-tiny");
+  ASSERT_TRUE(config.ok());
+  const model::ModelLayout layout(*config);
+  const int units = layout.num_units();
+  ASSERT_GE(units, 3);
+  std::atomic<int> bad{0};
+  std::vector<int64_t> issued_by_install(static_cast<size_t>(units), -1);
+  ThreadCommunicator::run(2, [&](Communicator& comm) {
+    const ShardLayout shards(layout, comm.world_size(), comm.rank());
+    ZeroOptions o;
+    o.stage = 3;
+    // The window: unit 0 (the trace's first), then unit 1 (the bucket holds it exactly); unit 2
+    // no longer fits.
+    o.prefetch_bucket_numel = shards.unit(1).numel;
+    o.param_persistence_threshold_numel = 0;
+    MemoryAccounting memory;
+    auto coord = ParamCoordinator::create(shards, comm, o, ParamOffloadOptions{}, memory);
+    if (!coord.ok()) {
+      ++bad;
+      return;
+    }
+    auto pass = [&](int u, float offset) {
+      const model::ParamView view = (*coord)->acquire(u);
+      std::vector<float> p(static_cast<size_t>(view.numel));
+      convert_to_f32(view.data, view.dtype, p.data(), p.size());
+      for (int64_t i = 0; i < shards.unit(u).numel; ++i) {
+        if (p[static_cast<size_t>(i)] != master_value(u, i) + offset) ++bad;
+      }
+      (*coord)->release(u);
+    };
+    if (!install_master_values(**coord, shards, 3)) ++bad;
+    // Step 0 records the trace (it is known from the next begin_micro_step on); step 2 checks.
+    for (int step = 0; step < 3; ++step) {
+      const float offset = static_cast<float>(step);
+      std::vector<int64_t> before(static_cast<size_t>(units));
+      for (int u = 0; u < units; ++u) before[static_cast<size_t>(u)] = (*coord)->gathers(u);
+      if (step > 0 && !install_master_values(**coord, shards, 3, offset)) ++bad;
+      if (step == 2 && comm.rank() == 0) {
+        for (int u = 0; u < units; ++u) {
+          issued_by_install[static_cast<size_t>(u)] =
+              (*coord)->gathers(u) - before[static_cast<size_t>(u)];
+        }
+      }
+      if (!(*coord)->finish_updates().ok()) ++bad;
+      (*coord)->begin_micro_step();
+      for (int u = 0; u < units; ++u) pass(u, offset);
+      for (int u = units - 1; u >= 0; --u) pass(u, offset);
+    }
+    if (!(*coord)->status().ok()) ++bad;
+  });
+  EXPECT_EQ(bad.load(), 0);
+  for (int u = 0; u < units; ++u) {
+    EXPECT_EQ(issued_by_install[static_cast<size_t>(u)], u < 2 ? 1 : 0) << "unit " << u;
+  }
+}
+
 // Issue 14: stage 3 in a world of one gathered each unit by copying its shard into a gather buffer
 // (twice a step: forward and backward), 0.73x DeepSpeed's step. The shard is the unit there:
 // acquire lends the store's own values (no buffer, no copy), still counted as a gather of the same
