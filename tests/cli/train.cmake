@@ -30,6 +30,12 @@ add_test(NAME cli.train.unknown_device
 set_tests_properties(cli.train.unknown_device PROPERTIES LABELS unit
                      PASS_REGULAR_EXPRESSION "--device tpu: expected cpu or cuda")
 
+# --device cuda: trains on a GPU; without one (or in a build without CUDA), exit 2 saying which.
+add_test(NAME cli.train.device_cuda
+         COMMAND sh -c "out=$($<TARGET_FILE:zero> train ${_zt_common} --max_steps 2 --device cuda --output_dir ${_zt_out}/cuda 2>&1); rc=$?; echo \"$out\" | tail -3; if test $rc -eq 0; then echo trained-on-gpu; elif test $rc -eq 2 && echo \"$out\" | grep -q 'no usable GPU\\|no CUDA backend'; then echo refused-clearly; fi")
+set_tests_properties(cli.train.device_cuda PROPERTIES LABELS unit
+                     PASS_REGULAR_EXPRESSION "trained-on-gpu|refused-clearly")
+
 # A typo DeepSpeed would ignore stops the run.
 file(WRITE ${CMAKE_BINARY_DIR}/test_out/typo.json "{\"gradient_clipin\": 1.0}")
 add_test(NAME cli.train.config_typo
