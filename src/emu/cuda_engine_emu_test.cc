@@ -89,8 +89,7 @@ Curve run(const Case& c, Device device) {
       mb.targets.resize(mb.tokens.size());
       for (int64_t i = 0; i < per_rank; ++i) {
         const int64_t g = s * kGlobalBatch + comm.rank() * per_rank + i;
-        ASSERT_TRUE((*data)
-                        ->get_sample(g % (*data)->num_samples(), mb.tokens.data() + i * kSeq,
+        ASSERT_TRUE(data->get_sample(g % data->num_samples(), mb.tokens.data() + i * kSeq,
                                      mb.targets.data() + i * kSeq)
                         .ok());
       }
@@ -143,7 +142,7 @@ std::vector<Case> cases() {
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   const Case& c = info.param;
   return std::string(c.model) + "_s" + std::to_string(c.stage) + "_w" + std::to_string(c.world) +
-         "_" + dtype_name(c.dtype) + (c.offload ? "_offload" : "");
+         "_" + std::string(dtype_name(c.dtype)) + (c.offload ? "_offload" : "");
 }
 
 INSTANTIATE_TEST_SUITE_P(Ladder, CudaEngineOnEmulator, ::testing::ValuesIn(cases()), case_name);
