@@ -46,8 +46,9 @@
 #include <type_traits>
 #include <vector>
 
-// The runtime calls the launchers make (device memory is host memory here; streams, events).
+// A block's CUDA threads as fibers (the default thread mode).
 #include "emu/fiber_emu.h"
+// The runtime calls the launchers make (device memory is host memory here; streams, events).
 #include "emu/runtime_emu.h"  // IWYU pragma: export
 
 namespace zero::emu {
