@@ -1,16 +1,18 @@
 // CPU emulator for the device side of the project's CUDA sources (docs/emu.md): included before a
 // .cu file compiled as plain C++20 (g++, -pthread, the toolkit's headers for their host-side
-// bf16 / fp16), it runs each launch with every CUDA thread of a block as a std::thread, so CI on a
-// machine without a GPU checks the kernels' indexing, bounds and synchronisation against the CPU
-// twins; ASan sees out-of-bounds device accesses (device memory is host memory) and TSan sees a
-// missing __syncthreads as a data race on shared memory.
+// bf16 / fp16), it runs each launch with every CUDA thread of a block as a fiber (fiber_emu.h) or
+// a std::thread, so CI on a machine without a GPU checks the kernels' indexing, bounds and
+// synchronisation against the CPU twins; ASan sees out-of-bounds device accesses (device memory is
+// host memory) and TSan sees a missing __syncthreads as a data race on shared memory.
 //
 // Model: a launch is queued on its stream, and each stream is an in-order queue with its own host
 // thread (stream_emu.h); grids still run one at a time, whatever the stream (so streams order work
-// but do not overlap it). The blocks of a grid run one after another, the threads of a block
-// concurrently. __syncthreads is a std::barrier over the block, warp intrinsics a publish /
-// barrier / read / barrier exchange over the warp's live lanes. A thread that returns drops out
-// of both barriers (sm_70+ semantics).
+// but do not overlap it). The blocks of a grid run one after another. The threads of a block run
+// either as fibers on the launch's host thread, switched round robin at every barrier (the
+// default: no futex, no OS scheduling), or concurrently on a pool of host threads (under TSan and
+// ASan, or ZERO_EMU_THREADS=os: TSan sees only OS threads' races). __syncthreads is a barrier over
+// the block, warp intrinsics an exchange through the warp's barrier over its live lanes. A thread
+// that returns drops out of both barriers (sm_70+ semantics).
 // Static __shared__ arrays become function-local statics (one block runs at a time, so that is the
 // block's shared memory); dynamic shared memory (ZERO_EXTERN_SHARED) is per block and starts as
 // garbage. Launch limits are sm_90's; a bad configuration is a launch error for cudaGetLastError.
@@ -44,6 +46,8 @@
 #include <type_traits>
 #include <vector>
 
+// A block's CUDA threads as fibers (the default thread mode).
+#include "emu/fiber_emu.h"
 // The runtime calls the launchers make (device memory is host memory here; streams, events).
 #include "emu/runtime_emu.h"  // IWYU pragma: export
 
@@ -59,11 +63,105 @@ inline constexpr int kWarpSize = 32;
   std::abort();
 }
 
-// One warp: its live lanes meet at `barrier` for every warp intrinsic.
+// How the CUDA threads of a block run (docs/emu.md): fibers on the launch's host thread, or one
+// host thread each. TSan sees races only between OS threads and ASan does not follow hand-made
+// stack switches, so sanitized builds run OS threads.
+enum class ThreadMode { kFibers, kOsThreads };
+
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define ZERO_EMU_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
+#define ZERO_EMU_SANITIZED 1
+#endif
+#endif
+
+// The mode ZERO_EMU_THREADS=fibers|os asks for: fibers by default, OS threads in a sanitized build
+// (which refuses fibers).
+inline ThreadMode thread_mode_from_env() {
+#if defined(ZERO_EMU_SANITIZED)
+  constexpr ThreadMode kDefault = ThreadMode::kOsThreads;
+#else
+  constexpr ThreadMode kDefault = ThreadMode::kFibers;
+#endif
+  const char* env = std::getenv("ZERO_EMU_THREADS");
+  if (env == nullptr || *env == '\0') return kDefault;
+  if (std::strcmp(env, "os") == 0) return ThreadMode::kOsThreads;
+  if (std::strcmp(env, "fibers") == 0) {
+#if defined(ZERO_EMU_SANITIZED)
+    std::fprintf(stderr,
+                 "zero emu: ZERO_EMU_THREADS=fibers ignored in a sanitized build (OS threads)\n");
+    return ThreadMode::kOsThreads;
+#else
+    return ThreadMode::kFibers;
+#endif
+  }
+  std::fprintf(stderr, "zero emu: ZERO_EMU_THREADS=%s: expected 'fibers' or 'os'\n", env);
+  std::exit(2);
+}
+
+inline std::atomic<ThreadMode>& thread_mode_setting() {
+  static std::atomic<ThreadMode> mode{thread_mode_from_env()};
+  return mode;
+}
+
+// The mode of the next grid to start (read by each grid as it starts on its stream).
+inline ThreadMode thread_mode() { return thread_mode_setting().load(std::memory_order_relaxed); }
+
+// For tests that run their kernels in both modes: sets the mode of grids that start from now on
+// (queued ones included). Fibers are refused in a sanitized build; returns the mode now in force.
+inline ThreadMode set_thread_mode(ThreadMode mode) {
+#if defined(ZERO_EMU_SANITIZED)
+  mode = ThreadMode::kOsThreads;
+#endif
+  thread_mode_setting().store(mode, std::memory_order_relaxed);
+  return mode;
+}
+
+// A barrier over fibers of one host thread: arrive, then yield to the other fibers until the last
+// expected member arrives (or drops out). `on_complete` runs once per phase, in the fiber that
+// completes it, before any waiting member resumes.
+class FiberBarrier {
+ public:
+  explicit FiberBarrier(int expected) : expected_(expected) {}
+
+  uint64_t generation() const { return generation_; }
+
+  template <typename OnComplete>
+  void arrive_and_wait(OnComplete&& on_complete);
+  void arrive_and_wait() {
+    arrive_and_wait([] {});
+  }
+
+  template <typename OnComplete>
+  void arrive_and_drop(OnComplete&& on_complete) {
+    --expected_;
+    if (arrived_ > 0 && arrived_ == expected_) complete(on_complete);
+  }
+  void arrive_and_drop() {
+    arrive_and_drop([] {});
+  }
+
+ private:
+  template <typename OnComplete>
+  void complete(OnComplete& on_complete) {
+    on_complete();
+    arrived_ = 0;
+    ++generation_;
+  }
+
+  int expected_;
+  int arrived_ = 0;
+  uint64_t generation_ = 0;
+};
+
+// One warp: its live lanes meet at its barrier for every warp intrinsic.
 class Warp {
  public:
-  explicit Warp(int num_lanes)
-      : barrier_(num_lanes),
+  Warp(int num_lanes, ThreadMode mode)
+      : mode_(mode),
+        barrier_(num_lanes),
+        fiber_barrier_(num_lanes),
         exited_lanes_(num_lanes == kWarpSize ? 0u : ~((1u << num_lanes) - 1u)) {}
 
   // Every live lane publishes `bits`; returns all 32 slots (exited lanes' slots are stale).
@@ -71,6 +169,7 @@ class Warp {
   std::array<uint64_t, kWarpSize> exchange(unsigned mask, int lane, uint64_t bits) {
     if ((mask & (1u << lane)) == 0)
       kernel_bug("warp intrinsic called by a lane not in its mask", lane);
+    if (mode_ == ThreadMode::kFibers) return exchange_fibers(mask, lane, bits);
     slots_[lane] = bits;
     // Why: every live lane has written its slot before any reads (and the exited set is final).
     barrier_.arrive_and_wait();
@@ -83,32 +182,78 @@ class Warp {
     return slots;
   }
 
-  void sync() { barrier_.arrive_and_wait(); }
-
   void exit(int lane) {
     exited_lanes_.fetch_or(1u << lane, std::memory_order_relaxed);
-    barrier_.arrive_and_drop();
+    if (mode_ == ThreadMode::kFibers) {
+      fiber_barrier_.arrive_and_drop([this] { snapshot_exited_lanes(); });
+    } else {
+      barrier_.arrive_and_drop();
+    }
   }
 
  private:
-  std::barrier<> barrier_;
+  // One barrier phase per intrinsic: slots alternate between two banks by phase, so no lane
+  // overwrites a slot for phase g + 2 before every lane has read phase g (it would have to pass
+  // phase g + 1, which every live lane joins after reading g). The exited set is snapshotted when
+  // a phase completes: a lane that returns after it does not make the phase's mask check fail.
+  std::array<uint64_t, kWarpSize> exchange_fibers(unsigned mask, int lane, uint64_t bits) {
+    const int bank = static_cast<int>(fiber_barrier_.generation() & 1);
+    fiber_slots_[bank][lane] = bits;
+    fiber_barrier_.arrive_and_wait([this] { snapshot_exited_lanes(); });
+    if ((mask & exited_at_phase_end_[bank]) != 0) {
+      kernel_bug("warp intrinsic's mask names a lane that has exited or does not exist", lane);
+    }
+    return fiber_slots_[bank];
+  }
+
+  void snapshot_exited_lanes() {
+    exited_at_phase_end_[fiber_barrier_.generation() & 1] =
+        exited_lanes_.load(std::memory_order_relaxed);
+  }
+
+  ThreadMode mode_;
+  std::barrier<> barrier_;  // OS threads
   std::array<uint64_t, kWarpSize> slots_{};
+  FiberBarrier fiber_barrier_;  // fibers
+  std::array<std::array<uint64_t, kWarpSize>, 2> fiber_slots_{};
+  std::array<uint32_t, 2> exited_at_phase_end_{};
   std::atomic<uint32_t> exited_lanes_;
 };
 
 // One block: its threads, warps and dynamic shared memory.
 struct Block {
-  Block(int num_threads, size_t dynamic_shared_bytes)
-      : barrier(num_threads), dynamic_shared((dynamic_shared_bytes + 15) / 16) {
+  Block(int num_threads, size_t dynamic_shared_bytes, ThreadMode thread_mode)
+      : mode(thread_mode),
+        barrier(num_threads),
+        fiber_barrier(num_threads),
+        dynamic_shared((dynamic_shared_bytes + 15) / 16) {
     for (auto& chunk : dynamic_shared) std::memset(chunk.bytes, 0xA5, sizeof(chunk.bytes));
     for (int first = 0; first < num_threads; first += kWarpSize) {
-      warps.push_back(std::make_unique<Warp>(std::min(kWarpSize, num_threads - first)));
+      warps.push_back(std::make_unique<Warp>(std::min(kWarpSize, num_threads - first), mode));
     }
   }
   struct alignas(16) Chunk {
     unsigned char bytes[16];
   };
-  std::barrier<> barrier;
+  // __syncthreads over the block's live threads.
+  void sync() {
+    if (mode == ThreadMode::kFibers) {
+      fiber_barrier.arrive_and_wait();
+    } else {
+      barrier.arrive_and_wait();
+    }
+  }
+  // A returning thread drops out of the block's barrier.
+  void exit() {
+    if (mode == ThreadMode::kFibers) {
+      fiber_barrier.arrive_and_drop();
+    } else {
+      barrier.arrive_and_drop();
+    }
+  }
+  ThreadMode mode;
+  std::barrier<> barrier;      // OS threads
+  FiberBarrier fiber_barrier;  // fibers
   // __syncthreads_count's tallies, one per call round mod 3: round r adds to slot r % 3 and clears
   // slot (r + 1) % 3, whose last readers (round r - 2) all finished before round r - 1's barrier.
   std::array<std::atomic<int>, 3> sync_counts{};
@@ -116,7 +261,7 @@ struct Block {
   std::vector<Chunk> dynamic_shared;  // garbage at the start, as on a GPU
 };
 
-// What a CUDA thread knows about itself: thread-local, as the built-in variables are per thread.
+// What a CUDA thread knows about itself, on its own stack: the built-in variables are per thread.
 struct ThreadContext {
   Block* block = nullptr;
   int linear_tid = 0;
@@ -126,7 +271,22 @@ struct ThreadContext {
   int lane() const { return linear_tid % kWarpSize; }
   Warp& warp() const { return *block->warps[linear_tid / kWarpSize]; }
 };
-inline thread_local ThreadContext t_cuda_thread;
+// The running CUDA thread's context: set by each pool worker, and by each fiber whenever it
+// resumes (fibers share their host thread's variable; see FiberBarrier::arrive_and_wait).
+inline thread_local ThreadContext* t_cuda_thread = nullptr;
+
+template <typename OnComplete>
+void FiberBarrier::arrive_and_wait(OnComplete&& on_complete) {
+  const uint64_t generation = generation_;
+  if (++arrived_ == expected_) {
+    complete(on_complete);
+    return;
+  }
+  ThreadContext* const self = t_cuda_thread;
+  FiberPool::yield_until_changed(&generation_, generation);
+  // Why: the fibers that ran meanwhile pointed the host thread's variable at their own contexts.
+  t_cuda_thread = self;
+}
 
 inline cudaError_t get_last_error() {
   const cudaError_t err = t_last_error;
@@ -223,38 +383,52 @@ inline ThreadPool& thread_pool() {
   return *pool;
 }
 
+inline FiberPool& fiber_pool() {
+  static FiberPool* pool = new FiberPool;  // never destroyed: launches may run at exit
+  return *pool;
+}
+
 inline std::mutex& launch_mutex() {
   static std::mutex mutex;
   return mutex;
 }
 
 // Runs kernel(args...) over grid x block on the calling thread (a stream's worker): the blocks
-// one after another, each block's threads on the pool.
+// one after another, each block's threads as fibers on this thread or on the thread pool.
 template <typename... KArgs>
 void run_grid(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem_bytes,
               const std::tuple<std::decay_t<KArgs>...>& params) {
-  // Why: static __shared__ arrays are shared by all launches of a kernel, and the thread pool runs
-  // one block at a time: one launch at a time, whatever the kernel and the stream.
+  // Why: static __shared__ arrays are shared by all launches of a kernel, and the pools run one
+  // block at a time: one launch at a time, whatever the kernel and the stream.
   const std::lock_guard<std::mutex> lock(launch_mutex());
+  const ThreadMode mode = thread_mode();
   const int num_threads = static_cast<int>(block.x * block.y * block.z);
   for (unsigned bz = 0; bz < grid.z; ++bz) {
     for (unsigned by = 0; by < grid.y; ++by) {
       for (unsigned bx = 0; bx < grid.x; ++bx) {
-        Block state(num_threads, smem_bytes);
-        thread_pool().run(num_threads, [&](int tid) {
-          ThreadContext& self = t_cuda_thread;
+        Block state(num_threads, smem_bytes, mode);
+        auto body = [&](int tid) {
+          ThreadContext self;
           self.block = &state;
           self.linear_tid = tid;
           self.thread_idx = {tid % block.x, (tid / block.x) % block.y, tid / (block.x * block.y)};
           self.block_idx = {bx, by, bz};
           self.block_dim = block;
           self.grid_dim = grid;
-          self.sync_count_round = 0;
+          t_cuda_thread = &self;
           auto args = params;  // by value, as kernel parameters are
           std::apply(kernel, args);
           self.warp().exit(self.lane());
-          state.barrier.arrive_and_drop();
-        });
+          state.exit();
+          t_cuda_thread = nullptr;
+        };
+        if (mode == ThreadMode::kFibers) {
+          fiber_pool().run(num_threads, body,
+                           "deadlock: every live thread of a block waits at a __syncthreads or "
+                           "warp intrinsic that not all live threads reach");
+        } else {
+          thread_pool().run(num_threads, body);
+        }
       }
     }
   }
@@ -299,7 +473,7 @@ class Launcher {
 
 template <typename T>
 T* dynamic_shared() {
-  return reinterpret_cast<T*>(t_cuda_thread.block->dynamic_shared.data());
+  return reinterpret_cast<T*>(t_cuda_thread->block->dynamic_shared.data());
 }
 
 template <typename T>
@@ -320,7 +494,7 @@ T from_bits(uint64_t bits) {
 // Lane `src_lane`'s v, or the caller's own v when src_lane < 0 (outside its width segment).
 template <typename T>
 T shuffle(unsigned mask, T v, int src_lane) {
-  const ThreadContext& self = t_cuda_thread;
+  const ThreadContext& self = *t_cuda_thread;
   const auto slots = self.warp().exchange(mask, self.lane(), to_bits(v));
   if (src_lane < 0) return v;
   if ((mask & (1u << src_lane)) == 0)
@@ -332,24 +506,24 @@ T shuffle(unsigned mask, T v, int src_lane) {
 // warp-collective operation that moves many values (kernels/mma.cuh's mma.sync twin), where
 // shuffles would take one exchange per value.
 inline std::array<uint64_t, kWarpSize> warp_all_gather(uint64_t bits) {
-  const ThreadContext& self = t_cuda_thread;
+  const ThreadContext& self = *t_cuda_thread;
   return self.warp().exchange(0xffffffffu, self.lane(), bits);
 }
 
 // __syncthreads_count: a block barrier that also counts the threads whose `pred` holds.
 inline int syncthreads_count(bool pred) {
-  ThreadContext& self = t_cuda_thread;
+  ThreadContext& self = *t_cuda_thread;
   const int round = self.sync_count_round++;
   auto& counts = self.block->sync_counts;
   counts[(round + 1) % 3].store(0, std::memory_order_relaxed);
   if (pred) counts[round % 3].fetch_add(1, std::memory_order_relaxed);
   // Why: every live thread has added (and cleared the next slot) before any reads the tally.
-  self.block->barrier.arrive_and_wait();
+  self.block->sync();
   return counts[round % 3].load(std::memory_order_relaxed);
 }
 
 inline unsigned ballot(unsigned mask, bool pred) {
-  const ThreadContext& self = t_cuda_thread;
+  const ThreadContext& self = *t_cuda_thread;
   const auto slots = self.warp().exchange(mask, self.lane(), pred ? 1 : 0);
   unsigned bits = 0;
   for (int l = 0; l < kWarpSize; ++l) {
@@ -361,10 +535,10 @@ inline unsigned ballot(unsigned mask, bool pred) {
 }  // namespace zero::emu
 
 // ---- CUDA's device-side vocabulary, as the kernels spell it.
-#define threadIdx (::zero::emu::t_cuda_thread.thread_idx)
-#define blockIdx (::zero::emu::t_cuda_thread.block_idx)
-#define blockDim (::zero::emu::t_cuda_thread.block_dim)
-#define gridDim (::zero::emu::t_cuda_thread.grid_dim)
+#define threadIdx (::zero::emu::t_cuda_thread->thread_idx)
+#define blockIdx (::zero::emu::t_cuda_thread->block_idx)
+#define blockDim (::zero::emu::t_cuda_thread->block_dim)
+#define gridDim (::zero::emu::t_cuda_thread->grid_dim)
 #define warpSize (::zero::emu::kWarpSize)
 #undef __global__
 #define __global__
@@ -379,34 +553,34 @@ inline unsigned ballot(unsigned mask, bool pred) {
 #undef __forceinline__
 #define __forceinline__ inline
 
-inline void __syncthreads() { ::zero::emu::t_cuda_thread.block->barrier.arrive_and_wait(); }
+inline void __syncthreads() { ::zero::emu::t_cuda_thread->block->sync(); }
 inline int __syncthreads_count(int pred) { return ::zero::emu::syncthreads_count(pred != 0); }
 inline int __syncthreads_or(int pred) { return ::zero::emu::syncthreads_count(pred != 0) != 0; }
 inline int __syncthreads_and(int pred) { return ::zero::emu::syncthreads_count(pred == 0) == 0; }
 inline void __syncwarp(unsigned mask = 0xffffffffu) {
-  ::zero::emu::t_cuda_thread.warp().exchange(mask, ::zero::emu::t_cuda_thread.lane(), 0);
+  ::zero::emu::t_cuda_thread->warp().exchange(mask, ::zero::emu::t_cuda_thread->lane(), 0);
 }
 
 template <typename T>
 T __shfl_sync(unsigned mask, T v, int src_lane, int width = 32) {
-  const int lane = ::zero::emu::t_cuda_thread.lane();
+  const int lane = ::zero::emu::t_cuda_thread->lane();
   return ::zero::emu::shuffle(mask, v, (lane / width) * width + src_lane % width);
 }
 template <typename T>
 T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
-  const int lane = ::zero::emu::t_cuda_thread.lane();
+  const int lane = ::zero::emu::t_cuda_thread->lane();
   const int src = lane ^ lane_mask;
   return ::zero::emu::shuffle(mask, v, src >= (lane / width + 1) * width ? -1 : src);
 }
 template <typename T>
 T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32) {
-  const int lane = ::zero::emu::t_cuda_thread.lane();
+  const int lane = ::zero::emu::t_cuda_thread->lane();
   const int d = static_cast<int>(delta);
   return ::zero::emu::shuffle(mask, v, lane % width + d >= width ? -1 : lane + d);
 }
 template <typename T>
 T __shfl_up_sync(unsigned mask, T v, unsigned delta, int width = 32) {
-  const int lane = ::zero::emu::t_cuda_thread.lane();
+  const int lane = ::zero::emu::t_cuda_thread->lane();
   const int d = static_cast<int>(delta);
   return ::zero::emu::shuffle(mask, v, lane % width < d ? -1 : lane - d);
 }

@@ -1,7 +1,8 @@
 // Tests of the CPU emulator itself (cuda_emu.h) with small kernels: the built-in indices, block
-// barriers over static and dynamic shared memory, warp intrinsics (CUDA's width and
-// out-of-segment rules), launch limits as launch errors, kernel bugs it must report, and CUDA's
-// ordering rules between streams (the legacy default stream, non-blocking streams, events).
+// barriers over static and dynamic shared memory, threads that return before a barrier, warp
+// intrinsics (CUDA's width and out-of-segment rules), launch limits as launch errors, kernel bugs
+// it must report, and CUDA's ordering rules between streams (the legacy default stream,
+// non-blocking streams, events). The kernel tests run in both thread modes (fibers, OS threads).
 #include "emu/cuda_emu.h"
 // The emulator header must come first: it redefines the CUDA keywords below.
 #include <gtest/gtest.h>
@@ -20,6 +21,31 @@ namespace {
 
 constexpr unsigned kFullMask = 0xffffffffu;
 
+// Runs each test's kernels in the parameter's thread mode (cuda_emu.h), then restores the mode.
+// A sanitized build refuses fibers: those instances skip.
+class CudaEmu : public ::testing::TestWithParam<ThreadMode> {
+ protected:
+  void SetUp() override {
+    saved_mode_ = thread_mode();
+    if (set_thread_mode(GetParam()) != GetParam()) GTEST_SKIP() << "fibers: not under sanitizers";
+  }
+  void TearDown() override {
+    // Why: a queued grid reads the mode when it starts.
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    set_thread_mode(saved_mode_);
+  }
+
+ private:
+  ThreadMode saved_mode_ = ThreadMode::kFibers;
+};
+
+std::string mode_name(const ::testing::TestParamInfo<ThreadMode>& info) {
+  return info.param == ThreadMode::kFibers ? "Fibers" : "OsThreads";
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, CudaEmu,
+                         ::testing::Values(ThreadMode::kFibers, ThreadMode::kOsThreads), mode_name);
+
 __global__ void write_global_ids(int* out) {
   const unsigned tid_in_block = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
   const unsigned block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
@@ -27,7 +53,7 @@ __global__ void write_global_ids(int* out) {
   out[block * threads_per_block + tid_in_block] = static_cast<int>(block * 1000 + tid_in_block);
 }
 
-TEST(CudaEmu, BuiltInIndicesCoverTheGridOnce) {
+TEST_P(CudaEmu, BuiltInIndicesCoverTheGridOnce) {
   const dim3 grid(2, 3, 2), block(4, 2, 3);
   std::vector<int> out(12 * 24, -1);
   ZERO_LAUNCH(grid, block, 0, nullptr, write_global_ids)(out.data());
@@ -55,7 +81,7 @@ __global__ void reverse_dynamic(int* out) {
   out[blockIdx.x * n + t] = s[n - 1 - t];
 }
 
-TEST(CudaEmu, SyncthreadsOrdersSharedMemory) {
+TEST_P(CudaEmu, SyncthreadsOrdersSharedMemory) {
   for (auto* kernel : {reverse_static, reverse_dynamic}) {
     std::vector<int> out(3 * 200);
     ZERO_LAUNCH(3, 200, 200 * sizeof(int), nullptr, kernel)(out.data());
@@ -80,7 +106,7 @@ __global__ void warp_intrinsics(int* out) {
   out[5 * n + t] = static_cast<int>(__ballot_sync(kFullMask, lane % 3 == 0) & 0xffu);
 }
 
-TEST(CudaEmu, WarpIntrinsicsFollowCudaSemantics) {
+TEST_P(CudaEmu, WarpIntrinsicsFollowCudaSemantics) {
   const int n = 64;
   std::vector<int> out(6 * n);
   ZERO_LAUNCH(1, n, 0, nullptr, warp_intrinsics)(out.data());
@@ -97,9 +123,40 @@ TEST(CudaEmu, WarpIntrinsicsFollowCudaSemantics) {
   }
 }
 
+// The threads of warp w call __syncthreads_count w % 4 times (round r counts the threads with
+// t % 3 == 0), then lanes 16..31 return and lanes 0..15 shuffle under the half mask (those that
+// exist): threads that returned drop out of the block's and the warp's barriers (sm_70+). (A warp's
+// lanes take the same number of rounds: a lane in a shuffle while its warp's others wait at
+// __syncthreads deadlocks.)
+__global__ void count_then_exit(int* out) {
+  const int t = threadIdx.x, lane = t % 32, rounds = t / 32 % 4;
+  for (int r = 0; r < rounds; ++r) out[t * 5 + r] = __syncthreads_count(t % 3 == 0);
+  if (lane >= 16) return;
+  const int warp_lanes = min(32, static_cast<int>(blockDim.x) - (t - lane));  // even here
+  const unsigned mask = 0x0000ffffu & (warp_lanes == 32 ? kFullMask : (1u << warp_lanes) - 1);
+  out[t * 5 + 4] = __shfl_xor_sync(mask, lane, 1);
+}
+
+TEST_P(CudaEmu, ReturnedThreadsLeaveTheBarriers) {
+  for (const int n : {32, 48, 256, 1000}) {  // 48, 1000: a 16-lane and an 8-lane last warp
+    std::vector<int> out(n * 5, -1);
+    ZERO_LAUNCH(2, n, 0, nullptr, count_then_exit)(out.data());
+    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    for (int t = 0; t < n; ++t) {
+      for (int r = 0; r < t / 32 % 4; ++r) {
+        int want = 0;  // the threads still calling in round r whose predicate holds
+        for (int u = 0; u < n; ++u) want += u / 32 % 4 > r && u % 3 == 0;
+        EXPECT_EQ(out[t * 5 + r], want) << "n " << n << " thread " << t << " round " << r;
+      }
+      EXPECT_EQ(out[t * 5 + 4], t % 32 < 16 ? (t % 32) ^ 1 : -1) << "n " << n << " thread " << t;
+    }
+  }
+}
+
 __global__ void noop() {}
 
-TEST(CudaEmu, LaunchLimitsAreLaunchErrors) {
+TEST_P(CudaEmu, LaunchLimitsAreLaunchErrors) {
   ZERO_LAUNCH(1, 1025, 0, nullptr, noop)();
   EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration);
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);  // read once
@@ -160,6 +217,7 @@ TEST(CudaEmuDeathTest, MissingSyncthreadsIsADataRaceUnderTsan) {
   std::vector<int> out(64);
   // Why the sync: the launch is queued on the legacy stream; the child must run it before exiting.
   const auto launch_and_wait = [&] {
+    set_thread_mode(ThreadMode::kOsThreads);  // TSan sees races between OS threads only
     ZERO_LAUNCH(1, 64, 0, nullptr, reverse_without_barrier)(out.data());
     cudaDeviceSynchronize();
   };
@@ -167,7 +225,35 @@ TEST(CudaEmuDeathTest, MissingSyncthreadsIsADataRaceUnderTsan) {
 #endif
 }
 
-TEST(CudaEmuDeathTest, ShuffleWithAnExitedLaneIsReported) {
+// Lanes 0..15 wait at __syncthreads, lanes 16..31 at __syncwarp: neither barrier can complete.
+__global__ void divergent_barriers() {
+  if (threadIdx.x < 16) {
+    __syncthreads();
+  } else {
+    __syncwarp();
+  }
+}
+
+// Fibers see that no thread can go on and abort (OS threads would hang, as a GPU might).
+TEST(CudaEmuDeathTest, DeadlockIsReportedWithFibers) {
+  const ThreadMode saved = thread_mode();
+  if (set_thread_mode(ThreadMode::kFibers) != ThreadMode::kFibers) {
+    GTEST_SKIP() << "fibers: not under sanitizers";
+  }
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const auto launch_and_wait = [] {
+    ZERO_LAUNCH(1, 32, 0, nullptr, divergent_barriers)();
+    cudaDeviceSynchronize();
+  };
+  EXPECT_DEATH(launch_and_wait(), "deadlock");
+  set_thread_mode(saved);
+}
+
+class CudaEmuModesDeathTest : public CudaEmu {};
+INSTANTIATE_TEST_SUITE_P(Modes, CudaEmuModesDeathTest,
+                         ::testing::Values(ThreadMode::kFibers, ThreadMode::kOsThreads), mode_name);
+
+TEST_P(CudaEmuModesDeathTest, ShuffleWithAnExitedLaneIsReported) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   std::vector<int> out(32);
   const auto launch_and_wait = [&] {
