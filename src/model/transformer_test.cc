@@ -231,7 +231,9 @@ TEST(Transformer, SixteenBitUnitsGiveTheResultsOfTheirFp32Values) {
           ResidentGrads g(model.layout());
           model.backward(params, g, 1.0f / 32);
           grads[run] = g.grads_;
-          if (run == 0) EXPECT_GT(model.buffer_bytes(), 0);
+          if (run == 0) {
+            EXPECT_GT(model.buffer_bytes(), 0);
+          }
         }
         EXPECT_EQ(loss[0], loss[1]);
         EXPECT_EQ(logits[0], logits[1]);
