@@ -21,11 +21,11 @@ if [[ -z "$tests" ]]; then
 fi
 benches=""
 [[ -x "$build/bench/kernels_gpu_bench" ]] && benches=kernels_gpu_bench
-cmake --build "$build" --target $tests $benches >/dev/null
+cmake --build "$build" --target $tests $benches zero >/dev/null
 
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
-mkdir -p "$stage/pack/bin" "$stage/pack/lib" "$stage/pack/bench"
+mkdir -p "$stage/pack/bin" "$stage/pack/lib" "$stage/pack/bench" "$stage/pack/app"
 if [[ -n "$benches" ]]; then
   strip --strip-debug -o "$stage/pack/bench/kernels_gpu_bench" "$build/bench/kernels_gpu_bench"
   cp bench/gpu/run.sh bench/gpu/torch_kernels.py "$stage/pack/bench/"
@@ -33,8 +33,11 @@ fi
 for t in $tests; do
   strip --strip-debug -o "$stage/pack/bin/$t" "$build/tests/$t"
 done
+# The training check (train_check.sh): the zero binary, the embedded corpus, the PyTorch step.
+strip --strip-debug -o "$stage/pack/app/zero" "$build/bin/zero"
+cp examples/data/kjv.txt tools/gpu/train_check.sh bench/gpu/torch_gpt2_step.py "$stage/pack/app/"
 # Shared libraries outside the CUDA toolkit and glibc: the GPU machine has its own CUDA and libc.
-for t in $tests; do ldd "$build/tests/$t"; done | awk '$3 ~ /^\// {print $3}' | sort -u |
+{ for t in $tests; do ldd "$build/tests/$t"; done; ldd "$build/bin/zero"; } | awk '$3 ~ /^\// {print $3}' | sort -u |
   grep -v -E '/usr/local/cuda|/libc\.so|/libm\.so|/libdl\.so|/libpthread\.so|/librt\.so|/ld-linux|/libstdc\+\+|/libgcc_s' |
   while read -r lib; do cp -L "$lib" "$stage/pack/lib/"; done
 git rev-parse HEAD >"$stage/pack/commit"

@@ -9,6 +9,12 @@
 #   bash .gpu/verify.sh --bench    the kernel benchmark alone
 #   bash .gpu/verify.sh --dry-run  anywhere: unpack, resolve every library, run the binaries (which
 #                                  skip without a device); what CI runs so this works the first time
+#
+# Environment: ZERO_GPU_SAN=REGEX sanitizes only the test binaries whose names match (default all;
+# a short lease spends its minutes on what changed), ZERO_GPU_KBENCH=0 skips the kernel benchmark,
+# ZERO_GPU_SAN_TIMEOUT=S bounds each sanitizer run (default 380),
+# ZERO_GPU_TRAIN=0 skips the training check (app/train_check.sh: --device cuda vs cpu, gpt2-124m
+# tokens/s beside PyTorch).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 dry=0 bench_only=0
@@ -47,7 +53,7 @@ fail=0
 } >"$summary"
 
 # Every library must resolve here (libcuda comes with the driver, absent on a machine without one).
-missing=$(for t in "$bin"/*; do ldd "$t"; done | grep 'not found' | grep -v libcuda.so | sort -u)
+missing=$(for t in "$bin"/* "$work/pack/app/zero"; do ldd "$t"; done | grep 'not found' | grep -v libcuda.so | sort -u)
 if [[ -n "$missing" ]]; then
   echo "- MISSING LIBRARIES:" >>"$summary"
   echo "$missing" | sed 's/^/  - /' >>"$summary"
@@ -77,7 +83,7 @@ sanitize() {  # tool binary -> one line ; full log in $work/log
   local api=all
   [[ $name == device_arena_cuda_test ]] && api=no
   start=$(date +%s)
-  timeout 380 "${shard[@]}" compute-sanitizer --tool "$tool" --error-exitcode 99 --print-limit 30 --report-api-errors $api \
+  timeout "${ZERO_GPU_SAN_TIMEOUT:-380}" "${shard[@]}" compute-sanitizer --tool "$tool" --error-exitcode 99 --print-limit 30 --report-api-errors $api \
     --target-processes all "$t" --gtest_color=no --gtest_brief=1 >"$log" 2>&1
   rc=$?
   printf '%s %s %ss rc=%s %s\n' "$tool" "$name" "$(($(date +%s) - start))" "$rc" \
@@ -88,6 +94,7 @@ export work repeat
 mkdir -p "$work/log"
 
 run_bench() {
+  [[ ${ZERO_GPU_KBENCH:-1} == 0 ]] && return 0
   [[ -x $work/pack/bench/kernels_gpu_bench ]] || return 0
   echo "## Kernels beside PyTorch (bench/gpu/run.sh; ratio > 1: ours faster)" >>"$summary"
   bash "$work/pack/bench/run.sh" "$work/pack/bench/kernels_gpu_bench" >"$out/kernels_bench.md" 2>&1 ||
@@ -107,10 +114,16 @@ grep -q -E 'failed=[1-9]|rc=[1-9]' "$work/tests.txt" && fail=1
 cat "$work"/log/*.test >"$out/tests.log"
 if ((dry)); then
   echo "- (dry run: every binary ran; with no device they skip)" >>"$summary"
+  "$work/pack/app/zero" --version >/dev/null || { echo "- app/zero does not start" >>"$summary"; fail=1; }
   cat "$summary"
   exit $fail
 fi
 
+if [[ ${ZERO_GPU_TRAIN:-1} != 0 ]]; then
+  (cd "$work/pack/app" && bash train_check.sh "$work/pack/app/zero" "$work/pack/app/kjv.txt" "$work/train") \
+    >"$out/train.md" 2>&1 || fail=1
+  cat "$out/train.md" >>"$summary"
+fi
 run_bench
 # Registers, stack, shared and local memory of every kernel (the spill budget's record).
 if command -v cuobjdump >/dev/null; then
@@ -121,8 +134,9 @@ if command -v cuobjdump >/dev/null; then
 fi
 echo "## compute-sanitizer" >>"$summary"
 {
-  for t in "$bin"/*; do echo "memcheck $t"; done
-  for t in "$bin"/*; do
+  san_bins=$(ls "$bin"/* | grep -E "/(${ZERO_GPU_SAN:-.*})\$")
+  for t in $san_bins; do echo "memcheck $t"; done
+  for t in $san_bins; do
     case $(basename "$t") in device_arena_cuda_test | matmul_cuda_test) continue ;; esac
     for tool in racecheck synccheck initcheck; do echo "$tool $t"; done
   done
