@@ -11,6 +11,7 @@
 
 #include "model/golden_testing.h"
 #include "model/transformer.h"
+#include "runtime/device_generator.h"
 
 namespace zero::runtime {
 namespace {
@@ -110,6 +111,23 @@ TEST_P(Generate, RecomputeGivesTheCachedTokens) {
   EXPECT_TRUE(generate(*f.model, *f.params, cached, sampled));
   EXPECT_TRUE(generate_recompute(*f.model, *f.params, recomputed, sampled));
   EXPECT_EQ(recomputed, cached);
+}
+
+// DeviceGenerator (`zero generate --device`) on the CPU backend: the model made for the device's
+// context, the weights copied to its memory once, the cached loop's tokens.
+TEST_P(Generate, DeviceGeneratorGivesTheCachedTokens) {
+  Fixture f = load(GetParam());
+  auto on_device = DeviceGenerator::create(Device::kCpu, f.model->layout().config(), *f.params);
+  ASSERT_TRUE(on_device.ok()) << on_device.status().to_string();
+  SamplingOptions o;
+  o.max_new_tokens = 10;
+  o.temperature = 0.8;
+  o.seed = 3;
+  std::vector<int32_t> want = {3, 14, 15}, got = want;
+  generate(*f.model, *f.params, want, o);
+  (*on_device)->generate(got, o);
+  EXPECT_EQ(got, want);
+  EXPECT_GT((*on_device)->device_bytes(), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, Generate, ::testing::Values("gpt2_tiny", "llama_tiny"));
