@@ -3,7 +3,8 @@
 # seed and data) for the tiny GPT-2 and Llama presets at stages 0-3, fp32 / bf16, optimizer offload
 # none / cpu, and gradient checkpointing; then the step benchmark: tokens/s and MFU of bf16 steps
 # (ZERO_GPU_BENCH_GRID) beside PyTorch's (bench/gpu/torch_step.py, ZERO_GPU_TORCH_MODES) on the same
-# GPU. Packed by tools/gpu/pack.sh and run by verify.sh; prints markdown.
+# GPU; `zero generate --device cuda` giving the CPU's tokens and `zero bench step --device cuda`.
+# Packed by tools/gpu/pack.sh and run by verify.sh; prints markdown.
 #
 #   train_check.sh ZERO_BINARY CORPUS WORKDIR [--no-bench]
 # ZERO_CHECK_DEVICE=cpu runs the script's plumbing on a machine without a GPU (both sides on cpu);
@@ -75,6 +76,27 @@ echo "## zero train --device cuda vs --device cpu (20 steps, micro 4 x accumulat
   echo "gpt2-tiny 1 fp32 none --gradient_checkpointing"
 } | grep -E "${ZERO_CHECK_ONLY:-.}" | OMP_NUM_THREADS=2 xargs -r -P 8 -L 1 bash -c 'run_pair "$@"' _ | sort | sed 's/^/- /' | tee "$work/parity.txt"
 grep -q -E 'MISMATCH|FAILED' "$work/parity.txt" && status=1 || status=0
+
+echo
+echo "## zero generate --device cuda vs --device cpu (the same tokens), zero bench step --device cuda"
+{
+  for model in gpt2-tiny llama-tiny; do
+    for sampling in "--temperature 0" "--temperature 1 --seed 5"; do
+      args="generate --model preset:$model --prompt_tokens 3,14,15,92 --max_new_tokens 24 $sampling"
+      cpu_out=$(timeout 60 "$zero" $args --device cpu 2>&1)
+      dev_out=$(timeout 60 "$zero" $args --device "$device" 2>&1 | tail -n 1)
+      [[ "$cpu_out" == "$dev_out" ]] && echo "- generate $model $sampling: ok" ||
+        echo "- generate $model $sampling: MISMATCH cpu [$cpu_out] $device [$dev_out]"
+    done
+  done
+  if out=$(OMP_NUM_THREADS=4 timeout 120 "$zero" bench step --model preset:gpt2-mini --stages 0 3 --steps 5 \
+    --device "$device" 2>&1); then
+    echo "$out" | head -6 | sed 's/^/    /'
+  else
+    echo "- bench step FAILED: $(echo "$out" | tail -2 | tr '\n' ' ')"
+  fi
+} | tee "$work/cli_device.txt"
+grep -q -E 'MISMATCH|FAILED' "$work/cli_device.txt" && status=1
 
 ((bench)) || exit $status
 # The step benchmark: ZERO_GPU_BENCH_GRID entries MODEL:MICRO:STAGES (a stage followed by "o" has
