@@ -36,7 +36,7 @@ set_tests_properties(cli.bench.step_device_cpu_in_header PROPERTIES LABELS unit
                      ENVIRONMENT "OMP_NUM_THREADS=2;OMP_WAIT_POLICY=passive"
                      PASS_REGULAR_EXPRESSION "^zero bench step: [^\n]*, device cpu\n")
 add_test(NAME cli.bench.step_device_cuda
-         COMMAND sh -c "out=$('$<TARGET_FILE:zero>' bench step ${_bs_common} --stages 0 --device cuda 2>&1); rc=$?; echo \"$out\" | tail -4; if test $rc -eq 0 && echo \"$out\" | grep -q 'device GPU 0: .*GPU MiB'; then echo ran-on-gpu; elif test $rc -eq 2 && test $(echo \"$out\" | wc -l) -eq 1 && echo \"$out\" | grep -q '^error: .*--device cuda: .*\\(no usable GPU\\|no CUDA backend\\)'; then echo refused-first; fi")
+         COMMAND sh -c "out=$('$<TARGET_FILE:zero>' bench step ${_bs_common} --stages 0 --device cuda 2>&1); rc=$?; echo \"$out\" | tail -4; if test $rc -eq 0 && echo \"$out\" | grep -q ', device GPU 0: .*(sm_' && echo \"$out\" | grep -q 'staging MiB *GPU MiB'; then echo ran-on-gpu; elif test $rc -eq 2 && test $(echo \"$out\" | wc -l) -eq 1 && echo \"$out\" | grep -q '^error: .*--device cuda: .*\\(no usable GPU\\|no CUDA backend\\)'; then echo refused-first; fi")
 set_tests_properties(cli.bench.step_device_cuda PROPERTIES LABELS unit
                      ENVIRONMENT "OMP_NUM_THREADS=2;OMP_WAIT_POLICY=passive"
                      PASS_REGULAR_EXPRESSION "ran-on-gpu|refused-first")
