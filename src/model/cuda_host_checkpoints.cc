@@ -25,6 +25,8 @@ void CudaHostCheckpoints::reset(int layers, int64_t numel,
   host_ = zero::cuda::PinnedHostBuffer(bytes);
 }
 
+void CudaHostCheckpoints::synchronize() { CUDA_ABORT_IF_ERROR(cudaStreamSynchronize(side_.get())); }
+
 void CudaHostCheckpoints::await_copies(int layer, cudaStream_t compute) {
   copied_[static_cast<size_t>(layer % kDeviceSlots)].make_wait(compute);
 }

@@ -52,6 +52,12 @@ class CudaHostCheckpoints {
   // compute work enqueued so far (the last to use the slot).
   void fetch(int layer, cudaStream_t compute);
 
+  // Waits (on the host) for every queued copy: before the device slots are freed.
+  void synchronize();
+
+  // The side stream the copies run on (tests hold it with a host function to force an order).
+  cudaStream_t side_stream() const { return side_.get(); }
+
   // Pinned host bytes of the block inputs.
   int64_t host_bytes() const { return static_cast<int64_t>(host_.bytes()); }
 

@@ -207,7 +207,9 @@ void CudaTransformer::ensure_buffers(int64_t B, int64_t T) {
   T_ = T;
   if (bf.slab != nullptr) {
     // Why the free's device sync is harmless: the batch shape changes rarely (eval, the last
-    // batch).
+    // batch). The side stream's copies out of the ring slots are waited for by name: a forward
+    // without backward leaves them unawaited by the compute stream.
+    if (bf.host_checkpoints != nullptr) bf.host_checkpoints->synchronize();
     CUDA_ABORT_IF_ERROR(cudaFree(bf.slab));
     bf.slab = nullptr;
   }

@@ -16,12 +16,14 @@
 #include <ostream>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/cuda/cuda_stream.h"
 #include "core/dtype.h"
 #include "kernels/cuda_test_util.h"
 #include "kernels/tolerance.h"
+#include "model/cuda_host_checkpoints.h"
 #include "model/transformer.h"
 
 namespace zero::model {
@@ -320,26 +322,38 @@ INSTANTIATE_TEST_SUITE_P(Models, CudaTransformerVsCpu, ::testing::ValuesIn(cases
                          });
 
 // Two forwards without targets back to back (no host sync between them; the second waits for the
-// first's batch upload before reusing its staging): logits only, loss 0, no counted targets.
+// first's batch upload before reusing its staging): logits only, loss 0, no counted targets. With
+// host checkpoints the copies out are never awaited by a backward: the second forward's writes
+// into the ring wait for them, then a third at another shape frees the slab under them.
 TEST(CudaTransformer, ForwardWithoutTargetsComputesLogits) {
   ZERO_SKIP_WITHOUT_GPU();
   const ModelConfig config = gpt2_config();
-  Transformer cpu(config);
-  zero::cuda::CudaStream stream;
-  auto created = CudaTransformer::create(config, {}, stream);
-  ASSERT_TRUE(created.ok()) << created.status().to_string();
-  CudaTransformer& gpu = **created;
-  TestParams params(cpu.layout(), DType::kF32, 99);
-  TestParams::Access cpu_params(params, Device::kCpu), gpu_params(params, Device::kCuda);
-  const Batch first = make_batch(1), second = make_batch(2);
-  EXPECT_EQ(gpu.forward(gpu_params, first.tokens.data(), nullptr, kB, kT), 0.0f);
-  EXPECT_EQ(gpu.forward(gpu_params, second.tokens.data(), nullptr, kB, kT), 0.0f);
-  EXPECT_EQ(gpu.counted_targets(), 0);
-  EXPECT_EQ(cpu.forward(cpu_params, second.tokens.data(), nullptr, kB, kT), 0.0f);
-  std::vector<float> want(static_cast<size_t>(config.vocab_size)), got(want.size());
-  cpu.logits_at(1, kT - 1, want.data());
-  gpu.logits_at(1, kT - 1, got.data());
-  EXPECT_TRUE(matches(got, want));
+  for (const CudaTransformerOptions options :
+       {CudaTransformerOptions{}, CudaTransformerOptions{.activation_checkpointing = true,
+                                  .checkpoints_in_host_memory = true}}) {
+    SCOPED_TRACE(options.checkpoints_in_host_memory ? "host checkpoints" : "no checkpointing");
+    Transformer cpu(config);
+    zero::cuda::CudaStream stream;
+    auto created = CudaTransformer::create(config, options, stream);
+    ASSERT_TRUE(created.ok()) << created.status().to_string();
+    CudaTransformer& gpu = **created;
+    TestParams params(cpu.layout(), DType::kF32, 99);
+    TestParams::Access cpu_params(params, Device::kCpu), gpu_params(params, Device::kCuda);
+    const Batch first = make_batch(1), second = make_batch(2);
+    EXPECT_EQ(gpu.forward(gpu_params, first.tokens.data(), nullptr, kB, kT), 0.0f);
+    EXPECT_EQ(gpu.forward(gpu_params, second.tokens.data(), nullptr, kB, kT), 0.0f);
+    EXPECT_EQ(gpu.counted_targets(), 0);
+    EXPECT_EQ(cpu.forward(cpu_params, second.tokens.data(), nullptr, kB, kT), 0.0f);
+    std::vector<float> want(static_cast<size_t>(config.vocab_size)), got(want.size());
+    cpu.logits_at(1, kT - 1, want.data());
+    gpu.logits_at(1, kT - 1, got.data());
+    EXPECT_TRUE(matches(got, want));
+    EXPECT_EQ(gpu.forward(gpu_params, first.tokens.data(), nullptr, 1, kT - 2), 0.0f);
+    EXPECT_EQ(cpu.forward(cpu_params, first.tokens.data(), nullptr, 1, kT - 2), 0.0f);
+    cpu.logits_at(0, kT - 3, want.data());
+    gpu.logits_at(0, kT - 3, got.data());
+    EXPECT_TRUE(matches(got, want));
+  }
 }
 
 // cpu_checkpointing: the block inputs in pinned host memory, copied out and back on a side stream,
@@ -409,6 +423,60 @@ TEST_P(CudaTransformerHostCheckpoints, BitwiseEqualToDeviceCheckpointsInLessDevi
   }
   EXPECT_EQ(got_params.log, want_params.log);
   EXPECT_EQ(got_grads.ready, want_grads.ready);
+}
+
+// CudaHostCheckpoints' three orderings, each forced: a host function holds one stream for 100 ms
+// while the other runs ahead, so a missing event lands the wrong values every time (the model test
+// above would see only a rare interleaving).
+void hold_stream(cudaStream_t stream) {
+  CUDA_ABORT_IF_ERROR(cudaLaunchHostFunc(
+      stream, [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(100)); }, nullptr));
+}
+
+void copy_on(cudaStream_t stream, float* dst, const float* src, int64_t n) {
+  CUDA_ABORT_IF_ERROR(cudaMemcpyAsync(dst, src, static_cast<size_t>(n) * sizeof(float),
+                                      cudaMemcpyDeviceToDevice, stream));
+}
+
+TEST(CudaHostCheckpoints, EventsOrderEveryCopyAgainstTheComputeStream) {
+  ZERO_SKIP_WITHOUT_GPU();
+  constexpr int64_t n = 37;
+  auto filled = [](float v) { return std::vector<float>(static_cast<size_t>(n), v); };
+  const DeviceArray<float> a(filled(1.0f)), b(filled(2.0f)), x(filled(3.0f)), y(filled(4.0f));
+  DeviceArray<float> slot0(static_cast<size_t>(n)), slot1(static_cast<size_t>(n));
+  DeviceArray<float> out(static_cast<size_t>(n));
+  zero::cuda::CudaStream compute;
+  CudaHostCheckpoints host;
+  host.reset(3, n, {slot0.get(), slot1.get()});
+  ASSERT_EQ(host.device_input(2), slot0.get());
+  ASSERT_EQ(host.host_bytes(), 3 * n * 4);
+
+  // Forward: the write of layer 2's input into slot 0 waits for the copy out of layer 0's.
+  hold_stream(host.side_stream());
+  copy_on(compute, slot0.get(), a.get(), n);
+  host.save(0, compute);
+  host.await_copies(2, compute);
+  copy_on(compute, slot0.get(), b.get(), n);
+  // The copy out follows the compute work that produced it (the side stream is free now).
+  copy_on(compute, slot1.get(), x.get(), n);
+  host.save(1, compute);
+  host.await_copies(1, compute);
+  copy_on(compute, slot1.get(), y.get(), n);
+
+  // Backward: the copy back into slot 1 follows the compute stream's last read of it ...
+  hold_stream(compute);
+  copy_on(compute, out.get(), slot1.get(), n);
+  host.fetch(1, compute);
+  host.await_copies(1, compute);
+  EXPECT_EQ(out.download(), filled(4.0f))
+      << "the copy back overwrote the slot before its last read";
+  EXPECT_EQ(slot1.download(), filled(3.0f)) << "layer 1's input, saved before y overwrote it";
+  // ... and the compute stream's read of a copied-back input waits for the copy.
+  hold_stream(host.side_stream());
+  host.fetch(0, compute);
+  host.await_copies(0, compute);
+  copy_on(compute, out.get(), slot0.get(), n);
+  EXPECT_EQ(out.download(), filled(1.0f)) << "layer 0's input: a, not b written after its save";
 }
 
 ModelConfig with_layers(ModelConfig c, int layers) {
