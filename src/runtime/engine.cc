@@ -136,6 +136,8 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(EngineOptions options, const Un
         plan_memory(o, *e->shard_layout_, o.planned_micro_batch, o.planned_seq_len);
     const HostResources have = o.resources ? *o.resources : probe_host_resources();
     Status fits = check_memory(needs, comm->local_world_size(), have);
+    if (fits.ok() && e->exec_ != nullptr)
+      fits = check_device_memory(o, *e->shard_layout_, *e->exec_);
     if (!fits.ok()) return fits.with_context(fmt::format("rank {}", comm->rank()));
   }
   ZERO_ASSIGN_OR_RETURN(e->params_, sharding::ParamCoordinator::create(
