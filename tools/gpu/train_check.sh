@@ -99,9 +99,10 @@ echo "## zero generate --device cuda vs --device cpu (the same tokens), zero ben
 grep -q -E 'MISMATCH|FAILED' "$work/cli_device.txt" && status=1
 
 ((bench)) || exit $status
-# The step benchmark: ZERO_GPU_BENCH_GRID entries MODEL:MICRO:STAGES (a stage followed by "o" has
-# the optimizer offloaded to the CPU), T=1024, bf16, world 1; ZERO_GPU_TORCH_MODES the PyTorch
-# baselines (eager / compile / fsdp2) run beside them. Ratios are against the first mode.
+# The step benchmark: ZERO_GPU_BENCH_GRID entries MODEL:MICRO:STAGES[:MODES] (a stage followed by
+# "o" has the optimizer offloaded to the CPU; MODES joined by "+"), T=1024, bf16, world 1;
+# ZERO_GPU_TORCH_MODES the PyTorch baselines (eager / compile / fsdp2) run beside entries without
+# their own. Ratios are against each entry's first mode.
 grid=${ZERO_GPU_BENCH_GRID:-gpt2-124m:8:0,1,2,3}
 modes=${ZERO_GPU_TORCH_MODES:-eager}
 seq=${ZERO_GPU_BENCH_SEQ:-1024}
@@ -111,10 +112,11 @@ echo
 echo "| model | run | tok/s | ms/step | MFU | ratio |"
 echo "| --- | --- | --- | --- | --- | --- |"
 for entry in $grid; do
-  IFS=: read -r model micro stages <<<"$entry"
+  IFS=: read -r model micro stages entry_modes <<<"$entry"
   fpt=$(python3 "$torch_step" --model "$model" --seq "$seq" --flops-per-token)
   base=""
-  for mode in $modes; do
+  these_modes=${entry_modes:-$modes}
+  for mode in ${these_modes//+/ }; do
     line=$(timeout 300 python3 "$torch_step" --model "$model" --batch "$micro" --seq "$seq" \
       --steps 8 --mode "$mode" 2>&1 | grep -E "^torch-|Error|error" | tail -1)
     tps=$(sed -n 's/.*: \([0-9,]*\) tok\/s.*/\1/p' <<<"$line" | tr -d ,)
