@@ -1,12 +1,12 @@
-// Adam / AdamW CPU update (see adam.h for the exact per-element formula).
-#include "optim/adam.h"
+// The scalar reference Adam / AdamW update (see adamw.h for the exact per-element formula).
+#include "kernels/adamw/adamw.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "core/check.h"
 
-namespace zero::optim {
+namespace zero::kernels {
 
 AdamScalars adam_scalars(const AdamArgs& args) {
   // Scalars in double, rounded once to float: the per-element math is fp32 like DeepSpeed's.
@@ -26,6 +26,7 @@ AdamScalars adam_scalars(const AdamArgs& args) {
   return s;
 }
 
+namespace cpu {
 namespace {
 
 // Stores the updated fp32 params of [begin, end) as 16-bit.
@@ -103,4 +104,5 @@ void adam_update(const AdamArgs& args, const AdamShard& shard, float grad_scale)
   }
 }
 
-}  // namespace zero::optim
+}  // namespace cpu
+}  // namespace zero::kernels

@@ -2,7 +2,7 @@
 // with every fp32 operation an explicitly rounded intrinsic (__fmul_rn, __fadd_rn, __fsqrt_rn,
 // __fdiv_rn), which nvcc never contracts into fma: the arithmetic is the CPU loop's, bit for bit.
 
-#include "optim/adam_cuda.h"
+#include "kernels/adamw/adamw_cuda.h"
 
 #include <cuda_runtime.h>
 
@@ -14,7 +14,7 @@
 #include "core/cuda/launch.h"
 #include "core/dtype.h"
 
-namespace zero::optim::cuda {
+namespace zero::kernels::cuda {
 namespace {
 
 // Which 16-bit copy of the updated params the kernel writes.
@@ -196,4 +196,4 @@ void adam_update(const AdamArgs& args, const AdamShard& shard, float grad_scale,
   }
 }
 
-}  // namespace zero::optim::cuda
+}  // namespace zero::kernels::cuda

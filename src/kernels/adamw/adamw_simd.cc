@@ -1,5 +1,5 @@
 // CPU Adam dispatch (run-time ISA choice, OpenMP over tiles) and the portable scalar kernel.
-#include "offload/cpu_adam.h"
+#include "kernels/adamw/adamw_simd.h"
 
 #include <cpuid.h>
 
@@ -10,11 +10,11 @@
 
 #include "core/check.h"
 
-// Every ISA path must perform the same unfused operations as optim::adam_update so that they
+// Every ISA path must perform the same unfused operations as adam_update so that they
 // agree bitwise; GCC's default -ffp-contract=fast would fuse a*b+c where FMA is available.
 #pragma GCC optimize("fp-contract=off")
 
-namespace zero::offload {
+namespace zero::kernels::cpu {
 
 std::string_view cpu_isa_name(CpuIsa isa) {
   switch (isa) {
@@ -66,7 +66,7 @@ namespace detail {
 namespace {
 
 template <bool kL2, bool kDecoupled>
-void scalar_loop(const AdamTileParams& c, const optim::AdamShard& s, int64_t begin, int64_t end) {
+void scalar_loop(const AdamTileParams& c, const AdamShard& s, int64_t begin, int64_t end) {
   float* __restrict__ p = s.param;
   const float* __restrict__ g_in = s.grad;
   float* __restrict__ m = s.exp_avg;
@@ -95,8 +95,7 @@ void scalar_loop(const AdamTileParams& c, const optim::AdamShard& s, int64_t beg
 
 }  // namespace
 
-void adam_tile_scalar(const AdamTileParams& c, const optim::AdamShard& s, int64_t begin,
-                      int64_t end) {
+void adam_tile_scalar(const AdamTileParams& c, const AdamShard& s, int64_t begin, int64_t end) {
   if (c.l2) {
     scalar_loop<true, false>(c, s, begin, end);
   } else if (c.decoupled) {
@@ -108,14 +107,14 @@ void adam_tile_scalar(const AdamTileParams& c, const optim::AdamShard& s, int64_
 
 }  // namespace detail
 
-void cpu_adam_update(const optim::AdamArgs& args, const optim::AdamShard& shard, float grad_scale,
-                     const CpuAdamOptions& options) {
+void adam_update_simd(const AdamArgs& args, const AdamShard& shard, float grad_scale,
+                      const AdamSimdOptions& options) {
   ZERO_CHECK(args.step >= 1, "adam step counter must be >= 1, got ", args.step);
   ZERO_CHECK(shard.numel >= 0, "negative numel ", shard.numel);
   ZERO_CHECK(options.tile_numel > 0, "tile_numel must be positive, got ", options.tile_numel);
   if (shard.numel == 0) return;
   ZERO_CHECK(shard.param && shard.grad && shard.exp_avg && shard.exp_avg_sq,
-             "cpu_adam_update: null buffer");
+             "adam_update_simd: null buffer");
   ZERO_CHECK(shard.param_16bit == nullptr || shard.param_16bit_dtype != DType::kF32,
              "param_16bit must be bf16 or f16");
 
@@ -126,7 +125,7 @@ void cpu_adam_update(const optim::AdamArgs& args, const optim::AdamShard& shard,
   if (isa == CpuIsa::kAvx512) tile_fn = detail::adam_tile_avx512;
   if (isa == CpuIsa::kAvx2) tile_fn = detail::adam_tile_avx2;
 
-  const optim::AdamScalars s = optim::adam_scalars(args);
+  const AdamScalars s = adam_scalars(args);
   detail::AdamTileParams c;
   c.beta1 = args.beta1;
   c.beta2 = args.beta2;
@@ -153,4 +152,4 @@ void cpu_adam_update(const optim::AdamArgs& args, const optim::AdamShard& shard,
   }
 }
 
-}  // namespace zero::offload
+}  // namespace zero::kernels::cpu
