@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "kernels/adamw/adamw_simd.h"
+#include "kernels/adamw/adamw_tile.h"
 
 // Standard headers come first: inline functions defined after this pragma are AVX-512 code, and
 // a COMDAT copy of a library inline compiled here could otherwise be picked by the linker for the

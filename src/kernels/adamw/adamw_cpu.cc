@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/check.h"
+#include "kernels/adamw/adamw_tile.h"
 
 namespace zero::kernels {
 
@@ -27,6 +28,28 @@ AdamScalars adam_scalars(const AdamArgs& args) {
 }
 
 namespace cpu {
+namespace detail {
+
+AdamTileParams adam_tile_params(const AdamArgs& args, float grad_scale) {
+  const AdamScalars s = adam_scalars(args);
+  AdamTileParams c;
+  c.beta1 = args.beta1;
+  c.beta2 = args.beta2;
+  c.one_minus_beta1 = 1.0f - args.beta1;
+  c.one_minus_beta2 = 1.0f - args.beta2;
+  c.eps = args.eps;
+  c.grad_scale = grad_scale;
+  c.step_size = s.step_size;
+  c.inv_sqrt_bc2 = s.inv_sqrt_bc2;
+  c.decoupled_decay = s.decoupled_decay;
+  c.l2_decay = s.l2_decay;
+  // Decay terms are compiled out when unused (as DeepSpeed branches on wd > 0), so 0 * inf never
+  // turns a finite update into NaN.
+  c.l2 = s.l2_decay != 0.f;
+  c.decoupled = s.decoupled_decay != 0.f;
+  return c;
+}
+
 namespace {
 
 // Stores the updated fp32 params of [begin, end) as 16-bit.
@@ -40,46 +63,51 @@ void store_16bit(const float* param, void* dst, DType dtype, int64_t begin, int6
   }
 }
 
+// The reference: one element at a time in DeepSpeedCPUAdam's order, each operation rounded to fp32
+// (the baseline x86-64 build has no FMA to contract into; omp simd only widens the loop).
 template <bool kL2, bool kDecoupled>
-void adam_loop(const AdamScalars& s, const AdamArgs& args, const AdamShard& shard,
-               float grad_scale) {
-  const float beta1 = args.beta1;
-  const float beta2 = args.beta2;
-  const float one_minus_beta1 = 1.0f - beta1;
-  const float one_minus_beta2 = 1.0f - beta2;
-  const float eps = args.eps;
+void scalar_loop(const AdamTileParams& c, const AdamShard& shard, int64_t begin, int64_t end) {
+  const float beta1 = c.beta1;
+  const float beta2 = c.beta2;
+  const float one_minus_beta1 = c.one_minus_beta1;
+  const float one_minus_beta2 = c.one_minus_beta2;
+  const float eps = c.eps;
+  const float grad_scale = c.grad_scale;
   float* __restrict__ p = shard.param;
   const float* __restrict__ g_in = shard.grad;
   float* __restrict__ m = shard.exp_avg;
   float* __restrict__ v = shard.exp_avg_sq;
-
-  // Fixed-size tiles so the 16-bit copy happens while the tile is still in cache.
-  constexpr int64_t kTileNumel = 1 << 14;
-  const int64_t num_tiles = (shard.numel + kTileNumel - 1) / kTileNumel;
-#pragma omp parallel for schedule(static)
-  for (int64_t tile = 0; tile < num_tiles; ++tile) {
-    const int64_t begin = tile * kTileNumel;
-    const int64_t end = std::min(shard.numel, begin + kTileNumel);
 #pragma omp simd
-    for (int64_t i = begin; i < end; ++i) {
-      float g = g_in[i] * grad_scale;
-      float pi = p[i];
-      if constexpr (kL2) g = g + s.l2_decay * pi;
-      const float mi = beta1 * m[i] + one_minus_beta1 * g;
-      const float vi = beta2 * v[i] + one_minus_beta2 * (g * g);
-      const float denom = std::sqrt(vi) * s.inv_sqrt_bc2 + eps;
-      if constexpr (kDecoupled) pi = pi + s.decoupled_decay * pi;
-      p[i] = pi + s.step_size * (mi / denom);
-      m[i] = mi;
-      v[i] = vi;
-    }
-    if (shard.param_16bit != nullptr) {
-      store_16bit(p, shard.param_16bit, shard.param_16bit_dtype, begin, end);
-    }
+  for (int64_t i = begin; i < end; ++i) {
+    float g = g_in[i] * grad_scale;
+    float pi = p[i];
+    if constexpr (kL2) g = g + c.l2_decay * pi;
+    const float mi = beta1 * m[i] + one_minus_beta1 * g;
+    const float vi = beta2 * v[i] + one_minus_beta2 * (g * g);
+    const float denom = std::sqrt(vi) * c.inv_sqrt_bc2 + eps;
+    if constexpr (kDecoupled) pi = pi + c.decoupled_decay * pi;
+    p[i] = pi + c.step_size * (mi / denom);
+    m[i] = mi;
+    v[i] = vi;
+  }
+  if (shard.param_16bit != nullptr) {
+    store_16bit(p, shard.param_16bit, shard.param_16bit_dtype, begin, end);
   }
 }
 
 }  // namespace
+
+void adam_tile_scalar(const AdamTileParams& c, const AdamShard& s, int64_t begin, int64_t end) {
+  if (c.l2) {
+    scalar_loop<true, false>(c, s, begin, end);
+  } else if (c.decoupled) {
+    scalar_loop<false, true>(c, s, begin, end);
+  } else {
+    scalar_loop<false, false>(c, s, begin, end);
+  }
+}
+
+}  // namespace detail
 
 void adam_update(const AdamArgs& args, const AdamShard& shard, float grad_scale) {
   ZERO_CHECK(args.step >= 1, "adam step counter must be >= 1, got ", args.step);
@@ -90,17 +118,14 @@ void adam_update(const AdamArgs& args, const AdamShard& shard, float grad_scale)
   ZERO_CHECK(shard.param_16bit == nullptr || shard.param_16bit_dtype != DType::kF32,
              "param_16bit must be bf16 or f16");
 
-  const AdamScalars s = adam_scalars(args);
-  // Decay terms are compiled out when unused (as DeepSpeed branches on wd > 0), so 0 * inf never
-  // turns a finite update into NaN.
-  const bool l2 = s.l2_decay != 0.f;
-  const bool decoupled = s.decoupled_decay != 0.f;
-  if (l2) {
-    adam_loop<true, false>(s, args, shard, grad_scale);
-  } else if (decoupled) {
-    adam_loop<false, true>(s, args, shard, grad_scale);
-  } else {
-    adam_loop<false, false>(s, args, shard, grad_scale);
+  const detail::AdamTileParams c = detail::adam_tile_params(args, grad_scale);
+  // Fixed-size tiles so the 16-bit copy happens while the tile is still in cache.
+  constexpr int64_t kTileNumel = 1 << 14;
+  const int64_t num_tiles = (shard.numel + kTileNumel - 1) / kTileNumel;
+#pragma omp parallel for schedule(static)
+  for (int64_t tile = 0; tile < num_tiles; ++tile) {
+    const int64_t begin = tile * kTileNumel;
+    detail::adam_tile_scalar(c, shard, begin, std::min(shard.numel, begin + kTileNumel));
   }
 }
 

@@ -1,4 +1,5 @@
-// CPU Adam dispatch (run-time ISA choice, OpenMP over tiles) and the portable scalar kernel.
+// CPU Adam dispatch: the run-time ISA choice and OpenMP over tiles. The scalar path is the
+// reference's own tile body (adamw_cpu.cc); the SIMD bodies are adamw_avx2.cc / adamw_avx512.cc.
 #include "kernels/adamw/adamw_simd.h"
 
 #include <cpuid.h>
@@ -6,13 +7,9 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <cmath>
 
 #include "core/check.h"
-
-// Every ISA path must perform the same unfused operations as adam_update so that they
-// agree bitwise; GCC's default -ffp-contract=fast would fuse a*b+c where FMA is available.
-#pragma GCC optimize("fp-contract=off")
+#include "kernels/adamw/adamw_tile.h"
 
 namespace zero::kernels::cpu {
 
@@ -62,51 +59,6 @@ CpuIsa best_cpu_isa() {
   return CpuIsa::kScalar;
 }
 
-namespace detail {
-namespace {
-
-template <bool kL2, bool kDecoupled>
-void scalar_loop(const AdamTileParams& c, const AdamShard& s, int64_t begin, int64_t end) {
-  float* __restrict__ p = s.param;
-  const float* __restrict__ g_in = s.grad;
-  float* __restrict__ m = s.exp_avg;
-  float* __restrict__ v = s.exp_avg_sq;
-  for (int64_t i = begin; i < end; ++i) {
-    float g = g_in[i] * c.grad_scale;
-    float pi = p[i];
-    if constexpr (kL2) g = g + c.l2_decay * pi;
-    const float mi = c.beta1 * m[i] + c.one_minus_beta1 * g;
-    const float vi = c.beta2 * v[i] + c.one_minus_beta2 * (g * g);
-    const float denom = std::sqrt(vi) * c.inv_sqrt_bc2 + c.eps;
-    if constexpr (kDecoupled) pi = pi + c.decoupled_decay * pi;
-    p[i] = pi + c.step_size * (mi / denom);
-    m[i] = mi;
-    v[i] = vi;
-  }
-  if (s.param_16bit == nullptr) return;
-  if (s.param_16bit_dtype == DType::kBF16) {
-    auto* out = static_cast<bf16*>(s.param_16bit);
-    for (int64_t i = begin; i < end; ++i) out[i] = float_to_bf16(p[i]);
-  } else {
-    auto* out = static_cast<f16*>(s.param_16bit);
-    for (int64_t i = begin; i < end; ++i) out[i] = float_to_f16(p[i]);
-  }
-}
-
-}  // namespace
-
-void adam_tile_scalar(const AdamTileParams& c, const AdamShard& s, int64_t begin, int64_t end) {
-  if (c.l2) {
-    scalar_loop<true, false>(c, s, begin, end);
-  } else if (c.decoupled) {
-    scalar_loop<false, true>(c, s, begin, end);
-  } else {
-    scalar_loop<false, false>(c, s, begin, end);
-  }
-}
-
-}  // namespace detail
-
 void adam_update_simd(const AdamArgs& args, const AdamShard& shard, float grad_scale,
                       const AdamSimdOptions& options) {
   ZERO_CHECK(args.step >= 1, "adam step counter must be >= 1, got ", args.step);
@@ -125,20 +77,7 @@ void adam_update_simd(const AdamArgs& args, const AdamShard& shard, float grad_s
   if (isa == CpuIsa::kAvx512) tile_fn = detail::adam_tile_avx512;
   if (isa == CpuIsa::kAvx2) tile_fn = detail::adam_tile_avx2;
 
-  const AdamScalars s = adam_scalars(args);
-  detail::AdamTileParams c;
-  c.beta1 = args.beta1;
-  c.beta2 = args.beta2;
-  c.one_minus_beta1 = 1.0f - args.beta1;
-  c.one_minus_beta2 = 1.0f - args.beta2;
-  c.eps = args.eps;
-  c.grad_scale = grad_scale;
-  c.step_size = s.step_size;
-  c.inv_sqrt_bc2 = s.inv_sqrt_bc2;
-  c.decoupled_decay = s.decoupled_decay;
-  c.l2_decay = s.l2_decay;
-  c.l2 = s.l2_decay != 0.f;
-  c.decoupled = s.decoupled_decay != 0.f;
+  const detail::AdamTileParams c = detail::adam_tile_params(args, grad_scale);
 
   // Tiles are rounded to whole cache lines of every array (16 fp32, 32 16-bit values) so two
   // threads never write the same line; only the shard's last tile is ragged.

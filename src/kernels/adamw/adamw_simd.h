@@ -39,21 +39,4 @@ struct AdamSimdOptions {
 // to core/dtype.h's float_to_bf16 / float_to_f16 (NaN included). No allocations.
 void adam_update_simd(const AdamArgs& args, const AdamShard& shard, float grad_scale,
                       const AdamSimdOptions& options = {});
-
-namespace detail {
-
-// Per-update constants shared by the ISA kernels.
-struct AdamTileParams {
-  float beta1, beta2, one_minus_beta1, one_minus_beta2, eps, grad_scale;
-  float step_size, inv_sqrt_bc2, decoupled_decay, l2_decay;
-  bool l2, decoupled;  // decay terms are compiled out when zero, as in adam_update
-};
-
-// Updates elements [begin, end) of `shard`. One per ISA, each in its own translation unit.
-using AdamTileFn = void (*)(const AdamTileParams&, const AdamShard&, int64_t begin, int64_t end);
-void adam_tile_scalar(const AdamTileParams& p, const AdamShard& s, int64_t b, int64_t e);
-void adam_tile_avx2(const AdamTileParams& p, const AdamShard& s, int64_t b, int64_t e);
-void adam_tile_avx512(const AdamTileParams& p, const AdamShard& s, int64_t b, int64_t e);
-
-}  // namespace detail
 }  // namespace zero::kernels::cpu

@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "kernels/adamw/adamw_simd.h"
+#include "kernels/adamw/adamw_tile.h"
 
 namespace zero::kernels::cpu::detail {
 namespace {
