@@ -45,6 +45,21 @@ struct AdamScalars {
 };
 AdamScalars adam_scalars(const AdamArgs& args);
 
+// The fp32 constants of one update (AdamArgs, adam_scalars and grad_scale), computed once on the
+// host: the scalar, SIMD and CUDA versions all start from these same bits.
+struct AdamConstants {
+  float beta1, beta2, one_minus_beta1, one_minus_beta2, eps, grad_scale;
+  float step_size, inv_sqrt_bc2, decoupled_decay, l2_decay;  // AdamScalars
+  // A decay term is compiled out when its factor is 0 (DeepSpeed branches on wd > 0), so 0 * inf
+  // never turns a finite update into NaN.
+  bool l2, decoupled;
+};
+AdamConstants adam_constants(const AdamArgs& args, float grad_scale);
+
+// The REQUIRES every version checks (ZERO_CHECK, `who` names the version): step >= 1, numel >= 0,
+// and when numel > 0 non-null fp32 buffers and a 16-bit copy, if any, in bf16 or f16.
+void check_adam_call(const AdamArgs& args, const AdamShard& shard, const char* who);
+
 namespace cpu {
 
 // One Adam(W) step, element by element (fp32 math, like DeepSpeedCPUAdam):

@@ -76,7 +76,7 @@ struct Avx2 {
 
 namespace zero::kernels::cpu::detail {
 
-void adam_tile_avx2(const AdamTileParams& c, const AdamShard& s, int64_t begin, int64_t end) {
+void adam_tile_avx2(const AdamConstants& c, const AdamShard& s, int64_t begin, int64_t end) {
   adam_tile<Avx2>(c, s, begin, end);
 }
 

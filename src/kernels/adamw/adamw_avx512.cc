@@ -78,7 +78,7 @@ struct Avx512 {
 
 namespace zero::kernels::cpu::detail {
 
-void adam_tile_avx512(const AdamTileParams& c, const AdamShard& s, int64_t begin, int64_t end) {
+void adam_tile_avx512(const AdamConstants& c, const AdamShard& s, int64_t begin, int64_t end) {
   adam_tile<Avx512>(c, s, begin, end);
 }
 

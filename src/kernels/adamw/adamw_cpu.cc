@@ -27,12 +27,9 @@ AdamScalars adam_scalars(const AdamArgs& args) {
   return s;
 }
 
-namespace cpu {
-namespace detail {
-
-AdamTileParams adam_tile_params(const AdamArgs& args, float grad_scale) {
+AdamConstants adam_constants(const AdamArgs& args, float grad_scale) {
   const AdamScalars s = adam_scalars(args);
-  AdamTileParams c;
+  AdamConstants c;
   c.beta1 = args.beta1;
   c.beta2 = args.beta2;
   c.one_minus_beta1 = 1.0f - args.beta1;
@@ -43,12 +40,22 @@ AdamTileParams adam_tile_params(const AdamArgs& args, float grad_scale) {
   c.inv_sqrt_bc2 = s.inv_sqrt_bc2;
   c.decoupled_decay = s.decoupled_decay;
   c.l2_decay = s.l2_decay;
-  // Decay terms are compiled out when unused (as DeepSpeed branches on wd > 0), so 0 * inf never
-  // turns a finite update into NaN.
   c.l2 = s.l2_decay != 0.f;
   c.decoupled = s.decoupled_decay != 0.f;
   return c;
 }
+
+void check_adam_call(const AdamArgs& args, const AdamShard& shard, const char* who) {
+  ZERO_CHECK(args.step >= 1, "adam step counter must be >= 1, got ", args.step);
+  ZERO_CHECK(shard.numel >= 0, "negative numel ", shard.numel);
+  if (shard.numel == 0) return;
+  ZERO_CHECK(shard.param && shard.grad && shard.exp_avg && shard.exp_avg_sq, who, ": null buffer");
+  ZERO_CHECK(shard.param_16bit == nullptr || shard.param_16bit_dtype != DType::kF32,
+             "param_16bit must be bf16 or f16");
+}
+
+namespace cpu {
+namespace detail {
 
 namespace {
 
@@ -66,7 +73,7 @@ void store_16bit(const float* param, void* dst, DType dtype, int64_t begin, int6
 // The reference: one element at a time in DeepSpeedCPUAdam's order, each operation rounded to fp32
 // (the baseline x86-64 build has no FMA to contract into; omp simd only widens the loop).
 template <bool kL2, bool kDecoupled>
-void scalar_loop(const AdamTileParams& c, const AdamShard& shard, int64_t begin, int64_t end) {
+void scalar_loop(const AdamConstants& c, const AdamShard& shard, int64_t begin, int64_t end) {
   const float beta1 = c.beta1;
   const float beta2 = c.beta2;
   const float one_minus_beta1 = c.one_minus_beta1;
@@ -97,7 +104,7 @@ void scalar_loop(const AdamTileParams& c, const AdamShard& shard, int64_t begin,
 
 }  // namespace
 
-void adam_tile_scalar(const AdamTileParams& c, const AdamShard& s, int64_t begin, int64_t end) {
+void adam_tile_scalar(const AdamConstants& c, const AdamShard& s, int64_t begin, int64_t end) {
   if (c.l2) {
     scalar_loop<true, false>(c, s, begin, end);
   } else if (c.decoupled) {
@@ -110,15 +117,9 @@ void adam_tile_scalar(const AdamTileParams& c, const AdamShard& s, int64_t begin
 }  // namespace detail
 
 void adam_update(const AdamArgs& args, const AdamShard& shard, float grad_scale) {
-  ZERO_CHECK(args.step >= 1, "adam step counter must be >= 1, got ", args.step);
-  ZERO_CHECK(shard.numel >= 0, "negative numel ", shard.numel);
+  check_adam_call(args, shard, "adam_update");
   if (shard.numel == 0) return;
-  ZERO_CHECK(shard.param && shard.grad && shard.exp_avg && shard.exp_avg_sq,
-             "adam_update: null buffer");
-  ZERO_CHECK(shard.param_16bit == nullptr || shard.param_16bit_dtype != DType::kF32,
-             "param_16bit must be bf16 or f16");
-
-  const detail::AdamTileParams c = detail::adam_tile_params(args, grad_scale);
+  const AdamConstants c = adam_constants(args, grad_scale);
   // Fixed-size tiles so the 16-bit copy happens while the tile is still in cache.
   constexpr int64_t kTileNumel = 1 << 14;
   const int64_t num_tiles = (shard.numel + kTileNumel - 1) / kTileNumel;

@@ -61,14 +61,9 @@ CpuIsa best_cpu_isa() {
 
 void adam_update_simd(const AdamArgs& args, const AdamShard& shard, float grad_scale,
                       const AdamSimdOptions& options) {
-  ZERO_CHECK(args.step >= 1, "adam step counter must be >= 1, got ", args.step);
-  ZERO_CHECK(shard.numel >= 0, "negative numel ", shard.numel);
   ZERO_CHECK(options.tile_numel > 0, "tile_numel must be positive, got ", options.tile_numel);
+  check_adam_call(args, shard, "adam_update_simd");
   if (shard.numel == 0) return;
-  ZERO_CHECK(shard.param && shard.grad && shard.exp_avg && shard.exp_avg_sq,
-             "adam_update_simd: null buffer");
-  ZERO_CHECK(shard.param_16bit == nullptr || shard.param_16bit_dtype != DType::kF32,
-             "param_16bit must be bf16 or f16");
 
   const CpuIsa isa = options.isa == CpuIsa::kAuto ? best_cpu_isa() : options.isa;
   ZERO_CHECK(cpu_isa_supported(isa), "CPU Adam path ", cpu_isa_name(isa),
@@ -77,7 +72,7 @@ void adam_update_simd(const AdamArgs& args, const AdamShard& shard, float grad_s
   if (isa == CpuIsa::kAvx512) tile_fn = detail::adam_tile_avx512;
   if (isa == CpuIsa::kAvx2) tile_fn = detail::adam_tile_avx2;
 
-  const detail::AdamTileParams c = detail::adam_tile_params(args, grad_scale);
+  const AdamConstants c = adam_constants(args, grad_scale);
 
   // Tiles are rounded to whole cache lines of every array (16 fp32, 32 16-bit values) so two
   // threads never write the same line; only the shard's last tile is ragged.

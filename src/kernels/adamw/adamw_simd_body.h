@@ -24,7 +24,7 @@ enum Out { kNone, kBf16, kF16 };
 template <class V>
 struct Consts {
   typename V::reg b1, b2, omb1, omb2, eps, gs, step, isbc2, dd, l2;
-  explicit Consts(const AdamTileParams& c)
+  explicit Consts(const AdamConstants& c)
       : b1(V::set1(c.beta1)),
         b2(V::set1(c.beta2)),
         omb1(V::set1(c.one_minus_beta1)),
@@ -99,7 +99,7 @@ void by_out(const Consts<V>& k, const AdamShard& s, int64_t begin, int64_t end) 
 
 // Elements [begin, end) of `s`: the decay variant picked once, compiled out when unused.
 template <class V>
-void adam_tile(const AdamTileParams& c, const AdamShard& s, int64_t begin, int64_t end) {
+void adam_tile(const AdamConstants& c, const AdamShard& s, int64_t begin, int64_t end) {
   const Consts<V> k(c);
   if (c.l2) {
     by_out<V, true, false>(k, s, begin, end);
