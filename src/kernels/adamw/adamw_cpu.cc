@@ -80,6 +80,10 @@ void scalar_loop(const AdamConstants& c, const AdamShard& shard, int64_t begin, 
   const float one_minus_beta2 = c.one_minus_beta2;
   const float eps = c.eps;
   const float grad_scale = c.grad_scale;
+  const float l2_decay = c.l2_decay;
+  const float inv_sqrt_bc2 = c.inv_sqrt_bc2;
+  const float decoupled_decay = c.decoupled_decay;
+  const float step_size = c.step_size;
   float* __restrict__ p = shard.param;
   const float* __restrict__ g_in = shard.grad;
   float* __restrict__ m = shard.exp_avg;
@@ -88,12 +92,12 @@ void scalar_loop(const AdamConstants& c, const AdamShard& shard, int64_t begin, 
   for (int64_t i = begin; i < end; ++i) {
     float g = g_in[i] * grad_scale;
     float pi = p[i];
-    if constexpr (kL2) g = g + c.l2_decay * pi;
+    if constexpr (kL2) g = g + l2_decay * pi;
     const float mi = beta1 * m[i] + one_minus_beta1 * g;
     const float vi = beta2 * v[i] + one_minus_beta2 * (g * g);
-    const float denom = std::sqrt(vi) * c.inv_sqrt_bc2 + eps;
-    if constexpr (kDecoupled) pi = pi + c.decoupled_decay * pi;
-    p[i] = pi + c.step_size * (mi / denom);
+    const float denom = std::sqrt(vi) * inv_sqrt_bc2 + eps;
+    if constexpr (kDecoupled) pi = pi + decoupled_decay * pi;
+    p[i] = pi + step_size * (mi / denom);
     m[i] = mi;
     v[i] = vi;
   }
