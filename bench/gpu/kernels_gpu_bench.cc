@@ -17,12 +17,12 @@
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_stream.h"
 #include "core/device.h"
+#include "kernels/adamw/adamw_cuda.h"
 #include "kernels/attention/attention_cuda.h"
 #include "kernels/cross_entropy/cross_entropy_cuda.h"
 #include "kernels/gelu/gelu_cuda.h"
 #include "kernels/layernorm/layernorm_cuda.h"
 #include "kernels/matmul/matmul_cuda.h"
-#include "optim/adam_cuda.h"
 
 namespace {
 
@@ -222,11 +222,10 @@ int main(int argc, char** argv) {
     auto* m = static_cast<float*>(device_bytes(P * sizeof(float)));
     auto* v2 = static_cast<float*>(device_bytes(P * sizeof(float)));
     void* p16 = device_bytes(P * sizeof(bf16));
-    zero::optim::AdamArgs args;
+    zero::kernels::AdamArgs args;
     args.weight_decay = 0.1f;
-    zero::optim::AdamShard shard{p, g, m, v2, P, p16, zero::DType::kBF16};
-    const double ms =
-        time_ms(s, iters, [&] { zero::optim::cuda::adam_update(args, shard, 1.0f, s); });
+    zero::kernels::AdamShard shard{p, g, m, v2, P, p16, zero::DType::kBF16};
+    const double ms = time_ms(s, iters, [&] { kc::adam_update(args, shard, 1.0f, s); });
     // Bytes moved: read p, g, m, v; write p, m, v, p16.
     const double gbs = (7.0 * 4 + 2) * P / ms / 1e6;
     report("adamw", ms,

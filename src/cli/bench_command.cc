@@ -1,14 +1,14 @@
 // `zero bench`: micro benchmarks that print ratios against a baseline measured in the same run.
-//   adam  offload CPU Adam vs STREAM triad, the scalar reference and PyTorch (docs/offload.md)
-//   aio   NVMe swapper read/write vs fio on the same file system (docs/nvme.md)
+//   adam  the SIMD CPU AdamW (kernels/adamw) vs STREAM triad, the scalar reference and PyTorch
+//   (docs/offload.md) aio   NVMe swapper read/write vs fio on the same file system (docs/nvme.md)
 #include <cstdio>
 #include <memory>
 #include <string>
 
 #include "cli/commands.h"
 #include "cli/world.h"
+#include "kernels/adamw/adamw_benchmark.h"
 #include "offload/aio_benchmark.h"
-#include "offload/cpu_adam_benchmark.h"
 #include "runtime/ckpt_benchmark.h"
 #include "runtime/step_benchmark.h"
 
@@ -16,7 +16,7 @@ namespace zero::cli {
 namespace {
 
 void add_adam(CLI::App* bench, int& exit_code) {
-  auto opts = std::make_shared<offload::AdamBenchOptions>();
+  auto opts = std::make_shared<kernels::cpu::AdamBenchOptions>();
   auto isa = std::make_shared<std::string>("auto");
   CLI::App* adam = bench->add_subcommand("adam", "CPU Adam vs STREAM triad, reference, PyTorch");
   adam->add_option("--numel", opts->numel, "parameters (fp32 state = 16 B each)");
@@ -24,18 +24,19 @@ void add_adam(CLI::App* bench, int& exit_code) {
   adam->add_option("--iters", opts->iters, "timed steps per configuration");
   adam->add_option("--param-16bit", opts->param_16bit, "16-bit param copy: bf16, f16 or none");
   adam->add_option("--isa", *isa, "auto, scalar, avx2 or avx512");
-  adam->add_flag("!--no-reference", opts->scalar_reference, "skip optim::adam_update");
+  adam->add_flag("!--no-reference", opts->scalar_reference,
+                 "skip the scalar reference adam_update");
   adam->add_flag("!--no-torch", opts->torch, "skip the PyTorch comparison");
   adam->add_option("--python", opts->python, "python with torch");
   adam->add_option("--torch-script", opts->torch_script,
                    "default: <source>/tools/bench_adam_torch.py");
   adam->callback([opts, isa, &exit_code] {
-    if (!offload::parse_cpu_isa(*isa, &opts->isa)) {
+    if (!kernels::cpu::parse_cpu_isa(*isa, &opts->isa)) {
       std::fprintf(stderr, "error: zero bench adam: unknown --isa %s\n", isa->c_str());
       exit_code = 2;
       return;
     }
-    exit_code = offload::run_adam_benchmark(*opts);
+    exit_code = kernels::cpu::run_adam_benchmark(*opts);
   });
 }
 

@@ -1,58 +1,23 @@
-// Fast CPU Adam/AdamW for offloaded optimizer states (ZeRO-Offload): one streaming pass over
-// param, grad, m and v per step, AVX-512 / AVX2 picked at run time, OpenMP over tiles.
+// Forwarding header: the vectorised CPU AdamW moved to kernels/adamw/adamw_simd.h
+// (kernels::cpu::adam_update_simd). Kept so runtime/engine.cc compiles unchanged; new code
+// includes the kernel header.
 #pragma once
 
-#include <cstdint>
-#include <string_view>
-
+#include "kernels/adamw/adamw_simd.h"
 #include "optim/adam.h"
 
 namespace zero::offload {
 
-// Instruction-set paths of the CPU kernels. kAuto picks the widest one the CPU (and OS) supports.
-enum class CpuIsa : uint8_t { kAuto, kScalar, kAvx2, kAvx512 };
+using kernels::cpu::best_cpu_isa;
+using kernels::cpu::cpu_isa_name;
+using kernels::cpu::cpu_isa_supported;
+using kernels::cpu::CpuIsa;
+using kernels::cpu::parse_cpu_isa;
+using CpuAdamOptions = kernels::cpu::AdamSimdOptions;
 
-// "auto" / "scalar" / "avx2" / "avx512".
-std::string_view cpu_isa_name(CpuIsa isa);
-// Inverse of cpu_isa_name; false for an unknown name.
-bool parse_cpu_isa(std::string_view name, CpuIsa* isa);
-// Whether this CPU can run `isa` (kAuto and kScalar always can).
-bool cpu_isa_supported(CpuIsa isa);
-// The path kAuto resolves to on this CPU.
-CpuIsa best_cpu_isa();
+inline void cpu_adam_update(const optim::AdamArgs& args, const optim::AdamShard& shard,
+                            float grad_scale, const CpuAdamOptions& options = {}) {
+  kernels::cpu::adam_update_simd(args, shard, grad_scale, options);
+}
 
-struct CpuAdamOptions {
-  // Elements per OpenMP work item, like DeepSpeed's sub-group tiling. Small enough that the two
-  // threads of a 2-core host share the work evenly; large enough that scheduling costs nothing.
-  int64_t tile_numel = int64_t{1} << 16;
-  CpuIsa isa = CpuIsa::kAuto;  // tests and benchmarks force a path; unsupported paths CHECK-fail
-  int num_threads = 0;         // 0: OpenMP's default (OMP_NUM_THREADS)
-};
-
-// Same contract and per-element formula as optim::adam_update (see adam.h), vectorised. Every
-// path performs the same unfused fp32 operations in the same order (no FMA contraction), so the
-// results are bitwise identical across ISA paths and thread counts, and bitwise equal to
-// optim::adam_update when that is compiled without FMA contraction (the default x86-64 build).
-// The optional 16-bit copy is written in the same pass with round-to-nearest-even, bitwise equal
-// to core/dtype.h's float_to_bf16 / float_to_f16 (NaN included). No allocations.
-void cpu_adam_update(const optim::AdamArgs& args, const optim::AdamShard& shard, float grad_scale,
-                     const CpuAdamOptions& options = {});
-
-namespace detail {
-
-// Per-update constants shared by the ISA kernels.
-struct AdamTileParams {
-  float beta1, beta2, one_minus_beta1, one_minus_beta2, eps, grad_scale;
-  float step_size, inv_sqrt_bc2, decoupled_decay, l2_decay;
-  bool l2, decoupled;  // decay terms are compiled out when zero, as in optim::adam_update
-};
-
-// Updates elements [begin, end) of `shard`. One per ISA, each in its own translation unit.
-using AdamTileFn = void (*)(const AdamTileParams&, const optim::AdamShard&, int64_t begin,
-                            int64_t end);
-void adam_tile_scalar(const AdamTileParams& p, const optim::AdamShard& s, int64_t b, int64_t e);
-void adam_tile_avx2(const AdamTileParams& p, const optim::AdamShard& s, int64_t b, int64_t e);
-void adam_tile_avx512(const AdamTileParams& p, const optim::AdamShard& s, int64_t b, int64_t e);
-
-}  // namespace detail
 }  // namespace zero::offload

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Golden trajectories for src/optim/adam_test.cc from torch.optim.AdamW / torch.optim.Adam (fp32).
+"""Golden trajectories for src/kernels/adamw/adamw_test.cc from torch.optim.AdamW / torch.optim.Adam (fp32).
 
 torch.optim.AdamW == DeepSpeed adam_w_mode=True; torch.optim.Adam(weight_decay>0) == adam_w_mode=False
 (L2 added to the gradient). Needs torch (tested with 1.13):  /usr/bin/python3 tools/golden/adam_trajectories.py

@@ -1,8 +1,8 @@
 // The one SIMD body of the CPU Adam kernels (issue 10 item 7), written once over a vector-traits
-// type V and instantiated by cpu_adam_avx2.cc (8 lanes) and cpu_adam_avx512.cc (16 lanes). Each
+// type V and instantiated by adamw_avx2.cc (8 lanes) and adamw_avx512.cc (16 lanes). Each
 // includes this header after its target pragmas, so the code below is compiled for that ISA in
-// that translation unit only. Operation order is optim::adam_update's, unfused, so every width is
-// bitwise equal to the scalar reference (cpu_adam_test).
+// that translation unit only. Operation order is adam_update's, unfused, so every width is
+// bitwise equal to the scalar reference (adamw_simd_test).
 //
 // V provides: `reg` (fp32 vector), kLanes, load / store (unaligned), set1, add, mul, div, sqrt,
 // and store_bf16 / store_f16 (kLanes rounded 16-bit values, bitwise core/dtype.h).
@@ -14,9 +14,9 @@
 #include <cstdint>
 #include <cstring>
 
-#include "offload/cpu_adam.h"
+#include "kernels/adamw/adamw_tile.h"
 
-namespace zero::offload::detail {
+namespace zero::kernels::cpu::detail {
 namespace {
 
 enum Out { kNone, kBf16, kF16 };
@@ -24,7 +24,7 @@ enum Out { kNone, kBf16, kF16 };
 template <class V>
 struct Consts {
   typename V::reg b1, b2, omb1, omb2, eps, gs, step, isbc2, dd, l2;
-  explicit Consts(const AdamTileParams& c)
+  explicit Consts(const AdamConstants& c)
       : b1(V::set1(c.beta1)),
         b2(V::set1(c.beta2)),
         omb1(V::set1(c.one_minus_beta1)),
@@ -37,7 +37,7 @@ struct Consts {
         l2(V::set1(c.l2_decay)) {}
 };
 
-// One vector of V::kLanes elements, in optim::adam_update's operation order.
+// One vector of V::kLanes elements, in adam_update's operation order.
 template <class V, bool kL2, bool kDecoupled, Out kOut>
 inline void step_vector(const Consts<V>& k, float* p, const float* g, float* m, float* v,
                         uint16_t* out) {
@@ -58,7 +58,7 @@ inline void step_vector(const Consts<V>& k, float* p, const float* g, float* m, 
 }
 
 template <class V, bool kL2, bool kDecoupled, Out kOut>
-void tile_loop(const Consts<V>& k, const optim::AdamShard& s, int64_t begin, int64_t end) {
+void tile_loop(const Consts<V>& k, const AdamShard& s, int64_t begin, int64_t end) {
   constexpr int64_t kLanes = V::kLanes;
   float* p = s.param;
   const float* g = s.grad;
@@ -87,7 +87,7 @@ void tile_loop(const Consts<V>& k, const optim::AdamShard& s, int64_t begin, int
 }
 
 template <class V, bool kL2, bool kDecoupled>
-void by_out(const Consts<V>& k, const optim::AdamShard& s, int64_t begin, int64_t end) {
+void by_out(const Consts<V>& k, const AdamShard& s, int64_t begin, int64_t end) {
   if (s.param_16bit == nullptr) {
     tile_loop<V, kL2, kDecoupled, kNone>(k, s, begin, end);
   } else if (s.param_16bit_dtype == DType::kBF16) {
@@ -99,7 +99,7 @@ void by_out(const Consts<V>& k, const optim::AdamShard& s, int64_t begin, int64_
 
 // Elements [begin, end) of `s`: the decay variant picked once, compiled out when unused.
 template <class V>
-void adam_tile(const AdamTileParams& c, const optim::AdamShard& s, int64_t begin, int64_t end) {
+void adam_tile(const AdamConstants& c, const AdamShard& s, int64_t begin, int64_t end) {
   const Consts<V> k(c);
   if (c.l2) {
     by_out<V, true, false>(k, s, begin, end);
@@ -111,4 +111,4 @@ void adam_tile(const AdamTileParams& c, const optim::AdamShard& s, int64_t begin
 }
 
 }  // namespace
-}  // namespace zero::offload::detail
+}  // namespace zero::kernels::cpu::detail

@@ -1,6 +1,6 @@
-// cpu_adam_update against the scalar reference optim::adam_update: bitwise on every ISA path,
+// adam_update_simd against the scalar reference adam_update: bitwise on every ISA path,
 // Adam/AdamW modes, bias correction, 16-bit copies (incl. NaN, subnormal, overflow), odd sizes.
-#include "offload/cpu_adam.h"
+#include "kernels/adamw/adamw_simd.h"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 #include <random>
 #include <vector>
 
-namespace zero::offload {
+namespace zero::kernels::cpu {
 namespace {
 
 // Four fp32 state arrays plus a 16-bit copy, with one element of slack so tests can misalign.
@@ -20,8 +20,8 @@ struct State {
   int64_t n = 0;
   int64_t offset = 0;
 
-  optim::AdamShard shard(DType out_dtype, bool with_out) {
-    optim::AdamShard s;
+  AdamShard shard(DType out_dtype, bool with_out) {
+    AdamShard s;
     s.param = p.data() + offset;
     s.grad = g.data() + offset;
     s.exp_avg = m.data() + offset;
@@ -117,7 +117,7 @@ std::vector<CpuIsa> supported_isas() {
   return isas;
 }
 
-TEST(CpuAdam, IsaNames) {
+TEST(AdamWSimd, IsaNames) {
   for (CpuIsa isa : {CpuIsa::kAuto, CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512}) {
     CpuIsa parsed = CpuIsa::kScalar;
     ASSERT_TRUE(parse_cpu_isa(cpu_isa_name(isa), &parsed));
@@ -130,8 +130,8 @@ TEST(CpuAdam, IsaNames) {
   if (!cpu_isa_supported(CpuIsa::kAvx2)) GTEST_LOG_(INFO) << "AVX2 path not testable here";
 }
 
-// Every (mode, bias correction, 16-bit copy, ISA, size, alignment) against optim::adam_update.
-TEST(CpuAdam, BitwiseEqualToScalarReference) {
+// Every (mode, bias correction, 16-bit copy, ISA, size, alignment) against adam_update.
+TEST(AdamWSimd, BitwiseEqualToScalarReference) {
   const int64_t sizes[] = {0, 1, 7, 8, 15, 16, 17, 31, 33, 100, 1000, 65537};
   struct Mode {
     bool adam_w;
@@ -146,7 +146,7 @@ TEST(CpuAdam, BitwiseEqualToScalarReference) {
             const bool with_out = out_kind != 0;
             const DType out_dtype = out_kind == 2 ? DType::kF16 : DType::kBF16;
             const int64_t offset = (n + out_kind) % 3;  // misaligned starts too
-            optim::AdamArgs args;
+            AdamArgs args;
             args.lr = 3e-3f;
             args.weight_decay = mode.wd;
             args.adam_w_mode = mode.adam_w;
@@ -154,11 +154,11 @@ TEST(CpuAdam, BitwiseEqualToScalarReference) {
             args.step = 1 + n % 5;
             State ref = make_state(n, offset, static_cast<uint32_t>(n * 7 + out_kind));
             State got = ref;
-            optim::adam_update(args, ref.shard(out_dtype, with_out), 1.f / 1024.f);
-            CpuAdamOptions opts;
+            adam_update(args, ref.shard(out_dtype, with_out), 1.f / 1024.f);
+            AdamSimdOptions opts;
             opts.isa = isa;
             opts.tile_numel = 64;  // many tiles even for small sizes
-            cpu_adam_update(args, got.shard(out_dtype, with_out), 1.f / 1024.f, opts);
+            adam_update_simd(args, got.shard(out_dtype, with_out), 1.f / 1024.f, opts);
             const std::string what =
                 std::string(cpu_isa_name(isa)) + " n=" + std::to_string(n) +
                 " adamw=" + std::to_string(mode.adam_w) + " wd=" + std::to_string(mode.wd) +
@@ -173,14 +173,14 @@ TEST(CpuAdam, BitwiseEqualToScalarReference) {
 }
 
 // The 16-bit copy equals core/dtype.h's conversions of the updated fp32 params.
-TEST(CpuAdam, SixteenBitCopyMatchesDtypeConversions) {
+TEST(AdamWSimd, SixteenBitCopyMatchesDtypeConversions) {
   for (CpuIsa isa : supported_isas()) {
     for (DType dtype : {DType::kBF16, DType::kF16}) {
       State st = make_state(1001, 0, 99);
-      optim::AdamArgs args;
-      CpuAdamOptions opts;
+      AdamArgs args;
+      AdamSimdOptions opts;
       opts.isa = isa;
-      cpu_adam_update(args, st.shard(dtype, true), 1.f, opts);
+      adam_update_simd(args, st.shard(dtype, true), 1.f, opts);
       for (size_t i = 0; i < st.p.size(); ++i) {
         const uint16_t want =
             dtype == DType::kBF16 ? float_to_bf16(st.p[i]).bits : float_to_f16(st.p[i]).bits;
@@ -193,23 +193,23 @@ TEST(CpuAdam, SixteenBitCopyMatchesDtypeConversions) {
 }
 
 // Results do not depend on the thread count or the tiling.
-TEST(CpuAdam, ThreadAndTileIndependent) {
+TEST(AdamWSimd, ThreadAndTileIndependent) {
   const int64_t n = 1000003;
-  optim::AdamArgs args;
+  AdamArgs args;
   args.weight_decay = 0.1f;
   args.step = 3;
   State base = make_state(n, 0, 5);
   State ref = base;
-  optim::adam_update(args, ref.shard(DType::kBF16, true), 0.5f);
+  adam_update(args, ref.shard(DType::kBF16, true), 0.5f);
   for (CpuIsa isa : supported_isas()) {
     for (int threads : {1, 2, 3}) {
       for (int64_t tile : {int64_t{1}, int64_t{1000}, int64_t{1} << 16, int64_t{1} << 22}) {
         State got = base;
-        CpuAdamOptions opts;
+        AdamSimdOptions opts;
         opts.isa = isa;
         opts.num_threads = threads;
         opts.tile_numel = tile;
-        cpu_adam_update(args, got.shard(DType::kBF16, true), 0.5f, opts);
+        adam_update_simd(args, got.shard(DType::kBF16, true), 0.5f, opts);
         const std::string what = std::string(cpu_isa_name(isa)) +
                                  " threads=" + std::to_string(threads) +
                                  " tile=" + std::to_string(tile);
@@ -220,35 +220,35 @@ TEST(CpuAdam, ThreadAndTileIndependent) {
 }
 
 // Several consecutive steps stay bitwise on the reference trajectory.
-TEST(CpuAdam, MultiStepTrajectory) {
+TEST(AdamWSimd, MultiStepTrajectory) {
   State ref = make_state(4099, 1, 11);
   State got = ref;
-  optim::AdamArgs args;
+  AdamArgs args;
   args.weight_decay = 0.01f;
   for (int64_t step = 1; step <= 10; ++step) {
     args.step = step;
-    optim::adam_update(args, ref.shard(DType::kF16, true), 1.f / 1024.f);
-    cpu_adam_update(args, got.shard(DType::kF16, true), 1.f / 1024.f);
+    adam_update(args, ref.shard(DType::kF16, true), 1.f / 1024.f);
+    adam_update_simd(args, got.shard(DType::kF16, true), 1.f / 1024.f);
   }
   expect_same(ref, got, true, "10 steps");
 }
 
-TEST(CpuAdam, RejectsUnsupportedIsaAndBadArgs) {
+TEST(AdamWSimd, RejectsUnsupportedIsaAndBadArgs) {
   State st = make_state(8, 0, 1);
-  optim::AdamArgs args;
+  AdamArgs args;
   args.step = 0;
-  EXPECT_DEATH(cpu_adam_update(args, st.shard(DType::kBF16, false), 1.f), "step");
+  EXPECT_DEATH(adam_update_simd(args, st.shard(DType::kBF16, false), 1.f), "step");
   args.step = 1;
-  CpuAdamOptions opts;
+  AdamSimdOptions opts;
   opts.tile_numel = 0;
-  EXPECT_DEATH(cpu_adam_update(args, st.shard(DType::kBF16, false), 1.f, opts), "tile_numel");
+  EXPECT_DEATH(adam_update_simd(args, st.shard(DType::kBF16, false), 1.f, opts), "tile_numel");
   for (CpuIsa isa : {CpuIsa::kAvx2, CpuIsa::kAvx512}) {
     if (cpu_isa_supported(isa)) continue;
     opts = {};
     opts.isa = isa;
-    EXPECT_DEATH(cpu_adam_update(args, st.shard(DType::kBF16, false), 1.f, opts), "supported");
+    EXPECT_DEATH(adam_update_simd(args, st.shard(DType::kBF16, false), 1.f, opts), "supported");
   }
 }
 
 }  // namespace
-}  // namespace zero::offload
+}  // namespace zero::kernels::cpu

@@ -1,8 +1,9 @@
-// Tests for the CUDA Adam / AdamW against the CPU update (adam.h): param, exp_avg, exp_avg_sq and
-// the 16-bit param copy must be BITWISE equal after several steps, for AdamW, Adam-L2 and no decay,
-// with and without bias correction, on odd sizes (1, 7, 1031, 65537), aligned (float4 path) and
-// misaligned (scalar path), including denormals and a squared gradient that overflows.
-#include "optim/adam_cuda.h"
+// Tests for the CUDA Adam / AdamW against the scalar reference (adamw.h): param, exp_avg,
+// exp_avg_sq and the 16-bit param copy must be BITWISE equal after several steps, for AdamW,
+// Adam-L2 and no decay, with and without bias correction, on odd sizes (1, 7, 1031, 65537), aligned
+// (float4 path) and misaligned (scalar path), including denormals and a squared gradient that
+// overflows.
+#include "kernels/adamw/adamw_cuda.h"
 
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -15,16 +16,16 @@
 
 #include "core/cuda/cuda_stream.h"
 #include "core/dtype.h"
+#include "kernels/adamw/adamw.h"
 #include "kernels/cuda_test_util.h"
 #include "kernels/grad_check.h"
-#include "optim/adam.h"
 
-namespace zero::optim {
+namespace zero::kernels {
 namespace {
 
-using kernels::testing::DeviceArray;
-using kernels::testing::random_vector;
-using kernels::testing::to_float;
+using testing::DeviceArray;
+using testing::random_vector;
+using testing::to_float;
 
 enum class Decay { kAdamW, kAdamL2, kNone };
 
@@ -114,7 +115,7 @@ TEST_P(AdamCudaTest, BitwiseEqualToCpu) {
       dev.param_16bit = d_p16.get() + offset;
       cpu.param_16bit_dtype = dev.param_16bit_dtype = copy_dtype;
     }
-    adam_update(args, cpu, grad_scale);
+    cpu::adam_update(args, cpu, grad_scale);
     cuda::adam_update(args, dev, grad_scale, stream);
 
     EXPECT_TRUE(bitwise_equal(d_p.download(), p, "param")) << "step " << step;
@@ -128,8 +129,8 @@ INSTANTIATE_TEST_SUITE_P(
     ModesSizes, AdamCudaTest,
     ::testing::Combine(::testing::Values(Decay::kAdamW, Decay::kAdamL2, Decay::kNone),
                        ::testing::Bool(), ::testing::Values(DType::kF32, DType::kBF16, DType::kF16),
-                       ::testing::ValuesIn(kernels::testing::gpu_or_emulated<int64_t>(
-                           {1, 7, 1031, 65537}, {1, 7, 1031})),
+                       ::testing::ValuesIn(testing::gpu_or_emulated<int64_t>({1, 7, 1031, 65537},
+                                                                             {1, 7, 1031})),
                        ::testing::Values(0, 1)),
     [](const ::testing::TestParamInfo<Param>& info) {
       const DType copy_dtype = std::get<2>(info.param);
@@ -148,4 +149,4 @@ TEST(AdamCuda, EmptyShardIsANoOp) {
 }
 
 }  // namespace
-}  // namespace zero::optim
+}  // namespace zero::kernels

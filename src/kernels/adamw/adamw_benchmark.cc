@@ -1,6 +1,6 @@
 // CPU Adam benchmark: bytes-per-second against a same-size STREAM triad, the scalar reference
-// optim::adam_update and (when importable) torch.optim.AdamW via tools/bench_adam_torch.py.
-#include "offload/cpu_adam_benchmark.h"
+// adam_update and (when importable) torch.optim.AdamW via tools/bench_adam_torch.py.
+#include "kernels/adamw/adamw_benchmark.h"
 
 #include <omp.h>
 
@@ -15,9 +15,9 @@
 
 #include "core/build_info.h"
 #include "core/tensor.h"
-#include "optim/adam.h"
+#include "kernels/adamw/adamw.h"
 
-namespace zero::offload {
+namespace zero::kernels::cpu {
 namespace {
 
 // Median and best step time. The best is reported too: on a shared 2-core host the median
@@ -115,7 +115,7 @@ int run_adam_benchmark(const AdamBenchOptions& o) {
   AlignedBuffer p = aligned_alloc_bytes(f32_bytes), g = aligned_alloc_bytes(f32_bytes),
                 m = aligned_alloc_bytes(f32_bytes), v = aligned_alloc_bytes(f32_bytes),
                 half = aligned_alloc_bytes(static_cast<size_t>(n) * 2);
-  optim::AdamShard shard;
+  AdamShard shard;
   shard.param = reinterpret_cast<float*>(p.get());
   shard.grad = reinterpret_cast<float*>(g.get());
   shard.exp_avg = reinterpret_cast<float*>(m.get());
@@ -125,27 +125,27 @@ int run_adam_benchmark(const AdamBenchOptions& o) {
   fill(const_cast<float*>(shard.grad), n, 2, 1024.f, false);
   fill(shard.exp_avg, n, 3, 0.1f, false);
   fill(shard.exp_avg_sq, n, 4, 0.01f, true);
-  optim::AdamShard with_copy = shard;
+  AdamShard with_copy = shard;
   with_copy.param_16bit = half.get();
   with_copy.param_16bit_dtype = *copy_dtype;
 
-  optim::AdamArgs args;
+  AdamArgs args;
   args.weight_decay = 0.01f;
   const float grad_scale = 1.f / 1024.f;
-  CpuAdamOptions copts;
+  AdamSimdOptions copts;
   copts.isa = isa;
   copts.num_threads = threads;
   int64_t step = 0;
-  auto ours = [&](const optim::AdamShard& s) {
+  auto ours = [&](const AdamShard& s) {
     return time_steps(o.iters, [&](int) {
       args.step = ++step;
-      cpu_adam_update(args, s, grad_scale, copts);
+      adam_update_simd(args, s, grad_scale, copts);
     });
   };
-  auto reference = [&](const optim::AdamShard& s) {
+  auto reference = [&](const AdamShard& s) {
     return time_steps(o.iters, [&](int) {
       args.step = ++step;
-      optim::adam_update(args, s, grad_scale);
+      adam_update(args, s, grad_scale);
     });
   };
 
@@ -175,18 +175,18 @@ int run_adam_benchmark(const AdamBenchOptions& o) {
   };
   std::vector<Row> rows;
   const std::string copy_name = "+" + std::string(dtype_name(*copy_dtype)) + " copy";
-  rows.push_back({"cpu_adam " + std::string(cpu_isa_name(isa)), ours(shard), 28});
+  rows.push_back({"adam_update_simd " + std::string(cpu_isa_name(isa)), ours(shard), 28});
   if (!no_copy) {
-    rows.push_back(
-        {"cpu_adam " + std::string(cpu_isa_name(isa)) + " " + copy_name, ours(with_copy), 30});
+    rows.push_back({"adam_update_simd " + std::string(cpu_isa_name(isa)) + " " + copy_name,
+                    ours(with_copy), 30});
   }
   Timing ref_s{}, ref_copy_s{};
   if (o.scalar_reference) {
     ref_s = reference(shard);
-    rows.push_back({"optim::adam_update (reference)", ref_s, 28});
+    rows.push_back({"adam_update (reference)", ref_s, 28});
     if (!no_copy) {
       ref_copy_s = reference(with_copy);
-      rows.push_back({"optim::adam_update (reference) " + copy_name, ref_copy_s, 30});
+      rows.push_back({"adam_update (reference) " + copy_name, ref_copy_s, 30});
     }
   }
 
@@ -211,7 +211,7 @@ int run_adam_benchmark(const AdamBenchOptions& o) {
       "read); the triad counts 12 B/element as STREAM does.\n\n");
   const double ours_pps = static_cast<double>(n) / rows[0].t.median;
   if (o.scalar_reference) {
-    std::printf("cpu_adam / reference speed-up: %.2fx", ref_s.median / rows[0].t.median);
+    std::printf("adam_update_simd / reference speed-up: %.2fx", ref_s.median / rows[0].t.median);
     if (!no_copy) {
       std::printf(" (%s: %.2fx)", copy_name.c_str(), ref_copy_s.median / rows[1].t.median);
     }
@@ -221,7 +221,7 @@ int run_adam_benchmark(const AdamBenchOptions& o) {
     const TorchResult t = run_torch(o, threads);
     std::printf("\n%s", t.output.c_str());
     if (t.ran && t.params_per_s > 0) {
-      std::printf("cpu_adam / torch AdamW(foreach=True) speed-up: %.2fx\n",
+      std::printf("adam_update_simd / torch AdamW(foreach=True) speed-up: %.2fx\n",
                   ours_pps / t.params_per_s);
     }
   }
@@ -229,4 +229,4 @@ int run_adam_benchmark(const AdamBenchOptions& o) {
   return 0;
 }
 
-}  // namespace zero::offload
+}  // namespace zero::kernels::cpu

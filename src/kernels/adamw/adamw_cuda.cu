@@ -2,7 +2,7 @@
 // with every fp32 operation an explicitly rounded intrinsic (__fmul_rn, __fadd_rn, __fsqrt_rn,
 // __fdiv_rn), which nvcc never contracts into fma: the arithmetic is the CPU loop's, bit for bit.
 
-#include "optim/adam_cuda.h"
+#include "kernels/adamw/adamw_cuda.h"
 
 #include <cuda_runtime.h>
 
@@ -14,17 +14,11 @@
 #include "core/cuda/launch.h"
 #include "core/dtype.h"
 
-namespace zero::optim::cuda {
+namespace zero::kernels::cuda {
 namespace {
 
 // Which 16-bit copy of the updated params the kernel writes.
 enum class Copy16 { kNone, kBF16, kF16 };
-
-// Per-update scalars, computed on the host exactly as the CPU loop computes them.
-struct AdamConstants {
-  float beta1, beta2, one_minus_beta1, one_minus_beta2, eps, grad_scale;
-  AdamScalars s;
-};
 
 // float -> bf16 bits, core/dtype.h's float_to_bf16 (round to nearest even; NaN keeps sign and
 // payload with the quiet bit set).
@@ -61,18 +55,18 @@ __device__ __forceinline__ uint16_t to_16bit(float p) {
   }
 }
 
-// The CPU loop's body (adam.cc), operation for operation.
+// The CPU loop's body (adamw_cpu.cc), operation for operation.
 template <bool kL2, bool kDecoupled>
 __device__ __forceinline__ void adam_element(const AdamConstants& a, float& p, float grad, float& m,
                                              float& v) {
   float g = __fmul_rn(grad, a.grad_scale);
   float pi = p;
-  if constexpr (kL2) g = __fadd_rn(g, __fmul_rn(a.s.l2_decay, pi));
+  if constexpr (kL2) g = __fadd_rn(g, __fmul_rn(a.l2_decay, pi));
   const float mi = __fadd_rn(__fmul_rn(a.beta1, m), __fmul_rn(a.one_minus_beta1, g));
   const float vi = __fadd_rn(__fmul_rn(a.beta2, v), __fmul_rn(a.one_minus_beta2, __fmul_rn(g, g)));
-  const float denom = __fadd_rn(__fmul_rn(__fsqrt_rn(vi), a.s.inv_sqrt_bc2), a.eps);
-  if constexpr (kDecoupled) pi = __fadd_rn(pi, __fmul_rn(a.s.decoupled_decay, pi));
-  p = __fadd_rn(pi, __fmul_rn(a.s.step_size, __fdiv_rn(mi, denom)));
+  const float denom = __fadd_rn(__fmul_rn(__fsqrt_rn(vi), a.inv_sqrt_bc2), a.eps);
+  if constexpr (kDecoupled) pi = __fadd_rn(pi, __fmul_rn(a.decoupled_decay, pi));
+  p = __fadd_rn(pi, __fmul_rn(a.step_size, __fdiv_rn(mi, denom)));
   m = mi;
   v = vi;
 }
@@ -168,32 +162,17 @@ void launch_with_copy(const AdamConstants& a, const AdamShard& shard, cudaStream
 
 void adam_update(const AdamArgs& args, const AdamShard& shard, float grad_scale,
                  cudaStream_t stream) {
-  ZERO_CHECK(args.step >= 1, "adam step counter must be >= 1, got ", args.step);
-  ZERO_CHECK(shard.numel >= 0, "negative numel ", shard.numel);
+  check_adam_call(args, shard, "adam_update (cuda)");
   if (shard.numel == 0) return;
-  ZERO_CHECK(shard.param && shard.grad && shard.exp_avg && shard.exp_avg_sq,
-             "adam_update (cuda): null buffer");
-  ZERO_CHECK(shard.param_16bit == nullptr || shard.param_16bit_dtype != DType::kF32,
-             "param_16bit must be bf16 or f16");
-
-  // The same scalars and the same fp32 constants as the CPU loop (adam.cc).
-  AdamConstants a;
-  a.s = adam_scalars(args);
-  a.beta1 = args.beta1;
-  a.beta2 = args.beta2;
-  a.one_minus_beta1 = 1.0f - args.beta1;
-  a.one_minus_beta2 = 1.0f - args.beta2;
-  a.eps = args.eps;
-  a.grad_scale = grad_scale;
-  // As the CPU: a decay term is compiled out when its factor is 0, so 0 * inf never turns a finite
-  // update into NaN.
-  if (a.s.l2_decay != 0.f) {
+  // The same fp32 constants as the CPU versions; a decay term is compiled out when its factor is 0.
+  const AdamConstants a = adam_constants(args, grad_scale);
+  if (a.l2) {
     launch_with_copy<true, false>(a, shard, stream);
-  } else if (a.s.decoupled_decay != 0.f) {
+  } else if (a.decoupled) {
     launch_with_copy<false, true>(a, shard, stream);
   } else {
     launch_with_copy<false, false>(a, shard, stream);
   }
 }
 
-}  // namespace zero::optim::cuda
+}  // namespace zero::kernels::cuda

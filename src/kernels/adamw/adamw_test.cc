@@ -1,6 +1,6 @@
 // Adam / AdamW against an fp64 scalar reference, torch.optim trajectories, and thread-count
 // independence.
-#include "optim/adam.h"
+#include "kernels/adamw/adamw.h"
 
 #include <omp.h>
 
@@ -9,7 +9,7 @@
 
 #include <gtest/gtest.h>
 
-namespace zero::optim {
+namespace zero::kernels::cpu {
 namespace {
 
 // Golden trajectories from torch 1.13 (fp32).
@@ -192,4 +192,4 @@ TEST(Adam, EmptyShardIsANoOp) {
 }
 
 }  // namespace
-}  // namespace zero::optim
+}  // namespace zero::kernels::cpu

@@ -4,9 +4,9 @@
 #include <cstdint>
 #include <string>
 
-#include "offload/cpu_adam.h"
+#include "kernels/adamw/adamw_simd.h"
 
-namespace zero::offload {
+namespace zero::kernels::cpu {
 
 struct AdamBenchOptions {
   int64_t numel = int64_t{32} << 20;  // 32M params: 512 MiB of fp32 state, far beyond the caches
@@ -14,7 +14,7 @@ struct AdamBenchOptions {
   int iters = 10;                     // timed steps per configuration (after one warm-up step)
   std::string param_16bit = "bf16";   // dtype of the extra 16-bit param copy: bf16, f16 or none
   CpuIsa isa = CpuIsa::kAuto;
-  bool scalar_reference = true;  // also time optim::adam_update
+  bool scalar_reference = true;  // also time adam_update
   bool torch = true;             // also run tools/bench_adam_torch.py when torch imports
   std::string python = "/usr/bin/python3";
   std::string torch_script;  // empty: <source root>/tools/bench_adam_torch.py
@@ -24,4 +24,4 @@ struct AdamBenchOptions {
 // 2 on bad options.
 int run_adam_benchmark(const AdamBenchOptions& options);
 
-}  // namespace zero::offload
+}  // namespace zero::kernels::cpu

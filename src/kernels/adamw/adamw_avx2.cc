@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "offload/cpu_adam.h"
+#include "kernels/adamw/adamw_tile.h"
 
 // Standard headers come first: inline functions defined after this pragma are AVX2 code, and a
 // COMDAT copy of a library inline compiled here could otherwise be picked by the linker for the
@@ -22,7 +22,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
-namespace zero::offload::detail {
+namespace zero::kernels::cpu::detail {
 namespace {
 
 // bf16 round-to-nearest-even in integer math (bitwise float_to_bf16, NaN included).
@@ -50,7 +50,7 @@ inline __m128i to_f16(__m256 x) {
                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
 }
 
-// The 8-lane vector traits of the shared body (cpu_adam_simd.h).
+// The 8-lane vector traits of the shared body (adamw_simd_body.h).
 struct Avx2 {
   using reg = __m256;
   static constexpr int64_t kLanes = 8;
@@ -70,18 +70,17 @@ struct Avx2 {
 };
 
 }  // namespace
-}  // namespace zero::offload::detail
+}  // namespace zero::kernels::cpu::detail
 
-#include "offload/cpu_adam_simd.h"
+#include "kernels/adamw/adamw_simd_body.h"
 
-namespace zero::offload::detail {
+namespace zero::kernels::cpu::detail {
 
-void adam_tile_avx2(const AdamTileParams& c, const optim::AdamShard& s, int64_t begin,
-                    int64_t end) {
+void adam_tile_avx2(const AdamConstants& c, const AdamShard& s, int64_t begin, int64_t end) {
   adam_tile<Avx2>(c, s, begin, end);
 }
 
-}  // namespace zero::offload::detail
+}  // namespace zero::kernels::cpu::detail
 
 #pragma GCC diagnostic pop
 #pragma GCC pop_options

@@ -1,0 +1,77 @@
+// Adam / AdamW over flat fp32 shards with DeepSpeed's semantics (FusedAdam and DeepSpeedCPUAdam
+// agree): adam_w_mode, bias_correction, eps added after the bias-corrected sqrt. The arguments, and
+// the scalar reference every other version is bitwise equal to: adamw_simd.h (AVX2 / AVX-512, one
+// width-templated body), adamw_cuda.h (the fused CUDA kernel). Legend: numel elements of one shard.
+#pragma once
+
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace zero::kernels {
+
+// Hyper-parameters of one update of one param group. `step` is the group's step counter AFTER
+// incrementing for this update (1 on the first update), as DeepSpeed's `state['step']`.
+struct AdamArgs {
+  float lr = 1e-3f;
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float eps = 1e-8f;
+  float weight_decay = 0.0f;  // the caller passes 0 for no-decay groups (optim/weight_decay.h)
+  int64_t step = 1;
+  bool adam_w_mode = true;      // true: decoupled decay p -= lr*wd*p; false: L2 (g += wd*p)
+  bool bias_correction = true;  // false: bc1 = bc2 = 1
+};
+
+// The buffers of one contiguous shard. All fp32 arrays have `numel` elements and must not alias.
+// `param_16bit` (optional, may be null) receives the updated params rounded to `param_16bit_dtype`
+// (bf16 or f16, round to nearest even) in the same pass, so no second sweep over memory is needed.
+struct AdamShard {
+  float* param = nullptr;       // fp32 master weights, updated in place
+  const float* grad = nullptr;  // fp32 gradients, still multiplied by loss scale (see grad_scale)
+  float* exp_avg = nullptr;     // first moment m
+  float* exp_avg_sq = nullptr;  // second moment v
+  int64_t numel = 0;
+  void* param_16bit = nullptr;
+  DType param_16bit_dtype = DType::kBF16;
+};
+
+// Per-update scalars derived once from AdamArgs (exposed so tests and other backends share them).
+struct AdamScalars {
+  float step_size;        // -lr / bc1
+  float inv_sqrt_bc2;     // 1 / sqrt(bc2)
+  float decoupled_decay;  // -lr * wd in AdamW mode, else 0
+  float l2_decay;         // wd in Adam-L2 mode, else 0
+};
+AdamScalars adam_scalars(const AdamArgs& args);
+
+// The fp32 constants of one update (AdamArgs, adam_scalars and grad_scale), computed once on the
+// host: the scalar, SIMD and CUDA versions all start from these same bits.
+struct AdamConstants {
+  float beta1, beta2, one_minus_beta1, one_minus_beta2, eps, grad_scale;
+  float step_size, inv_sqrt_bc2, decoupled_decay, l2_decay;  // AdamScalars
+  // A decay term is compiled out when its factor is 0 (DeepSpeed branches on wd > 0), so 0 * inf
+  // never turns a finite update into NaN.
+  bool l2, decoupled;
+};
+AdamConstants adam_constants(const AdamArgs& args, float grad_scale);
+
+// The REQUIRES every version checks (ZERO_CHECK, `who` names the version): step >= 1, numel >= 0,
+// and when numel > 0 non-null fp32 buffers and a 16-bit copy, if any, in bf16 or f16.
+void check_adam_call(const AdamArgs& args, const AdamShard& shard, const char* who);
+
+namespace cpu {
+
+// One Adam(W) step, element by element (fp32 math, like DeepSpeedCPUAdam):
+//   g  = grad * grad_scale                    grad_scale = 1 / (loss_scale * clip_divisor)
+//   g += wd * p                               (Adam-L2 mode only)
+//   m  = b1*m + (1-b1)*g ;  v = b2*v + (1-b2)*g^2
+//   d  = sqrt(v) / sqrt(bc2) + eps            bc_k = 1 - b_k^step (1 without bias_correction)
+//   p += -lr*wd*p                             (AdamW mode only; uses the pre-update p)
+//   p += (-lr/bc1) * m / d
+// OpenMP-parallel over elements; results are bitwise independent of the thread count.
+// REQUIRES: args.step >= 1, non-null fp32 pointers when numel > 0.
+void adam_update(const AdamArgs& args, const AdamShard& shard, float grad_scale);
+
+}  // namespace cpu
+}  // namespace zero::kernels
