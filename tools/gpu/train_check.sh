@@ -98,6 +98,26 @@ echo "## zero generate --device cuda vs --device cpu (the same tokens), zero ben
 } | tee "$work/cli_device.txt"
 grep -q -E 'MISMATCH|FAILED' "$work/cli_device.txt" && status=1
 
+# compute-sanitizer memcheck over whole training runs (the engine's device buffers, copies and the
+# optimizer on the device, not just the kernels' unit tests): gpt2-tiny bf16 at stages 0 and 3.
+if [[ $device == cuda && ${ZERO_GPU_SAN_TRAIN:-1} != 0 ]] && command -v compute-sanitizer >/dev/null; then
+  echo
+  echo "## compute-sanitizer memcheck of zero train --device cuda (gpt2-tiny bf16, 4 steps)"
+  for stage in 0 3; do
+    d=$work/san-s$stage
+    mkdir -p "$d"
+    config "$stage" bf16 none 4 2 >"$d/ds.json"
+    timeout 180 compute-sanitizer --tool memcheck --error-exitcode 99 --print-limit 20 "$zero" train \
+      --deepspeed "$d/ds.json" --model preset:gpt2-tiny --train_file "$corpus" --data_dtype uint8 \
+      --block_size 64 --max_steps 4 --output_dir "$d/out" --quiet --device cuda >"$d/log" 2>&1 &
+  done
+  wait
+  for stage in 0 3; do
+    echo "- stage $stage: $(grep -E 'ERROR SUMMARY' "$work/san-s$stage/log" | tail -1) $(grep -q 'zero train: 4 steps' "$work/san-s$stage/log" && echo '(4 steps ran)' || echo '(the run did not finish)')"
+    grep -q 'ERROR SUMMARY: 0 errors' "$work/san-s$stage/log" || { status=1; grep -m 12 -E '=========' "$work/san-s$stage/log" | sed 's/^/    /'; }
+  done
+fi
+
 ((bench)) || exit $status
 # The step benchmark: ZERO_GPU_BENCH_GRID entries MODEL:MICRO:STAGES[:MODES] (a stage followed by
 # "o" has the optimizer offloaded to the CPU; MODES joined by "+"), T=1024, bf16, world 1;
