@@ -25,6 +25,8 @@ Engine::Engine(EngineOptions options)
     : options_(std::move(options)), timers_(options_.wall_clock_breakdown) {}
 
 Engine::~Engine() {
+  // Why a host wait: the model's queued kernels may still use the device state freed below.
+  if (exec_ != nullptr) (void)exec_->compute().synchronize();
   // The coordinator and reducer wait for their in-flight collectives; destroy them before the
   // communicator they use.
   params_.reset();
@@ -138,8 +140,10 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(EngineOptions options, const Un
     Status fits = check_memory(needs, comm->local_world_size(), have);
     if (!fits.ok()) return fits.with_context(fmt::format("rank {}", comm->rank()));
   }
-  ZERO_ASSIGN_OR_RETURN(e->params_, sharding::ParamCoordinator::create(
-                                        *e->shard_layout_, *comm, o.zero, off.param, e->memory_));
+  e->state_device_ = e->choose_state_device(comm->world_size());
+  ZERO_ASSIGN_OR_RETURN(
+      e->params_, sharding::ParamCoordinator::create(*e->shard_layout_, *comm, o.zero, off.param,
+                                                     e->memory_, e->state_device_));
   if (const sharding::ParamStore* store = e->params_->store();
       store != nullptr && !store->pin_warning().empty() && comm->rank() == 0) {
     spdlog::warn(
@@ -147,8 +151,9 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(EngineOptions options, const Un
         "`ulimit -l` to pin them)",
         store->pin_warning());
   }
-  e->grads_ = std::make_unique<sharding::GradReducer>(*e->shard_layout_, *comm, o.zero, e->memory_);
-  if (e->exec_ != nullptr) {
+  ZERO_ASSIGN_OR_RETURN(e->grads_, sharding::GradReducer::create(*e->shard_layout_, *comm, o.zero,
+                                                                 e->memory_, e->state_device_));
+  if (e->exec_ != nullptr && e->state_device_ == nullptr) {
     e->staged_params_ = std::make_unique<StagedParams>(*e->params_, *e->exec_, layout.num_units());
     e->staged_grads_ = std::make_unique<StagedGrads>(*e->grads_, *e->exec_, layout);
   }
@@ -165,9 +170,9 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(EngineOptions options, const Un
     return init(u, begin, begin + engine->partition_numel(u), master)
         .with_context(fmt::format("initialising unit {}", layout.unit(u).name));
   };
-  ZERO_ASSIGN_OR_RETURN(e->state_,
-                        OptimizerStateStore::create(off, std::move(partition_numel), comm->rank(),
-                                                    e->memory_, fill, e->install_fn()));
+  ZERO_ASSIGN_OR_RETURN(
+      e->state_, OptimizerStateStore::create(off, std::move(partition_numel), comm->rank(),
+                                             e->memory_, fill, e->install_fn(), e->state_device_));
   ZERO_RETURN_IF_ERROR(e->params_->finish_updates());
 
   // Loss scaling exists only for fp16; bf16 and fp32 run at scale 1 (non-finite steps still skip).
@@ -175,6 +180,21 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(EngineOptions options, const Un
   e->scaler_ =
       std::make_unique<optim::LossScaler>(fp16 ? o.loss_scaler : optim::LossScalerConfig{});
   return e;
+}
+
+device::ExecutionContext* Engine::choose_state_device(int world_size) const {
+  // The device path covers what the device-resident coordinator, reducer and store do today: a
+  // world of one (no collectives on device memory yet), nothing offloaded (ZeRO-Offload keeps the
+  // state in host memory by definition; its GPU pipeline is not built yet), and Adam(W), the
+  // backend's fused update (Lamb's trust ratio runs on the host). The rest takes the staging path.
+  if (exec_ == nullptr) return nullptr;
+  const OffloadOptions& off = options_.offload;
+  if (world_size != 1 || off.optimizer != OptimizerOffload::kNone ||
+      off.param.device != sharding::ParamOffload::kNone ||
+      options_.optimizer.kind != optim::OptimizerKind::kAdam) {
+    return nullptr;
+  }
+  return exec_.get();
 }
 
 OptimizerStateStore::InstallFn Engine::install_fn() {
@@ -323,12 +343,30 @@ Status Engine::global_norm(double* norm_scaled, bool* nonfinite) {
   // stages 1–3; the matching slice of the full gradient at stage 0), so every element counts once.
   double sum_sq = 0.0;
   bool bad = false;
-  for (int u = 0; u < shard_layout_->num_units(); ++u) {
-    const int64_t skip = shard_layout_->shard_begin(u) - grads_->partition_begin(u);
-    const int64_t n = shard_layout_->shard_data_numel(u, comm_->rank());
-    kernels::cpu::SumSquares part = kernels::cpu::sum_squares(grads_->partition(u) + skip, n);
-    sum_sq += part.sum_sq;
-    bad = bad || part.nonfinite;
+  if (state_device_ != nullptr) {
+    device::SumSquaresOut out;
+    for (int u = 0; u < shard_layout_->num_units(); ++u) {
+      const int64_t skip = shard_layout_->shard_begin(u) - grads_->partition_begin(u);
+      const int64_t n = shard_layout_->shard_data_numel(u, comm_->rank());
+      state_device_->backend().sum_squares(
+          state_device_->compute(),
+          TensorView{const_cast<float*>(grads_->partition(u) + skip), DType::kF32, Shape{n},
+                     state_device_->device()},
+          &out);
+    }
+    // Why a host wait (the step's one): the clipping factor and the skip decision are host
+    // scalars. It also reports the first failed kernel or copy of the step.
+    ZERO_RETURN_IF_ERROR(state_device_->compute().synchronize());
+    sum_sq = out.sum_sq;
+    bad = out.nonfinite;
+  } else {
+    for (int u = 0; u < shard_layout_->num_units(); ++u) {
+      const int64_t skip = shard_layout_->shard_begin(u) - grads_->partition_begin(u);
+      const int64_t n = shard_layout_->shard_data_numel(u, comm_->rank());
+      kernels::cpu::SumSquares part = kernels::cpu::sum_squares(grads_->partition(u) + skip, n);
+      sum_sq += part.sum_sq;
+      bad = bad || part.nonfinite;
+    }
   }
   float buf[2] = {static_cast<float>(sum_sq), bad ? 1.0f : 0.0f};
   ZERO_RETURN_IF_ERROR(comm_->all_reduce(buf, 2, DType::kF32, ReduceOp::kSum));
@@ -359,6 +397,20 @@ void Engine::update_unit(int u, double lr, float grad_multiplier,
       if (betas) {
         args.beta1 = static_cast<float>(betas->beta1);
         args.beta2 = static_cast<float>(betas->beta2);
+      }
+      if (state_device_ != nullptr) {
+        // The fused AdamW on the device, queued on the compute stream after the gradient ops.
+        const Device d = state_device_->device();
+        auto view = [&](const float* p) {
+          return TensorView{const_cast<float*>(p), DType::kF32, Shape{shard.numel}, d};
+        };
+        device::AdamShardViews views;
+        views.param = view(shard.param);
+        views.grad = view(shard.grad);
+        views.exp_avg = view(shard.exp_avg);
+        views.exp_avg_sq = view(shard.exp_avg_sq);
+        state_device_->backend().adamw(state_device_->compute(), args, views, grad_multiplier);
+        continue;
       }
       // On the host every unit uses the vectorised kernel (DeepSpeedCPUAdam's role), bitwise
       // equal to the scalar reference optim::adam_update and 3-4x faster; the offloaded /

@@ -342,12 +342,15 @@ struct OffloadRun {
   std::vector<double> losses;
   std::vector<std::vector<float>> master, exp_avg, exp_avg_sq;  // final partitions
   sharding::MemoryAccounting memory;
+  bool state_on_device = false;
+  int64_t staging_device_bytes = 0;
 };
 
 StatusOr<std::unique_ptr<Engine>> make_offload_engine(int stage, const OffloadOptions& offload,
                                                       std::unique_ptr<model::HfWeightReader>& rd,
                                                       DType dtype = DType::kF32,
-                                                      ModelFactory factory = nullptr) {
+                                                      ModelFactory factory = nullptr,
+                                                      DType comm_dtype = DType::kF32) {
   nlohmann::json ref = read_json(kGolden + "gpt2_tiny/curve60.json");
   const nlohmann::json& sched = ref["lr_scheduler"];
   EngineOptions o;
@@ -369,6 +372,7 @@ StatusOr<std::unique_ptr<Engine>> make_offload_engine(int stage, const OffloadOp
   // so every unit is gathered on use and parameter offload has shards to move.
   o.zero.param_persistence_threshold_numel = 0;
   o.dtype = dtype;
+  o.zero.comm_dtype = comm_dtype;
   o.offload = offload;
   o.model_factory = std::move(factory);
   model::ModelLayout layout(o.model_config);
@@ -382,10 +386,11 @@ StatusOr<std::unique_ptr<Engine>> make_offload_engine(int stage, const OffloadOp
 }
 
 OffloadRun run_offload(int stage, const OffloadOptions& offload, int steps = 60,
-                       DType dtype = DType::kF32, ModelFactory factory = nullptr) {
+                       DType dtype = DType::kF32, ModelFactory factory = nullptr,
+                       DType comm_dtype = DType::kF32) {
   OffloadRun out;
   std::unique_ptr<model::HfWeightReader> reader;
-  auto engine = make_offload_engine(stage, offload, reader, dtype, std::move(factory));
+  auto engine = make_offload_engine(stage, offload, reader, dtype, std::move(factory), comm_dtype);
   EXPECT_TRUE(engine.ok()) << engine.status().to_string();
   if (!engine.ok()) return out;
   Engine& e = **engine;
@@ -419,6 +424,8 @@ OffloadRun run_offload(int stage, const OffloadOptions& offload, int steps = 60,
                     .ok());
   }
   out.memory = e.memory();
+  out.state_on_device = e.state_on_device();
+  out.staging_device_bytes = e.staging_device_bytes();
   return out;
 }
 
@@ -663,25 +670,62 @@ class HostModelOnStream final : public model::Model {
   device::Stream& stream_;
 };
 
-// The path of a device model: units copied to its device, gradients copied back
-// (runtime/device_staging.h), here with the CPU backend as the device and random delays before
-// every stream operation, so a copy not ordered before its reader, or a host buffer handed back
-// before the copy out of it ran, would show. The curve must be bitwise the host engine's.
-TEST(DeviceStaging, ModelBehindStagingCopiesIsBitwiseTheHostCurve) {
-  ModelFactory staged_cpu =
-      [](const model::ModelConfig& config, const model::TransformerOptions& options,
-         device::ExecutionContext& ctx) -> StatusOr<std::unique_ptr<model::Model>> {
+ModelFactory host_model_on_stream() {
+  return [](const model::ModelConfig& config, const model::TransformerOptions& options,
+            device::ExecutionContext& ctx) -> StatusOr<std::unique_ptr<model::Model>> {
     EXPECT_EQ(ctx.device(), Device::kCpu);
     return std::unique_ptr<model::Model>(
         std::make_unique<HostModelOnStream>(config, options, ctx.compute()));
   };
+}
+
+// The path of a device model with the optimizer offloaded: units copied to its device, gradients
+// copied back (runtime/device_staging.h), here with the CPU backend as the device and random delays
+// before every stream operation, so a copy not ordered before its reader, or a host buffer handed
+// back before the copy out of it ran, would show. The curve must be bitwise the host engine's.
+TEST(DeviceStaging, ModelBehindStagingCopiesIsBitwiseTheHostCurve) {
   ::setenv("ZERO_STREAM_DELAY_US", "20", 1);
+  OffloadOptions cpu;
+  cpu.optimizer = OptimizerOffload::kCpu;
   for (DType dtype : {DType::kF32, DType::kBF16}) {
-    for (int stage = 0; stage <= 3; ++stage) {
+    for (int stage = 1; stage <= 3; ++stage) {
       SCOPED_TRACE(::testing::Message() << dtype_name(dtype) << " stage " << stage);
-      OffloadRun want = run_offload(stage, {}, 8, dtype);
-      OffloadRun got = run_offload(stage, {}, 8, dtype, staged_cpu);
+      OffloadRun want = run_offload(stage, cpu, 8, dtype);
+      OffloadRun got = run_offload(stage, cpu, 8, dtype, host_model_on_stream());
       expect_bitwise(got, want);
+      EXPECT_FALSE(got.state_on_device);
+      EXPECT_GT(got.staging_device_bytes, 0);
+      EXPECT_EQ(got.memory.device_bytes, 0);
+    }
+  }
+  ::unsetenv("ZERO_STREAM_DELAY_US");
+}
+
+// Nothing offloaded, a world of one: the ZeRO state lives in the device's memory (the CPU backend
+// here, with random delays before every stream operation, so an op not ordered after its producer
+// would show): working units cast from the master by Backend::copy, gradients zeroed, rounded and
+// accumulated by backend ops, the norm by sum_squares and the update by the backend's AdamW, all on
+// the compute stream. No staging copies; the curve and final state are bitwise the host engine's,
+// 16-bit communication_data_type (the wire's rounding) included.
+TEST(DeviceStaging, StateOnTheDeviceIsBitwiseTheHostCurveWithoutStaging) {
+  ::setenv("ZERO_STREAM_DELAY_US", "20", 1);
+  struct Precision {
+    DType dtype, comm_dtype;
+  };
+  for (Precision p :
+       {Precision{DType::kF32, DType::kF32}, Precision{DType::kBF16, DType::kF32},
+        Precision{DType::kBF16, DType::kBF16}, Precision{DType::kBF16, DType::kF16}}) {
+    for (int stage = 0; stage <= 3; ++stage) {
+      SCOPED_TRACE(::testing::Message() << dtype_name(p.dtype) << " wire "
+                                        << dtype_name(p.comm_dtype) << " stage " << stage);
+      OffloadRun want = run_offload(stage, {}, 8, p.dtype, nullptr, p.comm_dtype);
+      OffloadRun got = run_offload(stage, {}, 8, p.dtype, host_model_on_stream(), p.comm_dtype);
+      expect_bitwise(got, want);
+      EXPECT_TRUE(got.state_on_device);
+      EXPECT_EQ(got.staging_device_bytes, 0);
+      EXPECT_GE(got.memory.device_bytes, got.memory.master_bytes +
+                                             got.memory.optimizer_state_bytes +
+                                             got.memory.grad_bytes + got.memory.param_bytes);
     }
   }
   ::unsetenv("ZERO_STREAM_DELAY_US");

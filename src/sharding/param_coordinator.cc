@@ -11,18 +11,19 @@
 namespace zero::sharding {
 
 ParamCoordinator::ParamCoordinator(const ShardLayout& layout, Communicator& comm,
-                                   const ZeroOptions& options, MemoryAccounting& memory)
-    : layout_(layout), comm_(comm), options_(options), memory_(memory) {
+                                   const ZeroOptions& options, MemoryAccounting& memory,
+                                   device::ExecutionContext* device)
+    : layout_(layout), comm_(comm), options_(options), memory_(memory), device_(device) {
   units_.resize(static_cast<size_t>(layout.num_units()));
   pool_ = BufferPool(units_.size());  // at most one buffer per unit; trim_pool() bounds the bytes
   int64_t persistent_numel = 0;
   for (int u = 0; u < layout.num_units(); ++u) {
     Unit& unit = units_[static_cast<size_t>(u)];
     const UnitShardInfo& info = layout.unit(u);
-    if (options_.stage < 3) {
+    if (options_.stage < 3 && device_ == nullptr) {
       unit.full = Tensor(Shape{info.padded_numel}, options_.model_dtype);
       memory_.param_bytes += static_cast<int64_t>(unit.full.nbytes());
-    } else {
+    } else if (options_.stage == 3) {
       // Small units stay gathered (DeepSpeed's persistence thresholds, applied per unit).
       if (info.numel <= options_.param_persistence_threshold_numel &&
           persistent_numel + info.numel <= options_.model_persistence_threshold_numel) {
@@ -35,8 +36,24 @@ ParamCoordinator::ParamCoordinator(const ShardLayout& layout, Communicator& comm
 
 StatusOr<std::unique_ptr<ParamCoordinator>> ParamCoordinator::create(
     const ShardLayout& layout, Communicator& comm, const ZeroOptions& options,
-    const ParamOffloadOptions& offload, MemoryAccounting& memory) {
-  std::unique_ptr<ParamCoordinator> c(new ParamCoordinator(layout, comm, options, memory));
+    const ParamOffloadOptions& offload, MemoryAccounting& memory,
+    device::ExecutionContext* device) {
+  std::unique_ptr<ParamCoordinator> c(new ParamCoordinator(layout, comm, options, memory, device));
+  if (device != nullptr) {
+    ZERO_CHECK(layout.world_size() == 1 && offload.device == ParamOffload::kNone,
+               "device-resident parameters need a world of one without parameter offload");
+    for (int u = 0; u < layout.num_units(); ++u) {
+      // At world 1 the shard is the padded unit: one buffer serves every stage.
+      const int64_t numel = layout.unit(u).padded_numel;
+      StatusOr<device::DeviceBuffer> buf = device->backend().allocate(options.model_dtype, numel);
+      if (!buf.ok()) return buf.status().with_context(fmt::format("parameters of unit {}", u));
+      const int64_t bytes = static_cast<int64_t>(buf->view().nbytes());
+      memory.param_bytes += bytes;
+      memory.device_bytes += bytes;
+      c->units_[static_cast<size_t>(u)].on_device = std::move(*buf);
+    }
+    return c;
+  }
   if (options.stage == 3) {
     std::vector<bool> persistent;
     for (const Unit& u : c->units_) persistent.push_back(u.persistent);
@@ -51,6 +68,9 @@ ParamCoordinator::~ParamCoordinator() {
   for (auto& u : units_) {
     if (u.has_pending) (void)u.pending.wait();
   }
+  // Why a host wait: queued kernels may still read or write the device units freed below (errors
+  // are reported by the owner of the stream).
+  if (device_ != nullptr) (void)device_->compute().synchronize();
 }
 
 void ParamCoordinator::note_status(const Status& s) {
@@ -61,6 +81,7 @@ Status ParamCoordinator::set_values(int u, const float* values) {
   Unit& unit = units_[static_cast<size_t>(u)];
   const UnitShardInfo& info = layout_.unit(u);
   if (unit.has_pending) wait_pending(u);
+  if (device_ != nullptr) return set_device_values(u, values);
   if (options_.stage == 0) {
     // Rounds to the model dtype (round-to-nearest-even: the values round_to_dtype gives).
     kernels::cpu::cast_from_f32(values, unit.full.data(), options_.model_dtype, info.padded_numel);
@@ -82,6 +103,32 @@ Status ParamCoordinator::set_values(int u, const float* values) {
   kernels::cpu::cast_from_f32(values, own_block(u), options_.model_dtype, info.shard_numel);
   issue_gather(u, nullptr);
   if (!options_.overlap_comm) wait_pending(u);
+  return status_;
+}
+
+Status ParamCoordinator::set_device_values(int u, const float* values) {
+  // A world of one: the partition of every stage is the padded unit, and the unit is its own
+  // gather (counted as one elided collective, as the host paths count it).
+  Unit& unit = units_[static_cast<size_t>(u)];
+  const UnitShardInfo& info = layout_.unit(u);
+  device::Backend& backend = device_->backend();
+  // Rounds to the model dtype (round-to-nearest-even, bitwise the host cast), queued on the
+  // compute stream after the update that wrote `values` and before the kernels that read the unit.
+  backend.copy(device_->compute(),
+               TensorView{unit.on_device.data(), options_.model_dtype, Shape{info.padded_numel},
+                          device_->device()},
+               TensorView{const_cast<float*>(values), DType::kF32, Shape{info.padded_numel},
+                          device_->device()});
+  if (options_.stage == 3) {
+    if (unit.view != nullptr) free_gathered(u);
+    unit.gathered = false;
+    return status_;
+  }
+  if (options_.stage >= 1) {
+    const CommKind kind =
+        options_.allgather_partitions ? CommKind::kAllGather : CommKind::kBroadcast;
+    comm_.record_elided(kind, static_cast<size_t>(info.shard_numel), options_.model_dtype);
+  }
   return status_;
 }
 
@@ -120,7 +167,7 @@ void ParamCoordinator::wait_pending(int u) {
 }
 
 bool ParamCoordinator::gather_is_view(int u) const {
-  return layout_.world_size() == 1 && !store_->on_nvme(u);
+  return layout_.world_size() == 1 && (device_ != nullptr || !store_->on_nvme(u));
 }
 
 void ParamCoordinator::gather_async(int u) {
@@ -129,7 +176,9 @@ void ParamCoordinator::gather_async(int u) {
   if (gather_is_view(u)) {
     // A world of one: the shard is the unit. Counted as a gathered unit and a gather (the model
     // holds it just the same), so the live limits and the counters are those of any world size.
-    StatusOr<const void*> shard = store_->load(u);  // host shard: never fails, never blocks
+    // The device unit, or the host shard (never fails, never blocks).
+    StatusOr<const void*> shard =
+        device_ != nullptr ? StatusOr<const void*>(unit.on_device.data()) : store_->load(u);
     ZERO_CHECK(shard.ok(), shard.status().to_string());
     if (unit.view == nullptr) {
       live_gathered_numel_ += info.padded_numel;
@@ -303,6 +352,10 @@ void ParamCoordinator::prefetch_after(size_t trace_pos) {
 }
 
 model::ParamView ParamCoordinator::working_view(const Unit& unit) const {
+  if (device_ != nullptr) {
+    return model::ParamView{unit.on_device.data(), options_.model_dtype, device_->device(),
+                            unit.on_device.numel()};
+  }
   return model::ParamView{unit.full.data(), unit.full.dtype(), Device::kCpu, unit.full.numel()};
 }
 
@@ -323,7 +376,8 @@ model::ParamView ParamCoordinator::acquire(int u) {
   if (trace_recorded_ && trace_valid_) prefetch_after(trace_pos_);
   trace_pos_ += 1;
   if (unit.view != nullptr) {
-    return model::ParamView{unit.view, options_.model_dtype, Device::kCpu,
+    return model::ParamView{unit.view, options_.model_dtype,
+                            device_ != nullptr ? device_->device() : Device::kCpu,
                             layout_.unit(u).padded_numel};
   }
   return working_view(unit);

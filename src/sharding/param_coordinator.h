@@ -5,6 +5,11 @@
 // the prefetch bucket and the live limit), and releases gathered units after use unless persistent
 // or reused soon. The trace is fixed by the model's unit order, so every rank issues the same
 // collectives in the same order.
+//
+// Memory space: created with a device::ExecutionContext (`--device cuda` with the state on the
+// device, a world of one), every unit's working values live in that backend's memory and
+// set_values casts the device master into them with Backend::copy on ctx.compute(), the stream the
+// model reads them on (stream order: no host wait). Without one, host memory and the host kernels.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +20,7 @@
 #include "comm/communicator.h"
 #include "core/status.h"
 #include "core/tensor.h"
+#include "device/backend.h"
 #include "model/param_access.h"
 #include "sharding/buffer_pool.h"
 #include "sharding/param_store.h"
@@ -27,14 +33,16 @@ class ParamCoordinator : public model::ParamAccess {
  public:
   // Stage 3 keeps its shards in a ParamStore placed as `offload` says (host memory, or NVMe
   // beyond max_in_cpu); errors are those of creating the swap file. `rank` names the swap file.
-  static StatusOr<std::unique_ptr<ParamCoordinator>> create(const ShardLayout& layout,
-                                                            Communicator& comm,
-                                                            const ZeroOptions& options,
-                                                            const ParamOffloadOptions& offload,
-                                                            MemoryAccounting& memory);
+  // `device` (not owned; outlives the coordinator): keep the working values in its backend's
+  // memory (see the file comment). REQUIRES then: a world of one, no parameter offload.
+  static StatusOr<std::unique_ptr<ParamCoordinator>> create(
+      const ShardLayout& layout, Communicator& comm, const ZeroOptions& options,
+      const ParamOffloadOptions& offload, MemoryAccounting& memory,
+      device::ExecutionContext* device = nullptr);
   ~ParamCoordinator() override;
 
   // Installs the master values of this rank's shard of unit u (rounded to the model dtype), and
+  // (`values`: memory of the coordinator's space, the device's when it was created with one)
   // makes them visible: stages 0–2 gather the full unit (all-gather or owner broadcasts); stage 3
   // marks gathered copies stale and, once the access trace is known, starts gathering the units the
   // next forward begins with (see leads_trace). Stage 0 passes the full unit (every rank holds it).
@@ -59,14 +67,17 @@ class ParamCoordinator : public model::ParamAccess {
 
   // Number of gathers issued for unit u so far (tests).
   int64_t gathers(int u) const { return units_[static_cast<size_t>(u)].gathers; }
-  // Stage 3: where the shards live (null below stage 3).
+  // Stage 3 in host memory: where the shards live (null below stage 3 and on a device).
   const ParamStore* store() const { return store_.get(); }
 
  private:
   ParamCoordinator(const ShardLayout& layout, Communicator& comm, const ZeroOptions& options,
-                   MemoryAccounting& memory);
+                   MemoryAccounting& memory, device::ExecutionContext* device);
   struct Unit {
     Tensor full;  // model dtype; stages 0–2: always; stage 3: while gathered (padded_numel)
+    // On a device (world of one): the unit's values, every stage (padded_numel == shard_numel);
+    // stage 3 lends it as its `view`, as it lends the host shard.
+    device::DeviceBuffer on_device;
     // Stage 3 in a world of one: the unit's values are the host shard itself (shard_numel ==
     // padded_numel, in the model dtype), so "gathering" lends its pointer: no buffer, no copy.
     // Valid until the next set_values (the store's write) or release.
@@ -78,6 +89,8 @@ class ParamCoordinator : public model::ParamAccess {
     int refcount = 0;
     int64_t gathers = 0;
   };
+  // set_values on a device (world of one): the cast into the device unit.
+  Status set_device_values(int u, const float* values);
   void gather_async(int u);
   // A world of one with the shard in host memory: gather_async lends the shard (see Unit::view).
   bool gather_is_view(int u) const;
@@ -103,6 +116,7 @@ class ParamCoordinator : public model::ParamAccess {
   Communicator& comm_;
   ZeroOptions options_;
   MemoryAccounting& memory_;
+  device::ExecutionContext* device_;  // null: host memory
   std::vector<Unit> units_;
   std::unique_ptr<ParamStore> store_;  // stage 3: this rank's shards (host or NVMe)
   // Stage 3: the order of acquire() calls in one micro-step, recorded on the first one.
