@@ -131,16 +131,21 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(EngineOptions options, const Un
   const model::ModelLayout& layout = e->model_->layout();
   e->shard_layout_ =
       std::make_unique<sharding::ShardLayout>(layout, comm->world_size(), comm->rank());
+  e->state_device_ = e->choose_state_device(comm->world_size());
   if (o.check_memory) {
     // Why before any allocation: a shortfall must be a message naming the setting to change,
     // not the kernel's OOM killer halfway through loading the model.
-    const MemoryNeeds needs =
-        plan_memory(o, *e->shard_layout_, o.planned_micro_batch, o.planned_seq_len);
+    MemoryNeeds needs = plan_memory(o, *e->shard_layout_, o.planned_micro_batch, o.planned_seq_len);
+    // The plan is of host memory: a device model's activations and device-resident state are
+    // not there (device memory is not checked yet: the backend reports a failed allocation).
+    if (e->exec_ != nullptr && e->exec_->device() != Device::kCpu) needs.activations = 0;
+    if (e->state_device_ != nullptr && e->state_device_->device() != Device::kCpu) {
+      needs.parameters = needs.gradients = needs.master_weights = needs.optimizer_state = 0;
+    }
     const HostResources have = o.resources ? *o.resources : probe_host_resources();
     Status fits = check_memory(needs, comm->local_world_size(), have);
     if (!fits.ok()) return fits.with_context(fmt::format("rank {}", comm->rank()));
   }
-  e->state_device_ = e->choose_state_device(comm->world_size());
   ZERO_ASSIGN_OR_RETURN(
       e->params_, sharding::ParamCoordinator::create(*e->shard_layout_, *comm, o.zero, off.param,
                                                      e->memory_, e->state_device_));

@@ -731,6 +731,90 @@ TEST(DeviceStaging, StateOnTheDeviceIsBitwiseTheHostCurveWithoutStaging) {
   ::unsetenv("ZERO_STREAM_DELAY_US");
 }
 
+// Steps [first, first + count) of run_offload's batches on `e`; their losses.
+std::vector<double> train_steps_on(Engine& e, int first, int count) {
+  std::vector<double> losses;
+  TokenDatasetOptions dopts;
+  dopts.block_size = 16;
+  dopts.vocab_size = 67;
+  auto data = TokenDataset::open(*default_storage(), kGolden + "tokens.bin", dopts);
+  for (int s = first; s < first + count; ++s) {
+    MicroBatch mb;
+    mb.batch = 4;
+    mb.seq = 16;
+    mb.tokens.resize(64);
+    mb.targets.resize(64);
+    for (int i = 0; i < 4; ++i) {
+      EXPECT_TRUE(data->get_sample((s * 4 + i) % data->num_samples(), mb.tokens.data() + i * 16,
+                                   mb.targets.data() + i * 16)
+                      .ok());
+    }
+    auto r = e.train_step({mb});
+    EXPECT_TRUE(r.ok()) << r.status().to_string();
+    if (!r.ok()) return losses;
+    losses.push_back(r->loss);
+  }
+  return losses;
+}
+
+// A checkpoint of state on the device: read_partition_state copies it to the host (the format of
+// the host path's), restore() copies it back; training on from there is bitwise the host engine's
+// uninterrupted curve.
+TEST(DeviceStaging, StateOnTheDeviceSavesAndRestoresBitwise) {
+  ::setenv("ZERO_STREAM_DELAY_US", "20", 1);
+  for (int stage : {0, 2, 3}) {
+    SCOPED_TRACE(::testing::Message() << "stage " << stage);
+    const DType dtype = DType::kBF16;
+    OffloadRun want = run_offload(stage, {}, 8, dtype);
+    std::unique_ptr<model::HfWeightReader> r1, r2;
+    auto first = make_offload_engine(stage, {}, r1, dtype, host_model_on_stream());
+    ASSERT_TRUE(first.ok()) << first.status().to_string();
+    ASSERT_TRUE((*first)->state_on_device());
+    EXPECT_EQ((*first)->master(0), nullptr);  // device memory: read_partition_state
+    std::vector<double> losses = train_steps_on(**first, 0, 4);
+    Engine& a = **first;
+    std::vector<std::vector<float>> saved;  // per unit: master | exp_avg | exp_avg_sq
+    for (int u = 0; u < a.layout().num_units(); ++u) {
+      const int64_t n = a.partition_numel(u);
+      saved.emplace_back(static_cast<size_t>(3 * n));
+      float* p = saved.back().data();
+      ASSERT_TRUE(a.read_partition_state(u, p, p + n, p + 2 * n).ok());
+    }
+    Engine::RestoreState rs;
+    rs.global_step = a.global_step();
+    rs.optimizer_updates = a.optimizer_updates();
+    rs.schedule_state = a.schedule().state();
+    rs.loss_scaler_state = a.loss_scaler().state();
+    rs.read_partition = [&saved](int u, int64_t b, int64_t e, float* m, float* ea, float* eas) {
+      const size_t n = static_cast<size_t>(e - b);
+      const float* p = saved[static_cast<size_t>(u)].data();
+      std::copy(p, p + n, m);
+      std::copy(p + n, p + 2 * n, ea);
+      std::copy(p + 2 * n, p + 3 * n, eas);
+      return ok_status();
+    };
+    first->reset();
+    auto second = make_offload_engine(stage, {}, r2, dtype, host_model_on_stream());
+    ASSERT_TRUE(second.ok()) << second.status().to_string();
+    ASSERT_TRUE((*second)->restore(rs).ok());
+    for (double l : train_steps_on(**second, 4, 4)) losses.push_back(l);
+    OffloadRun got;
+    got.losses = losses;
+    for (int u = 0; u < (*second)->layout().num_units(); ++u) {
+      const size_t n = static_cast<size_t>((*second)->partition_numel(u));
+      got.master.emplace_back(n);
+      got.exp_avg.emplace_back(n);
+      got.exp_avg_sq.emplace_back(n);
+      ASSERT_TRUE((*second)
+                      ->read_partition_state(u, got.master.back().data(), got.exp_avg.back().data(),
+                                             got.exp_avg_sq.back().data())
+                      .ok());
+    }
+    expect_bitwise(got, want);
+  }
+  ::unsetenv("ZERO_STREAM_DELAY_US");
+}
+
 TEST(DeviceStaging, DeviceWithoutAModelIsRefusedNamingIt) {
   std::unique_ptr<model::HfWeightReader> reader;
   // The CPU has a model; only a device this build has no model for is refused (CPU-only builds:
