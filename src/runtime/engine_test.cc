@@ -346,11 +346,10 @@ struct OffloadRun {
   int64_t staging_device_bytes = 0;
 };
 
-StatusOr<std::unique_ptr<Engine>> make_offload_engine(int stage, const OffloadOptions& offload,
-                                                      std::unique_ptr<model::HfWeightReader>& rd,
-                                                      DType dtype = DType::kF32,
-                                                      ModelFactory factory = nullptr,
-                                                      DType comm_dtype = DType::kF32) {
+StatusOr<std::unique_ptr<Engine>> make_offload_engine(
+    int stage, const OffloadOptions& offload, std::unique_ptr<model::HfWeightReader>& rd,
+    DType dtype = DType::kF32, ModelFactory factory = nullptr,
+    std::function<void(EngineOptions&)> tweak = {}) {
   nlohmann::json ref = read_json(kGolden + "gpt2_tiny/curve60.json");
   const nlohmann::json& sched = ref["lr_scheduler"];
   EngineOptions o;
@@ -372,9 +371,9 @@ StatusOr<std::unique_ptr<Engine>> make_offload_engine(int stage, const OffloadOp
   // so every unit is gathered on use and parameter offload has shards to move.
   o.zero.param_persistence_threshold_numel = 0;
   o.dtype = dtype;
-  o.zero.comm_dtype = comm_dtype;
   o.offload = offload;
   o.model_factory = std::move(factory);
+  if (tweak) tweak(o);
   model::ModelLayout layout(o.model_config);
   auto reader = model::HfWeightReader::open(*default_storage(), kGolden + "gpt2_tiny", layout);
   if (!reader.ok()) return reader.status();
@@ -387,10 +386,11 @@ StatusOr<std::unique_ptr<Engine>> make_offload_engine(int stage, const OffloadOp
 
 OffloadRun run_offload(int stage, const OffloadOptions& offload, int steps = 60,
                        DType dtype = DType::kF32, ModelFactory factory = nullptr,
-                       DType comm_dtype = DType::kF32) {
+                       std::function<void(EngineOptions&)> tweak = {}, int micro_batches = 1) {
   OffloadRun out;
   std::unique_ptr<model::HfWeightReader> reader;
-  auto engine = make_offload_engine(stage, offload, reader, dtype, std::move(factory), comm_dtype);
+  auto engine =
+      make_offload_engine(stage, offload, reader, dtype, std::move(factory), std::move(tweak));
   EXPECT_TRUE(engine.ok()) << engine.status().to_string();
   if (!engine.ok()) return out;
   Engine& e = **engine;
@@ -398,18 +398,24 @@ OffloadRun run_offload(int stage, const OffloadOptions& offload, int steps = 60,
   dopts.block_size = 16;
   dopts.vocab_size = 67;
   auto data = TokenDataset::open(*default_storage(), kGolden + "tokens.bin", dopts);
+  // The step's 4 sequences as `micro_batches` micro-batches (gradient accumulation).
+  const int per_micro = 4 / micro_batches;
   for (int s = 0; s < steps; ++s) {
-    MicroBatch mb;
-    mb.batch = 4;
-    mb.seq = 16;
-    mb.tokens.resize(64);
-    mb.targets.resize(64);
-    for (int i = 0; i < 4; ++i) {
-      EXPECT_TRUE(data->get_sample((s * 4 + i) % data->num_samples(), mb.tokens.data() + i * 16,
-                                   mb.targets.data() + i * 16)
-                      .ok());
+    std::vector<MicroBatch> micro(static_cast<size_t>(micro_batches));
+    for (int m = 0; m < micro_batches; ++m) {
+      MicroBatch& mb = micro[static_cast<size_t>(m)];
+      mb.batch = per_micro;
+      mb.seq = 16;
+      mb.tokens.resize(static_cast<size_t>(per_micro * 16));
+      mb.targets.resize(mb.tokens.size());
+      for (int i = 0; i < per_micro; ++i) {
+        const int g = s * 4 + m * per_micro + i;
+        EXPECT_TRUE(data->get_sample(g % data->num_samples(), mb.tokens.data() + i * 16,
+                                     mb.targets.data() + i * 16)
+                        .ok());
+      }
     }
-    auto r = e.train_step({mb});
+    auto r = e.train_step(micro);
     EXPECT_TRUE(r.ok()) << r.status().to_string();
     if (!r.ok()) return out;
     out.losses.push_back(r->loss);
@@ -709,17 +715,30 @@ TEST(DeviceStaging, ModelBehindStagingCopiesIsBitwiseTheHostCurve) {
 // 16-bit communication_data_type (the wire's rounding) included.
 TEST(DeviceStaging, StateOnTheDeviceIsBitwiseTheHostCurveWithoutStaging) {
   ::setenv("ZERO_STREAM_DELAY_US", "20", 1);
-  struct Precision {
+  struct Variant {
     DType dtype, comm_dtype;
+    int micro_batches;
+    bool overlap_comm;
   };
-  for (Precision p :
-       {Precision{DType::kF32, DType::kF32}, Precision{DType::kBF16, DType::kF32},
-        Precision{DType::kBF16, DType::kBF16}, Precision{DType::kBF16, DType::kF16}}) {
+  for (Variant v :
+       {Variant{DType::kF32, DType::kF32, 1, false}, Variant{DType::kBF16, DType::kF32, 1, false},
+        Variant{DType::kBF16, DType::kBF16, 2, true}, Variant{DType::kBF16, DType::kF16, 2, false},
+        Variant{DType::kF16, DType::kF16, 2, true}}) {
+    auto tweak = [v](EngineOptions& o) {
+      o.zero.comm_dtype = v.comm_dtype;
+      o.zero.overlap_comm = v.overlap_comm;
+      o.zero.reduce_bucket_numel = 5000;  // several buckets, units reduced alone and packed
+      if (v.dtype == DType::kF16) {
+        o.loss_scaler = *optim::loss_scaler_config_from_fp16_json({{"enabled", true}});
+      }
+    };
     for (int stage = 0; stage <= 3; ++stage) {
-      SCOPED_TRACE(::testing::Message() << dtype_name(p.dtype) << " wire "
-                                        << dtype_name(p.comm_dtype) << " stage " << stage);
-      OffloadRun want = run_offload(stage, {}, 8, p.dtype, nullptr, p.comm_dtype);
-      OffloadRun got = run_offload(stage, {}, 8, p.dtype, host_model_on_stream(), p.comm_dtype);
+      SCOPED_TRACE(::testing::Message()
+                   << dtype_name(v.dtype) << " wire " << dtype_name(v.comm_dtype) << " gas "
+                   << v.micro_batches << " overlap " << v.overlap_comm << " stage " << stage);
+      OffloadRun want = run_offload(stage, {}, 8, v.dtype, nullptr, tweak, v.micro_batches);
+      OffloadRun got =
+          run_offload(stage, {}, 8, v.dtype, host_model_on_stream(), tweak, v.micro_batches);
       expect_bitwise(got, want);
       EXPECT_TRUE(got.state_on_device);
       EXPECT_EQ(got.staging_device_bytes, 0);
