@@ -1,8 +1,12 @@
 // make_cuda_model (device_model.h): the CUDA model on the execution context's GPU and compute
 // stream. CUDA builds only.
+#include "comm/mpi_communicator.h"
 #include "device/cuda_stream.h"
 #include "model/cuda_transformer.h"
 #include "runtime/device_model.h"
+#if defined(ZERO_WITH_NCCL)
+#include "comm/nccl_communicator.h"
+#endif
 
 namespace zero::runtime {
 
@@ -21,5 +25,18 @@ StatusOr<std::unique_ptr<model::Model>> make_cuda_model(const model::ModelConfig
                         model::CudaTransformer::create(config, o, stream.get()));
   return std::unique_ptr<model::Model>(std::move(m));
 }
+
+#if defined(ZERO_WITH_NCCL)
+StatusOr<std::unique_ptr<Communicator>> make_nccl_communicator(Communicator& bootstrap) {
+  // The bootstrap's own timeout when it has one (MPI: ZERO_COMM_TIMEOUT_MS), else the default.
+  int64_t timeout_ms = kDefaultCommTimeoutMs;
+  if (auto* mpi = dynamic_cast<MpiCommunicator*>(&bootstrap); mpi && mpi->timeout_ms() > 0) {
+    timeout_ms = mpi->timeout_ms();
+  }
+  ZERO_ASSIGN_OR_RETURN(std::unique_ptr<NcclCommunicator> nccl,
+                        NcclCommunicator::create(bootstrap, timeout_ms));
+  return std::unique_ptr<Communicator>(std::move(nccl));
+}
+#endif
 
 }  // namespace zero::runtime

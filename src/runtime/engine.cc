@@ -132,6 +132,19 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(EngineOptions options, const Un
   e->shard_layout_ =
       std::make_unique<sharding::ShardLayout>(layout, comm->world_size(), comm->rank());
   e->state_device_ = e->choose_state_device(comm->world_size());
+  Communicator* zero_comm = comm;  // what the coordinator and reducer run their collectives on
+  if (e->state_device_ != nullptr && comm->world_size() > 1) {
+    // Collective: every rank decides alike (the same options, the same build).
+    StatusOr<std::unique_ptr<Communicator>> dc = make_device_communicator(*comm, *e->exec_);
+    if (dc.ok()) {
+      e->device_comm_ = std::move(*dc);
+      if (e->device_comm_ != nullptr) zero_comm = e->device_comm_.get();
+    } else if (dc.status().code() == StatusCode::kUnimplemented) {
+      e->state_device_ = nullptr;  // no collectives on device memory in this build: staging
+    } else {
+      return dc.status().with_context(fmt::format("rank {}", comm->rank()));
+    }
+  }
   if (o.check_memory) {
     // Why before any allocation: a shortfall must be a message naming the setting to change,
     // not the kernel's OOM killer halfway through loading the model.
@@ -147,8 +160,8 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(EngineOptions options, const Un
     if (!fits.ok()) return fits.with_context(fmt::format("rank {}", comm->rank()));
   }
   ZERO_ASSIGN_OR_RETURN(
-      e->params_, sharding::ParamCoordinator::create(*e->shard_layout_, *comm, o.zero, off.param,
-                                                     e->memory_, e->state_device_));
+      e->params_, sharding::ParamCoordinator::create(*e->shard_layout_, *zero_comm, o.zero,
+                                                     off.param, e->memory_, e->state_device_));
   if (const sharding::ParamStore* store = e->params_->store();
       store != nullptr && !store->pin_warning().empty() && comm->rank() == 0) {
     spdlog::warn(
@@ -156,8 +169,9 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(EngineOptions options, const Un
         "`ulimit -l` to pin them)",
         store->pin_warning());
   }
-  ZERO_ASSIGN_OR_RETURN(e->grads_, sharding::GradReducer::create(*e->shard_layout_, *comm, o.zero,
-                                                                 e->memory_, e->state_device_));
+  ZERO_ASSIGN_OR_RETURN(
+      e->grads_, sharding::GradReducer::create(*e->shard_layout_, *zero_comm, o.zero, e->memory_,
+                                               e->state_device_));
   if (e->exec_ != nullptr && e->state_device_ == nullptr) {
     e->staged_params_ = std::make_unique<StagedParams>(*e->params_, *e->exec_, layout.num_units());
     e->staged_grads_ = std::make_unique<StagedGrads>(*e->grads_, *e->exec_, layout);
@@ -188,13 +202,14 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(EngineOptions options, const Un
 }
 
 device::ExecutionContext* Engine::choose_state_device(int world_size) const {
-  // The device path covers what the device-resident coordinator, reducer and store do today: a
-  // world of one (no collectives on device memory yet), nothing offloaded (ZeRO-Offload keeps the
-  // state in host memory by definition; its GPU pipeline is not built yet), and Adam(W), the
-  // backend's fused update (Lamb's trust ratio runs on the host). The rest takes the staging path.
+  // The device path covers what the device-resident coordinator, reducer and store do today:
+  // every stage in a world of one, stages 0-2 with several ranks (stage 3's sharded parameters
+  // stay in host memory there), nothing offloaded (ZeRO-Offload keeps the state in host memory by
+  // definition; its GPU pipeline is not built yet), and Adam(W), the backend's fused update
+  // (Lamb's trust ratio runs on the host). The rest takes the staging path.
   if (exec_ == nullptr) return nullptr;
   const OffloadOptions& off = options_.offload;
-  if (world_size != 1 || off.optimizer != OptimizerOffload::kNone ||
+  if ((world_size > 1 && options_.zero.stage == 3) || off.optimizer != OptimizerOffload::kNone ||
       off.param.device != sharding::ParamOffload::kNone ||
       options_.optimizer.kind != optim::OptimizerKind::kAdam) {
     return nullptr;

@@ -50,8 +50,9 @@ struct EngineOptions {
   model::TransformerOptions transformer;
   // Where the model runs (`--device`). On another device than the CPU the ZeRO state (working
   // parameters, gradient buffers, master weights, moments) lives in that device's memory and AdamW
-  // runs there (Engine::state_on_device()) when nothing is offloaded, the world is one rank and the
-  // optimizer is Adam(W); otherwise it stays in host memory and each unit is copied to the device
+  // runs there (Engine::state_on_device()) when nothing is offloaded, the optimizer is Adam(W) and
+  // the world is one rank (any stage) or the stage is 0-2 and the build has a communicator on
+  // device memory (NCCL); otherwise it stays in host memory and each unit is copied to the device
   // and its gradients copied back (runtime/device_staging.h).
   Device device = Device::kCpu;
   // Makes the model on `device` (tests: a model behind the staging copies on the CPU backend).
@@ -219,6 +220,9 @@ class Engine {
   Communicator* comm_ = nullptr;
   std::unique_ptr<device::ExecutionContext> exec_;    // a device model's streams; null on the CPU
   device::ExecutionContext* state_device_ = nullptr;  // exec_ when the state lives there
+  // Several ranks with the state on a device: the communicator on its memory (NCCL), which the
+  // coordinator and reducer use; the engine's own scalars go over comm_. Null otherwise.
+  std::unique_ptr<Communicator> device_comm_;
   std::unique_ptr<model::Model> model_;
   std::unique_ptr<sharding::ShardLayout> shard_layout_;
   sharding::MemoryAccounting memory_;

@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "comm/thread_communicator.h"
 #include "core/safetensors.h"
 #include "core/storage.h"
 #include "data/batch_sampler.h"
@@ -349,7 +350,7 @@ struct OffloadRun {
 StatusOr<std::unique_ptr<Engine>> make_offload_engine(
     int stage, const OffloadOptions& offload, std::unique_ptr<model::HfWeightReader>& rd,
     DType dtype = DType::kF32, ModelFactory factory = nullptr,
-    std::function<void(EngineOptions&)> tweak = {}) {
+    std::function<void(EngineOptions&)> tweak = {}, Communicator* comm = nullptr) {
   nlohmann::json ref = read_json(kGolden + "gpt2_tiny/curve60.json");
   const nlohmann::json& sched = ref["lr_scheduler"];
   EngineOptions o;
@@ -379,18 +380,20 @@ StatusOr<std::unique_ptr<Engine>> make_offload_engine(
   if (!reader.ok()) return reader.status();
   rd = std::move(*reader);
   model::HfWeightReader* r = rd.get();
-  return Engine::create(std::move(o), [r](int u, int64_t b, int64_t e, float* dst) {
-    return r->read_unit_range(u, b, e, dst);
-  });
+  return Engine::create(
+      std::move(o),
+      [r](int u, int64_t b, int64_t e, float* dst) { return r->read_unit_range(u, b, e, dst); },
+      comm);
 }
 
 OffloadRun run_offload(int stage, const OffloadOptions& offload, int steps = 60,
                        DType dtype = DType::kF32, ModelFactory factory = nullptr,
-                       std::function<void(EngineOptions&)> tweak = {}, int micro_batches = 1) {
+                       std::function<void(EngineOptions&)> tweak = {}, int micro_batches = 1,
+                       Communicator* comm = nullptr) {
   OffloadRun out;
   std::unique_ptr<model::HfWeightReader> reader;
-  auto engine =
-      make_offload_engine(stage, offload, reader, dtype, std::move(factory), std::move(tweak));
+  auto engine = make_offload_engine(stage, offload, reader, dtype, std::move(factory),
+                                    std::move(tweak), comm);
   EXPECT_TRUE(engine.ok()) << engine.status().to_string();
   if (!engine.ok()) return out;
   Engine& e = **engine;
@@ -398,8 +401,11 @@ OffloadRun run_offload(int stage, const OffloadOptions& offload, int steps = 60,
   dopts.block_size = 16;
   dopts.vocab_size = 67;
   auto data = TokenDataset::open(*default_storage(), kGolden + "tokens.bin", dopts);
-  // The step's 4 sequences as `micro_batches` micro-batches (gradient accumulation).
-  const int per_micro = 4 / micro_batches;
+  // The step's 4 sequences split over the ranks, each rank's as `micro_batches` micro-batches
+  // (gradient accumulation).
+  const int world = comm != nullptr ? comm->world_size() : 1;
+  const int rank = comm != nullptr ? comm->rank() : 0;
+  const int per_micro = 4 / world / micro_batches;
   for (int s = 0; s < steps; ++s) {
     std::vector<MicroBatch> micro(static_cast<size_t>(micro_batches));
     for (int m = 0; m < micro_batches; ++m) {
@@ -409,7 +415,7 @@ OffloadRun run_offload(int stage, const OffloadOptions& offload, int steps = 60,
       mb.tokens.resize(static_cast<size_t>(per_micro * 16));
       mb.targets.resize(mb.tokens.size());
       for (int i = 0; i < per_micro; ++i) {
-        const int g = s * 4 + m * per_micro + i;
+        const int g = s * 4 + rank * (4 / world) + m * per_micro + i;
         EXPECT_TRUE(data->get_sample(g % data->num_samples(), mb.tokens.data() + i * 16,
                                      mb.targets.data() + i * 16)
                         .ok());
@@ -774,6 +780,52 @@ std::vector<double> train_steps_on(Engine& e, int first, int count) {
     losses.push_back(r->loss);
   }
   return losses;
+}
+
+// Two ranks (threads) with the state on the device (the CPU backend, whose memory any
+// communicator works on; random stream delays): stages 0-2 reduce and gather on device buffers
+// with the host waiting for the compute stream before each collective and for the collective
+// before its result is used. Bitwise the host engine at world 2 on both ranks; stage 3 at world 2
+// keeps the staging path.
+TEST(DeviceStaging, StateOnTheDeviceAtWorld2IsBitwiseTheHostCurve) {
+  ::setenv("ZERO_STREAM_DELAY_US", "20", 1);
+  struct Variant {
+    DType dtype, comm_dtype;
+    int micro_batches;
+    bool overlap_comm, reduce_scatter;
+  };
+  for (Variant v : {Variant{DType::kF32, DType::kF32, 1, false, true},
+                    Variant{DType::kBF16, DType::kBF16, 2, true, true},
+                    Variant{DType::kBF16, DType::kF32, 1, false, false}}) {
+    auto tweak = [v](EngineOptions& o) {
+      o.zero.comm_dtype = v.comm_dtype;
+      o.zero.overlap_comm = v.overlap_comm;
+      o.zero.reduce_scatter = v.reduce_scatter;
+      o.zero.reduce_bucket_numel = 5000;  // several buckets, units reduced alone and packed
+    };
+    for (int stage = 0; stage <= 3; ++stage) {
+      SCOPED_TRACE(::testing::Message()
+                   << dtype_name(v.dtype) << " wire " << dtype_name(v.comm_dtype) << " gas "
+                   << v.micro_batches << " overlap " << v.overlap_comm << " reduce_scatter "
+                   << v.reduce_scatter << " stage " << stage);
+      OffloadRun want[2], got[2];
+      ThreadCommunicator::run(2, [&](Communicator& comm) {
+        want[comm.rank()] =
+            run_offload(stage, {}, 6, v.dtype, nullptr, tweak, v.micro_batches, &comm);
+      });
+      ThreadCommunicator::run(2, [&](Communicator& comm) {
+        got[comm.rank()] = run_offload(stage, {}, 6, v.dtype, host_model_on_stream(), tweak,
+                                       v.micro_batches, &comm);
+      });
+      for (int r = 0; r < 2; ++r) {
+        SCOPED_TRACE(::testing::Message() << "rank " << r);
+        expect_bitwise(got[r], want[r]);
+        EXPECT_EQ(got[r].state_on_device, stage < 3);
+        EXPECT_EQ(got[r].staging_device_bytes == 0, stage < 3);
+      }
+    }
+  }
+  ::unsetenv("ZERO_STREAM_DELAY_US");
 }
 
 // A checkpoint of state on the device: read_partition_state copies it to the host (the format of

@@ -47,7 +47,6 @@ StatusOr<std::unique_ptr<GradReducer>> GradReducer::create(const ShardLayout& la
 }
 
 Status GradReducer::allocate_on_device() {
-  ZERO_CHECK(layout_.world_size() == 1, "device-resident gradients need a world of one");
   device::Backend& backend = device_->backend();
   int64_t bytes = 0;
   auto alloc = [&](device::DeviceBuffer& buf, int64_t numel, int u) -> Status {
@@ -232,7 +231,11 @@ void GradReducer::flush_open() {
 void GradReducer::issue(Bucket b) {
   const int world = layout_.world_size();
   if (device_ != nullptr) {
-    reduce_alone_on_device(b);
+    if (world == 1) {
+      reduce_alone_on_device(b);
+    } else {
+      issue_on_device(std::move(b));
+    }
     return;
   }
   if (world == 1 && options_.comm_dtype == DType::kF32) {
@@ -383,9 +386,177 @@ void GradReducer::reduce_alone_on_device(const Bucket& b) {
   }
 }
 
+device::DeviceBuffer GradReducer::take_device(int64_t numel, DType dtype) {
+  for (auto it = device_pool_.begin(); it != device_pool_.end(); ++it) {
+    if (it->numel() == numel && it->view().dtype == dtype) {
+      device::DeviceBuffer b = std::move(*it);
+      device_pool_.erase(it);
+      return b;
+    }
+  }
+  StatusOr<device::DeviceBuffer> b = device_->backend().allocate(dtype, numel);
+  ZERO_CHECK(b.ok(), "gradient bucket buffer: ", b.status().to_string());
+  memory_.device_bytes += static_cast<int64_t>(b->view().nbytes());
+  transient_bytes_ += static_cast<int64_t>(b->view().nbytes());
+  memory_.peak_transient_grad_bytes = std::max(memory_.peak_transient_grad_bytes, transient_bytes_);
+  return std::move(*b);
+}
+
+void GradReducer::give_device(device::DeviceBuffer b) {
+  // Kept, not freed: the sizes recur every micro-step, and a later user is ordered after the ops
+  // reading it now (same stream, or a collective issued after a wait for that stream).
+  if (b.data() != nullptr) device_pool_.push_back(std::move(b));
+}
+
+namespace {
+// Elements [offset, offset + numel) of `v`.
+TensorView slice(const TensorView& v, int64_t offset, int64_t numel) {
+  return TensorView{static_cast<char*>(v.data) + static_cast<size_t>(offset) * dtype_bytes(v.dtype),
+                    v.dtype, Shape{numel}, v.device};
+}
+}  // namespace
+
+void GradReducer::issue_on_device(Bucket b) {
+  const int world = layout_.world_size();
+  device::Backend& backend = device_->backend();
+  device::Stream& stream = device_->compute();
+  const bool single = b.units.size() == 1;
+  int64_t padded = 0, shard = 0;
+  for (int u : b.units) {
+    padded += layout_.unit(u).padded_numel;
+    shard += layout_.unit(u).shard_numel;
+  }
+  auto src = [&](int u) {
+    const Unit& unit = units_[static_cast<size_t>(u)];
+    return options_.stage <= 1 ? unit.accum_dev.view() : unit.micro_dev.view();
+  };
+  const bool all_reduce = options_.stage == 0 || !options_.reduce_scatter;
+  TensorView in = single ? src(b.units[0]) : TensorView{};
+  if (!single) {
+    b.in_dev = take_device(padded, DType::kF32);
+    in = b.in_dev.view();
+    int64_t off = 0;
+    if (all_reduce) {
+      for (int u : b.units) {
+        const int64_t n = layout_.unit(u).padded_numel;
+        backend.copy(stream, slice(in, off, n), src(u));
+        off += n;
+      }
+    } else {
+      // Rank-major: block r is [u1 shard r | u2 shard r | ...].
+      for (int r = 0; r < world; ++r) {
+        for (int u : b.units) {
+          const int64_t P = layout_.unit(u).shard_numel;
+          backend.copy(stream, slice(in, off, P), slice(src(u), r * P, P));
+          off += P;
+        }
+      }
+    }
+    // Packed: the micro buffers are free for the next micro-step (its zeroing is queued after).
+    if (options_.stage >= 2) {
+      for (int u : b.units) units_[static_cast<size_t>(u)].micro_open = false;
+    }
+  }
+  TensorView out;  // reduce-scatter output (fp32)
+  if (!all_reduce) {
+    if (options_.stage == 1 && single) {
+      out = units_[static_cast<size_t>(b.units[0])].reduced_dev.view();
+    } else {
+      b.out_dev = take_device(shard, DType::kF32);
+      out = b.out_dev.view();
+    }
+  }
+  const DType wire = options_.comm_dtype;
+  TensorView send = in, recv = out;
+  if (wire != DType::kF32) {
+    b.wire_in_dev = take_device(padded, wire);
+    backend.copy(stream, b.wire_in_dev.view(), in);
+    send = b.wire_in_dev.view();
+    if (!all_reduce) {
+      b.wire_out_dev = take_device(shard, wire);
+      recv = b.wire_out_dev.view();
+    }
+    const TensorView result = all_reduce ? in : out;
+    b.result = static_cast<float*>(result.data);
+    b.result_numel = result.numel();
+  }
+  // Why a host wait: the collective runs on the communicator's own stream (or thread) and reads
+  // what the compute stream wrote (backward, the packing and rounding above).
+  if (Status s = stream.synchronize(); !s.ok() && status_.ok()) status_ = std::move(s);
+  if (all_reduce) {
+    b.pending =
+        comm_.all_reduce_async(send.data, static_cast<size_t>(padded), wire, ReduceOp::kSum);
+  } else {
+    b.pending = comm_.reduce_scatter_async(send.data, recv.data, static_cast<size_t>(shard), wire);
+  }
+  for (int u : b.units) units_[static_cast<size_t>(u)].has_pending = true;
+  in_flight_.push_back(std::move(b));
+  if (!options_.overlap_comm) complete_front();
+}
+
+void GradReducer::complete_front_on_device(Bucket b) {
+  device::Backend& backend = device_->backend();
+  device::Stream& stream = device_->compute();
+  // Why a host wait: the ops below read the collective's result on the compute stream.
+  const auto t0 = std::chrono::steady_clock::now();
+  Status s = b.pending.wait();
+  memory_.comm_wait_s +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!s.ok() && status_.ok()) status_ = s;
+  const Device d = device_->device();
+  if (b.result != nullptr) {
+    const device::DeviceBuffer& wire =
+        b.wire_out_dev.data() != nullptr ? b.wire_out_dev : b.wire_in_dev;
+    backend.copy(stream, TensorView{b.result, DType::kF32, Shape{b.result_numel}, d},
+                 slice(wire.view(), 0, b.result_numel));
+  }
+  const bool single = b.units.size() == 1;
+  const bool all_reduce = options_.stage == 0 || !options_.reduce_scatter;
+  int64_t poff = 0, soff = 0;
+  for (int u : b.units) {
+    Unit& unit = units_[static_cast<size_t>(u)];
+    const UnitShardInfo& info = layout_.unit(u);
+    unit.has_pending = false;
+    const TensorView accum = unit.accum_dev.view();
+    if (options_.stage <= 1) {
+      if (all_reduce) {
+        if (!single) backend.copy(stream, accum, slice(b.in_dev.view(), poff, info.padded_numel));
+        if (options_.stage == 1) {
+          backend.copy(stream, unit.reduced_dev.view(),
+                       slice(accum, layout_.shard_begin(u), info.shard_numel));
+        }
+      } else if (!single) {
+        backend.copy(stream, unit.reduced_dev.view(),
+                     slice(b.out_dev.view(), soff, info.shard_numel));
+      }
+    } else {
+      TensorView part;
+      if (all_reduce) {
+        const TensorView full =
+            single ? unit.micro_dev.view() : slice(b.in_dev.view(), poff, info.padded_numel);
+        part = slice(full, layout_.shard_begin(u), info.shard_numel);
+      } else {
+        part = slice(b.out_dev.view(), soff, info.shard_numel);
+      }
+      backend.accumulate(stream, accum, part);
+      if (single) unit.micro_open = false;
+    }
+    poff += info.padded_numel;
+    soff += info.shard_numel;
+  }
+  give_device(std::move(b.in_dev));
+  give_device(std::move(b.out_dev));
+  give_device(std::move(b.wire_in_dev));
+  give_device(std::move(b.wire_out_dev));
+}
+
 void GradReducer::complete_front() {
   Bucket b = std::move(in_flight_.front());
   in_flight_.pop_front();
+  if (device_ != nullptr) {
+    complete_front_on_device(std::move(b));
+    return;
+  }
   // Why: the result is consumed (accumulated) or the buffer reused right after this.
   const auto t0 = std::chrono::steady_clock::now();
   Status s = b.pending.wait();

@@ -24,6 +24,9 @@
 // memory, and the accumulation and 16-bit rounding are Backend ops (zero / copy / accumulate)
 // queued on ctx.compute() behind the model's backward kernels: stream order, no host waits. At
 // world 1 every bucket is reduce_alone's (the 16-bit wire's rounding included), so no collective.
+// With several ranks the communicator works on device memory (NCCL; on the CPU backend any
+// communicator); the host waits for the compute stream before issuing a collective (it reads what
+// backward wrote) and for the collective before queueing the ops that consume its result.
 #pragma once
 
 #include <cstdint>
@@ -47,7 +50,7 @@ class GradReducer : public model::GradSink {
   static constexpr int64_t kAloneNumel = int64_t{1} << 18;
 
   // `device` (not owned; outlives the reducer): buffers in its backend's memory (see the file
-  // comment). REQUIRES then: a world of one. Fails only when device memory runs out.
+  // comment); `comm` must then work on that memory. Fails only when device memory runs out.
   static StatusOr<std::unique_ptr<GradReducer>> create(const ShardLayout& layout,
                                                        Communicator& comm,
                                                        const ZeroOptions& options,
@@ -98,6 +101,8 @@ class GradReducer : public model::GradSink {
     Tensor wire_in, wire_out;
     float* result = nullptr;
     int64_t result_numel = 0;
+    // On a device, the same buffers in its memory (from take_device).
+    device::DeviceBuffer in_dev, out_dev, wire_in_dev, wire_out_dev;
     CommHandle pending;
   };
   GradReducer(const ShardLayout& layout, Communicator& comm, const ZeroOptions& options,
@@ -110,6 +115,14 @@ class GradReducer : public model::GradSink {
   void reduce_alone(const Bucket& b);
   // reduce_alone on a device (also for a 16-bit wire: its rounding is the reduction of one rank).
   void reduce_alone_on_device(const Bucket& b);
+  // issue() and complete_front() on a device, several ranks: packing, wire rounding and
+  // accumulation as backend ops on the compute stream, the collective on the communicator's
+  // buffers in device memory.
+  void issue_on_device(Bucket b);
+  void complete_front_on_device(Bucket b);
+  // Transient device buffers, kept for reuse (freed with the reducer).
+  device::DeviceBuffer take_device(int64_t numel, DType dtype);
+  void give_device(device::DeviceBuffer b);
   // Device views (the backend's device) of `numel` elements of `dtype` at `data`.
   TensorView device_view(const void* data, DType dtype, int64_t numel) const;
   // A device buffer of at least the largest padded unit in `dtype` (16-bit rounding on the way),
@@ -126,8 +139,9 @@ class GradReducer : public model::GradSink {
   Communicator& comm_;
   ZeroOptions options_;
   MemoryAccounting& memory_;
-  device::ExecutionContext* device_ = nullptr;  // null: host memory
-  device::DeviceBuffer scratch_[3];             // device_scratch, by dtype
+  device::ExecutionContext* device_ = nullptr;     // null: host memory
+  device::DeviceBuffer scratch_[3];                // device_scratch, by dtype
+  std::vector<device::DeviceBuffer> device_pool_;  // take_device / give_device
   std::vector<Unit> units_;
   std::vector<int> open_;  // units of the bucket being filled, in ready order
   int64_t open_numel_ = 0;

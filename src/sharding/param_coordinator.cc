@@ -40,10 +40,11 @@ StatusOr<std::unique_ptr<ParamCoordinator>> ParamCoordinator::create(
     device::ExecutionContext* device) {
   std::unique_ptr<ParamCoordinator> c(new ParamCoordinator(layout, comm, options, memory, device));
   if (device != nullptr) {
-    ZERO_CHECK(layout.world_size() == 1 && offload.device == ParamOffload::kNone,
-               "device-resident parameters need a world of one without parameter offload");
+    ZERO_CHECK(
+        offload.device == ParamOffload::kNone && (layout.world_size() == 1 || options.stage < 3),
+        "device-resident parameters: stage 3 needs a world of one, and no offload");
     for (int u = 0; u < layout.num_units(); ++u) {
-      // At world 1 the shard is the padded unit: one buffer serves every stage.
+      // Stages 0-2: the full unit; stage 3 at world 1: the shard, which is the padded unit.
       const int64_t numel = layout.unit(u).padded_numel;
       StatusOr<device::DeviceBuffer> buf = device->backend().allocate(options.model_dtype, numel);
       if (!buf.ok()) return buf.status().with_context(fmt::format("parameters of unit {}", u));
@@ -107,18 +108,30 @@ Status ParamCoordinator::set_values(int u, const float* values) {
 }
 
 Status ParamCoordinator::set_device_values(int u, const float* values) {
-  // A world of one: the partition of every stage is the padded unit, and the unit is its own
-  // gather (counted as one elided collective, as the host paths count it).
   Unit& unit = units_[static_cast<size_t>(u)];
   const UnitShardInfo& info = layout_.unit(u);
   device::Backend& backend = device_->backend();
-  // Rounds to the model dtype (round-to-nearest-even, bitwise the host cast), queued on the
-  // compute stream after the update that wrote `values` and before the kernels that read the unit.
-  backend.copy(device_->compute(),
-               TensorView{unit.on_device.data(), options_.model_dtype, Shape{info.padded_numel},
-                          device_->device()},
-               TensorView{const_cast<float*>(values), DType::kF32, Shape{info.padded_numel},
-                          device_->device()});
+  // The partition: the whole padded unit at stage 0 (and at any stage in a world of one), the own
+  // block at stages 1-2. Rounded to the model dtype (round-to-nearest-even, bitwise the host cast),
+  // queued on the compute stream after the update that wrote `values` and before the kernels that
+  // read the unit.
+  const bool whole = options_.stage == 0 || layout_.world_size() == 1;
+  const int64_t numel = whole ? info.padded_numel : info.shard_numel;
+  backend.copy(
+      device_->compute(),
+      TensorView{whole ? unit.on_device.data() : own_block(u), options_.model_dtype, Shape{numel},
+                 device_->device()},
+      TensorView{const_cast<float*>(values), DType::kF32, Shape{numel}, device_->device()});
+  if (!whole) {
+    // Why a host wait: the gather runs on the communicator's own stream (or thread) and reads the
+    // own block the compute stream just wrote.
+    note_status(device_->compute().synchronize());
+    issue_gather(u, nullptr);
+    if (!options_.overlap_comm) wait_pending(u);
+    return status_;
+  }
+  // A world of one: the unit is its own gather (counted as one elided collective, as the host
+  // paths count it).
   if (options_.stage == 3) {
     if (unit.view != nullptr) free_gathered(u);
     unit.gathered = false;
@@ -210,8 +223,13 @@ void ParamCoordinator::gather_async(int u) {
   unit.gathers += 1;
 }
 
+char* ParamCoordinator::unit_base(int u) const {
+  const Unit& unit = units_[static_cast<size_t>(u)];
+  return static_cast<char*>(device_ != nullptr ? unit.on_device.data() : unit.full.data());
+}
+
 char* ParamCoordinator::own_block(int u) const {
-  return static_cast<char*>(units_[static_cast<size_t>(u)].full.data()) +
+  return unit_base(u) +
          static_cast<size_t>(layout_.shard_begin(u)) * dtype_bytes(options_.model_dtype);
 }
 
@@ -229,7 +247,7 @@ void ParamCoordinator::issue_gather(int u, const void* shard) {
   const int64_t P = layout_.unit(u).shard_numel;
   const DType dtype = options_.model_dtype;
   const size_t esize = dtype_bytes(dtype);
-  char* base = static_cast<char*>(unit.full.data());  // the buffer the collective fills
+  char* base = unit_base(u);  // the buffer the collective fills
   const void* in = own_block(u);
   if (shard != nullptr) {
     if (options_.allgather_partitions) {

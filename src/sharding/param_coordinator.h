@@ -7,9 +7,11 @@
 // collectives in the same order.
 //
 // Memory space: created with a device::ExecutionContext (`--device cuda` with the state on the
-// device, a world of one), every unit's working values live in that backend's memory and
-// set_values casts the device master into them with Backend::copy on ctx.compute(), the stream the
-// model reads them on (stream order: no host wait). Without one, host memory and the host kernels.
+// device: any stage at world 1, stages 0-2 with several ranks), every unit's working values live in
+// that backend's memory and set_values casts the device master into them with Backend::copy on
+// ctx.compute(), the stream the model reads them on (stream order: no host wait at world 1; with
+// several ranks the host waits for that cast before the all-gather of the own block, and the
+// communicator works on device memory). Without one, host memory and the host kernels.
 #pragma once
 
 #include <cstdint>
@@ -34,7 +36,8 @@ class ParamCoordinator : public model::ParamAccess {
   // Stage 3 keeps its shards in a ParamStore placed as `offload` says (host memory, or NVMe
   // beyond max_in_cpu); errors are those of creating the swap file. `rank` names the swap file.
   // `device` (not owned; outlives the coordinator): keep the working values in its backend's
-  // memory (see the file comment). REQUIRES then: a world of one, no parameter offload.
+  // memory (see the file comment); `comm` must then work on that memory. REQUIRES then: no
+  // parameter offload, and a world of one at stage 3.
   static StatusOr<std::unique_ptr<ParamCoordinator>> create(
       const ShardLayout& layout, Communicator& comm, const ZeroOptions& options,
       const ParamOffloadOptions& offload, MemoryAccounting& memory,
@@ -98,6 +101,8 @@ class ParamCoordinator : public model::ParamAccess {
   // rank's shard `shard` (P values in the model dtype: the store's), or, when `shard` is null,
   // from the own block as it stands.
   void issue_gather(int u, const void* shard);
+  // The buffer holding unit u's full values (unit.full, or on_device on a device).
+  char* unit_base(int u) const;
   // Unit u's own block (this rank's shard) inside unit.full.
   char* own_block(int u) const;
   model::ParamView working_view(const Unit& unit) const;
