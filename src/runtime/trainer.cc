@@ -482,8 +482,9 @@ Exit TrainingRun::create_engine() {
                   static_cast<double>(engine_->memory().device_bytes) / (1024.0 * 1024.0));
     } else {
       std::printf(
-          "zero train: ZeRO state in host memory, each unit staged to the %s device (several "
-          "ranks, offload or Lamb: the device-resident state covers one rank without offload)\n",
+          "zero train: ZeRO state in host memory, each unit staged to the %s device (the "
+          "device-resident state covers Adam without offload, at stages 0-2 with several ranks "
+          "only where NCCL is built)\n",
           device.c_str());
     }
   }

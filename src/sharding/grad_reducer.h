@@ -20,9 +20,9 @@
 // wire buffer, reduced (the communicator sums in fp32), and the 16-bit result widened back into the
 // fp32 buffers before accumulation: result = round(sum over ranks of round(g_r)).
 // Memory space: constructed with a device::ExecutionContext (`--device cuda` with the state on the
-// device, a world of one), the micro-step buffers, accumulators and partitions are that backend's
-// memory, and the accumulation and 16-bit rounding are Backend ops (zero / copy / accumulate)
-// queued on ctx.compute() behind the model's backward kernels: stream order, no host waits. At
+// device), the micro-step buffers, accumulators and partitions are that backend's memory, and the
+// packing, accumulation and 16-bit rounding are Backend ops (zero / copy / accumulate) queued on
+// ctx.compute() behind the model's backward kernels: stream order, no host waits. At
 // world 1 every bucket is reduce_alone's (the 16-bit wire's rounding included), so no collective.
 // With several ranks the communicator works on device memory (NCCL; on the CPU backend any
 // communicator); the host waits for the compute stream before issuing a collective (it reads what
