@@ -203,13 +203,13 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(EngineOptions options, const Un
 
 device::ExecutionContext* Engine::choose_state_device(int world_size) const {
   // The device path covers what the device-resident coordinator, reducer and store do today:
-  // every stage in a world of one, stages 0-2 with several ranks (stage 3's sharded parameters
-  // stay in host memory there), nothing offloaded (ZeRO-Offload keeps the state in host memory by
-  // definition; its GPU pipeline is not built yet), and Adam(W), the backend's fused update
-  // (Lamb's trust ratio runs on the host). The rest takes the staging path.
+  // nothing offloaded (ZeRO-Offload keeps the state in host memory by definition; its GPU pipeline
+  // is not built yet) and Adam(W), the backend's fused update (Lamb's trust ratio runs on the
+  // host); several ranks also need a communicator on device memory (create()). The rest takes the
+  // staging path.
   if (exec_ == nullptr) return nullptr;
   const OffloadOptions& off = options_.offload;
-  if ((world_size > 1 && options_.zero.stage == 3) || off.optimizer != OptimizerOffload::kNone ||
+  if (off.optimizer != OptimizerOffload::kNone ||
       off.param.device != sharding::ParamOffload::kNone ||
       options_.optimizer.kind != optim::OptimizerKind::kAdam) {
     return nullptr;

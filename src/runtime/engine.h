@@ -51,8 +51,8 @@ struct EngineOptions {
   // Where the model runs (`--device`). On another device than the CPU the ZeRO state (working
   // parameters, gradient buffers, master weights, moments) lives in that device's memory and AdamW
   // runs there (Engine::state_on_device()) when nothing is offloaded, the optimizer is Adam(W) and
-  // the world is one rank (any stage) or the stage is 0-2 and the build has a communicator on
-  // device memory (NCCL); otherwise it stays in host memory and each unit is copied to the device
+  // either the world is one rank or the build has a communicator on device memory (NCCL);
+  // otherwise it stays in host memory and each unit is copied to the device
   // and its gradients copied back (runtime/device_staging.h).
   Device device = Device::kCpu;
   // Makes the model on `device` (tests: a model behind the staging copies on the CPU backend).

@@ -483,8 +483,8 @@ Exit TrainingRun::create_engine() {
     } else {
       std::printf(
           "zero train: ZeRO state in host memory, each unit staged to the %s device (the "
-          "device-resident state covers Adam without offload, at stages 0-2 with several ranks "
-          "only where NCCL is built)\n",
+          "device-resident state covers Adam without offload, with several ranks only where "
+          "NCCL is built)\n",
           device.c_str());
     }
   }

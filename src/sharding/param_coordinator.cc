@@ -40,12 +40,12 @@ StatusOr<std::unique_ptr<ParamCoordinator>> ParamCoordinator::create(
     device::ExecutionContext* device) {
   std::unique_ptr<ParamCoordinator> c(new ParamCoordinator(layout, comm, options, memory, device));
   if (device != nullptr) {
-    ZERO_CHECK(
-        offload.device == ParamOffload::kNone && (layout.world_size() == 1 || options.stage < 3),
-        "device-resident parameters: stage 3 needs a world of one, and no offload");
+    ZERO_CHECK(offload.device == ParamOffload::kNone,
+               "device-resident parameters with parameter offload");
     for (int u = 0; u < layout.num_units(); ++u) {
-      // Stages 0-2: the full unit; stage 3 at world 1: the shard, which is the padded unit.
-      const int64_t numel = layout.unit(u).padded_numel;
+      // Stages 0-2: the full unit; stage 3: the shard (the padded unit at world 1).
+      const int64_t numel =
+          options.stage == 3 ? layout.unit(u).shard_numel : layout.unit(u).padded_numel;
       StatusOr<device::DeviceBuffer> buf = device->backend().allocate(options.model_dtype, numel);
       if (!buf.ok()) return buf.status().with_context(fmt::format("parameters of unit {}", u));
       const int64_t bytes = static_cast<int64_t>(buf->view().nbytes());
@@ -117,11 +117,19 @@ Status ParamCoordinator::set_device_values(int u, const float* values) {
   // read the unit.
   const bool whole = options_.stage == 0 || layout_.world_size() == 1;
   const int64_t numel = whole ? info.padded_numel : info.shard_numel;
+  void* dst = whole || options_.stage == 3 ? unit.on_device.data() : own_block(u);
   backend.copy(
-      device_->compute(),
-      TensorView{whole ? unit.on_device.data() : own_block(u), options_.model_dtype, Shape{numel},
-                 device_->device()},
+      device_->compute(), TensorView{dst, options_.model_dtype, Shape{numel}, device_->device()},
       TensorView{const_cast<float*>(values), DType::kF32, Shape{numel}, device_->device()});
+  if (!whole && options_.stage == 3) {
+    // As the host path: gathered copies are stale; the gather of the unit the next forward starts
+    // with starts now. The shard is written on the compute stream: the next gather waits for it.
+    shards_written_ = true;
+    if (unit.gathered && !unit.persistent) free_gathered(u);
+    unit.gathered = false;
+    if (leads_trace(u)) gather_async(u);
+    return status_;
+  }
   if (!whole) {
     // Why a host wait: the gather runs on the communicator's own stream (or thread) and reads the
     // own block the compute stream just wrote.
@@ -206,6 +214,10 @@ void ParamCoordinator::gather_async(int u) {
     unit.gathers += 1;
     return;
   }
+  if (device_ != nullptr) {
+    gather_on_device(u);
+    return;
+  }
   if (unit.full.empty()) {
     unit.full = pool_.take(info.padded_numel, options_.model_dtype);  // the gather fills it
     live_gathered_numel_ += info.padded_numel;
@@ -223,9 +235,46 @@ void ParamCoordinator::gather_async(int u) {
   unit.gathers += 1;
 }
 
+void ParamCoordinator::gather_on_device(int u) {
+  Unit& unit = units_[static_cast<size_t>(u)];
+  const UnitShardInfo& info = layout_.unit(u);
+  if (unit.gathered_dev.data() == nullptr) {
+    for (auto it = device_pool_.begin(); it != device_pool_.end(); ++it) {
+      if (it->numel() == info.padded_numel) {
+        unit.gathered_dev = std::move(*it);
+        device_pool_.erase(it);
+        break;
+      }
+    }
+    if (unit.gathered_dev.data() == nullptr) {
+      StatusOr<device::DeviceBuffer> b =
+          device_->backend().allocate(options_.model_dtype, info.padded_numel);
+      ZERO_CHECK(b.ok(), "gathering unit ", u, ": ", b.status().to_string());
+      memory_.device_bytes += static_cast<int64_t>(b->view().nbytes());
+      unit.gathered_dev = std::move(*b);
+    }
+    live_gathered_numel_ += info.padded_numel;
+    live_gathered_units_ += 1;
+    note_peak_gathered();
+    // A pooled buffer may still be read by the compute stream (the unit it held last), and the
+    // shard may have been written there since the last gather.
+    shards_written_ = true;
+  }
+  if (shards_written_) {
+    // Why a host wait: the gather runs on the communicator's own stream (or thread); it must not
+    // overwrite a buffer queued kernels still read, nor read a shard the update is still writing.
+    note_status(device_->compute().synchronize());
+    shards_written_ = false;
+  }
+  issue_gather(u, unit.on_device.data());
+  unit.gathered = true;
+  unit.gathers += 1;
+}
+
 char* ParamCoordinator::unit_base(int u) const {
   const Unit& unit = units_[static_cast<size_t>(u)];
-  return static_cast<char*>(device_ != nullptr ? unit.on_device.data() : unit.full.data());
+  if (device_ == nullptr) return static_cast<char*>(unit.full.data());
+  return static_cast<char*>(options_.stage == 3 ? unit.gathered_dev.data() : unit.on_device.data());
 }
 
 char* ParamCoordinator::own_block(int u) const {
@@ -254,7 +303,15 @@ void ParamCoordinator::issue_gather(int u, const void* shard) {
       in = shard;  // the shard is in the model dtype: the all-gather reads it where it is
     } else {
       // Owner broadcasts send from the unit's own block.
-      std::memcpy(own_block(u), shard, static_cast<size_t>(P) * esize);
+      if (device_ != nullptr) {
+        const Device d = device_->device();
+        device_->backend().copy(device_->compute(), TensorView{own_block(u), dtype, Shape{P}, d},
+                                TensorView{const_cast<void*>(shard), dtype, Shape{P}, d});
+        // Why a host wait: the broadcasts read the own block the compute stream just wrote.
+        note_status(device_->compute().synchronize());
+      } else {
+        std::memcpy(own_block(u), shard, static_cast<size_t>(P) * esize);
+      }
     }
   }
   if (options_.allgather_partitions) {
@@ -281,6 +338,17 @@ void ParamCoordinator::free_gathered(int u) {
     unit.gathered = false;
     return;
   }
+  if (device_ != nullptr) {
+    if (unit.gathered_dev.data() == nullptr) return;
+    live_gathered_numel_ -= unit.gathered_dev.numel();
+    live_gathered_units_ -= 1;
+    // Kept for the next gather of this size (freeing device memory would wait for the device);
+    // at most one per unit, so the pool is bounded by the model.
+    device_pool_.push_back(std::move(unit.gathered_dev));
+    unit.gathered_dev = device::DeviceBuffer();  // a moved-from buffer keeps its view
+    unit.gathered = false;
+    return;
+  }
   if (unit.full.empty()) return;
   live_gathered_numel_ -= unit.full.numel();
   live_gathered_units_ -= 1;
@@ -297,7 +365,7 @@ bool ParamCoordinator::leads_trace(int u) const {
   if (!trace_recorded_ || !trace_valid_ || trace_.empty() || options_.prefetch_bucket_numel <= 0) {
     return false;
   }
-  if (gather_is_view(u) || store_->on_nvme(u)) return false;
+  if (gather_is_view(u) || (store_ != nullptr && store_->on_nvme(u))) return false;
   const UnitShardInfo& info = layout_.unit(u);
   if (live_gathered_numel_ + info.padded_numel > options_.max_live_numel) return false;
   // What acquire(trace_[0]) and its prefetch_after(0) gather: the first unit, then units while
@@ -371,8 +439,8 @@ void ParamCoordinator::prefetch_after(size_t trace_pos) {
 
 model::ParamView ParamCoordinator::working_view(const Unit& unit) const {
   if (device_ != nullptr) {
-    return model::ParamView{unit.on_device.data(), options_.model_dtype, device_->device(),
-                            unit.on_device.numel()};
+    const device::DeviceBuffer& b = options_.stage == 3 ? unit.gathered_dev : unit.on_device;
+    return model::ParamView{b.data(), options_.model_dtype, device_->device(), b.numel()};
   }
   return model::ParamView{unit.full.data(), unit.full.dtype(), Device::kCpu, unit.full.numel()};
 }

@@ -7,11 +7,12 @@
 // collectives in the same order.
 //
 // Memory space: created with a device::ExecutionContext (`--device cuda` with the state on the
-// device: any stage at world 1, stages 0-2 with several ranks), every unit's working values live in
-// that backend's memory and set_values casts the device master into them with Backend::copy on
+// device), every unit's working values (stage 3: the shards and gathered units) live in that
+// backend's memory and set_values casts the device master into them with Backend::copy on
 // ctx.compute(), the stream the model reads them on (stream order: no host wait at world 1; with
-// several ranks the host waits for that cast before the all-gather of the own block, and the
-// communicator works on device memory). Without one, host memory and the host kernels.
+// several ranks the communicator works on device memory, and the host waits for the compute stream
+// before a gather reads what it wrote or overwrites a buffer it may still read). Without one, host
+// memory and the host kernels.
 #pragma once
 
 #include <cstdint>
@@ -37,7 +38,7 @@ class ParamCoordinator : public model::ParamAccess {
   // beyond max_in_cpu); errors are those of creating the swap file. `rank` names the swap file.
   // `device` (not owned; outlives the coordinator): keep the working values in its backend's
   // memory (see the file comment); `comm` must then work on that memory. REQUIRES then: no
-  // parameter offload, and a world of one at stage 3.
+  // parameter offload.
   static StatusOr<std::unique_ptr<ParamCoordinator>> create(
       const ShardLayout& layout, Communicator& comm, const ZeroOptions& options,
       const ParamOffloadOptions& offload, MemoryAccounting& memory,
@@ -78,9 +79,9 @@ class ParamCoordinator : public model::ParamAccess {
                    MemoryAccounting& memory, device::ExecutionContext* device);
   struct Unit {
     Tensor full;  // model dtype; stages 0–2: always; stage 3: while gathered (padded_numel)
-    // On a device (world of one): the unit's values, every stage (padded_numel == shard_numel);
-    // stage 3 lends it as its `view`, as it lends the host shard.
-    device::DeviceBuffer on_device;
+    // On a device: the unit's values at stages 0-2, this rank's shard at stage 3 (the padded unit
+    // at world 1, lent as its `view` as the host shard is); gathered_dev: stage 3's gathered unit.
+    device::DeviceBuffer on_device, gathered_dev;
     // Stage 3 in a world of one: the unit's values are the host shard itself (shard_numel ==
     // padded_numel, in the model dtype), so "gathering" lends its pointer: no buffer, no copy.
     // Valid until the next set_values (the store's write) or release.
@@ -95,6 +96,9 @@ class ParamCoordinator : public model::ParamAccess {
   // set_values on a device (world of one): the cast into the device unit.
   Status set_device_values(int u, const float* values);
   void gather_async(int u);
+  // gather_async on a device, several ranks: the all-gather of the device shard into a gathered
+  // buffer (kept ones reused).
+  void gather_on_device(int u);
   // A world of one with the shard in host memory: gather_async lends the shard (see Unit::view).
   bool gather_is_view(int u) const;
   // Starts the all-gather (or owner broadcasts) of unit u into unit.full (model dtype) from this
@@ -122,6 +126,10 @@ class ParamCoordinator : public model::ParamAccess {
   ZeroOptions options_;
   MemoryAccounting& memory_;
   device::ExecutionContext* device_;  // null: host memory
+  // On a device, stage 3: gathered buffers kept for reuse, and whether the compute stream may have
+  // written a shard (or still read a kept buffer) since the host last waited for it.
+  std::vector<device::DeviceBuffer> device_pool_;
+  bool shards_written_ = true;
   std::vector<Unit> units_;
   std::unique_ptr<ParamStore> store_;  // stage 3: this rank's shards (host or NVMe)
   // Stage 3: the order of acquire() calls in one micro-step, recorded on the first one.
