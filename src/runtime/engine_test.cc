@@ -792,10 +792,12 @@ TEST(DeviceStaging, StateOnTheDeviceAtWorld2IsBitwiseTheHostCurve) {
     DType dtype, comm_dtype;
     int micro_batches;
     bool overlap_comm, reduce_scatter, allgather_partitions;
+    int64_t max_live_numel;  // stage 3: 12000 keeps the embedding and one block gathered at most
   };
-  for (Variant v : {Variant{DType::kF32, DType::kF32, 1, false, true, true},
-                    Variant{DType::kBF16, DType::kBF16, 2, true, true, true},
-                    Variant{DType::kBF16, DType::kF32, 1, false, false, false}}) {
+  constexpr int64_t kUnbounded = 1'000'000'000;
+  for (Variant v : {Variant{DType::kF32, DType::kF32, 1, false, true, true, 12000},
+                    Variant{DType::kBF16, DType::kBF16, 2, true, true, true, kUnbounded},
+                    Variant{DType::kBF16, DType::kF32, 1, false, false, false, kUnbounded}}) {
     auto tweak = [v](EngineOptions& o) {
       o.zero.comm_dtype = v.comm_dtype;
       o.zero.overlap_comm = v.overlap_comm;
@@ -803,6 +805,7 @@ TEST(DeviceStaging, StateOnTheDeviceAtWorld2IsBitwiseTheHostCurve) {
       o.zero.allgather_partitions = v.allgather_partitions;
       o.zero.param_persistence_threshold_numel = 2000;  // stage 3: some units stay gathered
       o.zero.prefetch_bucket_numel = 20000;
+      o.zero.max_live_numel = v.max_live_numel;
       o.zero.reduce_bucket_numel = 5000;  // several buckets, units reduced alone and packed
     };
     for (int stage = 0; stage <= 3; ++stage) {

@@ -347,6 +347,7 @@ void ParamCoordinator::free_gathered(int u) {
     device_pool_.push_back(std::move(unit.gathered_dev));
     unit.gathered_dev = device::DeviceBuffer();  // a moved-from buffer keeps its view
     unit.gathered = false;
+    trim_device_pool();
     return;
   }
   if (unit.full.empty()) return;
@@ -355,6 +356,21 @@ void ParamCoordinator::free_gathered(int u) {
   pool_.give(std::move(unit.full));
   unit.gathered = false;
   trim_pool();
+}
+
+void ParamCoordinator::trim_device_pool() {
+  // As trim_pool: kept buffers plus gathered units stay within stage3_max_live_parameters.
+  int64_t kept = 0;
+  for (const device::DeviceBuffer& b : device_pool_) kept += b.numel();
+  const int64_t budget = std::max<int64_t>(0, options_.max_live_numel - live_gathered_numel_);
+  if (kept <= budget) return;
+  // Why a host wait: queued kernels may still read the buffers freed below.
+  note_status(device_->compute().synchronize());
+  while (!device_pool_.empty() && kept > budget) {
+    kept -= device_pool_.front().numel();
+    memory_.device_bytes -= static_cast<int64_t>(device_pool_.front().view().nbytes());
+    device_pool_.erase(device_pool_.begin());
+  }
 }
 
 void ParamCoordinator::trim_pool() {

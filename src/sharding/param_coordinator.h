@@ -112,6 +112,7 @@ class ParamCoordinator : public model::ParamAccess {
   model::ParamView working_view(const Unit& unit) const;
   void note_peak_gathered();
   void trim_pool();
+  void trim_device_pool();
   // Stage 3, set_values: whether unit u is gathered at the start of the next micro-step's trace
   // (within the prefetch bucket), so its gather can start now, during the rest of the update.
   bool leads_trace(int u) const;
