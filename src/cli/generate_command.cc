@@ -5,6 +5,8 @@
 // and outputs are token ids. `--chat MESSAGE` renders one user turn through the tokenizer's chat
 // template with the generation prompt, as transformers' apply_chat_template(messages,
 // add_generation_prompt=True), prints the reply alone and stops at the template's end of turn.
+// `--device cuda` runs the forwards on the GPU's model (runtime/device_generator.h: a whole forward
+// per token, no key/value cache yet); sampling stays on the host either way.
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -16,7 +18,9 @@
 #include "cli/commands.h"
 #include "cli/flag_checks.h"
 #include "comm/self_communicator.h"
+#include "core/device.h"
 #include "model/model_config.h"
+#include "runtime/device_generator.h"
 #include "runtime/engine.h"
 #include "runtime/generate.h"
 #include "runtime/model_source.h"
@@ -36,6 +40,7 @@ struct GenerateArgs {
   bool has_prompt = false, has_prompt_tokens = false, has_chat = false;
   runtime::SamplingOptions sampling;
   bool ignore_eos = false;
+  std::string device = "cpu";
 };
 
 // Where generated tokens go: decoded text (tokenizer), raw bytes (byte-level) or ids.
@@ -97,6 +102,13 @@ int run_generate(GenerateArgs& a) {
   if (a.has_chat + a.has_prompt + a.has_prompt_tokens > 1) {
     std::fprintf(stderr,
                  "error: --chat, --prompt and --prompt_tokens exclude each other: give one\n");
+    return 2;
+  }
+  // Before anything is printed: an unknown device, or `--device cuda` without a usable GPU.
+  const StatusOr<Device> device = parse_device_flag(a.device);
+  const Status usable = device.ok() ? check_device_usable(*device) : device.status();
+  if (!usable.ok()) {
+    std::fprintf(stderr, "error: %s\n", usable.message().c_str());
     return 2;
   }
   auto source = runtime::ModelSource::open(a.model, a.sampling.seed);
@@ -206,7 +218,8 @@ int run_generate(GenerateArgs& a) {
     }
   }
 
-  // Inference on one rank: the engine holds the weights (stage 0, no optimizer steps taken).
+  // Inference on one rank: the engine holds the weights in host memory (stage 0, no optimizer
+  // steps taken); a device model gets a copy of them.
   runtime::EngineOptions o;
   o.model_config = mc;
   SelfCommunicator self;
@@ -214,6 +227,18 @@ int run_generate(GenerateArgs& a) {
   if (!engine.ok()) {
     std::fprintf(stderr, "error: %s\n", engine.status().message().c_str());
     return 1;
+  }
+  std::unique_ptr<runtime::DeviceGenerator> on_device;
+  if (*device != Device::kCpu) {
+    auto g = runtime::DeviceGenerator::create(*device, mc, (*engine)->params());
+    if (!g.ok()) {
+      std::fprintf(stderr, "error: --device %s: %s\n", a.device.c_str(),
+                   g.status().message().c_str());
+      return 1;
+    }
+    on_device = std::move(*g);
+    std::fprintf(stderr, "zero generate: on %s; a whole forward per token (no key/value cache)\n",
+                 probe_cuda().description.c_str());
   }
   if (a.has_chat) {
     // The reply alone: the rendered template is not echoed.
@@ -223,8 +248,9 @@ int run_generate(GenerateArgs& a) {
     for (int32_t t : tokens) std::printf(" %d", t);
   }
   std::fflush(stdout);
-  const bool stopped = runtime::generate((*engine)->model(), (*engine)->params(), tokens,
-                                         a.sampling, print_token, &printer);
+  const bool stopped = on_device ? on_device->generate(tokens, a.sampling, print_token, &printer)
+                                 : runtime::generate((*engine)->model(), (*engine)->params(),
+                                                     tokens, a.sampling, print_token, &printer);
   if (printer.stream && printer.status.ok()) {
     auto rest = printer.stream->flush();
     if (rest.ok()) std::fwrite(rest->data(), 1, rest->size(), stdout);
@@ -248,8 +274,9 @@ void add_generate_command(CLI::App& app, int& exit_code) {
   auto a = std::make_shared<GenerateArgs>();
   CLI::App* g = app.add_subcommand(
       "generate",
-      "sample text from a trained model (through a key/value cache; past the model's context "
-      "length, at most 4096 positions, the oldest half of the context is dropped)");
+      "sample text from a trained model (through a key/value cache on the CPU; --device cuda "
+      "recomputes a whole forward per token; past the model's context length, at most 4096 "
+      "positions, the oldest half of the context is dropped)");
   g->add_option("--model", a->model, "HF model directory (e.g. OUTPUT_DIR/final) or preset:NAME")
       ->required();
   CLI::Option* prompt =
@@ -276,6 +303,10 @@ void add_generate_command(CLI::App& app, int& exit_code) {
   g->add_option("--seed", a->sampling.seed, "sampling seed (default 1)")->check(int_at_least(0));
   g->add_flag("--ignore_eos,--ignore-eos", a->ignore_eos,
               "keep generating past the model's end-of-sequence token");
+  g->add_option("--device", a->device,
+                "cpu (default: key/value cache) | cuda: the forwards on the GPU, a whole forward "
+                "over the window per new token (no key/value cache yet); same tokens as the CPU "
+                "for the same seed and settings, up to float ties");
   g->callback([a, prompt, prompt_tokens, chat, &exit_code] {
     a->has_prompt = prompt->count() > 0;
     a->has_prompt_tokens = prompt_tokens->count() > 0;

@@ -20,7 +20,8 @@ namespace zero::cli {
 std::string version_text() {
   std::string out = fmt::format("zero {}\n", ZERO_VERSION_STRING);
 #if defined(ZERO_WITH_CUDA)
-  out += fmt::format("cuda: {}.{}\n", CUDART_VERSION / 1000, (CUDART_VERSION % 1000) / 10);
+  out += fmt::format("cuda: {}.{} (CMAKE_CUDA_ARCHITECTURES {})\n", CUDART_VERSION / 1000,
+                     (CUDART_VERSION % 1000) / 10, ZERO_BUILT_CUDA_ARCHITECTURES);
 #else
   out += "cuda: off\n";
 #endif

@@ -6,9 +6,11 @@
 // model come from the project's libraries.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,8 +48,9 @@ constexpr int kSteps = 3;
 constexpr int64_t kGlobalBatch = 4, kSeq = 16;
 
 // kSteps optimizer steps of the global batch kGlobalBatch x kSeq (the golden token stream,
-// sequential), split over `c.world` ranks; the curve of rank 0.
-Curve run(const Case& c, Device device) {
+// sequential), split over `c.world` ranks; the curve of rank 0. `transformer`: the model's
+// checkpointing options.
+Curve run(const Case& c, Device device, const model::TransformerOptions& transformer = {}) {
   Curve curve;
   std::mutex mu;
   ThreadCommunicator::run(c.world, [&](Communicator& comm) {
@@ -56,6 +59,7 @@ Curve run(const Case& c, Device device) {
     ASSERT_TRUE(config.ok()) << config.status().to_string();
     o.model_config = *config;
     o.device = device;
+    o.transformer = transformer;
     o.dtype = c.dtype;
     o.optimizer = *optim::optimizer_spec_from_json(
         "AdamW", {{"lr", 1e-2}, {"betas", {0.9, 0.95}}, {"eps", 1e-8}, {"weight_decay", 0.1}});
@@ -167,6 +171,54 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ladder, CudaEngineOnEmulator, ::testing::ValuesIn(cases()), case_name);
+
+// activation_checkpointing.cpu_checkpointing through the engine (what `zero train --device cuda`
+// runs with the key set): the block inputs in pinned host memory change no bit of the curve of
+// checkpointing in device memory, at stage 3 over two ranks (each with its own side stream).
+TEST(CudaEngineCpuCheckpointing, CurveIsBitwiseThatOfDeviceCheckpointing) {
+  for (const char* model : {"gpt2_tiny", "llama_tiny"}) {
+    SCOPED_TRACE(model);
+    const Case c{model, 3, 2, DType::kBF16, false};
+    const Curve want = run(c, Device::kCuda, {.activation_checkpointing = true});
+    const Curve got = run(c, Device::kCuda,
+                          {.activation_checkpointing = true, .checkpoints_in_host_memory = true});
+    ASSERT_EQ(want.loss.size(), static_cast<size_t>(kSteps));
+    EXPECT_EQ(got.loss, want.loss);
+    EXPECT_EQ(got.grad_norm, want.grad_norm);
+  }
+}
+
+// The device memory check in Engine::create: the plan of the rank's GPU (the model's slab for the
+// planned micro-batch, the staged units) against its free memory, refused by rank and GPU before
+// anything is allocated there; the emulator's probe (80 GiB free) lets it pass.
+TEST(CudaEngineMemoryCheck, ADeviceShortfallIsRefusedNamingTheRankAndTheGpu) {
+  auto config = model::load_model_config(kGolden + std::string("gpt2_tiny"));
+  ASSERT_TRUE(config.ok()) << config.status().to_string();
+  auto make = [&](std::optional<DeviceMemoryInfo> device_memory) {
+    EngineOptions o;
+    o.model_config = *config;
+    o.device = Device::kCuda;
+    o.planned_micro_batch = 4;
+    o.planned_seq_len = kSeq;
+    o.resources = HostResources{};
+    o.resources->available_ram_bytes = int64_t{1} << 40;
+    o.resources->device_memory = device_memory;
+    return Engine::create(std::move(o), [](int, int64_t b, int64_t e, float* dst) {
+      std::fill(dst, dst + (e - b), 0.01f);
+      return ok_status();
+    });
+  };
+  auto refused = make(
+      DeviceMemoryInfo{.device_index = 0, .free_bytes = 1 << 20, .total_bytes = int64_t{80} << 30});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted);
+  for (const char* part : {"rank 0", "not enough memory on GPU 0", "model buffers"}) {
+    EXPECT_NE(refused.status().message().find(part), std::string::npos)
+        << part << " in: " << refused.status().message();
+  }
+  auto probed = make(std::nullopt);
+  EXPECT_TRUE(probed.ok()) << probed.status().to_string();
+}
 
 }  // namespace
 }  // namespace zero::runtime

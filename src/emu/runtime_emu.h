@@ -14,6 +14,7 @@
 //   - cudaFree waits for the whole device first (a GPU's cudaFree synchronises too; here a kernel
 //     still queued would read freed memory);
 //   - the synchronize calls wait as documented and return the sticky launch error;
+//   - cudaMemGetInfo reports a fixed capacity, all free (the heap is not measured);
 //   - cudaHostAlloc / cudaMallocHost ("pinned" memory) are ordinary host memory: cudaMemcpyAsync
 //     already reads and writes host memory when its stream gets there, as a pinned copy does;
 //     cudaFreeHost waits for the caller's device first, as cudaFree.
@@ -79,6 +80,17 @@ inline cudaError_t get_device(int* device) {
 inline cudaError_t get_device_count(int* count) {
   if (count == nullptr) return cudaErrorInvalidValue;
   *count = kNumDevices;
+  return cudaSuccess;
+}
+
+// cudaMemGetInfo: device memory is the heap here, which the emulator does not measure; each
+// device reports an H100's 80 GiB, all of it free (memory planning tests inject their own numbers).
+inline constexpr size_t kEmulatedDeviceBytes = size_t{80} << 30;
+
+inline cudaError_t mem_get_info(size_t* free_bytes, size_t* total_bytes) {
+  if (free_bytes == nullptr || total_bytes == nullptr) return cudaErrorInvalidValue;
+  *free_bytes = kEmulatedDeviceBytes;
+  *total_bytes = kEmulatedDeviceBytes;
   return cudaSuccess;
 }
 
@@ -259,6 +271,8 @@ inline cudaError_t stream_wait_event(cudaStream_t stream, cudaEvent_t handle) {
 #define cudaSetDevice(device) (::zero::emu::set_device(device))
 #define cudaGetDevice(device) (::zero::emu::get_device(device))
 #define cudaGetDeviceCount(count) (::zero::emu::get_device_count(count))
+#define cudaMemGetInfo(free_bytes, total_bytes) \
+  (::zero::emu::mem_get_info((free_bytes), (total_bytes)))
 #define cudaStreamSynchronize(stream) (::zero::emu::stream_synchronize(stream))
 #define cudaStreamQuery(stream) (::zero::emu::stream_query(stream))
 #define cudaStreamCreate(stream) (::zero::emu::stream_create((stream), cudaStreamDefault))

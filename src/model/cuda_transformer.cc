@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -78,15 +79,13 @@ class CudaTransformer::AcquiredDeviceUnit {
 StatusOr<std::unique_ptr<CudaTransformer>> CudaTransformer::create(const ModelConfig& config,
                                                                    CudaTransformerOptions options,
                                                                    cudaStream_t stream) {
-  if (options.checkpoints_in_host_memory) {
-    return unimplemented(
-        "activation_checkpointing.cpu_checkpointing is not implemented for the CUDA model yet "
-        "(block inputs stay in device memory); turn it off");
-  }
   auto matmul = kc::MatmulContext::create();
   if (!matmul.ok()) return matmul.status();
   std::unique_ptr<CudaTransformer> model(new CudaTransformer(config, options, stream));
   model->buffers_->matmul = std::move(*matmul);
+  if (host_checkpointing(options)) {
+    model->buffers_->host_checkpoints = std::make_unique<CudaHostCheckpoints>();
+  }
   return model;
 }
 
@@ -111,6 +110,8 @@ size_t CudaTransformer::carve_slab(const ModelConfig& c, const CudaTransformerOp
   const int64_t D = c.head_dim(), Hq = c.num_heads, Hkv = c.num_kv_heads;
   const bool gpt2 = c.arch == Arch::kGpt2;
   const int n_acts = options.activation_checkpointing ? 1 : static_cast<int>(c.num_layers);
+  const int n_residual = host_checkpointing(options) ? CudaHostCheckpoints::kDeviceSlots + 1
+                                                     : static_cast<int>(c.num_layers) + 1;
   bf.kernel_scratch_bytes = std::max({kc::layernorm_backward_scratch_bytes(N, C),
                                       kc::rmsnorm_backward_scratch_bytes(N, C),
                                       kc::attention_backward_scratch_bytes(B, T, Hq, Hkv, D),
@@ -119,7 +120,7 @@ size_t CudaTransformer::carve_slab(const ModelConfig& c, const CudaTransformerOp
   auto f = [&](int64_t n) { return cv.take<float>(n); };
   bf.tokens = cv.take<int32_t>(N);
   bf.targets = cv.take<int32_t>(N);
-  bf.residual.assign(static_cast<size_t>(c.num_layers + 1), nullptr);
+  bf.residual.assign(static_cast<size_t>(n_residual), nullptr);
   for (float*& r : bf.residual) r = f(N * C);
   bf.acts.assign(static_cast<size_t>(n_acts), BlockActs{});
   for (BlockActs& a : bf.acts) {
@@ -173,6 +174,31 @@ int64_t CudaTransformer::activation_bytes(const ModelConfig& config,
   return static_cast<int64_t>(carve_slab(config, options, B, T, sizing, nullptr));
 }
 
+int64_t CudaTransformer::widen_bytes(const ModelConfig& config, DType dtype) {
+  if (dtype == DType::kF32) return 0;
+  const ModelLayout layout(config);
+  const int emb = layout.embedding_unit();
+  int64_t largest_other = 0;
+  for (int u = 0; u < layout.num_units(); ++u) {
+    if (u != emb) largest_other = std::max(largest_other, layout.unit(u).numel);
+  }
+  return (layout.unit(emb).numel + largest_other) * static_cast<int64_t>(sizeof(float));
+}
+
+int64_t CudaTransformer::host_checkpoint_bytes(const ModelConfig& config,
+                                               const CudaTransformerOptions& options, int64_t B,
+                                               int64_t T) {
+  if (!host_checkpointing(options)) return 0;
+  return config.num_layers * B * T * config.hidden_size * static_cast<int64_t>(sizeof(float));
+}
+
+float* CudaTransformer::residual_at(int64_t l) const {
+  const Buffers& bf = *buffers_;
+  if (!host_checkpointing(options_)) return bf.residual[static_cast<size_t>(l)];
+  if (l == layout_.config().num_layers) return bf.residual.back();
+  return bf.host_checkpoints->device_input(static_cast<int>(l));
+}
+
 void CudaTransformer::ensure_buffers(int64_t B, int64_t T) {
   if (B == B_ && T == T_) return;
   const ModelConfig& c = layout_.config();
@@ -181,13 +207,20 @@ void CudaTransformer::ensure_buffers(int64_t B, int64_t T) {
   T_ = T;
   if (bf.slab != nullptr) {
     // Why the free's device sync is harmless: the batch shape changes rarely (eval, the last
-    // batch).
+    // batch). The side stream's copies out of the ring slots are waited for by name: a forward
+    // without backward leaves them unawaited by the compute stream.
+    if (bf.host_checkpoints != nullptr) bf.host_checkpoints->synchronize();
     CUDA_ABORT_IF_ERROR(cudaFree(bf.slab));
     bf.slab = nullptr;
   }
   bf.slab_bytes = carve_slab(c, options_, B, T, bf, nullptr);
   CUDA_ABORT_IF_ERROR(cudaMalloc(&bf.slab, bf.slab_bytes));
   carve_slab(c, options_, B, T, bf, bf.slab);
+  if (bf.host_checkpoints != nullptr) {
+    std::array<float*, CudaHostCheckpoints::kDeviceSlots> slots{};
+    for (size_t i = 0; i < slots.size(); ++i) slots[i] = bf.residual[i];
+    bf.host_checkpoints->reset(static_cast<int>(c.num_layers), B * T * c.hidden_size, slots);
+  }
 
   const int64_t D = c.head_dim();
   const bool gpt2 = c.arch == Arch::kGpt2;
@@ -247,17 +280,23 @@ float CudaTransformer::forward(ParamAccess& params, const int32_t* tokens, const
     const UnitSpec& u = layout_.unit(emb);
     AcquiredDeviceUnit w(params, emb, bf.widened_embedding, stream_);
     const ParamSpec* wpe = u.find(ParamKind::kPositionEmbedding);
-    kc::encoder_forward<float>(bf.residual[0], bf.tokens,
+    CudaHostCheckpoints* host = bf.host_checkpoints.get();
+    if (host != nullptr) host->await_copies(0, stream_);
+    kc::encoder_forward<float>(residual_at(0), bf.tokens,
                                w + u.param(ParamKind::kTokenEmbedding).offset,
                                wpe ? w + wpe->offset : nullptr, B, T, C, V, stream_);
+    if (host != nullptr) host->save(0, stream_);
   }
 
-  // Blocks.
+  // Blocks. With host checkpoints, block l's output overwrites the ring slot of block l - 1's
+  // input once that input's copy out has run, and is copied out as soon as it is enqueued.
   for (int l = 0; l < c.num_layers; ++l) {
     AcquiredDeviceUnit w(params, layout_.block_unit(l), bf.widened_unit, stream_);
     BlockActs& a = bf.acts[options_.activation_checkpointing ? 0 : static_cast<size_t>(l)];
-    block_forward(l, w, bf.residual[static_cast<size_t>(l)],
-                  bf.residual[static_cast<size_t>(l) + 1], a);
+    CudaHostCheckpoints* host = l + 1 < c.num_layers ? bf.host_checkpoints.get() : nullptr;
+    if (host != nullptr) host->await_copies(l + 1, stream_);
+    block_forward(l, w, residual_at(l), residual_at(l + 1), a);
+    if (host != nullptr) host->save(l + 1, stream_);
   }
 
   // Final norm + head (the tied head reads the embedding unit).
@@ -265,7 +304,7 @@ float CudaTransformer::forward(ParamAccess& params, const int32_t* tokens, const
   const UnitSpec& fu = layout_.unit(fin);
   AcquiredDeviceUnit fw(params, fin, bf.widened_unit, stream_);
   const float eps = static_cast<float>(c.norm_eps);
-  const float* xL = bf.residual.back();
+  const float* xL = residual_at(c.num_layers);
   if (c.arch == Arch::kGpt2) {
     kc::layernorm_forward<float>(bf.final_norm, bf.final_mean, bf.final_rstd, xL,
                                  fw + fu.param(ParamKind::kFinalNormWeight).offset,
@@ -330,7 +369,7 @@ void CudaTransformer::backward(ParamAccess& params, GradSink& grads, float dloss
   }
   float* dx = bf.dresidual_a;
   CUDA_ABORT_IF_ERROR(cudaMemsetAsync(dx, 0, nc_bytes, stream_));
-  const float* xL = bf.residual.back();
+  const float* xL = residual_at(c.num_layers);
   const int64_t wn = fu.param(ParamKind::kFinalNormWeight).offset;
   if (c.arch == Arch::kGpt2) {
     const int64_t bn = fu.param(ParamKind::kFinalNormBias).offset;
@@ -345,13 +384,21 @@ void CudaTransformer::backward(ParamAccess& params, GradSink& grads, float dloss
   grads.grad_ready(fin);
 
   // Blocks in reverse; dout lives in `dx`, the block turns it into d(input) in place.
+  // With host checkpoints, block l's input is copied back while block l + 1 runs: fetch(l - 1)
+  // is queued before block l's kernels, into the slot block l + 1 used.
   float* dnext = bf.dresidual_b;
+  CudaHostCheckpoints* host = bf.host_checkpoints.get();
+  if (host != nullptr) host->fetch(static_cast<int>(c.num_layers) - 1, stream_);
   for (int l = static_cast<int>(c.num_layers) - 1; l >= 0; --l) {
     const int unit = layout_.block_unit(l);
     AcquiredDeviceUnit w(params, unit, bf.widened_unit, stream_);
     float* dw = grads.grad_buffer(unit);
     BlockActs& a = bf.acts[options_.activation_checkpointing ? 0 : static_cast<size_t>(l)];
-    const float* x = bf.residual[static_cast<size_t>(l)];
+    if (host != nullptr) {
+      host->await_copies(l, stream_);
+      if (l > 0) host->fetch(l - 1, stream_);
+    }
+    const float* x = residual_at(l);
     if (options_.activation_checkpointing) {
       // Recompute this block's activations from its saved input; the output goes to scratch.
       block_forward(l, w, x, dnext, a);

@@ -27,8 +27,9 @@ struct CudaTransformerOptions {
   // Keep only each block's input (the residual stream) during forward; recompute the block in
   // backward, as Transformer does.
   bool activation_checkpointing = false;
-  // activation_checkpointing.cpu_checkpointing (block inputs in pinned host memory): not
-  // implemented yet; create() refuses it.
+  // activation_checkpointing.cpu_checkpointing, with activation_checkpointing: the block inputs
+  // live in pinned host memory (cuda_host_checkpoints.h), the device keeps a ring of two plus the
+  // last block's output. Bitwise the same results; ignored without activation_checkpointing.
   bool checkpoints_in_host_memory = false;
 };
 
@@ -36,7 +37,7 @@ class CudaTransformer final : public Model {
  public:
   // A model on the current CUDA device running on `stream` (null: the legacy default stream), which
   // must outlive it.
-  // Errors: no usable device (the cuBLASLt handle cannot be created), or an option not supported.
+  // Errors: no usable device (the cuBLASLt handle cannot be created).
   static StatusOr<std::unique_ptr<CudaTransformer>> create(const ModelConfig& config,
                                                            CudaTransformerOptions options = {},
                                                            cudaStream_t stream = nullptr);
@@ -49,14 +50,22 @@ class CudaTransformer final : public Model {
   cudaStream_t stream() const { return stream_; }
 
   // Device bytes of the activation, gradient-scratch and kernel-scratch slab a forward/backward of
-  // (B, T) allocates, for memory planning before anything is allocated. Not included: the fp32
-  // buffers 16-bit units are widened into (the largest unit, and the embedding unit, in fp32) and
-  // the MatmulContext's workspace (kernels::cuda::MatmulContext::kWorkspaceBytes). REQUIRES: a
-  // current device.
+  // (B, T) allocates, for memory planning before anything is allocated (cpu_checkpointing makes it
+  // smaller). Not included: the fp32 buffers 16-bit units are widened into (widen_bytes) and the
+  // MatmulContext's workspace (kernels::cuda::MatmulContext::kWorkspaceBytes). REQUIRES: a current
+  // device.
   static int64_t activation_bytes(const ModelConfig& config, const CudaTransformerOptions& options,
                                   int64_t B, int64_t T);
+  // Device bytes of the fp32 buffers the units of a `dtype` model are widened into (0 for fp32):
+  // the embedding unit's own and one grown to the largest other unit, each unit as the ParamAccess
+  // hands it over (`numel` elements; a ZeRO coordinator's padding adds at most its alignment).
+  static int64_t widen_bytes(const ModelConfig& config, DType dtype);
+  // Pinned host bytes of the block inputs under cpu_checkpointing (0 when it is off).
+  static int64_t host_checkpoint_bytes(const ModelConfig& config,
+                                       const CudaTransformerOptions& options, int64_t B, int64_t T);
   // Device bytes of the slab the last forward allocated (activation_bytes of its shape; 0 before
-  // the first), plus the fp32 buffers 16-bit units were widened into.
+  // the first), plus the fp32 buffers 16-bit units were widened into (widen_bytes once every unit
+  // was acquired).
   int64_t buffer_bytes() const override;
 
   // As Transformer::forward. Tokens and targets are host arrays (copied to the device); the
@@ -82,6 +91,13 @@ class CudaTransformer final : public Model {
   static size_t carve_slab(const ModelConfig& config, const CudaTransformerOptions& options,
                            int64_t B, int64_t T, Buffers& bf, char* base);
   void ensure_buffers(int64_t B, int64_t T);
+  // Block inputs live in host memory (cpu_checkpointing with activation checkpointing).
+  static bool host_checkpointing(const CudaTransformerOptions& options) {
+    return options.activation_checkpointing && options.checkpoints_in_host_memory;
+  }
+  // The residual stream entering block l (l == num_layers: the last block's output), in the slab
+  // or, with host checkpoints, in its ring slot.
+  float* residual_at(int64_t l) const;
   void upload_batch(const int32_t* tokens, const int32_t* targets);
   void block_forward(int layer, const float* w, const float* x, float* out, BlockActs& a);
   void gpt2_block_forward(const UnitSpec& u, const float* w, const float* x, float* out,

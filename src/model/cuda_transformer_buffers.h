@@ -16,6 +16,7 @@
 #include "core/cuda/cuda_stream.h"
 #include "kernels/elementwise/elementwise_cuda.h"
 #include "kernels/matmul/matmul_cuda.h"
+#include "model/cuda_host_checkpoints.h"
 #include "model/cuda_transformer.h"
 
 namespace zero::model {
@@ -80,8 +81,10 @@ struct CudaTransformer::Buffers {
   char* slab = nullptr;
   size_t slab_bytes = 0;
   int32_t *tokens = nullptr, *targets = nullptr;  // (N)
-  std::vector<float*> residual;                   // L + 1 of (N, C): block l reads l, writes l + 1
-  std::vector<BlockActs> acts;                    // one per block (one shared if checkpointing)
+  // (N, C) each: L + 1, block l reads l and writes l + 1; with host checkpoints three, the two
+  // ring slots of the block inputs and the last block's output (residual_at maps).
+  std::vector<float*> residual;
+  std::vector<BlockActs> acts;  // one per block (one shared if checkpointing)
   // Gradient scratch shared by the blocks.
   float *dnorm, *dq, *dk, *dv, *dqkv, *dattn_y, *dact, *dup, *dgate;
   float *final_norm, *final_mean, *final_rstd;  // (N, C), (N), (N)
@@ -101,8 +104,11 @@ struct CudaTransformer::Buffers {
   // 16-bit models: fp32 copies of the acquired units (the embedding has its own: the tied head
   // holds it while the final unit is held).
   DeviceWiden widened_embedding, widened_unit;
+  // cpu_checkpointing: the block inputs' host copies and their side stream (null when off).
+  std::unique_ptr<CudaHostCheckpoints> host_checkpoints;
 
   ~Buffers() {
+    host_checkpoints.reset();  // its copies read the slab: they finish first
     if (slab != nullptr) cudaFree(slab);
   }
 };

@@ -2,7 +2,9 @@
 // transformer_test.cc): loss, logits and every unit's gradient over two accumulating micro-steps,
 // for tiny GPT-2 and Llama (GQA, llama3 / linear RoPE scaling, SwiGLU, RMSNorm, tied and untied,
 // biases, a sliding window) models in fp32, bf16 and fp16 working dtypes, with and without
-// activation checkpointing. Also the ParamAccess / GradSink call order, which the engine relies on.
+// activation checkpointing; checkpoints in pinned host memory (cpu_checkpointing) against
+// checkpoints in device memory, bitwise. Also the ParamAccess / GradSink call order, which the
+// engine relies on.
 // Runs on a GPU, and on the CPU emulator as cuda_transformer_emu_test (docs/emu.md).
 #include "model/cuda_transformer.h"
 
@@ -14,12 +16,14 @@
 #include <ostream>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/cuda/cuda_stream.h"
 #include "core/dtype.h"
 #include "kernels/cuda_test_util.h"
 #include "kernels/tolerance.h"
+#include "model/cuda_host_checkpoints.h"
 #include "model/transformer.h"
 
 namespace zero::model {
@@ -282,15 +286,13 @@ TEST_P(CudaTransformerVsCpu, LossLogitsAndGradientsMatchTheCpuModel) {
   // The same calls in the same order: acquire / release nesting and grad_ready order.
   EXPECT_EQ(gpu_params.log, cpu_params.log);
   EXPECT_EQ(gpu_grads.ready, cpu_grads.ready);
-  // buffer_bytes: the slab activation_bytes plans, plus the widen buffers of 16-bit units.
+  // buffer_bytes, what the model allocated: exactly what memory planning counts for it (the slab
+  // activation_bytes sizes, plus the widen buffers of 16-bit units).
   const int64_t slab = CudaTransformer::activation_bytes(
       tc.config, {.activation_checkpointing = tc.checkpointing}, kB, kT);
   EXPECT_GT(slab, 0);
-  if (tc.dtype == DType::kF32) {
-    EXPECT_EQ(gpu.buffer_bytes(), slab);
-  } else {
-    EXPECT_GT(gpu.buffer_bytes(), slab);
-  }
+  EXPECT_EQ(gpu.buffer_bytes(), slab + CudaTransformer::widen_bytes(tc.config, tc.dtype));
+  EXPECT_EQ(CudaTransformer::widen_bytes(tc.config, tc.dtype) > 0, tc.dtype != DType::kF32);
 }
 
 // The emulator runs every CUDA thread as a host thread: three cases there that still cover both
@@ -320,36 +322,176 @@ INSTANTIATE_TEST_SUITE_P(Models, CudaTransformerVsCpu, ::testing::ValuesIn(cases
                          });
 
 // Two forwards without targets back to back (no host sync between them; the second waits for the
-// first's batch upload before reusing its staging): logits only, loss 0, no counted targets.
+// first's batch upload before reusing its staging): logits only, loss 0, no counted targets. With
+// host checkpoints the copies out are never awaited by a backward: the second forward's writes
+// into the ring wait for them, then a third at another shape frees the slab under them.
 TEST(CudaTransformer, ForwardWithoutTargetsComputesLogits) {
   ZERO_SKIP_WITHOUT_GPU();
   const ModelConfig config = gpt2_config();
-  Transformer cpu(config);
-  zero::cuda::CudaStream stream;
-  auto created = CudaTransformer::create(config, {}, stream);
-  ASSERT_TRUE(created.ok()) << created.status().to_string();
-  CudaTransformer& gpu = **created;
-  TestParams params(cpu.layout(), DType::kF32, 99);
-  TestParams::Access cpu_params(params, Device::kCpu), gpu_params(params, Device::kCuda);
-  const Batch first = make_batch(1), second = make_batch(2);
-  EXPECT_EQ(gpu.forward(gpu_params, first.tokens.data(), nullptr, kB, kT), 0.0f);
-  EXPECT_EQ(gpu.forward(gpu_params, second.tokens.data(), nullptr, kB, kT), 0.0f);
-  EXPECT_EQ(gpu.counted_targets(), 0);
-  EXPECT_EQ(cpu.forward(cpu_params, second.tokens.data(), nullptr, kB, kT), 0.0f);
-  std::vector<float> want(static_cast<size_t>(config.vocab_size)), got(want.size());
-  cpu.logits_at(1, kT - 1, want.data());
-  gpu.logits_at(1, kT - 1, got.data());
-  EXPECT_TRUE(matches(got, want));
+  for (const CudaTransformerOptions options :
+       {CudaTransformerOptions{}, CudaTransformerOptions{.activation_checkpointing = true,
+                                  .checkpoints_in_host_memory = true}}) {
+    SCOPED_TRACE(options.checkpoints_in_host_memory ? "host checkpoints" : "no checkpointing");
+    Transformer cpu(config);
+    zero::cuda::CudaStream stream;
+    auto created = CudaTransformer::create(config, options, stream);
+    ASSERT_TRUE(created.ok()) << created.status().to_string();
+    CudaTransformer& gpu = **created;
+    TestParams params(cpu.layout(), DType::kF32, 99);
+    TestParams::Access cpu_params(params, Device::kCpu), gpu_params(params, Device::kCuda);
+    const Batch first = make_batch(1), second = make_batch(2);
+    EXPECT_EQ(gpu.forward(gpu_params, first.tokens.data(), nullptr, kB, kT), 0.0f);
+    EXPECT_EQ(gpu.forward(gpu_params, second.tokens.data(), nullptr, kB, kT), 0.0f);
+    EXPECT_EQ(gpu.counted_targets(), 0);
+    EXPECT_EQ(cpu.forward(cpu_params, second.tokens.data(), nullptr, kB, kT), 0.0f);
+    std::vector<float> want(static_cast<size_t>(config.vocab_size)), got(want.size());
+    cpu.logits_at(1, kT - 1, want.data());
+    gpu.logits_at(1, kT - 1, got.data());
+    EXPECT_TRUE(matches(got, want));
+    EXPECT_EQ(gpu.forward(gpu_params, first.tokens.data(), nullptr, 1, kT - 2), 0.0f);
+    EXPECT_EQ(cpu.forward(cpu_params, first.tokens.data(), nullptr, 1, kT - 2), 0.0f);
+    cpu.logits_at(0, kT - 3, want.data());
+    gpu.logits_at(0, kT - 3, got.data());
+    EXPECT_TRUE(matches(got, want));
+  }
 }
 
-TEST(CudaTransformer, RefusesCheckpointsInHostMemory) {
+// cpu_checkpointing: the block inputs in pinned host memory, copied out and back on a side stream,
+// must change nothing — loss, logits and every gradient bitwise those of checkpointing in device
+// memory — while the device slab shrinks from L + 1 residual buffers to three. Two micro-steps of
+// different sequence lengths (the second reallocates both memories and accumulates), 3 and 4
+// layers (the ring of two slots wraps an odd and an even number of times).
+struct HostCheckpointCase {
+  std::string name;
+  ModelConfig config;
+  DType dtype;
+};
+void PrintTo(const HostCheckpointCase& c, std::ostream* os) { *os << c.name; }
+
+class CudaTransformerHostCheckpoints : public ::testing::TestWithParam<HostCheckpointCase> {};
+
+TEST_P(CudaTransformerHostCheckpoints, BitwiseEqualToDeviceCheckpointsInLessDeviceMemory) {
   ZERO_SKIP_WITHOUT_GPU();
-  auto created = CudaTransformer::create(
-      gpt2_config(), {.activation_checkpointing = true, .checkpoints_in_host_memory = true});
-  ASSERT_FALSE(created.ok());
-  EXPECT_NE(created.status().to_string().find("cpu_checkpointing"), std::string::npos)
-      << created.status().to_string();
+  const HostCheckpointCase& tc = GetParam();
+  const CudaTransformerOptions on_device{.activation_checkpointing = true};
+  const CudaTransformerOptions on_host{.activation_checkpointing = true,
+                                       .checkpoints_in_host_memory = true};
+  zero::cuda::CudaStream stream_device, stream_host;
+  auto device_model = CudaTransformer::create(tc.config, on_device, stream_device);
+  auto host_model = CudaTransformer::create(tc.config, on_host, stream_host);
+  ASSERT_TRUE(device_model.ok()) << device_model.status().to_string();
+  ASSERT_TRUE(host_model.ok()) << host_model.status().to_string();
+  CudaTransformer& want_model = **device_model;
+  CudaTransformer& got_model = **host_model;
+  const ModelLayout& layout = want_model.layout();
+  TestParams params(layout, tc.dtype, 4321);
+  TestParams::Access want_params(params, Device::kCuda), got_params(params, Device::kCuda);
+  DeviceGrads want_grads(layout), got_grads(layout);
+  const int64_t V = tc.config.vocab_size;
+
+  for (const int64_t T : {kT, kT - 3}) {
+    SCOPED_TRACE("T = " + std::to_string(T));
+    const Batch batch = make_batch(static_cast<uint32_t>(T));
+    const float want_loss =
+        want_model.forward(want_params, batch.tokens.data(), batch.targets.data(), kB, T);
+    const float got_loss =
+        got_model.forward(got_params, batch.tokens.data(), batch.targets.data(), kB, T);
+    EXPECT_EQ(got_loss, want_loss);
+    std::vector<float> want(static_cast<size_t>(V)), got(static_cast<size_t>(V));
+    want_model.logits_at(1, T - 1, want.data());
+    got_model.logits_at(1, T - 1, got.data());
+    EXPECT_EQ(got, want);
+    const float dloss = 1.0f / static_cast<float>(want_model.counted_targets() * 2);
+    want_model.backward(want_params, want_grads, dloss);
+    got_model.backward(got_params, got_grads, dloss);
+    for (int u = 0; u < layout.num_units(); ++u) {
+      EXPECT_EQ(got_grads.grads[static_cast<size_t>(u)]->download(),
+                want_grads.grads[static_cast<size_t>(u)]->download())
+          << "unit " << layout.unit(u).name;
+    }
+    // The device slab: two ring slots and the last output instead of L + 1 residual buffers; the
+    // sizing functions memory planning uses say so exactly.
+    const int64_t residual_bytes = kB * T * tc.config.hidden_size * 4;
+    EXPECT_EQ(want_model.buffer_bytes() - got_model.buffer_bytes(),
+              (tc.config.num_layers + 1 - 3) * residual_bytes);
+    EXPECT_EQ(got_model.buffer_bytes(),
+              CudaTransformer::activation_bytes(tc.config, on_host, kB, T) +
+                  CudaTransformer::widen_bytes(tc.config, tc.dtype));
+    EXPECT_EQ(CudaTransformer::host_checkpoint_bytes(tc.config, on_host, kB, T),
+              tc.config.num_layers * residual_bytes);
+    EXPECT_EQ(CudaTransformer::host_checkpoint_bytes(tc.config, on_device, kB, T), 0);
+  }
+  EXPECT_EQ(got_params.log, want_params.log);
+  EXPECT_EQ(got_grads.ready, want_grads.ready);
 }
+
+// CudaHostCheckpoints' three orderings, each forced: a host function holds one stream for 100 ms
+// while the other runs ahead, so a missing event lands the wrong values every time (the model test
+// above would see only a rare interleaving).
+void hold_stream(cudaStream_t stream) {
+  CUDA_ABORT_IF_ERROR(cudaLaunchHostFunc(
+      stream, [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(100)); }, nullptr));
+}
+
+void copy_on(cudaStream_t stream, float* dst, const float* src, int64_t n) {
+  CUDA_ABORT_IF_ERROR(cudaMemcpyAsync(dst, src, static_cast<size_t>(n) * sizeof(float),
+                                      cudaMemcpyDeviceToDevice, stream));
+}
+
+TEST(CudaHostCheckpoints, EventsOrderEveryCopyAgainstTheComputeStream) {
+  ZERO_SKIP_WITHOUT_GPU();
+  constexpr int64_t n = 37;
+  auto filled = [](float v) { return std::vector<float>(static_cast<size_t>(n), v); };
+  const DeviceArray<float> a(filled(1.0f)), b(filled(2.0f)), x(filled(3.0f)), y(filled(4.0f));
+  DeviceArray<float> slot0(static_cast<size_t>(n)), slot1(static_cast<size_t>(n));
+  DeviceArray<float> out(static_cast<size_t>(n));
+  zero::cuda::CudaStream compute;
+  CudaHostCheckpoints host;
+  host.reset(3, n, {slot0.get(), slot1.get()});
+  ASSERT_EQ(host.device_input(2), slot0.get());
+  ASSERT_EQ(host.host_bytes(), 3 * n * 4);
+
+  // Forward: the write of layer 2's input into slot 0 waits for the copy out of layer 0's.
+  hold_stream(host.side_stream());
+  copy_on(compute, slot0.get(), a.get(), n);
+  host.save(0, compute);
+  host.await_copies(2, compute);
+  copy_on(compute, slot0.get(), b.get(), n);
+  // The copy out follows the compute work that produced it (the side stream is free now).
+  copy_on(compute, slot1.get(), x.get(), n);
+  host.save(1, compute);
+  host.await_copies(1, compute);
+  copy_on(compute, slot1.get(), y.get(), n);
+
+  // Backward: the copy back into slot 1 follows the compute stream's last read of it ...
+  hold_stream(compute);
+  copy_on(compute, out.get(), slot1.get(), n);
+  host.fetch(1, compute);
+  host.await_copies(1, compute);
+  EXPECT_EQ(out.download(), filled(4.0f))
+      << "the copy back overwrote the slot before its last read";
+  EXPECT_EQ(slot1.download(), filled(3.0f)) << "layer 1's input, saved before y overwrote it";
+  // ... and the compute stream's read of a copied-back input waits for the copy.
+  hold_stream(host.side_stream());
+  host.fetch(0, compute);
+  host.await_copies(0, compute);
+  copy_on(compute, out.get(), slot0.get(), n);
+  EXPECT_EQ(out.download(), filled(1.0f)) << "layer 0's input: a, not b written after its save";
+}
+
+ModelConfig with_layers(ModelConfig c, int layers) {
+  c.num_layers = layers;
+  c.sliding_layers.clear();
+  return c;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Models, CudaTransformerHostCheckpoints,
+    ::testing::Values(
+        HostCheckpointCase{"gpt2_4_layers_f32", with_layers(gpt2_config(), 4), DType::kF32},
+        HostCheckpointCase{"llama_3_layers_bf16", with_layers(llama_config(/*tied=*/false), 3),
+                           DType::kBF16}),
+    [](const ::testing::TestParamInfo<HostCheckpointCase>& info) { return info.param.name; });
 
 }  // namespace
 }  // namespace zero::model

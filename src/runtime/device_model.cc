@@ -20,6 +20,34 @@ StatusOr<std::unique_ptr<model::Model>> make_device_model(const model::ModelConf
                        device_name(ctx.device()));
 }
 
+DeviceModelBytes device_model_bytes(const model::ModelConfig& config,
+                                    const model::TransformerOptions& options, DType dtype,
+                                    int64_t B, int64_t T, device::ExecutionContext& ctx) {
+  switch (ctx.device()) {
+    case Device::kCpu: return {};
+    case Device::kCuda:
+#if defined(ZERO_WITH_CUDA)
+      return cuda_model_bytes(config, options, dtype, B, T, ctx);
+#else
+      break;
+#endif
+  }
+  return {};
+}
+
+StatusOr<DeviceMemoryInfo> probe_device_memory(device::ExecutionContext& ctx) {
+  switch (ctx.device()) {
+    case Device::kCpu: break;
+    case Device::kCuda:
+#if defined(ZERO_WITH_CUDA)
+      return probe_cuda_memory(ctx);
+#else
+      break;
+#endif
+  }
+  return unimplemented("--device {}: no device memory to probe", device_name(ctx.device()));
+}
+
 StatusOr<std::unique_ptr<Communicator>> make_device_communicator(Communicator& bootstrap,
                                                                  device::ExecutionContext& ctx) {
   switch (ctx.device()) {

@@ -2,6 +2,7 @@
 // in CUDA builds.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 
 #include "comm/communicator.h"
@@ -24,6 +25,36 @@ StatusOr<std::unique_ptr<model::Model>> make_device_model(const model::ModelConf
 StatusOr<std::unique_ptr<model::Model>> make_cuda_model(const model::ModelConfig& config,
                                                         const model::TransformerOptions& options,
                                                         device::ExecutionContext& ctx);
+
+// What the model of a device will hold, for memory planning before it allocates anything.
+struct DeviceModelBytes {
+  int64_t activations = 0;       // device: the activation / scratch slab of one (B, T) micro-batch
+  int64_t buffers = 0;           // device: the fp32 widen buffers of 16-bit units, matmul workspace
+  int64_t host_checkpoints = 0;  // pinned host memory: cpu_checkpointing's block inputs
+};
+
+// The bytes of the model of ctx's device for (B, T) micro-batches of a `dtype` model (B or T 0:
+// no activations counted); all zero for the CPU model, whose memory plan_memory counts. On a GPU:
+// model::CudaTransformer's static sizing functions, on ctx's device (their scratch sizes depend on
+// it).
+DeviceModelBytes device_model_bytes(const model::ModelConfig& config,
+                                    const model::TransformerOptions& options, DType dtype,
+                                    int64_t B, int64_t T, device::ExecutionContext& ctx);
+DeviceModelBytes cuda_model_bytes(const model::ModelConfig& config,
+                                  const model::TransformerOptions& options, DType dtype, int64_t B,
+                                  int64_t T, device::ExecutionContext& ctx);
+
+// Memory of one device, as its driver reports it now.
+struct DeviceMemoryInfo {
+  int device_index = 0;
+  int64_t free_bytes = 0;   // what allocations can still get (other processes' use excluded)
+  int64_t total_bytes = 0;  // the device's capacity
+};
+
+// The memory of ctx's device (cudaMemGetInfo on this rank's GPU). Errors: a device without its own
+// memory (the CPU), a build without that device, or the driver's error.
+StatusOr<DeviceMemoryInfo> probe_device_memory(device::ExecutionContext& ctx);
+StatusOr<DeviceMemoryInfo> probe_cuda_memory(device::ExecutionContext& ctx);
 
 // The communicator for ZeRO's collectives on ctx's device memory, over `bootstrap`'s ranks
 // (collective: every rank calls it). Null: `bootstrap` itself works on that memory (the CPU

@@ -149,14 +149,14 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(EngineOptions options, const Un
     // Why before any allocation: a shortfall must be a message naming the setting to change,
     // not the kernel's OOM killer halfway through loading the model.
     MemoryNeeds needs = plan_memory(o, *e->shard_layout_, o.planned_micro_batch, o.planned_seq_len);
-    // The plan is of host memory: a device model's activations and device-resident state are
-    // not there (device memory is not checked yet: the backend reports a failed allocation).
-    if (e->exec_ != nullptr && e->exec_->device() != Device::kCpu) needs.activations = 0;
+    // The host plan leaves out the state kept on the device (the device plan counts it).
     if (e->state_device_ != nullptr && e->state_device_->device() != Device::kCpu) {
       needs.parameters = needs.gradients = needs.master_weights = needs.optimizer_state = 0;
     }
     const HostResources have = o.resources ? *o.resources : probe_host_resources();
     Status fits = check_memory(needs, comm->local_world_size(), have);
+    if (fits.ok() && e->exec_ != nullptr)
+      fits = check_device_memory(o, *e->shard_layout_, *e->exec_, e->state_device_ != nullptr);
     if (!fits.ok()) return fits.with_context(fmt::format("rank {}", comm->rank()));
   }
   ZERO_ASSIGN_OR_RETURN(

@@ -1,8 +1,9 @@
-// Sampling loop over model::KvDecoder (see generate.h).
+// The sampling loop over model::KvDecoder, or over whole forwards (see generate.h).
 #include "runtime/generate.h"
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <random>
 
 #include "model/kv_decoder.h"
@@ -51,27 +52,36 @@ void sampling_distribution(const float* logits, int64_t V, const SamplingOptions
   for (double& p : probs) p /= total;
 }
 
-bool generate(model::Model& model, model::ParamAccess& params, std::vector<int32_t>& tokens,
-              const SamplingOptions& options, void (*on_token)(int32_t, void*), void* ctx) {
-  if (options.max_new_tokens <= 0 || tokens.empty()) return false;
-  const model::ModelConfig& c = model.layout().config();
-  const int64_t limit = options.context_limit > 0
-                            ? std::min(options.context_limit, c.max_position_embeddings)
-                            : std::min<int64_t>(c.max_position_embeddings, 4096);
-  const int64_t V = c.vocab_size;
-  model::KvDecoder decoder(model.layout(), limit);
+namespace {
+
+// Computes the logits (V floats, host) of the last of `n` tokens `window` (the context the model
+// holds). `extends` is true when the window is the previous one plus its last token (a cache only
+// reads that token), false when it is read afresh (the prompt, or after the oldest half was
+// dropped).
+using ReadWindowFn =
+    std::function<void(const int32_t* window, int64_t n, bool extends, float* logits)>;
+
+int64_t context_limit(const model::ModelConfig& c, const SamplingOptions& options) {
+  return options.context_limit > 0 ? std::min(options.context_limit, c.max_position_embeddings)
+                                   : std::min<int64_t>(c.max_position_embeddings, 4096);
+}
+
+// The sampling loop both ways of computing logits share: the window, the RNG and the stopping.
+bool sample_tokens(int64_t V, int64_t limit, std::vector<int32_t>& tokens,
+                   const SamplingOptions& options, void (*on_token)(int32_t, void*), void* ctx,
+                   const ReadWindowFn& read_window) {
   std::mt19937_64 rng(options.seed);
   std::vector<double> probs(static_cast<size_t>(V));
   std::vector<int64_t> order(static_cast<size_t>(V));
   std::vector<float> logits(static_cast<size_t>(V));
-  // Re-reads the newest `keep` tokens into an empty cache.
-  auto prefill = [&](int64_t keep) {
-    decoder.reset();
-    keep = std::min<int64_t>(keep, static_cast<int64_t>(tokens.size()));
-    decoder.append(params, tokens.data() + tokens.size() - static_cast<size_t>(keep), keep,
-                   logits.data());
+  // The newest `n` tokens: the context the logits are computed over.
+  int64_t window = 0;
+  auto read_newest = [&](int64_t n, bool extends) {
+    window = std::min<int64_t>(n, static_cast<int64_t>(tokens.size()));
+    read_window(tokens.data() + tokens.size() - static_cast<size_t>(window), window, extends,
+                logits.data());
   };
-  prefill(limit);
+  read_newest(limit, /*extends=*/false);
   for (int64_t i = 0; i < options.max_new_tokens; ++i) {
     int32_t next = 0;
     if (options.temperature <= 0.0) {
@@ -88,13 +98,44 @@ bool generate(model::Model& model, model::ParamAccess& params, std::vector<int32
     tokens.push_back(next);
     if (on_token) on_token(next, ctx);
     if (i + 1 == options.max_new_tokens) break;
-    if (decoder.length() < decoder.capacity()) {
-      decoder.append(params, &next, 1, logits.data());
+    if (window < limit) {
+      read_newest(window + 1, /*extends=*/true);
     } else {
-      prefill(std::max<int64_t>(1, limit / 2));
+      read_newest(std::max<int64_t>(1, limit / 2), /*extends=*/false);
     }
   }
   return false;
+}
+
+}  // namespace
+
+bool generate(model::Model& model, model::ParamAccess& params, std::vector<int32_t>& tokens,
+              const SamplingOptions& options, void (*on_token)(int32_t, void*), void* ctx) {
+  if (options.max_new_tokens <= 0 || tokens.empty()) return false;
+  const model::ModelConfig& c = model.layout().config();
+  const int64_t limit = context_limit(c, options);
+  model::KvDecoder decoder(model.layout(), limit);
+  return sample_tokens(c.vocab_size, limit, tokens, options, on_token, ctx,
+                       [&](const int32_t* window, int64_t n, bool extends, float* logits) {
+                         if (extends) {
+                           decoder.append(params, window + n - 1, 1, logits);
+                         } else {
+                           decoder.reset();
+                           decoder.append(params, window, n, logits);
+                         }
+                       });
+}
+
+bool generate_recompute(model::Model& model, model::ParamAccess& params,
+                        std::vector<int32_t>& tokens, const SamplingOptions& options,
+                        void (*on_token)(int32_t, void*), void* ctx) {
+  if (options.max_new_tokens <= 0 || tokens.empty()) return false;
+  const model::ModelConfig& c = model.layout().config();
+  return sample_tokens(c.vocab_size, context_limit(c, options), tokens, options, on_token, ctx,
+                       [&](const int32_t* window, int64_t n, bool, float* logits) {
+                         model.forward(params, window, /*targets=*/nullptr, 1, n);
+                         model.logits_at(0, n - 1, logits);
+                       });
 }
 
 }  // namespace zero::runtime

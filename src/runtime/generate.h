@@ -1,8 +1,10 @@
 // Text generation with a trained model: a sampling loop (temperature, top-k, top-p) over a
-// key/value cache (model::KvDecoder), so each new token costs one token's forward. When the context
-// reaches its limit, the oldest half is dropped and the newest half re-read (one prefill per
-// limit/2 tokens). ZeRO-Inference (partitioned, offloaded forward) builds on the same ParamAccess
-// seam.
+// key/value cache (model::KvDecoder, the CPU model), so each new token costs one token's forward;
+// or, for a model without one (the CUDA model: generate_recompute), over a whole forward per token.
+// When the context reaches its limit, the oldest half is dropped and the newest half re-read (one
+// prefill per limit/2 tokens); both loops keep the same window and sample with the same code, so
+// with the same options they produce the same tokens up to float ties. ZeRO-Inference
+// (partitioned, offloaded forward) builds on the same ParamAccess seam.
 #pragma once
 
 #include <cstdint>
@@ -40,5 +42,14 @@ void sampling_distribution(const float* logits, int64_t V, const SamplingOptions
 bool generate(model::Model& model, model::ParamAccess& params, std::vector<int32_t>& tokens,
               const SamplingOptions& options, void (*on_token)(int32_t token, void* ctx) = nullptr,
               void* ctx = nullptr);
+
+// generate() without a key/value cache, for any model::Model (the CUDA model has no KvDecoder
+// yet): every new token is one forward over the tokens generate() would hold in its cache (the
+// newest ones, up to the context limit), taking the last position's logits to the host. Costs a
+// whole forward of up to `context_limit` positions per token. Same sampling, RNG and stopping as
+// generate().
+bool generate_recompute(model::Model& model, model::ParamAccess& params,
+                        std::vector<int32_t>& tokens, const SamplingOptions& options,
+                        void (*on_token)(int32_t token, void* ctx) = nullptr, void* ctx = nullptr);
 
 }  // namespace zero::runtime

@@ -11,6 +11,7 @@
 
 #include "model/golden_testing.h"
 #include "model/transformer.h"
+#include "runtime/device_generator.h"
 
 namespace zero::runtime {
 namespace {
@@ -72,6 +73,61 @@ TEST_P(Generate, StopsAtAStopTokenWithoutAppendingIt) {
   std::vector<int32_t> got = prompt;
   EXPECT_TRUE(generate(*f.model, *f.params, got, o));
   EXPECT_EQ(got, want);
+}
+
+// Without the cache (the CUDA model's path, here on the CPU model): a whole forward per token over
+// the same window gives the cached loop's tokens — greedy, and sampled with the same seed past the
+// context limit (the oldest half dropped at the same steps), and it stops at the same stop token.
+TEST_P(Generate, RecomputeGivesTheCachedTokens) {
+  Fixture f = load(GetParam());
+  SamplingOptions greedy;
+  greedy.max_new_tokens = 12;
+  greedy.temperature = 0.0;
+  std::vector<int32_t> cached = {3, 14, 15}, recomputed = cached;
+  EXPECT_FALSE(generate(*f.model, *f.params, cached, greedy));
+  int calls = 0;
+  EXPECT_FALSE(generate_recompute(
+      *f.model, *f.params, recomputed, greedy, [](int32_t, void* n) { *static_cast<int*>(n) += 1; },
+      &calls));
+  EXPECT_EQ(calls, 12);
+  EXPECT_EQ(recomputed, cached);
+
+  SamplingOptions sampled;
+  sampled.max_new_tokens = 20;
+  sampled.context_limit = 6;
+  sampled.temperature = 0.9;
+  sampled.top_k = 5;
+  sampled.seed = 7;
+  cached = {1, 2, 3, 4, 5, 6, 7, 8};  // longer than the limit already
+  recomputed = cached;
+  generate(*f.model, *f.params, cached, sampled);
+  generate_recompute(*f.model, *f.params, recomputed, sampled);
+  ASSERT_EQ(cached.size(), 28u);
+  EXPECT_EQ(recomputed, cached);
+
+  sampled.stop_tokens = {cached[8 + 10]};
+  cached.resize(8);
+  recomputed.resize(8);
+  EXPECT_TRUE(generate(*f.model, *f.params, cached, sampled));
+  EXPECT_TRUE(generate_recompute(*f.model, *f.params, recomputed, sampled));
+  EXPECT_EQ(recomputed, cached);
+}
+
+// DeviceGenerator (`zero generate --device`) on the CPU backend: the model made for the device's
+// context, the weights copied to its memory once, the cached loop's tokens.
+TEST_P(Generate, DeviceGeneratorGivesTheCachedTokens) {
+  Fixture f = load(GetParam());
+  auto on_device = DeviceGenerator::create(Device::kCpu, f.model->layout().config(), *f.params);
+  ASSERT_TRUE(on_device.ok()) << on_device.status().to_string();
+  SamplingOptions o;
+  o.max_new_tokens = 10;
+  o.temperature = 0.8;
+  o.seed = 3;
+  std::vector<int32_t> want = {3, 14, 15}, got = want;
+  generate(*f.model, *f.params, want, o);
+  (*on_device)->generate(got, o);
+  EXPECT_EQ(got, want);
+  EXPECT_GT((*on_device)->device_bytes(), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, Generate, ::testing::Values("gpt2_tiny", "llama_tiny"));

@@ -123,9 +123,18 @@ MemoryNeeds plan_memory(const EngineOptions& o, const sharding::ShardLayout& lay
     n.master_weights = partition * kFloat;
     n.optimizer_state = 2 * partition * kFloat;
   }
-  if (micro_batch > 0 && seq_len > 0) {
+  if (micro_batch > 0 && seq_len > 0 && o.device == Device::kCpu) {
     n.activations =
         model::Transformer::activation_bytes(o.model_config, o.transformer, micro_batch, seq_len);
+  } else if (micro_batch > 0 && seq_len > 0 && o.transformer.activation_checkpointing &&
+             o.transformer.checkpoints_in_host_memory) {
+    // A model on a device keeps its activations there (plan_device_memory); in host memory only
+    // the pinned copies of the block inputs under cpu_checkpointing, (N, C) fp32 per layer
+    // (model::CudaTransformer::host_checkpoint_bytes, tested against it).
+    n.activations = (CheckedInt64(o.model_config.num_layers) * micro_batch * seq_len *
+                     o.model_config.hidden_size * kFloat)
+                        .get()
+                        .value_or(INT64_MAX);
   }
   if (o.planned_grad_accum > 0 && micro_batch > 0 && seq_len > 0) {
     // Tokens and targets (int32 each) of every micro-batch of the step, plus their headers.
@@ -204,6 +213,100 @@ Status check_memory(const MemoryNeeds& needs, int ranks_on_node, const HostResou
     }
   }
   return ok_status();
+}
+
+DeviceMemoryNeeds plan_device_memory(const EngineOptions& o, const sharding::ShardLayout& layout,
+                                     const DeviceModelBytes& model, bool state_on_device) {
+  DeviceMemoryNeeds n;
+  n.activations = model.activations;
+  n.model_buffers = model.buffers;
+  const int64_t working = static_cast<int64_t>(dtype_bytes(o.dtype));
+  if (state_on_device) {
+    // What ParamCoordinator, GradReducer and OptimizerStateStore allocate on a device.
+    const int stage = o.zero.stage;
+    CheckedInt64 params(0), grads(0), state(0);
+    int64_t sum_padded = 0, max_padded = 0;
+    for (int u = 0; u < layout.num_units(); ++u) {
+      const int64_t padded = layout.unit(u).padded_numel, shard = layout.unit(u).shard_numel;
+      sum_padded += padded;
+      max_padded = std::max(max_padded, padded);
+      params = params + CheckedInt64(stage == 3 ? shard : padded) * working;
+      const int64_t accum = stage <= 1 ? padded : shard, reduced = stage == 1 ? shard : 0;
+      grads = grads + CheckedInt64(accum + reduced + padded) * kFloat;  // + the micro-step buffer
+      state = state + CheckedInt64(stage == 0 ? padded : shard) * (3 * kFloat);
+    }
+    if (stage == 3 && layout.world_size() > 1) {
+      // Gathered units alive at once, as plan_memory counts them on the host.
+      const int64_t gathered =
+          std::min(sum_padded, 2 * max_padded + std::min(o.zero.prefetch_bucket_numel, sum_padded));
+      params = params + CheckedInt64(gathered) * working;
+    }
+    n.parameters = params.get().value_or(INT64_MAX);
+    n.gradients = grads.get().value_or(INT64_MAX);
+    n.optimizer_state = state.get().value_or(INT64_MAX);
+    return n;
+  }
+  CheckedInt64 parameters(0), gradients(0);
+  for (int u = 0; u < layout.num_units(); ++u) {
+    parameters = parameters + CheckedInt64(layout.unit(u).padded_numel) * working;
+    gradients = gradients + CheckedInt64(layout.unit(u).numel) * kFloat;
+  }
+  n.parameters = parameters.get().value_or(INT64_MAX);
+  n.gradients = gradients.get().value_or(INT64_MAX);
+  // Staging: master weights and moments stay in host memory (optimizer_state_store.h).
+  n.optimizer_state = 0;
+  return n;
+}
+
+Status check_device_memory(const DeviceMemoryNeeds& needs, const DeviceMemoryInfo& have) {
+  const int64_t need = needs.total();
+  if (need <= have.free_bytes) return ok_status();
+  struct Part {
+    const char* what;
+    int64_t bytes;
+    const char* remedy;
+  };
+  std::vector<Part> parts = {
+      {"activations", needs.activations,
+       "lower --per_device_train_batch_size (train_micro_batch_size_per_gpu) or --block_size, "
+       "turn on --gradient_checkpointing, and with it activation_checkpointing.cpu_checkpointing "
+       "(block inputs in pinned host memory)"},
+      {"staged parameters", needs.parameters,
+       "train in bf16 (bf16.enabled: half the bytes of fp32); the device holds a copy of every "
+       "unit whatever zero_optimization.stage"},
+      {"staged gradients", needs.gradients,
+       "the device holds every unit's fp32 gradient whatever zero_optimization.stage: use a GPU "
+       "with more free memory or a smaller model"},
+      {"optimizer state on the device", needs.optimizer_state,
+       "raise zero_optimization.stage (shards it over the ranks) or keep it in host memory "
+       "(zero_optimization.offload_optimizer.device: \"cpu\")"},
+      {"model buffers (matmul workspace, fp32 widen buffers)", needs.model_buffers,
+       "free memory on the GPU (other processes) or train in fp32 (no widen buffers)"},
+  };
+  std::sort(parts.begin(), parts.end(),
+            [](const Part& a, const Part& b) { return a.bytes > b.bytes; });
+  std::ostringstream breakdown;
+  for (const Part& p : parts) {
+    if (p.bytes > 0) breakdown << fmt::format("; {} {}", p.what, gib(p.bytes));
+  }
+  return resource_exhausted(
+      "not enough memory on GPU {}: this rank needs about {} there but {} of its {} is free "
+      "(cudaMemGetInfo){}. The largest part is the {}: {}",
+      have.device_index, gib(need), gib(have.free_bytes), gib(have.total_bytes), breakdown.str(),
+      parts[0].what, parts[0].remedy);
+}
+
+Status check_device_memory(const EngineOptions& o, const sharding::ShardLayout& layout,
+                           device::ExecutionContext& ctx, bool state_on_device) {
+  if (ctx.device() == Device::kCpu) return ok_status();
+  const DeviceModelBytes model = device_model_bytes(o.model_config, o.transformer, o.dtype,
+                                                    o.planned_micro_batch, o.planned_seq_len, ctx);
+  const DeviceMemoryNeeds needs = plan_device_memory(o, layout, model, state_on_device);
+  if (o.resources && o.resources->device_memory) {
+    return check_device_memory(needs, *o.resources->device_memory);
+  }
+  ZERO_ASSIGN_OR_RETURN(const DeviceMemoryInfo have, probe_device_memory(ctx));
+  return check_device_memory(needs, have);
 }
 
 }  // namespace zero::runtime

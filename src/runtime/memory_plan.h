@@ -1,17 +1,20 @@
-// Memory honesty: before the engine allocates anything, what one rank will need in host memory and
-// in NVMe swap space (the arithmetic of `zero estimate` applied to this layout, plus our buffers
-// and the activations of the planned micro-batch), checked against what the machine has. A
-// shortfall is an error naming the amount, the resource and the setting to change — never an
-// unexplained OOM kill halfway through loading.
+// Memory honesty: before the engine allocates anything, what one rank will need in host memory, in
+// its GPU's memory (a model on a device) and in NVMe swap space (the arithmetic of `zero estimate`
+// applied to this layout, plus our buffers and the activations of the planned micro-batch),
+// checked against what the machine has. A shortfall is an error naming the amount, the resource
+// and the setting to change — never an unexplained OOM kill halfway through loading.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/checked_math.h"
 #include "core/status.h"
+#include "device/backend.h"
+#include "runtime/device_model.h"
 #include "sharding/shard_layout.h"
 
 namespace zero::runtime {
@@ -48,15 +51,56 @@ struct HostResources {
   int64_t available_ram_bytes = 0;  // MemAvailable (/proc/meminfo) or the cgroup limit if lower
   // Free bytes of the file system holding `path` (or its nearest existing parent).
   std::function<StatusOr<int64_t>(const std::string& path)> free_disk_bytes;
+  // The rank's GPU when the model runs on one (nullopt: probed, probe_device_memory).
+  std::optional<DeviceMemoryInfo> device_memory;
 };
 HostResources probe_host_resources();
 
-// `micro_batch` and `seq_len` (0: unknown) size the activations.
+// `micro_batch` and `seq_len` (0: unknown) size the activations: the CPU model's, or for a model on
+// a device (options.device) the pinned host copies of its checkpoints (cpu_checkpointing), as
+// model::CudaTransformer::host_checkpoint_bytes sizes them.
 MemoryNeeds plan_memory(const EngineOptions& options, const sharding::ShardLayout& layout,
                         int64_t micro_batch, int64_t seq_len);
 
 // RESOURCE_EXHAUSTED when `ranks_on_node` ranks each needing `needs` do not fit `have`: names the
 // shortfall, the biggest consumers and the setting that would reduce them.
 Status check_memory(const MemoryNeeds& needs, int ranks_on_node, const HostResources& have);
+
+// One rank's needs in the memory of its GPU (a model on a device; one device per rank), by class.
+struct DeviceMemoryNeeds {
+  int64_t activations = 0;      // the model's activation slab for the planned micro-batch (0 when
+                                // not known)
+  int64_t model_buffers = 0;    // the model's fixed buffers: 16-bit widen buffers, matmul workspace
+  int64_t parameters = 0;       // staged parameters: one device copy of every unit, model dtype
+  int64_t gradients = 0;        // staged gradients: every unit's fp32 gradient
+  int64_t optimizer_state = 0;  // master weights and moments kept on the device (state on device)
+  // The sum, saturating at INT64_MAX.
+  int64_t total() const {
+    return checked_sum({activations, model_buffers, parameters, gradients, optimizer_state})
+        .value_or(INT64_MAX);
+  }
+};
+
+// The device plan of `options` (device != kCpu) for the model bytes `model` reports
+// (device_model_bytes for the planned micro-batch): the model's memory, and on the staging path
+// runtime/device_staging.h's copies: every unit's parameters (padded_numel elements in the model
+// dtype, StagedParams) and fp32 gradients (numel elements, StagedGrads), whatever the stage. With
+// `state_on_device` (Engine::state_on_device()) no staged copies; the coordinator's units (stage
+// 3: shards and gathered units), the reducer's accumulators and micro-step buffers, and this
+// rank's partition of master weights and moments (optimizer_state) instead.
+DeviceMemoryNeeds plan_device_memory(const EngineOptions& options,
+                                     const sharding::ShardLayout& layout,
+                                     const DeviceModelBytes& model, bool state_on_device = false);
+
+// RESOURCE_EXHAUSTED when `needs` exceed the free memory of the device `have` describes: names the
+// GPU, the shortfall, the biggest consumers and the setting that would reduce them.
+Status check_device_memory(const DeviceMemoryNeeds& needs, const DeviceMemoryInfo& have);
+
+// The engine's device check, before the staging buffers and the model's slab are allocated: plans
+// `options` on ctx's device (its model's sizing functions, the planned micro-batch) and checks it
+// against options.resources->device_memory or, when that is unset, the probed free memory. OK at
+// once when ctx is the CPU.
+Status check_device_memory(const EngineOptions& options, const sharding::ShardLayout& layout,
+                           device::ExecutionContext& ctx, bool state_on_device = false);
 
 }  // namespace zero::runtime

@@ -8,6 +8,7 @@
 
 #include "config/loader.h"
 #include "config/validate.h"
+#include "core/device.h"
 #include "optim/loss_scaler.h"
 #include "runtime/train_steps.h"
 
@@ -314,11 +315,7 @@ Status make_engine_options(const TrainArgs& args, const model::ModelConfig& mode
   const config::DsConfig& ds = plan.ds;
   EngineOptions& o = plan.engine;
   o.model_config = model;
-  if (args.device == "cuda") {
-    o.device = Device::kCuda;
-  } else if (args.device != "cpu") {
-    return invalid_argument("--device {}: expected cpu or cuda", args.device);
-  }
+  ZERO_ASSIGN_OR_RETURN(o.device, parse_device_flag(args.device));
   o.transformer.activation_checkpointing = args.gradient_checkpointing;
   o.transformer.checkpoints_in_host_memory = ds.activation_checkpointing.cpu_checkpointing.value;
   if (o.transformer.checkpoints_in_host_memory && !o.transformer.activation_checkpointing) {

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "core/device.h"
 #include "runtime/engine.h"
 #include "runtime/model_source.h"
 
@@ -27,12 +28,18 @@ struct Measured {
   int64_t param_bytes = 0;
   int64_t model_buffer_bytes = 0;  // the model's activation / scratch buffers (Model::buffer_bytes)
   int64_t swap_bytes = 0;          // stage-3 parameter swap file (offloaded_param_bytes)
+  // --device cuda: device bytes of the staging copies (Engine::staging_device_bytes: parameters
+  // and gradient buffers), and the GPU's memory in use after the timed steps as the driver counts
+  // it (cudaMemGetInfo: the CUDA context and other processes included).
+  int64_t staging_bytes = 0;
+  int64_t gpu_used_bytes = 0;
 };
 
-StatusOr<Measured> measure(const StepBenchOptions& o, const ModelSource& source, int stage,
-                           bool overlap, Communicator& comm, int64_t block) {
+StatusOr<Measured> measure(const StepBenchOptions& o, const ModelSource& source, Device device,
+                           int stage, bool overlap, Communicator& comm, int64_t block) {
   EngineOptions eo;
   eo.model_config = source.config();
+  eo.device = device;
   eo.dtype = o.bf16 ? DType::kBF16 : DType::kF32;
   ZERO_ASSIGN_OR_RETURN(eo.optimizer, optim::optimizer_spec_from_json(
                                           "AdamW", {{"lr", 1e-4}, {"weight_decay", 0.1}}));
@@ -70,6 +77,8 @@ StatusOr<Measured> measure(const StepBenchOptions& o, const ModelSource& source,
   comm.reset_stats();
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < o.steps; ++i) ZERO_RETURN_IF_ERROR(engine->train_step(micro).status());
+  // Why a device wait inside the timed region: work the last step queued on the GPU counts.
+  if (device == Device::kCuda) ZERO_RETURN_IF_ERROR(cuda_device_synchronize());
   float local[2] = {
       static_cast<float>(
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / o.steps),
@@ -84,6 +93,11 @@ StatusOr<Measured> measure(const StepBenchOptions& o, const ModelSource& source,
   m.param_bytes = mem.param_bytes + mem.peak_gathered_param_bytes;
   m.model_buffer_bytes = engine->model().buffer_bytes();
   m.swap_bytes = mem.offloaded_param_bytes;
+  m.staging_bytes = engine->staging_device_bytes();
+  if (device == Device::kCuda) {
+    ZERO_ASSIGN_OR_RETURN(CudaMemoryInfo gpu, cuda_memory_info());
+    m.gpu_used_bytes = gpu.used_bytes;
+  }
   return m;
 }
 
@@ -92,6 +106,19 @@ StatusOr<Measured> measure(const StepBenchOptions& o, const ModelSource& source,
 int run_step_benchmark(const StepBenchOptions& o, Communicator& comm) {
   omp_set_num_threads(default_compute_threads(comm));
   const bool lead = comm.rank() == 0;
+  // Before anything is printed, agreed by every rank (one without a GPU stops them all).
+  const StatusOr<Device> device = parse_device_flag(o.device);
+  const Status usable = device.ok() ? check_device_usable(*device) : device.status();
+  float refused = usable.ok() ? 0.0f : 1.0f;
+  Status agreed = comm.all_reduce(&refused, 1, DType::kF32, ReduceOp::kMax);
+  if (!usable.ok() || !agreed.ok() || refused > 0) {
+    const Status& why = !usable.ok() ? usable : agreed;
+    if (!why.ok()) {
+      std::fprintf(stderr, "error: rank %d: %s\n", comm.rank(), why.message().c_str());
+    }
+    return agreed.ok() ? 2 : 1;
+  }
+  const bool cuda = *device == Device::kCuda;
   auto source = ModelSource::open(o.model, 42);
   if (!source.ok()) {
     std::fprintf(stderr, "error: --model %s: %s\n", o.model.c_str(),
@@ -105,19 +132,21 @@ int run_step_benchmark(const StepBenchOptions& o, Communicator& comm) {
   if (lead) {
     std::printf(
         "zero bench step: %s (%.2fM params), world %d, %d threads/rank, micro %lld x accum "
-        "%lld x T %lld = %lld tokens/step, %s\n",
+        "%lld x T %lld = %lld tokens/step, %s, device %s\n",
         o.model.c_str(), static_cast<double>(count_params(mc).total) / 1e6, comm.world_size(),
         omp_get_max_threads(), static_cast<long long>(o.micro_batch),
         static_cast<long long>(o.grad_accum), static_cast<long long>(block),
-        static_cast<long long>(tokens_per_step), o.bf16 ? "bf16" : "fp32");
-    std::printf("%-6s %-8s %10s %10s %12s %14s %12s %14s %10s %12s %10s\n", "stage", "overlap",
+        static_cast<long long>(tokens_per_step), o.bf16 ? "bf16" : "fp32",
+        cuda ? probe_cuda().description.c_str() : "cpu");
+    std::printf("%-6s %-8s %10s %10s %12s %14s %12s %14s %10s %12s %10s%s\n", "stage", "overlap",
                 "step ms", "tokens/s", "comm wait ms", "hidden ms/step", "state MiB",
-                "wire MiB/step", "param MiB", "model MiB", "swap MiB");
+                "wire MiB/step", "param MiB", "model MiB", "swap MiB",
+                cuda ? fmt::format(" {:>12} {:>10}", "staging MiB", "GPU MiB").c_str() : "");
   }
   for (int stage : o.stages) {
     Measured off, on;
     for (bool overlap : {false, true}) {
-      auto m = measure(o, **source, stage, overlap, comm, block);
+      auto m = measure(o, **source, *device, stage, overlap, comm, block);
       if (!m.ok()) {
         std::fprintf(stderr, "error: rank %d: stage %d: %s\n", comm.rank(), stage,
                      m.status().message().c_str());
@@ -130,13 +159,18 @@ int run_step_benchmark(const StepBenchOptions& o, Communicator& comm) {
       const Measured& m = overlap ? on : off;
       std::string hidden = overlap ? fmt::format("{:.2f}", 1e3 * (off.comm_wait_s - on.comm_wait_s))
                                    : std::string("-");
-      std::printf("%-6d %-8s %10.2f %10.0f %12.2f %14s %12.2f %14.2f %10.2f %12.2f %10.2f\n", stage,
-                  overlap ? "on" : "off", 1e3 * m.step_s,
+      const std::string gpu_columns =
+          cuda ? fmt::format(" {:>12.2f} {:>10.0f}",
+                             static_cast<double>(m.staging_bytes) / (1 << 20),
+                             static_cast<double>(m.gpu_used_bytes) / (1 << 20))
+               : std::string();
+      std::printf("%-6d %-8s %10.2f %10.0f %12.2f %14s %12.2f %14.2f %10.2f %12.2f %10.2f%s\n",
+                  stage, overlap ? "on" : "off", 1e3 * m.step_s,
                   static_cast<double>(tokens_per_step) / m.step_s, 1e3 * m.comm_wait_s,
                   hidden.c_str(), static_cast<double>(m.state_bytes) / (1 << 20),
                   m.wire_bytes / (1 << 20), static_cast<double>(m.param_bytes) / (1 << 20),
                   static_cast<double>(m.model_buffer_bytes) / (1 << 20),
-                  static_cast<double>(m.swap_bytes) / (1 << 20));
+                  static_cast<double>(m.swap_bytes) / (1 << 20), gpu_columns.c_str());
     }
   }
   if (lead) {
@@ -148,6 +182,13 @@ int run_step_benchmark(const StepBenchOptions& o, Communicator& comm) {
         "at stage 3: host shards, NVMe staging and loaded shards included); model: the model's "
         "activation and scratch buffers; swap: stage-3 shards in the NVMe swap file "
         "(--offload_param nvme)\n");
+    if (cuda) {
+      std::printf(
+          "device cuda: step times end with a device synchronize; model: the CUDA model's device "
+          "buffers; staging: device copies of the parameters and gradients (the ZeRO state stays "
+          "in host memory); GPU: memory in use on the GPU after the timed steps (cudaMemGetInfo: "
+          "the CUDA context and other processes included)\n");
+    }
   }
   return 0;
 }

@@ -1,6 +1,7 @@
 // `zero bench step`: training-step time per ZeRO stage on this world (run it under mpirun / zero
 // launch for several ranks), with overlap_comm off and on measured in the same run, so the time the
-// communication thread hid behind compute is a measured difference, not a guess.
+// communication thread hid behind compute is a measured difference, not a guess. `--device cuda`
+// runs the model on each rank's GPU (EngineOptions::device; the ZeRO state stays in host memory).
 #pragma once
 
 #include <cstdint>
@@ -20,6 +21,9 @@ struct StepBenchOptions {
   int steps = 10;          // timed steps per configuration
   int warmup = 2;
   bool bf16 = false;
+  // Where the model runs: "cpu" or "cuda" (checked before anything is printed: exit 2 without a
+  // usable GPU).
+  std::string device = "cpu";
   // Stage 3's zero_optimization.offload_param: "none", "cpu" or "nvme" (shards beyond
   // max_in_cpu elements in a swap file under nvme_path; a temporary directory when empty).
   std::string offload_param = "none";
@@ -27,7 +31,7 @@ struct StepBenchOptions {
   int64_t max_in_cpu = 0;
 };
 
-// Prints a table on rank 0; returns 0, or 1 on failure.
+// Prints a table on rank 0; returns 0, 2 on bad input (--model, --device), or 1 on failure.
 int run_step_benchmark(const StepBenchOptions& options, Communicator& comm);
 
 }  // namespace zero::runtime

@@ -22,6 +22,7 @@
 #include "config/effective.h"
 #include "config/loader.h"
 #include "config/validate.h"
+#include "core/device.h"
 #include "core/storage.h"
 #include "data/batch_sampler.h"
 #include "data/token_dataset.h"
@@ -298,6 +299,8 @@ Exit TrainingRun::open_inputs() {
   if (!plan_or.ok()) return bad(plan_or.status());
   plan_ = std::move(*plan_or);
   Plan& plan = *plan_;
+  // Before the banner: `--device cuda` without a usable GPU is the first thing the user reads.
+  if (Status s = check_device_usable(plan.engine.device); !s.ok()) return bad(s);
   // Activations are sized by the larger of the training and the evaluation micro-batch.
   plan.engine.planned_micro_batch =
       args_.validation_file ? std::max(plan.micro_batch, args_.per_device_eval_batch_size)
@@ -451,6 +454,12 @@ void TrainingRun::print_banner() const {
       static_cast<long long>(data_->num_samples()), static_cast<long long>(block_),
       static_cast<long long>(plan.train_batch), static_cast<long long>(plan.micro_batch),
       static_cast<long long>(plan.grad_accum), world_, static_cast<long long>(max_steps_));
+  if (plan.engine.device == Device::kCuda) {
+    std::printf(
+        "zero train: device: %s (the model on each rank's GPU, the ZeRO state in host "
+        "memory)\n",
+        probe_cuda().description.c_str());
+  }
   for (const auto& n : plan.info) std::printf("zero train: %s\n", n.c_str());
   std::printf("zero train: config: %s; in %s/%s%s\n",
               effective_config_summary(plan.effective, world_, &plan.engine.offload).c_str(),

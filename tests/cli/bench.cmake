@@ -23,3 +23,20 @@ add_test(NAME cli.bench.step_bad_offload_param
          COMMAND sh -c "'$<TARGET_FILE:zero>' bench step --offload_param disk 2>&1; test $? -eq 2")
 set_tests_properties(cli.bench.step_bad_offload_param PROPERTIES LABELS unit
                      PASS_REGULAR_EXPRESSION "--offload_param: disk not in \\{none,cpu,nvme\\}")
+
+# --device: cpu (named in the header) or cuda; anything else is exit 2 naming the flag, and
+# `--device cuda` without a usable GPU is exit 2 with train's message before anything is printed.
+add_test(NAME cli.bench.step_unknown_device
+         COMMAND sh -c "'$<TARGET_FILE:zero>' bench step --device tpu 2>&1; test $? -eq 2")
+set_tests_properties(cli.bench.step_unknown_device PROPERTIES LABELS unit
+                     PASS_REGULAR_EXPRESSION "--device tpu: expected cpu or cuda")
+add_test(NAME cli.bench.step_device_cpu_in_header
+         COMMAND sh -c "'$<TARGET_FILE:zero>' bench step ${_bs_common} --stages 0 --device cpu")
+set_tests_properties(cli.bench.step_device_cpu_in_header PROPERTIES LABELS unit
+                     ENVIRONMENT "OMP_NUM_THREADS=2;OMP_WAIT_POLICY=passive"
+                     PASS_REGULAR_EXPRESSION "^zero bench step: [^\n]*, device cpu\n")
+add_test(NAME cli.bench.step_device_cuda
+         COMMAND sh -c "out=$('$<TARGET_FILE:zero>' bench step ${_bs_common} --stages 0 --device cuda 2>&1); rc=$?; echo \"$out\" | tail -4; if test $rc -eq 0 && echo \"$out\" | grep -q ', device GPU 0: .*(sm_' && echo \"$out\" | grep -q 'staging MiB *GPU MiB'; then echo ran-on-gpu; elif test $rc -eq 2 && test $(echo \"$out\" | wc -l) -eq 1 && echo \"$out\" | grep -q '^error: .*--device cuda: .*\\(no usable GPU\\|no CUDA backend\\)'; then echo refused-first; fi")
+set_tests_properties(cli.bench.step_device_cuda PROPERTIES LABELS unit
+                     ENVIRONMENT "OMP_NUM_THREADS=2;OMP_WAIT_POLICY=passive"
+                     PASS_REGULAR_EXPRESSION "ran-on-gpu|refused-first")

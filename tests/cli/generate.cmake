@@ -74,3 +74,17 @@ add_test(NAME cli.generate.chat_turn
                  $<TARGET_FILE:zero> ${_zg_model}
                  ${PROJECT_SOURCE_DIR}/tests/fixtures/chat_templates/expected.json ${_zg_out})
 set_tests_properties(cli.generate.chat_turn PROPERTIES LABELS unit FIXTURES_REQUIRED zg_model)
+
+# --device: cpu or cuda; anything else is exit 2 naming the flag. `--device cuda` generates on the
+# GPU (greedy: the CPU's tokens, up to float ties) or, without one, is exit 2 before any output.
+add_test(NAME cli.generate.unknown_device
+         COMMAND sh -c "$<TARGET_FILE:zero> generate --model preset:gpt2-tiny --prompt_tokens 1,2 --device tpu 2>&1; test $? -eq 2")
+set_tests_properties(cli.generate.unknown_device PROPERTIES LABELS unit
+                     PASS_REGULAR_EXPRESSION "--device tpu: expected cpu or cuda")
+add_test(NAME cli.generate.device_cuda
+         COMMAND sh -c "Z=$<TARGET_FILE:zero>; args='generate --model preset:gpt2-tiny --prompt_tokens 1,2,3 --temperature 0 --max_new_tokens 8'; \
+out=$($Z $args --device cuda 2>&1); rc=$?; echo \"$out\"; \
+if test $rc -eq 0 && test \"$(echo \"$out\" | tail -n 1)\" = \"$($Z $args --device cpu 2>/dev/null)\"; then echo same-tokens-on-gpu; \
+elif test $rc -eq 2 && test $(echo \"$out\" | wc -l) -eq 1 && echo \"$out\" | grep -q '^error: --device cuda: .*\\(no usable GPU\\|no CUDA backend\\)'; then echo refused-first; fi")
+set_tests_properties(cli.generate.device_cuda PROPERTIES LABELS unit
+                     PASS_REGULAR_EXPRESSION "same-tokens-on-gpu|refused-first")

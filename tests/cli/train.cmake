@@ -37,6 +37,13 @@ add_test(NAME cli.train.device_cuda
 set_tests_properties(cli.train.device_cuda PROPERTIES LABELS unit
                      PASS_REGULAR_EXPRESSION "trained-on-gpu|refused-clearly")
 
+# The refusal comes first: without a usable GPU nothing else is printed (no banner before the
+# error, as there was), exit 2.
+add_test(NAME cli.train.device_cuda_refuses_first
+         COMMAND sh -c "out=$($<TARGET_FILE:zero> train ${_zt_common} --max_steps 1 --device cuda --output_dir ${_zt_out}/cuda_first 2>&1); rc=$?; if test $rc -eq 0; then echo trained-on-gpu; elif test $rc -eq 2 && test $(echo \"$out\" | wc -l) -eq 1 && echo \"$out\" | grep -q '^error: --device cuda: .*\\(no usable GPU\\|no CUDA backend\\)'; then echo refused-first; else echo \"rc=$rc: $out\"; fi")
+set_tests_properties(cli.train.device_cuda_refuses_first PROPERTIES LABELS unit
+                     PASS_REGULAR_EXPRESSION "trained-on-gpu|refused-first")
+
 # A typo DeepSpeed would ignore stops the run.
 file(WRITE ${CMAKE_BINARY_DIR}/test_out/typo.json "{\"gradient_clipin\": 1.0}")
 add_test(NAME cli.train.config_typo

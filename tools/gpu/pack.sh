@@ -35,7 +35,7 @@ for t in $tests; do
 done
 # The training check (train_check.sh): the zero binary, the embedded corpus, the PyTorch step.
 strip --strip-debug -o "$stage/pack/app/zero" "$build/bin/zero"
-cp examples/data/kjv.txt tools/gpu/train_check.sh bench/gpu/torch_gpt2_step.py "$stage/pack/app/"
+cp examples/data/kjv.txt tools/gpu/train_check.sh bench/gpu/torch_step.py "$stage/pack/app/"
 # Shared libraries outside the CUDA toolkit and glibc: the GPU machine has its own CUDA and libc.
 { for t in $tests; do ldd "$build/tests/$t"; done; ldd "$build/bin/zero"; } | awk '$3 ~ /^\// {print $3}' | sort -u |
   grep -v -E '/usr/local/cuda|/libc\.so|/libm\.so|/libdl\.so|/libpthread\.so|/librt\.so|/ld-linux|/libstdc\+\+|/libgcc_s' |

@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
 # `zero train --device cuda` on a real GPU: the curve against `--device cpu` (the same binary, same
 # seed and data) for the tiny GPT-2 and Llama presets at stages 0-3, fp32 / bf16, optimizer offload
-# none / cpu, and gradient checkpointing; then gpt2-124m bf16 tokens/s at stages 0 and 3 beside a
-# PyTorch step (bench/gpu/torch_gpt2_step.py) on the same GPU. Packed by tools/gpu/pack.sh and run
-# by verify.sh; prints markdown.
+# none / cpu, and gradient checkpointing; then the step benchmark: tokens/s and MFU of bf16 steps
+# (ZERO_GPU_BENCH_GRID) beside PyTorch's (bench/gpu/torch_step.py, ZERO_GPU_TORCH_MODES) on the same
+# GPU; `zero generate --device cuda` giving the CPU's tokens and `zero bench step --device cuda`.
+# Packed by tools/gpu/pack.sh and run by verify.sh; prints markdown.
 #
 #   train_check.sh ZERO_BINARY CORPUS WORKDIR [--no-bench]
-# ZERO_CHECK_DEVICE=cpu runs the script's plumbing on a machine without a GPU (both sides on cpu).
+# ZERO_CHECK_DEVICE=cpu runs the script's plumbing on a machine without a GPU (both sides on cpu);
+# ZERO_CHECK_ONLY=REGEX narrows the parity pairs ("MODEL STAGE DTYPE OFFLOAD"; "^$" skips them).
 set -uo pipefail
 device=${ZERO_CHECK_DEVICE:-cuda}
 zero=$1 corpus=$2 work=$3
 here=$(cd "$(dirname "$0")" && pwd)
 bench=1
+torch_step=$here/torch_step.py  # beside this script in the pack; in the repository, bench/gpu/
+[[ -f $torch_step ]] || torch_step=$here/../../bench/gpu/torch_step.py
 [[ "${4:-}" == "--no-bench" ]] && bench=0
 mkdir -p "$work"
 
@@ -70,31 +74,85 @@ echo "## zero train --device cuda vs --device cpu (20 steps, micro 4 x accumulat
   done
   echo "llama-tiny 3 bf16 none --gradient_checkpointing"
   echo "gpt2-tiny 1 fp32 none --gradient_checkpointing"
-} | grep -E "${ZERO_CHECK_ONLY:-.}" | OMP_NUM_THREADS=2 xargs -P 8 -L 1 bash -c 'run_pair "$@"' _ | sort | sed 's/^/- /' | tee "$work/parity.txt"
+} | grep -E "${ZERO_CHECK_ONLY:-.}" | OMP_NUM_THREADS=2 xargs -r -P 8 -L 1 bash -c 'run_pair "$@"' _ | sort | sed 's/^/- /' | tee "$work/parity.txt"
 grep -q -E 'MISMATCH|FAILED' "$work/parity.txt" && status=1 || status=0
 
-((bench)) || exit $status
 echo
-echo "## gpt2-124m bf16, micro 8 x T=1024, one GPU: tokens/s (mean of steps 3-8)"
-for stage in 0 3; do
-  d=$work/gpt2-124m-s$stage
-  mkdir -p "$d"
-  config "$stage" bf16 none 8 1 >"$d/ds.json"
-  if timeout 240 "$zero" train --deepspeed "$d/ds.json" --model preset:gpt2-124m --train_file "$corpus" \
-    --data_dtype uint8 --block_size 1024 --max_steps 8 --output_dir "$d/out" --quiet --device "$device" \
-    >"$d/log" 2>&1; then
-    python3 - "$d/out/metrics.jsonl" "$stage" <<'EOF'
+echo "## zero generate --device cuda vs --device cpu (the same tokens), zero bench step --device cuda"
+{
+  for model in gpt2-tiny llama-tiny; do
+    for sampling in "--temperature 0" "--temperature 1 --seed 5"; do
+      args="generate --model preset:$model --prompt_tokens 3,14,15,92 --max_new_tokens 24 $sampling"
+      cpu_out=$(timeout 60 "$zero" $args --device cpu 2>&1)
+      dev_out=$(timeout 60 "$zero" $args --device "$device" 2>&1 | tail -n 1)
+      [[ "$cpu_out" == "$dev_out" ]] && echo "- generate $model $sampling: ok" ||
+        echo "- generate $model $sampling: MISMATCH cpu [$cpu_out] $device [$dev_out]"
+    done
+  done
+  if out=$(OMP_NUM_THREADS=4 timeout 120 "$zero" bench step --model preset:gpt2-mini --stages 0 3 --steps 5 \
+    --device "$device" 2>&1); then
+    echo "$out" | head -6 | sed 's/^/    /'
+  else
+    echo "- bench step FAILED: $(echo "$out" | tail -2 | tr '\n' ' ')"
+  fi
+} | tee "$work/cli_device.txt"
+grep -q -E 'MISMATCH|FAILED' "$work/cli_device.txt" && status=1
+
+((bench)) || exit $status
+# The step benchmark: ZERO_GPU_BENCH_GRID entries MODEL:MICRO:STAGES[:MODES] (a stage followed by
+# "o" has the optimizer offloaded to the CPU; MODES joined by "+"), T=1024, bf16, world 1;
+# ZERO_GPU_TORCH_MODES the PyTorch baselines (eager / compile / fsdp2) run beside entries without
+# their own. Ratios are against each entry's first mode.
+grid=${ZERO_GPU_BENCH_GRID:-gpt2-124m:8:0,1,2,3}
+modes=${ZERO_GPU_TORCH_MODES:-eager}
+seq=${ZERO_GPU_BENCH_SEQ:-1024}
+echo
+echo "## Step benchmark: bf16, T=$seq, one GPU, world 1 (mean of steps 3-N; ratio: tokens/s over PyTorch ${modes%% *})"
+echo
+echo "| model | run | tok/s | ms/step | MFU | ratio |"
+echo "| --- | --- | --- | --- | --- | --- |"
+for entry in $grid; do
+  IFS=: read -r model micro stages entry_modes <<<"$entry"
+  fpt=$(python3 "$torch_step" --model "$model" --seq "$seq" --flops-per-token)
+  base=""
+  these_modes=${entry_modes:-$modes}
+  for mode in ${these_modes//+/ }; do
+    line=$(timeout 300 python3 "$torch_step" --model "$model" --batch "$micro" --seq "$seq" \
+      --steps 8 --mode "$mode" 2>&1 | grep -E "^torch-|Error|error" | tail -1)
+    tps=$(sed -n 's/.*: \([0-9,]*\) tok\/s.*/\1/p' <<<"$line" | tr -d ,)
+    [[ -z $base && -n $tps ]] && base=$tps
+    if [[ -n $tps ]]; then
+      echo "| $model | PyTorch $mode | $tps | $(sed -n 's/.*(\([0-9.]*\) ms\/step).*/\1/p' <<<"$line") | $(sed -n 's/.*MFU \([0-9.]*%\).*/\1/p' <<<"$line") | $(python3 -c "print(f'{$tps/$base:.2f}')") |"
+    else
+      echo "| $model | PyTorch $mode | FAILED: ${line:0:120} | | | |"
+    fi
+  done
+  for st in ${stages//,/ }; do
+    stage=${st%o} offload=none
+    [[ $st == *o ]] && offload=cpu
+    label="stage $stage"
+    [[ $offload == cpu ]] && label+=" offload cpu"
+    d=$work/bench-$model-s$st
+    mkdir -p "$d"
+    config "$stage" bf16 "$offload" "$micro" 1 >"$d/ds.json"
+    if timeout 300 "$zero" train --deepspeed "$d/ds.json" --model "preset:$model" --train_file "$corpus" \
+      --data_dtype uint8 --block_size "$seq" --max_steps 8 --output_dir "$d/out" --quiet --device "$device" \
+      >"$d/log" 2>&1; then
+      python3 - "$d/out/metrics.jsonl" "$model" "$label" "$fpt" "${base:-0}" <<'EOF2'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 t = [r for r in rows if r["step"] >= 3]
 dt = t[-1]["elapsed_s"] - rows[1]["elapsed_s"]
-print(f"- zero.cpp stage {sys.argv[2]}: {sum(r['tokens'] for r in t) / dt:,.0f} tok/s "
-      f"({dt / len(t) * 1e3:.1f} ms/step), loss {rows[0]['loss']:.3f} -> {rows[-1]['loss']:.3f}")
-EOF
-  else
-    echo "- zero.cpp stage $stage: FAILED: $(tail -3 "$d/log" | tr '\n' ' ')"
-    status=1
-  fi
+tps = sum(r["tokens"] for r in t) / dt
+base = float(sys.argv[5])
+ratio = f"{tps / base:.2f}" if base > 0 else "-"
+print(f"| {sys.argv[2]} | zero.cpp {sys.argv[3]} | {tps:.0f} | {dt / len(t) * 1e3:.1f} | "
+      f"{tps * float(sys.argv[4]) / 989e12:.1%} | {ratio} |")
+EOF2
+    else
+      echo "| $model | zero.cpp stage $st | FAILED: $(tail -2 "$d/log" | tr '\n' ' ' | cut -c1-150) | | | |"
+      status=1
+    fi
+  done
 done
-timeout 240 python3 "$here/torch_gpt2_step.py" --batch 8 --seq 1024 --steps 8 2>&1 | tail -3 | sed 's/^/- /'
 exit $status

@@ -10,7 +10,8 @@
 #   bash .gpu/verify.sh --dry-run  anywhere: unpack, resolve every library, run the binaries (which
 #                                  skip without a device); what CI runs so this works the first time
 #
-# Environment: ZERO_GPU_SAN=REGEX sanitizes only the test binaries whose names match (default all;
+# Environment: ZERO_GPU_TESTS=REGEX runs only the test binaries whose names match (default all),
+# ZERO_GPU_SAN=REGEX sanitizes only the test binaries whose names match (default all;
 # a short lease spends its minutes on what changed), ZERO_GPU_KBENCH=0 skips the kernel benchmark,
 # ZERO_GPU_SAN_TIMEOUT=S bounds each sanitizer run (default 380),
 # ZERO_GPU_TRAIN=0 skips the training check (app/train_check.sh: --device cuda vs cpu, gpt2-124m
@@ -108,7 +109,7 @@ if ((bench_only)); then
 fi
 
 echo "## Tests" >>"$summary"
-ls "$bin"/* | xargs -P 4 -I{} bash -c 'run_test {}' | sort >"$work/tests.txt"
+ls "$bin"/* | grep -E "/(${ZERO_GPU_TESTS:-.*})\$" | xargs -P 4 -I{} bash -c 'run_test {}' | sort >"$work/tests.txt"
 sed 's/^/- /' "$work/tests.txt" >>"$summary"
 grep -q -E 'failed=[1-9]|rc=[1-9]' "$work/tests.txt" && fail=1
 cat "$work"/log/*.test >"$out/tests.log"

@@ -1,0 +1,56 @@
+// DeviceGenerator (device_generator.h).
+#include "runtime/device_generator.h"
+
+#include <optional>
+
+#include "runtime/device_model.h"
+
+namespace zero::runtime {
+
+// The device copy of every unit, made on the unit's first acquire and kept: StagedParams uploads
+// on every acquire (training's parameters change each step); generation's never change.
+class DeviceGenerator::ResidentParams final : public model::ParamAccess {
+ public:
+  ResidentParams(StagedParams& staged, int num_units)
+      : staged_(staged), views_(static_cast<size_t>(num_units)) {}
+
+  model::ParamView acquire(int u) override {
+    std::optional<model::ParamView>& view = views_[static_cast<size_t>(u)];
+    if (!view) {
+      view = staged_.acquire(u);
+      // Waits for the upload (the host unit may be released), not for the kernels reading it.
+      staged_.release(u);
+    }
+    return *view;
+  }
+  void release(int) override {}
+
+ private:
+  StagedParams& staged_;
+  std::vector<std::optional<model::ParamView>> views_;
+};
+
+StatusOr<std::unique_ptr<DeviceGenerator>> DeviceGenerator::create(Device device,
+                                                                   const model::ModelConfig& config,
+                                                                   model::ParamAccess& host) {
+  std::unique_ptr<DeviceGenerator> g(new DeviceGenerator());
+  ZERO_ASSIGN_OR_RETURN(g->exec_, device::ExecutionContext::create(device));
+  ZERO_ASSIGN_OR_RETURN(g->model_, make_device_model(config, {}, *g->exec_));
+  const int num_units = g->model_->layout().num_units();
+  g->staged_ = std::make_unique<StagedParams>(host, *g->exec_, num_units);
+  g->resident_ = std::make_unique<ResidentParams>(*g->staged_, num_units);
+  return g;
+}
+
+DeviceGenerator::~DeviceGenerator() = default;
+
+bool DeviceGenerator::generate(std::vector<int32_t>& tokens, const SamplingOptions& options,
+                               void (*on_token)(int32_t, void*), void* ctx) {
+  return generate_recompute(*model_, *resident_, tokens, options, on_token, ctx);
+}
+
+int64_t DeviceGenerator::device_bytes() const {
+  return staged_->device_bytes() + model_->buffer_bytes();
+}
+
+}  // namespace zero::runtime

@@ -1,0 +1,52 @@
+// `zero generate --device cuda`: generation with the device's model (the CUDA model) over weights
+// held in host memory (the engine's working parameters). The weights are copied to the device once
+// (on first use of each unit) and stay there; each new token is one whole forward over the window
+// (runtime::generate_recompute: the CUDA model has no key/value cache yet), its last position's
+// logits copied back, and sampling stays on the host with the CPU path's code and RNG.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/status.h"
+#include "device/backend.h"
+#include "model/model.h"
+#include "model/model_config.h"
+#include "model/param_access.h"
+#include "runtime/device_staging.h"
+#include "runtime/generate.h"
+
+namespace zero::runtime {
+
+class DeviceGenerator {
+ public:
+  // The model of `device` (make_device_model) on a fresh execution context of GPU 0. `host`: the
+  // working parameters in host memory, e.g. Engine::params(); not owned, must outlive this and not
+  // change while it is used (the device copies are made once). Errors: no backend / GPU for
+  // `device`, or a model the device cannot run.
+  static StatusOr<std::unique_ptr<DeviceGenerator>> create(Device device,
+                                                           const model::ModelConfig& config,
+                                                           model::ParamAccess& host);
+  ~DeviceGenerator();
+
+  // As runtime::generate_recompute on the device model.
+  bool generate(std::vector<int32_t>& tokens, const SamplingOptions& options,
+                void (*on_token)(int32_t token, void* ctx) = nullptr, void* ctx = nullptr);
+  model::Model& model() { return *model_; }
+  // Device bytes of the weights plus the model's buffers of the last forward.
+  int64_t device_bytes() const;
+
+ private:
+  class ResidentParams;
+  DeviceGenerator() = default;
+
+  // Declaration order is destruction order reversed: the parameter adapters go first (the staging
+  // waits for the compute stream), then the model, then the streams it ran on.
+  std::unique_ptr<device::ExecutionContext> exec_;
+  std::unique_ptr<model::Model> model_;
+  std::unique_ptr<StagedParams> staged_;
+  std::unique_ptr<ResidentParams> resident_;
+};
+
+}  // namespace zero::runtime

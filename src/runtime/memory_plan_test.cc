@@ -1,0 +1,160 @@
+// The device half of memory planning (memory_plan.h) with given resources: what a model on a GPU
+// needs there (its activation slab and buffers as the model's sizing functions report them, the
+// staged parameters and gradients), the check against the GPU's free memory and its message, and
+// what such a run still needs in host memory (cpu_checkpointing's pinned block inputs). The sizing
+// functions themselves are tested against the model's real allocation in cuda_transformer_test.
+#include "runtime/memory_plan.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "model/param_layout.h"
+#include "model/transformer.h"
+#include "runtime/engine.h"
+
+namespace zero::runtime {
+namespace {
+
+model::ModelConfig tiny_gpt2() {
+  model::ModelConfig c;
+  c.arch = model::Arch::kGpt2;
+  c.model_type = "gpt2";
+  c.vocab_size = 101;  // prime: units not multiples of anything
+  c.max_position_embeddings = 32;
+  c.hidden_size = 16;
+  c.num_layers = 3;
+  c.num_heads = 2;
+  c.num_kv_heads = 2;
+  c.intermediate_size = 64;
+  return c;
+}
+
+EngineOptions cuda_options(DType dtype) {
+  EngineOptions o;
+  o.model_config = tiny_gpt2();
+  o.device = Device::kCuda;
+  o.dtype = dtype;
+  return o;
+}
+
+// Every unit's parameters once in the model dtype (padded, as the coordinator hands them over) and
+// every unit's fp32 gradient (unpadded), whatever the stage and world; the model's bytes as given.
+TEST(DeviceMemoryPlan, CountsTheModelAndOneStagedCopyOfEveryUnit) {
+  for (const DType dtype : {DType::kF32, DType::kBF16}) {
+    for (const int world : {1, 3}) {
+      for (const int stage : {0, 3}) {
+        SCOPED_TRACE(std::string(dtype_name(dtype)) + " world " + std::to_string(world) +
+                     " stage " + std::to_string(stage));
+        EngineOptions o = cuda_options(dtype);
+        o.zero.stage = stage;
+        const model::ModelLayout model_layout(o.model_config);
+        const sharding::ShardLayout layout(model_layout, world, world - 1);
+        int64_t padded = 0, numel = 0;
+        for (int u = 0; u < layout.num_units(); ++u) {
+          padded += layout.unit(u).padded_numel;
+          numel += model_layout.unit(u).numel;
+        }
+        const DeviceModelBytes model{.activations = 7000, .buffers = 300, .host_checkpoints = 0};
+        const DeviceMemoryNeeds needs = plan_device_memory(o, layout, model);
+        EXPECT_EQ(needs.activations, 7000);
+        EXPECT_EQ(needs.model_buffers, 300);
+        EXPECT_EQ(needs.parameters, padded * static_cast<int64_t>(dtype_bytes(dtype)));
+        EXPECT_EQ(needs.gradients, numel * 4);
+        EXPECT_EQ(needs.optimizer_state, 0);  // master weights and moments stay on the host
+        EXPECT_EQ(needs.total(), 7000 + 300 + needs.parameters + needs.gradients);
+      }
+    }
+  }
+}
+
+DeviceMemoryNeeds needs_of(int64_t activations, int64_t parameters, int64_t optimizer_state) {
+  DeviceMemoryNeeds n;
+  n.activations = activations;
+  n.model_buffers = 1000;
+  n.parameters = parameters;
+  n.gradients = 2 * parameters;
+  n.optimizer_state = optimizer_state;
+  return n;
+}
+
+// Fits exactly at the free bytes (not the total: other processes' memory is not ours); one byte
+// short is refused naming the GPU, the amounts and the setting that reduces the largest part.
+TEST(DeviceMemoryCheck, RefusesAShortfallNamingTheGpuAndTheSettingToChange) {
+  const DeviceMemoryNeeds activations_first = needs_of(int64_t{40} << 30, 1 << 20, 0);
+  DeviceMemoryInfo gpu{
+      .device_index = 3, .free_bytes = activations_first.total(), .total_bytes = int64_t{80} << 30};
+  EXPECT_TRUE(check_device_memory(activations_first, gpu).ok());
+  gpu.free_bytes -= 1;
+  Status s = check_device_memory(activations_first, gpu);
+  ASSERT_EQ(s.code(), StatusCode::kResourceExhausted);
+  for (const char* part :
+       {"not enough memory on GPU 3", "cudaMemGetInfo", "of its 80.00 GiB is free",
+        "The largest part is the activations", "--per_device_train_batch_size",
+        "--gradient_checkpointing", "activation_checkpointing.cpu_checkpointing"}) {
+    EXPECT_NE(s.message().find(part), std::string::npos) << part << " in: " << s.message();
+  }
+
+  // Staged gradients (2x the parameters) largest.
+  const DeviceMemoryNeeds staging_first = needs_of(1 << 20, int64_t{10} << 30, 0);
+  s = check_device_memory(staging_first, {.device_index = 0, .free_bytes = 1 << 30});
+  ASSERT_EQ(s.code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(s.message().find("The largest part is the staged gradients"), std::string::npos)
+      << s.message();
+  EXPECT_NE(s.message().find("staged parameters 10.00 GiB"), std::string::npos) << s.message();
+
+  // The optimizer state's term, once it lives on the device: the stage is the setting.
+  const DeviceMemoryNeeds optimizer_first = needs_of(1 << 20, 1 << 20, int64_t{12} << 30);
+  s = check_device_memory(optimizer_first, {.device_index = 0, .free_bytes = 1 << 30});
+  ASSERT_EQ(s.code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(s.message().find("The largest part is the optimizer state on the device: raise "
+                             "zero_optimization.stage"),
+            std::string::npos)
+      << s.message();
+}
+
+// Absurd sizes saturate instead of wrapping into a "fit".
+TEST(DeviceMemoryCheck, AnOverflowingPlanIsRefused) {
+  const DeviceMemoryNeeds huge = needs_of(INT64_MAX, INT64_MAX / 2, 0);
+  EXPECT_EQ(huge.total(), INT64_MAX);
+  EXPECT_EQ(check_device_memory(huge, {.device_index = 0, .free_bytes = int64_t{1} << 50}).code(),
+            StatusCode::kResourceExhausted);
+}
+
+// A model on a GPU keeps its activations there: in host memory the plan counts only the pinned
+// block inputs of cpu_checkpointing ((B*T, C) fp32 per layer); the CPU model's activations stay.
+TEST(HostMemoryPlan, AModelOnADeviceNeedsHostMemoryOnlyForCpuCheckpoints) {
+  EngineOptions o = cuda_options(DType::kF32);
+  const model::ModelLayout model_layout(o.model_config);
+  const sharding::ShardLayout layout(model_layout, 1, 0);
+  const int64_t B = 4, T = 16, C = o.model_config.hidden_size, L = o.model_config.num_layers;
+  EXPECT_EQ(plan_memory(o, layout, B, T).activations, 0);
+  o.transformer.checkpoints_in_host_memory = true;  // without checkpointing: nothing to keep
+  EXPECT_EQ(plan_memory(o, layout, B, T).activations, 0);
+  o.transformer.activation_checkpointing = true;
+  EXPECT_EQ(plan_memory(o, layout, B, T).activations, L * B * T * C * 4);
+  EXPECT_EQ(plan_memory(o, layout, 0, 0).activations, 0);
+  o.device = Device::kCpu;
+  EXPECT_EQ(plan_memory(o, layout, B, T).activations,
+            model::Transformer::activation_bytes(o.model_config, o.transformer, B, T));
+}
+
+// The engine's glue on the CPU: nothing to check, whatever the resources say.
+TEST(DeviceMemoryCheck, TheCpuHasNoDeviceMemoryToCheck) {
+  EngineOptions o = cuda_options(DType::kF32);
+  o.device = Device::kCpu;
+  o.resources = HostResources{};
+  o.resources->device_memory = DeviceMemoryInfo{.device_index = 0, .free_bytes = 0};
+  const model::ModelLayout model_layout(o.model_config);
+  const sharding::ShardLayout layout(model_layout, 1, 0);
+  auto ctx = device::ExecutionContext::create(Device::kCpu);
+  ASSERT_TRUE(ctx.ok()) << ctx.status().to_string();
+  EXPECT_TRUE(check_device_memory(o, layout, **ctx).ok());
+  EXPECT_FALSE(probe_device_memory(**ctx).ok());
+  const DeviceModelBytes none =
+      device_model_bytes(o.model_config, o.transformer, o.dtype, 4, 16, **ctx);
+  EXPECT_EQ(none.activations + none.buffers + none.host_checkpoints, 0);
+}
+
+}  // namespace
+}  // namespace zero::runtime
