@@ -5,10 +5,10 @@
 // functions themselves are tested against the model's real allocation in cuda_transformer_test.
 #include "runtime/memory_plan.h"
 
-#include <gtest/gtest.h>
 #include <algorithm>
-
 #include <string>
+
+#include <gtest/gtest.h>
 
 #include "model/param_layout.h"
 #include "model/transformer.h"
