@@ -244,6 +244,7 @@ DeviceMemoryNeeds plan_device_memory(const EngineOptions& o, const sharding::Sha
     n.parameters = params.get().value_or(INT64_MAX);
     n.gradients = grads.get().value_or(INT64_MAX);
     n.optimizer_state = state.get().value_or(INT64_MAX);
+    n.state_on_device = true;
     return n;
   }
   CheckedInt64 parameters(0), gradients(0);
@@ -271,12 +272,20 @@ Status check_device_memory(const DeviceMemoryNeeds& needs, const DeviceMemoryInf
        "lower --per_device_train_batch_size (train_micro_batch_size_per_gpu) or --block_size, "
        "turn on --gradient_checkpointing, and with it activation_checkpointing.cpu_checkpointing "
        "(block inputs in pinned host memory)"},
-      {"staged parameters", needs.parameters,
-       "train in bf16 (bf16.enabled: half the bytes of fp32); the device holds a copy of every "
-       "unit whatever zero_optimization.stage"},
-      {"staged gradients", needs.gradients,
-       "the device holds every unit's fp32 gradient whatever zero_optimization.stage: use a GPU "
-       "with more free memory or a smaller model"},
+      needs.state_on_device
+          ? Part{"parameters", needs.parameters,
+                 "train in bf16 (bf16.enabled: half the bytes of fp32) or use zero_optimization."
+                 "stage 3 (shards them over the ranks)"}
+          : Part{"staged parameters", needs.parameters,
+                 "train in bf16 (bf16.enabled: half the bytes of fp32); the device holds a copy of "
+                 "every unit whatever zero_optimization.stage"},
+      needs.state_on_device
+          ? Part{"gradient buffers", needs.gradients,
+                 "raise zero_optimization.stage (2 or 3 keep only this rank's shard of the "
+                 "accumulated gradients)"}
+          : Part{"staged gradients", needs.gradients,
+                 "the device holds every unit's fp32 gradient whatever zero_optimization.stage: "
+                 "use a GPU with more free memory or a smaller model"},
       {"optimizer state on the device", needs.optimizer_state,
        "raise zero_optimization.stage (shards it over the ranks) or keep it in host memory "
        "(zero_optimization.offload_optimizer.device: \"cpu\")"},

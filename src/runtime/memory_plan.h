@@ -74,6 +74,9 @@ struct DeviceMemoryNeeds {
   int64_t parameters = 0;       // staged parameters: one device copy of every unit, model dtype
   int64_t gradients = 0;        // staged gradients: every unit's fp32 gradient
   int64_t optimizer_state = 0;  // master weights and moments kept on the device (state on device)
+  // The ZeRO state is on the device (parameters / gradients are the coordinator's and reducer's
+  // buffers, not staged copies): only changes what a shortfall message advises.
+  bool state_on_device = false;
   // The sum, saturating at INT64_MAX.
   int64_t total() const {
     return checked_sum({activations, model_buffers, parameters, gradients, optimizer_state})

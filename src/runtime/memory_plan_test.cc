@@ -98,6 +98,10 @@ TEST(DeviceMemoryPlan, CountsTheStateOnTheDeviceByStage) {
       EXPECT_EQ(needs.gradients,
                 4 * ((stage <= 1 ? padded : shard) + (stage == 1 ? shard : 0) + padded));
       EXPECT_EQ(needs.optimizer_state, 12 * (stage == 0 ? padded : shard));
+      EXPECT_TRUE(needs.state_on_device);
+      // A shortfall names the device-resident parts, not staged copies.
+      const Status s = check_device_memory(needs, {.device_index = 0, .free_bytes = 1000});
+      EXPECT_EQ(s.message().find("staged"), std::string::npos) << s.message();
       EXPECT_EQ(needs.total(),
                 7000 + 300 + needs.parameters + needs.gradients + needs.optimizer_state);
     }
