@@ -345,7 +345,6 @@ void ParamCoordinator::free_gathered(int u) {
     // Kept for the next gather of this size (freeing device memory would wait for the device);
     // at most one per unit, so the pool is bounded by the model.
     device_pool_.push_back(std::move(unit.gathered_dev));
-    unit.gathered_dev = device::DeviceBuffer();  // a moved-from buffer keeps its view
     unit.gathered = false;
     trim_device_pool();
     return;
