@@ -81,6 +81,10 @@ StatusOr<std::unique_ptr<Communicator>> make_nccl_communicator(Communicator& boo
                         NcclCommunicator::create(bootstrap, timeout_ms));
   return std::unique_ptr<Communicator>(std::move(nccl));
 }
+#else
+StatusOr<std::unique_ptr<Communicator>> make_nccl_communicator(Communicator&) {
+  return unimplemented("--device cuda: this build has no NCCL (collectives on GPU memory)");
+}
 #endif
 
 }  // namespace zero::runtime

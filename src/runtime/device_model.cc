@@ -53,7 +53,7 @@ StatusOr<std::unique_ptr<Communicator>> make_device_communicator(Communicator& b
   switch (ctx.device()) {
     case Device::kCpu: return std::unique_ptr<Communicator>();
     case Device::kCuda:
-#if defined(ZERO_WITH_CUDA) && defined(ZERO_WITH_NCCL)
+#if defined(ZERO_WITH_CUDA)
       return make_nccl_communicator(bootstrap);
 #else
       break;

@@ -63,7 +63,8 @@ StatusOr<DeviceMemoryInfo> probe_cuda_memory(device::ExecutionContext& ctx);
 StatusOr<std::unique_ptr<Communicator>> make_device_communicator(Communicator& bootstrap,
                                                                  device::ExecutionContext& ctx);
 
-// CUDA builds with NCCL (runtime/cuda_device_model.cc): NcclCommunicator over `bootstrap`.
+// CUDA builds (runtime/cuda_device_model.cc): NcclCommunicator over `bootstrap`; UNIMPLEMENTED
+// without NCCL. (The CPU emulator's build always has it, on its NCCL stand-in.)
 StatusOr<std::unique_ptr<Communicator>> make_nccl_communicator(Communicator& bootstrap);
 
 }  // namespace zero::runtime
