@@ -112,7 +112,8 @@ void add_train_command(CLI::App& app, int& exit_code) {
                 "on SIGINT / SIGTERM, save a checkpoint of the last finished step before exiting "
                 "(exit status 130 / 143 either way)");
   add_value(t, "device", a->device,
-            "cpu (default) | cuda: the model on this rank's GPU, the ZeRO state in host memory");
+            "cpu (default) | cuda: the model on this rank's GPU; the ZeRO state and optimizer "
+            "there too without offload, else in host memory");
   add_bool_flag(t, "quiet", a->quiet, "no live progress line");
   add_bool_flag(t, "verbose", a->verbose,
                 "print the whole effective DeepSpeed config (always written to "

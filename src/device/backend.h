@@ -32,19 +32,23 @@ struct AdamShardViews {
 };
 
 // Memory of one backend's device, freed on destruction (after the work reading it: the owner
-// synchronizes the streams that use it first).
+// synchronizes the streams that use it first). A moved-from buffer is empty (data() null).
 class DeviceBuffer {
  public:
   using Free = void (*)(void*);
   DeviceBuffer() = default;
   DeviceBuffer(TensorView view, Free free) : view_(view), free_(free) {}
   ~DeviceBuffer() { reset(); }
-  DeviceBuffer(DeviceBuffer&& o) noexcept : view_(o.view_), free_(o.free_) { o.free_ = nullptr; }
+  DeviceBuffer(DeviceBuffer&& o) noexcept : view_(o.view_), free_(o.free_) {
+    o.view_ = TensorView{};
+    o.free_ = nullptr;
+  }
   DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
     if (this != &o) {
       reset();
       view_ = o.view_;
       free_ = o.free_;
+      o.view_ = TensorView{};
       o.free_ = nullptr;
     }
     return *this;

@@ -48,5 +48,23 @@ TEST(Backend, DispatchIsByDevice) {
   }
 }
 
+// A moved-from buffer is empty: code that pools buffers (the coordinator's stage-3 gathers) tests
+// data() to know whether a unit still holds one.
+TEST(DeviceBuffer, MovedFromIsEmpty) {
+  auto cpu = make_backend(Device::kCpu);
+  ASSERT_TRUE(cpu.ok());
+  StatusOr<device::DeviceBuffer> a = (*cpu)->allocate(DType::kF32, 8);
+  ASSERT_TRUE(a.ok());
+  void* data = a->data();
+  device::DeviceBuffer b(std::move(*a));
+  EXPECT_EQ(a->data(), nullptr);  // NOLINT(bugprone-use-after-move): the contract under test
+  EXPECT_EQ(b.data(), data);
+  device::DeviceBuffer c;
+  c = std::move(b);
+  EXPECT_EQ(b.data(), nullptr);  // NOLINT(bugprone-use-after-move)
+  EXPECT_EQ(c.data(), data);
+  EXPECT_EQ(c.numel(), 8);
+}
+
 }  // namespace
 }  // namespace zero::device::testing

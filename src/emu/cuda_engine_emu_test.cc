@@ -79,6 +79,14 @@ Curve run(const Case& c, Device device, const model::TransformerOptions& transfo
         &comm);
     ASSERT_TRUE(engine.ok()) << engine.status().to_string();
     ASSERT_EQ((*engine)->device(), device);
+    if (device == Device::kCuda) {
+      // Nothing offloaded: the ZeRO state lives on the (emulated) GPU (world 2: NcclCommunicator
+      // on the NCCL stand-in) and nothing is staged; with optimizer offload the staging copies
+      // carry it.
+      const bool on_device = !c.offload;
+      EXPECT_EQ((*engine)->state_on_device(), on_device);
+      EXPECT_EQ((*engine)->memory().device_bytes > 0, on_device);
+    }
     TokenDatasetOptions dopts;
     dopts.block_size = kSeq;
     dopts.vocab_size = (*engine)->options().model_config.vocab_size;
@@ -99,6 +107,10 @@ Curve run(const Case& c, Device device, const model::TransformerOptions& transfo
       }
       auto step = (*engine)->train_step({mb});
       ASSERT_TRUE(step.ok()) << step.status().to_string();
+      // Staging buffers are allocated on first use: none after a step on the device path.
+      if (device == Device::kCuda) {
+        EXPECT_EQ((*engine)->staging_device_bytes() == 0, (*engine)->state_on_device());
+      }
       if (comm.rank() == 0) {
         std::lock_guard<std::mutex> lock(mu);
         curve.loss.push_back(step->loss);

@@ -2,10 +2,14 @@
 // stream. CUDA builds only.
 #include <cuda_runtime.h>
 
+#include "comm/mpi_communicator.h"
 #include "device/cuda_stream.h"
 #include "kernels/matmul/matmul_cuda.h"
 #include "model/cuda_transformer.h"
 #include "runtime/device_model.h"
+#if defined(ZERO_WITH_NCCL)
+#include "comm/nccl_communicator.h"
+#endif
 
 namespace zero::runtime {
 
@@ -65,5 +69,22 @@ StatusOr<DeviceMemoryInfo> probe_cuda_memory(device::ExecutionContext& ctx) {
   return DeviceMemoryInfo{stream.device_index(), static_cast<int64_t>(free_bytes),
                           static_cast<int64_t>(total_bytes)};
 }
+
+#if defined(ZERO_WITH_NCCL)
+StatusOr<std::unique_ptr<Communicator>> make_nccl_communicator(Communicator& bootstrap) {
+  // The bootstrap's own timeout when it has one (MPI: ZERO_COMM_TIMEOUT_MS), else the default.
+  int64_t timeout_ms = kDefaultCommTimeoutMs;
+  if (auto* mpi = dynamic_cast<MpiCommunicator*>(&bootstrap); mpi && mpi->timeout_ms() > 0) {
+    timeout_ms = mpi->timeout_ms();
+  }
+  ZERO_ASSIGN_OR_RETURN(std::unique_ptr<NcclCommunicator> nccl,
+                        NcclCommunicator::create(bootstrap, timeout_ms));
+  return std::unique_ptr<Communicator>(std::move(nccl));
+}
+#else
+StatusOr<std::unique_ptr<Communicator>> make_nccl_communicator(Communicator&) {
+  return unimplemented("--device cuda: this build has no NCCL (collectives on GPU memory)");
+}
+#endif
 
 }  // namespace zero::runtime

@@ -48,4 +48,19 @@ StatusOr<DeviceMemoryInfo> probe_device_memory(device::ExecutionContext& ctx) {
   return unimplemented("--device {}: no device memory to probe", device_name(ctx.device()));
 }
 
+StatusOr<std::unique_ptr<Communicator>> make_device_communicator(Communicator& bootstrap,
+                                                                 device::ExecutionContext& ctx) {
+  switch (ctx.device()) {
+    case Device::kCpu: return std::unique_ptr<Communicator>();
+    case Device::kCuda:
+#if defined(ZERO_WITH_CUDA)
+      return make_nccl_communicator(bootstrap);
+#else
+      break;
+#endif
+  }
+  return unimplemented("--device {}: this build has no communicator on that device's memory",
+                       device_name(ctx.device()));
+}
+
 }  // namespace zero::runtime

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "comm/communicator.h"
 #include "core/status.h"
 #include "device/backend.h"
 #include "model/model.h"
@@ -54,5 +55,16 @@ struct DeviceMemoryInfo {
 // memory (the CPU), a build without that device, or the driver's error.
 StatusOr<DeviceMemoryInfo> probe_device_memory(device::ExecutionContext& ctx);
 StatusOr<DeviceMemoryInfo> probe_cuda_memory(device::ExecutionContext& ctx);
+
+// The communicator for ZeRO's collectives on ctx's device memory, over `bootstrap`'s ranks
+// (collective: every rank calls it). Null: `bootstrap` itself works on that memory (the CPU
+// backend's device memory is host memory). UNIMPLEMENTED when this build has none for the device
+// (a CUDA build without NCCL): the engine then keeps the ZeRO state in host memory.
+StatusOr<std::unique_ptr<Communicator>> make_device_communicator(Communicator& bootstrap,
+                                                                 device::ExecutionContext& ctx);
+
+// CUDA builds (runtime/cuda_device_model.cc): NcclCommunicator over `bootstrap`; UNIMPLEMENTED
+// without NCCL. (The CPU emulator's build always has it, on its NCCL stand-in.)
+StatusOr<std::unique_ptr<Communicator>> make_nccl_communicator(Communicator& bootstrap);
 
 }  // namespace zero::runtime

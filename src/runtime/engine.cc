@@ -25,6 +25,8 @@ Engine::Engine(EngineOptions options)
     : options_(std::move(options)), timers_(options_.wall_clock_breakdown) {}
 
 Engine::~Engine() {
+  // Why a host wait: the model's queued kernels may still use the device state freed below.
+  if (exec_ != nullptr) (void)exec_->compute().synchronize();
   // The coordinator and reducer wait for their in-flight collectives; destroy them before the
   // communicator they use.
   params_.reset();
@@ -129,19 +131,37 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(EngineOptions options, const Un
   const model::ModelLayout& layout = e->model_->layout();
   e->shard_layout_ =
       std::make_unique<sharding::ShardLayout>(layout, comm->world_size(), comm->rank());
+  e->state_device_ = e->choose_state_device(comm->world_size());
+  Communicator* zero_comm = comm;  // what the coordinator and reducer run their collectives on
+  if (e->state_device_ != nullptr && comm->world_size() > 1) {
+    // Collective: every rank decides alike (the same options, the same build).
+    StatusOr<std::unique_ptr<Communicator>> dc = make_device_communicator(*comm, *e->exec_);
+    if (dc.ok()) {
+      e->device_comm_ = std::move(*dc);
+      if (e->device_comm_ != nullptr) zero_comm = e->device_comm_.get();
+    } else if (dc.status().code() == StatusCode::kUnimplemented) {
+      e->state_device_ = nullptr;  // no collectives on device memory in this build: staging
+    } else {
+      return dc.status().with_context(fmt::format("rank {}", comm->rank()));
+    }
+  }
   if (o.check_memory) {
     // Why before any allocation: a shortfall must be a message naming the setting to change,
     // not the kernel's OOM killer halfway through loading the model.
-    const MemoryNeeds needs =
-        plan_memory(o, *e->shard_layout_, o.planned_micro_batch, o.planned_seq_len);
+    MemoryNeeds needs = plan_memory(o, *e->shard_layout_, o.planned_micro_batch, o.planned_seq_len);
+    // The host plan leaves out the state kept on the device (the device plan counts it).
+    if (e->state_device_ != nullptr && e->state_device_->device() != Device::kCpu) {
+      needs.parameters = needs.gradients = needs.master_weights = needs.optimizer_state = 0;
+    }
     const HostResources have = o.resources ? *o.resources : probe_host_resources();
     Status fits = check_memory(needs, comm->local_world_size(), have);
     if (fits.ok() && e->exec_ != nullptr)
-      fits = check_device_memory(o, *e->shard_layout_, *e->exec_);
+      fits = check_device_memory(o, *e->shard_layout_, *e->exec_, e->state_device_ != nullptr);
     if (!fits.ok()) return fits.with_context(fmt::format("rank {}", comm->rank()));
   }
-  ZERO_ASSIGN_OR_RETURN(e->params_, sharding::ParamCoordinator::create(
-                                        *e->shard_layout_, *comm, o.zero, off.param, e->memory_));
+  ZERO_ASSIGN_OR_RETURN(
+      e->params_, sharding::ParamCoordinator::create(*e->shard_layout_, *zero_comm, o.zero,
+                                                     off.param, e->memory_, e->state_device_));
   if (const sharding::ParamStore* store = e->params_->store();
       store != nullptr && !store->pin_warning().empty() && comm->rank() == 0) {
     spdlog::warn(
@@ -149,8 +169,10 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(EngineOptions options, const Un
         "`ulimit -l` to pin them)",
         store->pin_warning());
   }
-  e->grads_ = std::make_unique<sharding::GradReducer>(*e->shard_layout_, *comm, o.zero, e->memory_);
-  if (e->exec_ != nullptr) {
+  ZERO_ASSIGN_OR_RETURN(
+      e->grads_, sharding::GradReducer::create(*e->shard_layout_, *zero_comm, o.zero, e->memory_,
+                                               e->state_device_));
+  if (e->exec_ != nullptr && e->state_device_ == nullptr) {
     e->staged_params_ = std::make_unique<StagedParams>(*e->params_, *e->exec_, layout.num_units());
     e->staged_grads_ = std::make_unique<StagedGrads>(*e->grads_, *e->exec_, layout);
   }
@@ -167,9 +189,9 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(EngineOptions options, const Un
     return init(u, begin, begin + engine->partition_numel(u), master)
         .with_context(fmt::format("initialising unit {}", layout.unit(u).name));
   };
-  ZERO_ASSIGN_OR_RETURN(e->state_,
-                        OptimizerStateStore::create(off, std::move(partition_numel), comm->rank(),
-                                                    e->memory_, fill, e->install_fn()));
+  ZERO_ASSIGN_OR_RETURN(
+      e->state_, OptimizerStateStore::create(off, std::move(partition_numel), comm->rank(),
+                                             e->memory_, fill, e->install_fn(), e->state_device_));
   ZERO_RETURN_IF_ERROR(e->params_->finish_updates());
 
   // Loss scaling exists only for fp16; bf16 and fp32 run at scale 1 (non-finite steps still skip).
@@ -177,6 +199,22 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(EngineOptions options, const Un
   e->scaler_ =
       std::make_unique<optim::LossScaler>(fp16 ? o.loss_scaler : optim::LossScalerConfig{});
   return e;
+}
+
+device::ExecutionContext* Engine::choose_state_device(int world_size) const {
+  // The device path covers what the device-resident coordinator, reducer and store do today:
+  // nothing offloaded (ZeRO-Offload keeps the state in host memory by definition; its GPU pipeline
+  // is not built yet) and Adam(W), the backend's fused update (Lamb's trust ratio runs on the
+  // host); several ranks also need a communicator on device memory (create()). The rest takes the
+  // staging path.
+  if (exec_ == nullptr) return nullptr;
+  const OffloadOptions& off = options_.offload;
+  if (off.optimizer != OptimizerOffload::kNone ||
+      off.param.device != sharding::ParamOffload::kNone ||
+      options_.optimizer.kind != optim::OptimizerKind::kAdam) {
+    return nullptr;
+  }
+  return exec_.get();
 }
 
 OptimizerStateStore::InstallFn Engine::install_fn() {
@@ -325,12 +363,30 @@ Status Engine::global_norm(double* norm_scaled, bool* nonfinite) {
   // stages 1–3; the matching slice of the full gradient at stage 0), so every element counts once.
   double sum_sq = 0.0;
   bool bad = false;
-  for (int u = 0; u < shard_layout_->num_units(); ++u) {
-    const int64_t skip = shard_layout_->shard_begin(u) - grads_->partition_begin(u);
-    const int64_t n = shard_layout_->shard_data_numel(u, comm_->rank());
-    kernels::cpu::SumSquares part = kernels::cpu::sum_squares(grads_->partition(u) + skip, n);
-    sum_sq += part.sum_sq;
-    bad = bad || part.nonfinite;
+  if (state_device_ != nullptr) {
+    device::SumSquaresOut out;
+    for (int u = 0; u < shard_layout_->num_units(); ++u) {
+      const int64_t skip = shard_layout_->shard_begin(u) - grads_->partition_begin(u);
+      const int64_t n = shard_layout_->shard_data_numel(u, comm_->rank());
+      state_device_->backend().sum_squares(
+          state_device_->compute(),
+          TensorView{const_cast<float*>(grads_->partition(u) + skip), DType::kF32, Shape{n},
+                     state_device_->device()},
+          &out);
+    }
+    // Why a host wait (the step's one): the clipping factor and the skip decision are host
+    // scalars. It also reports the first failed kernel or copy of the step.
+    ZERO_RETURN_IF_ERROR(state_device_->compute().synchronize());
+    sum_sq = out.sum_sq;
+    bad = out.nonfinite;
+  } else {
+    for (int u = 0; u < shard_layout_->num_units(); ++u) {
+      const int64_t skip = shard_layout_->shard_begin(u) - grads_->partition_begin(u);
+      const int64_t n = shard_layout_->shard_data_numel(u, comm_->rank());
+      kernels::cpu::SumSquares part = kernels::cpu::sum_squares(grads_->partition(u) + skip, n);
+      sum_sq += part.sum_sq;
+      bad = bad || part.nonfinite;
+    }
   }
   float buf[2] = {static_cast<float>(sum_sq), bad ? 1.0f : 0.0f};
   ZERO_RETURN_IF_ERROR(comm_->all_reduce(buf, 2, DType::kF32, ReduceOp::kSum));
@@ -361,6 +417,20 @@ void Engine::update_unit(int u, double lr, float grad_multiplier,
       if (betas) {
         args.beta1 = static_cast<float>(betas->beta1);
         args.beta2 = static_cast<float>(betas->beta2);
+      }
+      if (state_device_ != nullptr) {
+        // The fused AdamW on the device, queued on the compute stream after the gradient ops.
+        const Device d = state_device_->device();
+        auto view = [&](const float* p) {
+          return TensorView{const_cast<float*>(p), DType::kF32, Shape{shard.numel}, d};
+        };
+        device::AdamShardViews views;
+        views.param = view(shard.param);
+        views.grad = view(shard.grad);
+        views.exp_avg = view(shard.exp_avg);
+        views.exp_avg_sq = view(shard.exp_avg_sq);
+        state_device_->backend().adamw(state_device_->compute(), args, views, grad_multiplier);
+        continue;
       }
       // On the host every unit uses the vectorised kernel (DeepSpeedCPUAdam's role), bitwise
       // equal to the scalar reference optim::adam_update and 3-4x faster; the offloaded /

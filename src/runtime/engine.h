@@ -48,9 +48,12 @@ using ModelFactory = std::function<StatusOr<std::unique_ptr<model::Model>>(
 struct EngineOptions {
   model::ModelConfig model_config;
   model::TransformerOptions transformer;
-  // Where the model runs (`--device`). The ZeRO state (working parameters, gradient accumulators,
-  // master weights, moments) stays in host memory; a model on another device gets each unit copied
-  // to it and its gradients copied back (runtime/device_staging.h).
+  // Where the model runs (`--device`). On another device than the CPU the ZeRO state (working
+  // parameters, gradient buffers, master weights, moments) lives in that device's memory and AdamW
+  // runs there (Engine::state_on_device()) when nothing is offloaded, the optimizer is Adam(W) and
+  // either the world is one rank or the build has a communicator on device memory (NCCL);
+  // otherwise it stays in host memory and each unit is copied to the device
+  // and its gradients copied back (runtime/device_staging.h).
   Device device = Device::kCpu;
   // Makes the model on `device` (tests: a model behind the staging copies on the CPU backend).
   // Null: the CPU Transformer, or the device's model (make_device_model).
@@ -138,14 +141,20 @@ class Engine {
   int64_t global_step() const { return global_step_; }
   model::Model& model() { return *model_; }
   const model::ModelLayout& layout() const { return model_->layout(); }
-  // The working parameters (model dtype values, host memory) as a ParamAccess, e.g. for generation.
+  // The working parameters (model dtype values; device memory when state_on_device()) as a
+  // ParamAccess, e.g. for generation.
   model::ParamAccess& params();
-  // Where the model runs, and the device bytes the staging copies hold (0 on the CPU).
+  // Where the model runs, and the device bytes the staging copies hold (0 on the CPU, and 0 when
+  // the state is on the device: no staging then).
   Device device() const { return model_->device(); }
   int64_t staging_device_bytes() const;
+  // Whether the ZeRO state (working parameters, gradients, master weights, moments) lives in the
+  // device's memory and the optimizer runs there (memory().device_bytes counts it).
+  bool state_on_device() const { return state_device_ != nullptr; }
   // This rank's partition of unit u's fp32 master weights: elements
   // [partition_begin(u), partition_begin(u) + partition_numel(u)) of the padded unit.
-  // Null when the unit's state lives on NVMe (see state_on_nvme()): use read_partition_state.
+  // Null when the unit's state lives on NVMe (see state_on_nvme()) or on the device: use
+  // read_partition_state.
   const float* master(int u) const { return state_->master(u); }
   int64_t partition_begin(int u) const { return grads_->partition_begin(u); }
   int64_t partition_numel(int u) const { return grads_->partition_numel(u); }
@@ -197,15 +206,23 @@ class Engine {
   model::GradSink& model_grads();
   // Hands a unit's new master weights to the parameter coordinator.
   OptimizerStateStore::InstallFn install_fn();
-  // Updates one unit's partition in place (the optimizer math, shared by every placement).
+  // Updates one unit's partition in place (the optimizer math, shared by every placement; the
+  // pointers are device memory when the state is on the device).
   void update_unit(int u, double lr, float grad_multiplier,
                    const std::optional<optim::Betas>& betas, float* master, float* exp_avg,
                    float* exp_avg_sq);
+  // The one decision of where the ZeRO state lives: the context to keep it on, or null for host
+  // memory (see EngineOptions::device).
+  device::ExecutionContext* choose_state_device(int world_size) const;
 
   EngineOptions options_;
   std::unique_ptr<Communicator> own_comm_;  // the world of one when none was given
   Communicator* comm_ = nullptr;
-  std::unique_ptr<device::ExecutionContext> exec_;  // a device model's streams; null on the CPU
+  std::unique_ptr<device::ExecutionContext> exec_;    // a device model's streams; null on the CPU
+  device::ExecutionContext* state_device_ = nullptr;  // exec_ when the state lives there
+  // Several ranks with the state on a device: the communicator on its memory (NCCL), which the
+  // coordinator and reducer use; the engine's own scalars go over comm_. Null otherwise.
+  std::unique_ptr<Communicator> device_comm_;
   std::unique_ptr<model::Model> model_;
   std::unique_ptr<sharding::ShardLayout> shard_layout_;
   sharding::MemoryAccounting memory_;

@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "comm/thread_communicator.h"
 #include "core/safetensors.h"
 #include "core/storage.h"
 #include "data/batch_sampler.h"
@@ -342,12 +343,14 @@ struct OffloadRun {
   std::vector<double> losses;
   std::vector<std::vector<float>> master, exp_avg, exp_avg_sq;  // final partitions
   sharding::MemoryAccounting memory;
+  bool state_on_device = false;
+  int64_t staging_device_bytes = 0;
 };
 
-StatusOr<std::unique_ptr<Engine>> make_offload_engine(int stage, const OffloadOptions& offload,
-                                                      std::unique_ptr<model::HfWeightReader>& rd,
-                                                      DType dtype = DType::kF32,
-                                                      ModelFactory factory = nullptr) {
+StatusOr<std::unique_ptr<Engine>> make_offload_engine(
+    int stage, const OffloadOptions& offload, std::unique_ptr<model::HfWeightReader>& rd,
+    DType dtype = DType::kF32, ModelFactory factory = nullptr,
+    std::function<void(EngineOptions&)> tweak = {}, Communicator* comm = nullptr) {
   nlohmann::json ref = read_json(kGolden + "gpt2_tiny/curve60.json");
   const nlohmann::json& sched = ref["lr_scheduler"];
   EngineOptions o;
@@ -371,21 +374,26 @@ StatusOr<std::unique_ptr<Engine>> make_offload_engine(int stage, const OffloadOp
   o.dtype = dtype;
   o.offload = offload;
   o.model_factory = std::move(factory);
+  if (tweak) tweak(o);
   model::ModelLayout layout(o.model_config);
   auto reader = model::HfWeightReader::open(*default_storage(), kGolden + "gpt2_tiny", layout);
   if (!reader.ok()) return reader.status();
   rd = std::move(*reader);
   model::HfWeightReader* r = rd.get();
-  return Engine::create(std::move(o), [r](int u, int64_t b, int64_t e, float* dst) {
-    return r->read_unit_range(u, b, e, dst);
-  });
+  return Engine::create(
+      std::move(o),
+      [r](int u, int64_t b, int64_t e, float* dst) { return r->read_unit_range(u, b, e, dst); },
+      comm);
 }
 
 OffloadRun run_offload(int stage, const OffloadOptions& offload, int steps = 60,
-                       DType dtype = DType::kF32, ModelFactory factory = nullptr) {
+                       DType dtype = DType::kF32, ModelFactory factory = nullptr,
+                       std::function<void(EngineOptions&)> tweak = {}, int micro_batches = 1,
+                       Communicator* comm = nullptr) {
   OffloadRun out;
   std::unique_ptr<model::HfWeightReader> reader;
-  auto engine = make_offload_engine(stage, offload, reader, dtype, std::move(factory));
+  auto engine = make_offload_engine(stage, offload, reader, dtype, std::move(factory),
+                                    std::move(tweak), comm);
   EXPECT_TRUE(engine.ok()) << engine.status().to_string();
   if (!engine.ok()) return out;
   Engine& e = **engine;
@@ -393,18 +401,27 @@ OffloadRun run_offload(int stage, const OffloadOptions& offload, int steps = 60,
   dopts.block_size = 16;
   dopts.vocab_size = 67;
   auto data = TokenDataset::open(*default_storage(), kGolden + "tokens.bin", dopts);
+  // The step's 4 sequences split over the ranks, each rank's as `micro_batches` micro-batches
+  // (gradient accumulation).
+  const int world = comm != nullptr ? comm->world_size() : 1;
+  const int rank = comm != nullptr ? comm->rank() : 0;
+  const int per_micro = 4 / world / micro_batches;
   for (int s = 0; s < steps; ++s) {
-    MicroBatch mb;
-    mb.batch = 4;
-    mb.seq = 16;
-    mb.tokens.resize(64);
-    mb.targets.resize(64);
-    for (int i = 0; i < 4; ++i) {
-      EXPECT_TRUE(data->get_sample((s * 4 + i) % data->num_samples(), mb.tokens.data() + i * 16,
-                                   mb.targets.data() + i * 16)
-                      .ok());
+    std::vector<MicroBatch> micro(static_cast<size_t>(micro_batches));
+    for (int m = 0; m < micro_batches; ++m) {
+      MicroBatch& mb = micro[static_cast<size_t>(m)];
+      mb.batch = per_micro;
+      mb.seq = 16;
+      mb.tokens.resize(static_cast<size_t>(per_micro * 16));
+      mb.targets.resize(mb.tokens.size());
+      for (int i = 0; i < per_micro; ++i) {
+        const int g = s * 4 + rank * (4 / world) + m * per_micro + i;
+        EXPECT_TRUE(data->get_sample(g % data->num_samples(), mb.tokens.data() + i * 16,
+                                     mb.targets.data() + i * 16)
+                        .ok());
+      }
     }
-    auto r = e.train_step({mb});
+    auto r = e.train_step(micro);
     EXPECT_TRUE(r.ok()) << r.status().to_string();
     if (!r.ok()) return out;
     out.losses.push_back(r->loss);
@@ -419,6 +436,8 @@ OffloadRun run_offload(int stage, const OffloadOptions& offload, int steps = 60,
                     .ok());
   }
   out.memory = e.memory();
+  out.state_on_device = e.state_on_device();
+  out.staging_device_bytes = e.staging_device_bytes();
   return out;
 }
 
@@ -663,26 +682,211 @@ class HostModelOnStream final : public model::Model {
   device::Stream& stream_;
 };
 
-// The path of a device model: units copied to its device, gradients copied back
-// (runtime/device_staging.h), here with the CPU backend as the device and random delays before
-// every stream operation, so a copy not ordered before its reader, or a host buffer handed back
-// before the copy out of it ran, would show. The curve must be bitwise the host engine's.
-TEST(DeviceStaging, ModelBehindStagingCopiesIsBitwiseTheHostCurve) {
-  ModelFactory staged_cpu =
-      [](const model::ModelConfig& config, const model::TransformerOptions& options,
-         device::ExecutionContext& ctx) -> StatusOr<std::unique_ptr<model::Model>> {
+ModelFactory host_model_on_stream() {
+  return [](const model::ModelConfig& config, const model::TransformerOptions& options,
+            device::ExecutionContext& ctx) -> StatusOr<std::unique_ptr<model::Model>> {
     EXPECT_EQ(ctx.device(), Device::kCpu);
     return std::unique_ptr<model::Model>(
         std::make_unique<HostModelOnStream>(config, options, ctx.compute()));
   };
+}
+
+// The path of a device model with the optimizer offloaded: units copied to its device, gradients
+// copied back (runtime/device_staging.h), here with the CPU backend as the device and random delays
+// before every stream operation, so a copy not ordered before its reader, or a host buffer handed
+// back before the copy out of it ran, would show. The curve must be bitwise the host engine's.
+TEST(DeviceStaging, ModelBehindStagingCopiesIsBitwiseTheHostCurve) {
   ::setenv("ZERO_STREAM_DELAY_US", "20", 1);
+  OffloadOptions cpu;
+  cpu.optimizer = OptimizerOffload::kCpu;
   for (DType dtype : {DType::kF32, DType::kBF16}) {
-    for (int stage = 0; stage <= 3; ++stage) {
+    for (int stage = 1; stage <= 3; ++stage) {
       SCOPED_TRACE(::testing::Message() << dtype_name(dtype) << " stage " << stage);
-      OffloadRun want = run_offload(stage, {}, 8, dtype);
-      OffloadRun got = run_offload(stage, {}, 8, dtype, staged_cpu);
+      OffloadRun want = run_offload(stage, cpu, 8, dtype);
+      OffloadRun got = run_offload(stage, cpu, 8, dtype, host_model_on_stream());
       expect_bitwise(got, want);
+      EXPECT_FALSE(got.state_on_device);
+      EXPECT_GT(got.staging_device_bytes, 0);
+      EXPECT_EQ(got.memory.device_bytes, 0);
     }
+  }
+  ::unsetenv("ZERO_STREAM_DELAY_US");
+}
+
+// Nothing offloaded, a world of one: the ZeRO state lives in the device's memory (the CPU backend
+// here, with random delays before every stream operation, so an op not ordered after its producer
+// would show): working units cast from the master by Backend::copy, gradients zeroed, rounded and
+// accumulated by backend ops, the norm by sum_squares and the update by the backend's AdamW, all on
+// the compute stream. No staging copies; the curve and final state are bitwise the host engine's,
+// 16-bit communication_data_type (the wire's rounding) included.
+TEST(DeviceStaging, StateOnTheDeviceIsBitwiseTheHostCurveWithoutStaging) {
+  ::setenv("ZERO_STREAM_DELAY_US", "20", 1);
+  struct Variant {
+    DType dtype, comm_dtype;
+    int micro_batches;
+    bool overlap_comm;
+  };
+  for (Variant v :
+       {Variant{DType::kF32, DType::kF32, 1, false}, Variant{DType::kBF16, DType::kF32, 1, false},
+        Variant{DType::kBF16, DType::kBF16, 2, true}, Variant{DType::kBF16, DType::kF16, 2, false},
+        Variant{DType::kF16, DType::kF16, 2, true}}) {
+    auto tweak = [v](EngineOptions& o) {
+      o.zero.comm_dtype = v.comm_dtype;
+      o.zero.overlap_comm = v.overlap_comm;
+      o.zero.reduce_bucket_numel = 5000;  // several buckets, units reduced alone and packed
+      if (v.dtype == DType::kF16) {
+        o.loss_scaler = *optim::loss_scaler_config_from_fp16_json({{"enabled", true}});
+      }
+    };
+    for (int stage = 0; stage <= 3; ++stage) {
+      SCOPED_TRACE(::testing::Message()
+                   << dtype_name(v.dtype) << " wire " << dtype_name(v.comm_dtype) << " gas "
+                   << v.micro_batches << " overlap " << v.overlap_comm << " stage " << stage);
+      OffloadRun want = run_offload(stage, {}, 8, v.dtype, nullptr, tweak, v.micro_batches);
+      OffloadRun got =
+          run_offload(stage, {}, 8, v.dtype, host_model_on_stream(), tweak, v.micro_batches);
+      expect_bitwise(got, want);
+      EXPECT_TRUE(got.state_on_device);
+      EXPECT_EQ(got.staging_device_bytes, 0);
+      EXPECT_GE(got.memory.device_bytes, got.memory.master_bytes +
+                                             got.memory.optimizer_state_bytes +
+                                             got.memory.grad_bytes + got.memory.param_bytes);
+    }
+  }
+  ::unsetenv("ZERO_STREAM_DELAY_US");
+}
+
+// Steps [first, first + count) of run_offload's batches on `e`; their losses.
+std::vector<double> train_steps_on(Engine& e, int first, int count) {
+  std::vector<double> losses;
+  TokenDatasetOptions dopts;
+  dopts.block_size = 16;
+  dopts.vocab_size = 67;
+  auto data = TokenDataset::open(*default_storage(), kGolden + "tokens.bin", dopts);
+  for (int s = first; s < first + count; ++s) {
+    MicroBatch mb;
+    mb.batch = 4;
+    mb.seq = 16;
+    mb.tokens.resize(64);
+    mb.targets.resize(64);
+    for (int i = 0; i < 4; ++i) {
+      EXPECT_TRUE(data->get_sample((s * 4 + i) % data->num_samples(), mb.tokens.data() + i * 16,
+                                   mb.targets.data() + i * 16)
+                      .ok());
+    }
+    auto r = e.train_step({mb});
+    EXPECT_TRUE(r.ok()) << r.status().to_string();
+    if (!r.ok()) return losses;
+    losses.push_back(r->loss);
+  }
+  return losses;
+}
+
+// Two ranks (threads) with the state on the device (the CPU backend, whose memory any
+// communicator works on; random stream delays): every stage reduces and gathers on device buffers
+// with the host waiting for the compute stream before each collective and for the collective
+// before its result is used. Bitwise the host engine at world 2 on both ranks.
+TEST(DeviceStaging, StateOnTheDeviceAtWorld2IsBitwiseTheHostCurve) {
+  ::setenv("ZERO_STREAM_DELAY_US", "20", 1);
+  struct Variant {
+    DType dtype, comm_dtype;
+    int micro_batches;
+    bool overlap_comm, reduce_scatter, allgather_partitions;
+    int64_t max_live_numel;  // stage 3: 12000 keeps the embedding and one block gathered at most
+  };
+  constexpr int64_t kUnbounded = 1'000'000'000;
+  for (Variant v : {Variant{DType::kF32, DType::kF32, 1, false, true, true, 12000},
+                    Variant{DType::kBF16, DType::kBF16, 2, true, true, true, kUnbounded},
+                    Variant{DType::kBF16, DType::kF32, 1, false, false, false, kUnbounded}}) {
+    auto tweak = [v](EngineOptions& o) {
+      o.zero.comm_dtype = v.comm_dtype;
+      o.zero.overlap_comm = v.overlap_comm;
+      o.zero.reduce_scatter = v.reduce_scatter;
+      o.zero.allgather_partitions = v.allgather_partitions;
+      o.zero.param_persistence_threshold_numel = 2000;  // stage 3: some units stay gathered
+      o.zero.prefetch_bucket_numel = 20000;
+      o.zero.max_live_numel = v.max_live_numel;
+      o.zero.reduce_bucket_numel = 5000;  // several buckets, units reduced alone and packed
+    };
+    for (int stage = 0; stage <= 3; ++stage) {
+      SCOPED_TRACE(::testing::Message()
+                   << dtype_name(v.dtype) << " wire " << dtype_name(v.comm_dtype) << " gas "
+                   << v.micro_batches << " overlap " << v.overlap_comm << " reduce_scatter "
+                   << v.reduce_scatter << " stage " << stage);
+      OffloadRun want[2], got[2];
+      ThreadCommunicator::run(2, [&](Communicator& comm) {
+        want[comm.rank()] =
+            run_offload(stage, {}, 6, v.dtype, nullptr, tweak, v.micro_batches, &comm);
+      });
+      ThreadCommunicator::run(2, [&](Communicator& comm) {
+        got[comm.rank()] = run_offload(stage, {}, 6, v.dtype, host_model_on_stream(), tweak,
+                                       v.micro_batches, &comm);
+      });
+      for (int r = 0; r < 2; ++r) {
+        SCOPED_TRACE(::testing::Message() << "rank " << r);
+        expect_bitwise(got[r], want[r]);
+        EXPECT_TRUE(got[r].state_on_device);
+        EXPECT_EQ(got[r].staging_device_bytes, 0);
+      }
+    }
+  }
+  ::unsetenv("ZERO_STREAM_DELAY_US");
+}
+
+// A checkpoint of state on the device: read_partition_state copies it to the host (the format of
+// the host path's), restore() copies it back; training on from there is bitwise the host engine's
+// uninterrupted curve.
+TEST(DeviceStaging, StateOnTheDeviceSavesAndRestoresBitwise) {
+  ::setenv("ZERO_STREAM_DELAY_US", "20", 1);
+  for (int stage : {0, 2, 3}) {
+    SCOPED_TRACE(::testing::Message() << "stage " << stage);
+    const DType dtype = DType::kBF16;
+    OffloadRun want = run_offload(stage, {}, 8, dtype);
+    std::unique_ptr<model::HfWeightReader> r1, r2;
+    auto first = make_offload_engine(stage, {}, r1, dtype, host_model_on_stream());
+    ASSERT_TRUE(first.ok()) << first.status().to_string();
+    ASSERT_TRUE((*first)->state_on_device());
+    EXPECT_EQ((*first)->master(0), nullptr);  // device memory: read_partition_state
+    std::vector<double> losses = train_steps_on(**first, 0, 4);
+    Engine& a = **first;
+    std::vector<std::vector<float>> saved;  // per unit: master | exp_avg | exp_avg_sq
+    for (int u = 0; u < a.layout().num_units(); ++u) {
+      const int64_t n = a.partition_numel(u);
+      saved.emplace_back(static_cast<size_t>(3 * n));
+      float* p = saved.back().data();
+      ASSERT_TRUE(a.read_partition_state(u, p, p + n, p + 2 * n).ok());
+    }
+    Engine::RestoreState rs;
+    rs.global_step = a.global_step();
+    rs.optimizer_updates = a.optimizer_updates();
+    rs.schedule_state = a.schedule().state();
+    rs.loss_scaler_state = a.loss_scaler().state();
+    rs.read_partition = [&saved](int u, int64_t b, int64_t e, float* m, float* ea, float* eas) {
+      const size_t n = static_cast<size_t>(e - b);
+      const float* p = saved[static_cast<size_t>(u)].data();
+      std::copy(p, p + n, m);
+      std::copy(p + n, p + 2 * n, ea);
+      std::copy(p + 2 * n, p + 3 * n, eas);
+      return ok_status();
+    };
+    first->reset();
+    auto second = make_offload_engine(stage, {}, r2, dtype, host_model_on_stream());
+    ASSERT_TRUE(second.ok()) << second.status().to_string();
+    ASSERT_TRUE((*second)->restore(rs).ok());
+    for (double l : train_steps_on(**second, 4, 4)) losses.push_back(l);
+    OffloadRun got;
+    got.losses = losses;
+    for (int u = 0; u < (*second)->layout().num_units(); ++u) {
+      const size_t n = static_cast<size_t>((*second)->partition_numel(u));
+      got.master.emplace_back(n);
+      got.exp_avg.emplace_back(n);
+      got.exp_avg_sq.emplace_back(n);
+      ASSERT_TRUE((*second)
+                      ->read_partition_state(u, got.master.back().data(), got.exp_avg.back().data(),
+                                             got.exp_avg_sq.back().data())
+                      .ok());
+    }
+    expect_bitwise(got, want);
   }
   ::unsetenv("ZERO_STREAM_DELAY_US");
 }

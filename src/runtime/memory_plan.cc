@@ -216,11 +216,37 @@ Status check_memory(const MemoryNeeds& needs, int ranks_on_node, const HostResou
 }
 
 DeviceMemoryNeeds plan_device_memory(const EngineOptions& o, const sharding::ShardLayout& layout,
-                                     const DeviceModelBytes& model) {
+                                     const DeviceModelBytes& model, bool state_on_device) {
   DeviceMemoryNeeds n;
   n.activations = model.activations;
   n.model_buffers = model.buffers;
   const int64_t working = static_cast<int64_t>(dtype_bytes(o.dtype));
+  if (state_on_device) {
+    // What ParamCoordinator, GradReducer and OptimizerStateStore allocate on a device.
+    const int stage = o.zero.stage;
+    CheckedInt64 params(0), grads(0), state(0);
+    int64_t sum_padded = 0, max_padded = 0;
+    for (int u = 0; u < layout.num_units(); ++u) {
+      const int64_t padded = layout.unit(u).padded_numel, shard = layout.unit(u).shard_numel;
+      sum_padded += padded;
+      max_padded = std::max(max_padded, padded);
+      params = params + CheckedInt64(stage == 3 ? shard : padded) * working;
+      const int64_t accum = stage <= 1 ? padded : shard, reduced = stage == 1 ? shard : 0;
+      grads = grads + CheckedInt64(accum + reduced + padded) * kFloat;  // + the micro-step buffer
+      state = state + CheckedInt64(stage == 0 ? padded : shard) * (3 * kFloat);
+    }
+    if (stage == 3 && layout.world_size() > 1) {
+      // Gathered units alive at once, as plan_memory counts them on the host.
+      const int64_t gathered =
+          std::min(sum_padded, 2 * max_padded + std::min(o.zero.prefetch_bucket_numel, sum_padded));
+      params = params + CheckedInt64(gathered) * working;
+    }
+    n.parameters = params.get().value_or(INT64_MAX);
+    n.gradients = grads.get().value_or(INT64_MAX);
+    n.optimizer_state = state.get().value_or(INT64_MAX);
+    n.state_on_device = true;
+    return n;
+  }
   CheckedInt64 parameters(0), gradients(0);
   for (int u = 0; u < layout.num_units(); ++u) {
     parameters = parameters + CheckedInt64(layout.unit(u).padded_numel) * working;
@@ -228,8 +254,7 @@ DeviceMemoryNeeds plan_device_memory(const EngineOptions& o, const sharding::Sha
   }
   n.parameters = parameters.get().value_or(INT64_MAX);
   n.gradients = gradients.get().value_or(INT64_MAX);
-  // Master weights and moments stay in host memory (optimizer_state_store.h): nothing on the
-  // device yet.
+  // Staging: master weights and moments stay in host memory (optimizer_state_store.h).
   n.optimizer_state = 0;
   return n;
 }
@@ -247,12 +272,20 @@ Status check_device_memory(const DeviceMemoryNeeds& needs, const DeviceMemoryInf
        "lower --per_device_train_batch_size (train_micro_batch_size_per_gpu) or --block_size, "
        "turn on --gradient_checkpointing, and with it activation_checkpointing.cpu_checkpointing "
        "(block inputs in pinned host memory)"},
-      {"staged parameters", needs.parameters,
-       "train in bf16 (bf16.enabled: half the bytes of fp32); the device holds a copy of every "
-       "unit whatever zero_optimization.stage"},
-      {"staged gradients", needs.gradients,
-       "the device holds every unit's fp32 gradient whatever zero_optimization.stage: use a GPU "
-       "with more free memory or a smaller model"},
+      needs.state_on_device
+          ? Part{"parameters", needs.parameters,
+                 "train in bf16 (bf16.enabled: half the bytes of fp32) or use zero_optimization."
+                 "stage 3 (shards them over the ranks)"}
+          : Part{"staged parameters", needs.parameters,
+                 "train in bf16 (bf16.enabled: half the bytes of fp32); the device holds a copy of "
+                 "every unit whatever zero_optimization.stage"},
+      needs.state_on_device
+          ? Part{"gradient buffers", needs.gradients,
+                 "raise zero_optimization.stage (2 or 3 keep only this rank's shard of the "
+                 "accumulated gradients)"}
+          : Part{"staged gradients", needs.gradients,
+                 "the device holds every unit's fp32 gradient whatever zero_optimization.stage: "
+                 "use a GPU with more free memory or a smaller model"},
       {"optimizer state on the device", needs.optimizer_state,
        "raise zero_optimization.stage (shards it over the ranks) or keep it in host memory "
        "(zero_optimization.offload_optimizer.device: \"cpu\")"},
@@ -273,11 +306,11 @@ Status check_device_memory(const DeviceMemoryNeeds& needs, const DeviceMemoryInf
 }
 
 Status check_device_memory(const EngineOptions& o, const sharding::ShardLayout& layout,
-                           device::ExecutionContext& ctx) {
+                           device::ExecutionContext& ctx, bool state_on_device) {
   if (ctx.device() == Device::kCpu) return ok_status();
   const DeviceModelBytes model = device_model_bytes(o.model_config, o.transformer, o.dtype,
                                                     o.planned_micro_batch, o.planned_seq_len, ctx);
-  const DeviceMemoryNeeds needs = plan_device_memory(o, layout, model);
+  const DeviceMemoryNeeds needs = plan_device_memory(o, layout, model, state_on_device);
   if (o.resources && o.resources->device_memory) {
     return check_device_memory(needs, *o.resources->device_memory);
   }

@@ -73,7 +73,10 @@ struct DeviceMemoryNeeds {
   int64_t model_buffers = 0;    // the model's fixed buffers: 16-bit widen buffers, matmul workspace
   int64_t parameters = 0;       // staged parameters: one device copy of every unit, model dtype
   int64_t gradients = 0;        // staged gradients: every unit's fp32 gradient
-  int64_t optimizer_state = 0;  // master weights and moments kept on the device (none yet)
+  int64_t optimizer_state = 0;  // master weights and moments kept on the device (state on device)
+  // The ZeRO state is on the device (parameters / gradients are the coordinator's and reducer's
+  // buffers, not staged copies): only changes what a shortfall message advises.
+  bool state_on_device = false;
   // The sum, saturating at INT64_MAX.
   int64_t total() const {
     return checked_sum({activations, model_buffers, parameters, gradients, optimizer_state})
@@ -82,16 +85,15 @@ struct DeviceMemoryNeeds {
 };
 
 // The device plan of `options` (device != kCpu) for the model bytes `model` reports
-// (device_model_bytes for the planned micro-batch). What lives on the device today is the model's
-// memory and runtime/device_staging.h's copies: every unit's parameters (padded_numel elements in
-// the model dtype, StagedParams) and fp32 gradients (numel elements, StagedGrads), whatever the
-// stage. A change that moves state onto the device adds its bytes here, to its field (the optimizer
-// state moving to the GPU: optimizer_state, this rank's partition of master weights and moments
-// when they are kept there; a coordinator holding shards on the device: parameters instead of the
-// staged copies), and its remedy to check_device_memory's table.
+// (device_model_bytes for the planned micro-batch): the model's memory, and on the staging path
+// runtime/device_staging.h's copies: every unit's parameters (padded_numel elements in the model
+// dtype, StagedParams) and fp32 gradients (numel elements, StagedGrads), whatever the stage. With
+// `state_on_device` (Engine::state_on_device()) no staged copies; the coordinator's units (stage
+// 3: shards and gathered units), the reducer's accumulators and micro-step buffers, and this
+// rank's partition of master weights and moments (optimizer_state) instead.
 DeviceMemoryNeeds plan_device_memory(const EngineOptions& options,
                                      const sharding::ShardLayout& layout,
-                                     const DeviceModelBytes& model);
+                                     const DeviceModelBytes& model, bool state_on_device = false);
 
 // RESOURCE_EXHAUSTED when `needs` exceed the free memory of the device `have` describes: names the
 // GPU, the shortfall, the biggest consumers and the setting that would reduce them.
@@ -102,6 +104,6 @@ Status check_device_memory(const DeviceMemoryNeeds& needs, const DeviceMemoryInf
 // against options.resources->device_memory or, when that is unset, the probed free memory. OK at
 // once when ctx is the CPU.
 Status check_device_memory(const EngineOptions& options, const sharding::ShardLayout& layout,
-                           device::ExecutionContext& ctx);
+                           device::ExecutionContext& ctx, bool state_on_device = false);
 
 }  // namespace zero::runtime

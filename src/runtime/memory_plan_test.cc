@@ -5,9 +5,10 @@
 // functions themselves are tested against the model's real allocation in cuda_transformer_test.
 #include "runtime/memory_plan.h"
 
-#include <gtest/gtest.h>
-
+#include <algorithm>
 #include <string>
+
+#include <gtest/gtest.h>
 
 #include "model/param_layout.h"
 #include "model/transformer.h"
@@ -64,6 +65,45 @@ TEST(DeviceMemoryPlan, CountsTheModelAndOneStagedCopyOfEveryUnit) {
         EXPECT_EQ(needs.optimizer_state, 0);  // master weights and moments stay on the host
         EXPECT_EQ(needs.total(), 7000 + 300 + needs.parameters + needs.gradients);
       }
+    }
+  }
+}
+
+// The state on the device: no staged copies; per unit the coordinator's values (stage 3: the shard,
+// plus the gathered units at world > 1), the reducer's accumulator (full unit at stages 0-1, shard
+// at 2-3), the stage-1 reduced shard and a padded micro-step buffer, and master weights and both
+// moments of this rank's partition (full unit at stage 0, shard otherwise), all fp32 but the
+// values.
+TEST(DeviceMemoryPlan, CountsTheStateOnTheDeviceByStage) {
+  for (const int world : {1, 3}) {
+    for (const int stage : {0, 1, 2, 3}) {
+      SCOPED_TRACE("world " + std::to_string(world) + " stage " + std::to_string(stage));
+      EngineOptions o = cuda_options(DType::kBF16);
+      o.zero.stage = stage;
+      const model::ModelLayout model_layout(o.model_config);
+      const sharding::ShardLayout layout(model_layout, world, 0);
+      int64_t padded = 0, shard = 0, max_padded = 0;
+      for (int u = 0; u < layout.num_units(); ++u) {
+        padded += layout.unit(u).padded_numel;
+        shard += layout.unit(u).shard_numel;
+        max_padded = std::max(max_padded, layout.unit(u).padded_numel);
+      }
+      const DeviceModelBytes model{.activations = 7000, .buffers = 300, .host_checkpoints = 0};
+      const DeviceMemoryNeeds needs = plan_device_memory(o, layout, model, true);
+      int64_t values = stage == 3 ? shard : padded;
+      if (stage == 3 && world > 1) {
+        values += std::min(padded, 2 * max_padded + std::min(o.zero.prefetch_bucket_numel, padded));
+      }
+      EXPECT_EQ(needs.parameters, values * 2);
+      EXPECT_EQ(needs.gradients,
+                4 * ((stage <= 1 ? padded : shard) + (stage == 1 ? shard : 0) + padded));
+      EXPECT_EQ(needs.optimizer_state, 12 * (stage == 0 ? padded : shard));
+      EXPECT_TRUE(needs.state_on_device);
+      // A shortfall names the device-resident parts, not staged copies.
+      const Status s = check_device_memory(needs, {.device_index = 0, .free_bytes = 1000});
+      EXPECT_EQ(s.message().find("staged"), std::string::npos) << s.message();
+      EXPECT_EQ(needs.total(),
+                7000 + 300 + needs.parameters + needs.gradients + needs.optimizer_state);
     }
   }
 }

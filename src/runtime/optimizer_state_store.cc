@@ -34,17 +34,29 @@ OptimizerStateStore::~OptimizerStateStore() {
   // The swapper waits for in-flight I/O on the staging buffers and removes its files; the staging
   // buffers (members declared after it) are freed after.
   swapper_.reset();
+  // Why a host wait: queued updates may still write the device state freed below (errors are
+  // reported by the owner of the stream).
+  if (device_ != nullptr) (void)device_->compute().synchronize();
 }
 
 StatusOr<std::unique_ptr<OptimizerStateStore>> OptimizerStateStore::create(
     const OffloadOptions& offload, std::vector<int64_t> partition_numel, int rank,
-    sharding::MemoryAccounting& memory, const FillFn& fill, const InstallFn& install) {
+    sharding::MemoryAccounting& memory, const FillFn& fill, const InstallFn& install,
+    device::ExecutionContext* device) {
   if (!(offload.ratio >= 0.0 && offload.ratio <= 1.0)) {
     return invalid_argument("zero_optimization.offload_optimizer.ratio: {} is not in [0, 1]",
                             offload.ratio);
   }
   std::unique_ptr<OptimizerStateStore> st(
       new OptimizerStateStore(offload, std::move(partition_numel), rank));
+  if (device != nullptr) {
+    ZERO_CHECK(offload.optimizer == OptimizerOffload::kNone,
+               "optimizer state on a device with offload_optimizer set");
+    st->device_ = device;
+    st->units_.resize(st->partition_numel_.size());
+    ZERO_RETURN_IF_ERROR(st->create_on_device(memory, fill, install));
+    return st;
+  }
   const int num_units = static_cast<int>(st->partition_numel_.size());
   st->offloaded_units_ = offload.optimizer == OptimizerOffload::kNone
                              ? 0
@@ -84,6 +96,70 @@ StatusOr<std::unique_ptr<OptimizerStateStore>> OptimizerStateStore::create(
   }
   if (offload.pin_memory && st->offloaded_units_ > 0) st->pin(memory);
   return st;
+}
+
+TensorView OptimizerStateStore::device_view(int u, int k) const {
+  return units_[static_cast<size_t>(u)].on_device[k].view();
+}
+
+Status OptimizerStateStore::create_on_device(sharding::MemoryAccounting& memory, const FillFn& fill,
+                                             const InstallFn& install) {
+  device::Backend& backend = device_->backend();
+  device::Stream& stream = device_->compute();
+  int64_t max_numel = 1;
+  for (int64_t n : partition_numel_) max_numel = std::max(max_numel, n);
+  std::vector<float> host(static_cast<size_t>(max_numel));  // one unit's initial master weights
+  for (int u = 0; u < num_units(); ++u) {
+    UnitState& s = units_[static_cast<size_t>(u)];
+    const int64_t numel = partition_numel_[static_cast<size_t>(u)];
+    for (device::DeviceBuffer& buf : s.on_device) {
+      StatusOr<device::DeviceBuffer> b = backend.allocate(DType::kF32, numel);
+      if (!b.ok()) return b.status().with_context(fmt::format("optimizer state of unit {}", u));
+      buf = std::move(*b);
+    }
+    const int64_t bytes = numel * static_cast<int64_t>(sizeof(float));
+    memory.master_bytes += bytes;
+    memory.optimizer_state_bytes += 2 * bytes;
+    memory.device_bytes += 3 * bytes;
+    ZERO_RETURN_IF_ERROR(fill(u, host.data()));
+    backend.transfer(stream, device_view(u, 0), TensorView{host.data(), DType::kF32, Shape{numel}});
+    backend.zero(stream, device_view(u, 1));
+    backend.zero(stream, device_view(u, 2));
+    ZERO_RETURN_IF_ERROR(install(u, static_cast<const float*>(s.on_device[0].data())));
+    // Why a host wait: the host buffer is refilled for the next unit (once, at start-up).
+    ZERO_RETURN_IF_ERROR(stream.synchronize().with_context("copying the initial master weights"));
+  }
+  return ok_status();
+}
+
+Status OptimizerStateStore::load_unit_on_device(int u, const LoadFn& load,
+                                                const InstallFn& install) {
+  const int64_t numel = partition_numel_[static_cast<size_t>(u)];
+  std::vector<float> host(static_cast<size_t>(3 * numel));
+  float* parts[3] = {host.data(), host.data() + numel, host.data() + 2 * numel};
+  ZERO_RETURN_IF_ERROR(load(u, parts[0], parts[1], parts[2]));
+  device::Stream& stream = device_->compute();
+  for (int k = 0; k < 3; ++k) {
+    device_->backend().transfer(stream, device_view(u, k),
+                                TensorView{parts[k], DType::kF32, Shape{numel}});
+  }
+  ZERO_RETURN_IF_ERROR(install(u, static_cast<const float*>(device_view(u, 0).data)));
+  // Why a host wait: `host` is freed on return (a restore, not a step).
+  return stream.synchronize().with_context("restoring the optimizer state");
+}
+
+Status OptimizerStateStore::read_partition_on_device(int u, float* master, float* exp_avg,
+                                                     float* exp_avg_sq) const {
+  const int64_t numel = partition_numel_[static_cast<size_t>(u)];
+  float* dst[3] = {master, exp_avg, exp_avg_sq};
+  device::Stream& stream = device_->compute();
+  for (int k = 0; k < 3; ++k) {
+    if (dst[k] == nullptr || numel == 0) continue;
+    device_->backend().transfer(stream, TensorView{dst[k], DType::kF32, Shape{numel}},
+                                device_view(u, k));
+  }
+  // Why a host wait: the caller reads the host copies on return (a checkpoint, not a step).
+  return stream.synchronize().with_context("reading the optimizer state from the device");
 }
 
 void OptimizerStateStore::pin(sharding::MemoryAccounting& memory) {
@@ -182,6 +258,16 @@ Status OptimizerStateStore::wait_tickets(offload::NvmeSwapper& swapper,
 
 Status OptimizerStateStore::update_all(const UpdateFn& update, const InstallFn& install) {
   if (swapper_) return update_nvme_units(update, install);
+  if (device_ != nullptr) {
+    // The visitor and install queue their work on the compute stream: no wait here.
+    for (int u = 0; u < num_units(); ++u) {
+      float* p[3];
+      for (int k = 0; k < 3; ++k) p[k] = static_cast<float*>(device_view(u, k).data);
+      update(u, p[0], p[1], p[2]);
+      ZERO_RETURN_IF_ERROR(install(u, p[0]));
+    }
+    return ok_status();
+  }
   for (int u = 0; u < num_units(); ++u) {
     UnitState& s = units_[static_cast<size_t>(u)];
     update(u, s.master.f32(), s.exp_avg.f32(), s.exp_avg_sq.f32());
@@ -238,6 +324,10 @@ Status OptimizerStateStore::update_nvme_units(const UpdateFn& update, const Inst
 Status OptimizerStateStore::load_all(const LoadFn& load, const InstallFn& install) {
   for (int u = 0; u < num_units(); ++u) {
     UnitState& s = units_[static_cast<size_t>(u)];
+    if (device_ != nullptr) {
+      ZERO_RETURN_IF_ERROR(load_unit_on_device(u, load, install));
+      continue;
+    }
     if (s.on_nvme) {
       // Through a staging set into the swap files.
       Staging& st = staging_[0];
@@ -255,6 +345,7 @@ Status OptimizerStateStore::load_all(const LoadFn& load, const InstallFn& instal
 
 Status OptimizerStateStore::read_partition(int u, float* master, float* exp_avg,
                                            float* exp_avg_sq) const {
+  if (device_ != nullptr) return read_partition_on_device(u, master, exp_avg, exp_avg_sq);
   const size_t nbytes = static_cast<size_t>(partition_numel_[static_cast<size_t>(u)]) * 4;
   float* dst[3] = {master, exp_avg, exp_avg_sq};
   const UnitState& s = units_[static_cast<size_t>(u)];

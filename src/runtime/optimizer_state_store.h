@@ -5,6 +5,11 @@
 // pipelined reads and write-backs. The engine keeps the optimizer math (a visitor per unit) and
 // never sees where the state is — as ParamStore does for stage-3 parameters.
 //
+// A fourth placement, on a device: created with a device::ExecutionContext (`--device cuda`, no
+// optimizer offload), master weights and moments are buffers of that backend (Backend::allocate);
+// the visitors then get device pointers and queue their work on ctx.compute(); initial values,
+// checkpoint reads and restores cross with Backend::transfer (the host waits only there).
+//
 // Each unit's state covers this rank's partition: `partition_numel[u]` floats (the whole padded
 // unit at stage 0, the own shard at stages 1-3).
 #pragma once
@@ -17,6 +22,7 @@
 #include "core/pinned_memory.h"
 #include "core/status.h"
 #include "core/tensor.h"
+#include "device/backend.h"
 #include "runtime/offload_options.h"
 #include "sharding/zero_options.h"
 
@@ -28,22 +34,25 @@ namespace zero::runtime {
 
 class OptimizerStateStore {
  public:
-  // Fills unit u's master weights: floats [begin, begin + numel) of its partition.
+  // Fills unit u's master weights: floats [begin, begin + numel) of its partition (host memory).
   using FillFn = std::function<Status(int u, float* master)>;
-  // Receives unit u's (new) master weights (the parameter coordinator's set_values).
+  // Receives unit u's (new) master weights (the parameter coordinator's set_values); device
+  // memory when the state is on a device.
   using InstallFn = std::function<Status(int u, const float* master)>;
-  // Updates unit u's state in place.
+  // Updates unit u's state in place (device pointers when the state is on a device).
   using UpdateFn = std::function<void(int u, float* master, float* exp_avg, float* exp_avg_sq)>;
-  // Replaces unit u's state (checkpoint restore).
+  // Replaces unit u's state (checkpoint restore; host memory).
   using LoadFn = std::function<Status(int u, float* master, float* exp_avg, float* exp_avg_sq)>;
 
   // Allocates (or creates swap files for) every unit's state, fills the master weights with
   // `fill`, zeroes the moments and installs each unit's master weights. `offload.optimizer` must
   // already be sanitized (kNvme only at stage 3). Adds its bytes to `memory`. Warnings (pinning
-  // refused) are printed on rank 0.
+  // refused) are printed on rank 0. `device` (not owned; outlives the store): the state on that
+  // device (REQUIRES: offload.optimizer none).
   static StatusOr<std::unique_ptr<OptimizerStateStore>> create(
       const OffloadOptions& offload, std::vector<int64_t> partition_numel, int rank,
-      sharding::MemoryAccounting& memory, const FillFn& fill, const InstallFn& install);
+      sharding::MemoryAccounting& memory, const FillFn& fill, const InstallFn& install,
+      device::ExecutionContext* device = nullptr);
   // Waits for in-flight swap I/O and removes the swap files.
   ~OptimizerStateStore();
   OptimizerStateStore(const OptimizerStateStore&) = delete;
@@ -54,7 +63,9 @@ class OptimizerStateStore {
   int offloaded_units() const { return offloaded_units_; }
   // Whether some state lives in NVMe swap files.
   bool on_nvme() const { return swapper_ != nullptr; }
-  // Unit u's state when it is in RAM; null for a unit on NVMe (use read_partition).
+  // Whether the state is in device memory (the visitors get device pointers).
+  bool on_device() const { return device_ != nullptr; }
+  // Unit u's state when it is in RAM; null for a unit on NVMe or a device (use read_partition).
   const float* master(int u) const { return units_[static_cast<size_t>(u)].master.f32(); }
   const float* exp_avg(int u) const { return units_[static_cast<size_t>(u)].exp_avg.f32(); }
   const float* exp_avg_sq(int u) const { return units_[static_cast<size_t>(u)].exp_avg_sq.f32(); }
@@ -66,8 +77,8 @@ class OptimizerStateStore {
   Status update_all(const UpdateFn& update, const InstallFn& install);
   // Replaces every unit's state with `load`'s, then installs it (collective callers: every rank).
   Status load_all(const LoadFn& load, const InstallFn& install);
-  // Copies unit u's partition (any pointer may be null to skip it) from RAM or the swap files.
-  // Not concurrent with update_all.
+  // Copies unit u's partition (any pointer may be null to skip it; host memory) from RAM, the swap
+  // files or the device. Not concurrent with update_all.
   Status read_partition(int u, float* master, float* exp_avg, float* exp_avg_sq) const;
 
  private:
@@ -77,6 +88,8 @@ class OptimizerStateStore {
     Tensor exp_avg_sq;         // second moment
     uint64_t swap_offset = 0;  // byte offset of the partition in each swap file (NVMe)
     bool on_nvme = false;
+    // On a device: master, exp_avg, exp_avg_sq (the Tensors above stay empty).
+    device::DeviceBuffer on_device[3];
   };
   // Staging for one unit's state read from / written to the swap files (4096-aligned).
   struct Staging {
@@ -92,6 +105,12 @@ class OptimizerStateStore {
   Status submit_swap(int u, Staging& st, bool write, bool master_only = false);
   static Status wait_tickets(offload::NvmeSwapper& swapper, std::vector<uint64_t>* tickets);
   Status update_nvme_units(const UpdateFn& update, const InstallFn& install);
+  // The device placement's parts of create / load_all / read_partition.
+  Status create_on_device(sharding::MemoryAccounting& memory, const FillFn& fill,
+                          const InstallFn& install);
+  Status load_unit_on_device(int u, const LoadFn& load, const InstallFn& install);
+  Status read_partition_on_device(int u, float* master, float* exp_avg, float* exp_avg_sq) const;
+  TensorView device_view(int u, int k) const;
 
   OffloadOptions offload_;
   std::vector<int64_t> partition_numel_;
@@ -102,6 +121,7 @@ class OptimizerStateStore {
   std::vector<Staging> staging_;                   // 1 + pipeline_read + pipeline_write sets
   uint64_t staging_numel_ = 0;                     // floats per staging buffer
   std::vector<PinnedRange> pins_;                  // offload_optimizer.pin_memory
+  device::ExecutionContext* device_ = nullptr;     // state on this device; null otherwise
 };
 
 }  // namespace zero::runtime

@@ -483,6 +483,20 @@ Exit TrainingRun::create_engine() {
   auto engine_or = Engine::create(std::move(engine_options), source_->init_fn(), &comm_);
   if (!engine_or.ok()) return bad(engine_or.status());
   engine_ = std::move(*engine_or);
+  if (lead_ && engine_->device() != Device::kCpu) {
+    const std::string device(device_name(engine_->device()));
+    if (engine_->state_on_device()) {
+      std::printf("zero train: ZeRO state and optimizer on the %s device (%.1f MiB)\n",
+                  device.c_str(),
+                  static_cast<double>(engine_->memory().device_bytes) / (1024.0 * 1024.0));
+    } else {
+      std::printf(
+          "zero train: ZeRO state in host memory, each unit staged to the %s device (the "
+          "device-resident state covers Adam without offload, with several ranks only where "
+          "NCCL is built)\n",
+          device.c_str());
+    }
+  }
   if (resume_) {
     Engine::RestoreState st;
     const nlohmann::json& state = resume_->state();

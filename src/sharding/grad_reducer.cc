@@ -16,8 +16,13 @@ void zero_fill(Tensor& t) { std::memset(t.data(), 0, t.nbytes()); }
 
 GradReducer::GradReducer(const ShardLayout& layout, Communicator& comm, const ZeroOptions& options,
                          MemoryAccounting& memory)
-    : layout_(layout), comm_(comm), options_(options), memory_(memory) {
+    : GradReducer(layout, comm, options, memory, nullptr) {}
+
+GradReducer::GradReducer(const ShardLayout& layout, Communicator& comm, const ZeroOptions& options,
+                         MemoryAccounting& memory, device::ExecutionContext* device)
+    : layout_(layout), comm_(comm), options_(options), memory_(memory), device_(device) {
   units_.resize(static_cast<size_t>(layout.num_units()));
+  if (device_ != nullptr) return;  // allocate_on_device()
   for (int u = 0; u < layout.num_units(); ++u) {
     Unit& unit = units_[static_cast<size_t>(u)];
     const UnitShardInfo& info = layout.unit(u);
@@ -31,9 +36,68 @@ GradReducer::GradReducer(const ShardLayout& layout, Communicator& comm, const Ze
   }
 }
 
+StatusOr<std::unique_ptr<GradReducer>> GradReducer::create(const ShardLayout& layout,
+                                                           Communicator& comm,
+                                                           const ZeroOptions& options,
+                                                           MemoryAccounting& memory,
+                                                           device::ExecutionContext* device) {
+  std::unique_ptr<GradReducer> r(new GradReducer(layout, comm, options, memory, device));
+  if (device != nullptr) ZERO_RETURN_IF_ERROR(r->allocate_on_device());
+  return r;
+}
+
+Status GradReducer::allocate_on_device() {
+  device::Backend& backend = device_->backend();
+  int64_t bytes = 0;
+  auto alloc = [&](device::DeviceBuffer& buf, int64_t numel, int u) -> Status {
+    StatusOr<device::DeviceBuffer> b = backend.allocate(DType::kF32, numel);
+    if (!b.ok()) return b.status().with_context(fmt::format("gradients of unit {}", u));
+    bytes += static_cast<int64_t>(b->view().nbytes());
+    buf = std::move(*b);
+    return ok_status();
+  };
+  for (int u = 0; u < layout_.num_units(); ++u) {
+    Unit& unit = units_[static_cast<size_t>(u)];
+    const UnitShardInfo& info = layout_.unit(u);
+    const int64_t before = bytes;
+    ZERO_RETURN_IF_ERROR(
+        alloc(unit.accum_dev, options_.stage <= 1 ? info.padded_numel : info.shard_numel, u));
+    if (options_.stage == 1) ZERO_RETURN_IF_ERROR(alloc(unit.reduced_dev, info.shard_numel, u));
+    memory_.grad_bytes += bytes - before;
+    // Each unit keeps its micro-step buffer: every unit is written every micro-step, and freeing
+    // device memory would wait for the device.
+    ZERO_RETURN_IF_ERROR(alloc(unit.micro_dev, info.padded_numel, u));
+  }
+  memory_.device_bytes += bytes;
+  return ok_status();
+}
+
+TensorView GradReducer::device_view(const void* data, DType dtype, int64_t numel) const {
+  return TensorView{const_cast<void*>(data), dtype, Shape{numel}, device_->device()};
+}
+
+TensorView GradReducer::device_scratch(DType dtype, int64_t numel) {
+  device::DeviceBuffer& buf = scratch_[static_cast<size_t>(dtype)];
+  if (buf.data() == nullptr) {
+    int64_t max_numel = 1;
+    for (int u = 0; u < layout_.num_units(); ++u) {
+      max_numel = std::max(max_numel, layout_.unit(u).padded_numel);
+    }
+    StatusOr<device::DeviceBuffer> b = device_->backend().allocate(dtype, max_numel);
+    ZERO_CHECK(b.ok(), "gradient rounding buffer: ", b.status().to_string());
+    memory_.peak_transient_grad_bytes += static_cast<int64_t>(b->view().nbytes());
+    memory_.device_bytes += static_cast<int64_t>(b->view().nbytes());
+    buf = std::move(*b);
+  }
+  return device_view(buf.data(), dtype, numel);
+}
+
 GradReducer::~GradReducer() {
   // In-flight collectives write into our buffers: finish them first.
   for (auto& b : in_flight_) (void)b.pending.wait();
+  // Why a host wait: queued ops may still read or write the device buffers freed below (errors
+  // are reported by the owner of the stream).
+  if (device_ != nullptr) (void)device_->compute().synchronize();
 }
 
 Tensor GradReducer::take_buffer(int64_t numel, DType dtype, bool zeroed) {
@@ -51,7 +115,11 @@ void GradReducer::begin_step(int num_micro_steps) {
   num_micro_steps_ = num_micro_steps;
   status_ = Status();
   for (auto& u : units_) {
-    zero_fill(u.accum);
+    if (device_ != nullptr) {
+      device_->backend().zero(device_->compute(), u.accum_dev.view());
+    } else {
+      zero_fill(u.accum);
+    }
     u.reduced_this_step = false;
   }
 }
@@ -67,6 +135,14 @@ float* GradReducer::grad_buffer(int u) {
   if (unit.in_open) flush_open();
   // A previous micro-step's reduction may still read this unit's buffer.
   if (unit.has_pending) drain_until(u);
+  if (device_ != nullptr) {
+    if (!unit.micro_open) {
+      // Zeroed in stream order: after the ops that read it last, before backward accumulates.
+      device_->backend().zero(device_->compute(), unit.micro_dev.view());
+      unit.micro_open = true;
+    }
+    return static_cast<float*>(unit.micro_dev.data());
+  }
   if (unit.micro.empty()) {
     unit.micro = take_buffer(layout_.unit(u).padded_numel, DType::kF32, /*zeroed=*/true);
   }
@@ -76,8 +152,35 @@ float* GradReducer::grad_buffer(int u) {
 void GradReducer::grad_ready(int u) {
   Unit& unit = units_[static_cast<size_t>(u)];
   const UnitShardInfo& info = layout_.unit(u);
-  float* micro = unit.micro.f32();
   const DType dtype = options_.model_dtype;
+  if (device_ != nullptr) {
+    ZERO_CHECK(unit.micro_open, "grad_ready(", u, ") without grad_buffer");
+    device::Backend& backend = device_->backend();
+    device::Stream& stream = device_->compute();
+    const TensorView micro = unit.micro_dev.view();
+    // A 16-bit model's gradient is rounded to its dtype, as its backward would produce it (into
+    // the scratch; accumulate widens it again), unless a wire of that dtype rounds it later.
+    const bool round =
+        dtype != DType::kF32 && (options_.stage <= 1 || options_.comm_dtype != dtype);
+    TensorView grad = micro;
+    if (round) {
+      grad = device_scratch(dtype, info.padded_numel);
+      backend.copy(stream, grad, micro);
+    }
+    if (options_.stage <= 1) {
+      backend.accumulate(stream, unit.accum_dev.view(), grad);
+      unit.micro_open = false;
+      if (options_.overlap_comm && micro_step_ == num_micro_steps_ - 1) {
+        unit.reduced_this_step = true;
+        add_to_bucket(u);
+      }
+      return;
+    }
+    if (round) backend.copy(stream, micro, grad);
+    add_to_bucket(u);
+    return;
+  }
+  float* micro = unit.micro.f32();
   if (options_.stage <= 1) {
     kernels::cpu::accumulate_rounded(unit.accum.f32(), micro, dtype, info.padded_numel);
     give_buffer(std::move(unit.micro));
@@ -127,6 +230,14 @@ void GradReducer::flush_open() {
 
 void GradReducer::issue(Bucket b) {
   const int world = layout_.world_size();
+  if (device_ != nullptr) {
+    if (world == 1) {
+      reduce_alone_on_device(b);
+    } else {
+      issue_on_device(std::move(b));
+    }
+    return;
+  }
   if (world == 1 && options_.comm_dtype == DType::kF32) {
     reduce_alone(b);
     return;
@@ -244,9 +355,208 @@ void GradReducer::reduce_alone(const Bucket& b) {
   }
 }
 
+void GradReducer::reduce_alone_on_device(const Bucket& b) {
+  int64_t padded = 0;
+  for (int u : b.units) padded += layout_.unit(u).padded_numel;
+  const bool all_reduce = options_.stage == 0 || !options_.reduce_scatter;
+  const DType wire = options_.comm_dtype;
+  comm_.record_elided(all_reduce ? CommKind::kAllReduce : CommKind::kReduceScatter,
+                      static_cast<size_t>(padded), wire);
+  device::Backend& backend = device_->backend();
+  device::Stream& stream = device_->compute();
+  for (int u : b.units) {
+    Unit& unit = units_[static_cast<size_t>(u)];
+    const UnitShardInfo& info = layout_.unit(u);
+    // What the collective reads (stages 0-1: the accumulator; 2-3: this micro-step's gradient),
+    // rounded to a 16-bit wire: the sum over one rank is its rounded input, widened again.
+    const TensorView src = options_.stage <= 1 ? unit.accum_dev.view() : unit.micro_dev.view();
+    TensorView result = src;
+    if (wire != DType::kF32) {
+      result = device_scratch(wire, info.padded_numel);
+      backend.copy(stream, result, src);
+    }
+    if (options_.stage == 0) {
+      if (wire != DType::kF32) backend.copy(stream, src, result);
+    } else if (options_.stage == 1) {
+      backend.copy(stream, unit.reduced_dev.view(), result);
+    } else {
+      backend.accumulate(stream, unit.accum_dev.view(), result);
+      unit.micro_open = false;
+    }
+  }
+}
+
+device::DeviceBuffer GradReducer::take_device(int64_t numel, DType dtype) {
+  for (auto it = device_pool_.begin(); it != device_pool_.end(); ++it) {
+    if (it->numel() == numel && it->view().dtype == dtype) {
+      device::DeviceBuffer b = std::move(*it);
+      device_pool_.erase(it);
+      return b;
+    }
+  }
+  StatusOr<device::DeviceBuffer> b = device_->backend().allocate(dtype, numel);
+  ZERO_CHECK(b.ok(), "gradient bucket buffer: ", b.status().to_string());
+  memory_.device_bytes += static_cast<int64_t>(b->view().nbytes());
+  transient_bytes_ += static_cast<int64_t>(b->view().nbytes());
+  memory_.peak_transient_grad_bytes = std::max(memory_.peak_transient_grad_bytes, transient_bytes_);
+  return std::move(*b);
+}
+
+void GradReducer::give_device(device::DeviceBuffer b) {
+  // Kept, not freed: the sizes recur every micro-step, and a later user is ordered after the ops
+  // reading it now (same stream, or a collective issued after a wait for that stream).
+  if (b.data() != nullptr) device_pool_.push_back(std::move(b));
+}
+
+namespace {
+// Elements [offset, offset + numel) of `v`.
+TensorView slice(const TensorView& v, int64_t offset, int64_t numel) {
+  return TensorView{static_cast<char*>(v.data) + static_cast<size_t>(offset) * dtype_bytes(v.dtype),
+                    v.dtype, Shape{numel}, v.device};
+}
+}  // namespace
+
+void GradReducer::issue_on_device(Bucket b) {
+  const int world = layout_.world_size();
+  device::Backend& backend = device_->backend();
+  device::Stream& stream = device_->compute();
+  const bool single = b.units.size() == 1;
+  int64_t padded = 0, shard = 0;
+  for (int u : b.units) {
+    padded += layout_.unit(u).padded_numel;
+    shard += layout_.unit(u).shard_numel;
+  }
+  auto src = [&](int u) {
+    const Unit& unit = units_[static_cast<size_t>(u)];
+    return options_.stage <= 1 ? unit.accum_dev.view() : unit.micro_dev.view();
+  };
+  const bool all_reduce = options_.stage == 0 || !options_.reduce_scatter;
+  TensorView in = single ? src(b.units[0]) : TensorView{};
+  if (!single) {
+    b.in_dev = take_device(padded, DType::kF32);
+    in = b.in_dev.view();
+    int64_t off = 0;
+    if (all_reduce) {
+      for (int u : b.units) {
+        const int64_t n = layout_.unit(u).padded_numel;
+        backend.copy(stream, slice(in, off, n), src(u));
+        off += n;
+      }
+    } else {
+      // Rank-major: block r is [u1 shard r | u2 shard r | ...].
+      for (int r = 0; r < world; ++r) {
+        for (int u : b.units) {
+          const int64_t P = layout_.unit(u).shard_numel;
+          backend.copy(stream, slice(in, off, P), slice(src(u), r * P, P));
+          off += P;
+        }
+      }
+    }
+    // Packed: the micro buffers are free for the next micro-step (its zeroing is queued after).
+    if (options_.stage >= 2) {
+      for (int u : b.units) units_[static_cast<size_t>(u)].micro_open = false;
+    }
+  }
+  TensorView out;  // reduce-scatter output (fp32)
+  if (!all_reduce) {
+    if (options_.stage == 1 && single) {
+      out = units_[static_cast<size_t>(b.units[0])].reduced_dev.view();
+    } else {
+      b.out_dev = take_device(shard, DType::kF32);
+      out = b.out_dev.view();
+    }
+  }
+  const DType wire = options_.comm_dtype;
+  TensorView send = in, recv = out;
+  if (wire != DType::kF32) {
+    b.wire_in_dev = take_device(padded, wire);
+    backend.copy(stream, b.wire_in_dev.view(), in);
+    send = b.wire_in_dev.view();
+    if (!all_reduce) {
+      b.wire_out_dev = take_device(shard, wire);
+      recv = b.wire_out_dev.view();
+    }
+    const TensorView result = all_reduce ? in : out;
+    b.result = static_cast<float*>(result.data);
+    b.result_numel = result.numel();
+  }
+  // Why a host wait: the collective runs on the communicator's own stream (or thread) and reads
+  // what the compute stream wrote (backward, the packing and rounding above).
+  if (Status s = stream.synchronize(); !s.ok() && status_.ok()) status_ = std::move(s);
+  if (all_reduce) {
+    b.pending =
+        comm_.all_reduce_async(send.data, static_cast<size_t>(padded), wire, ReduceOp::kSum);
+  } else {
+    b.pending = comm_.reduce_scatter_async(send.data, recv.data, static_cast<size_t>(shard), wire);
+  }
+  for (int u : b.units) units_[static_cast<size_t>(u)].has_pending = true;
+  in_flight_.push_back(std::move(b));
+  if (!options_.overlap_comm) complete_front();
+}
+
+void GradReducer::complete_front_on_device(Bucket b) {
+  device::Backend& backend = device_->backend();
+  device::Stream& stream = device_->compute();
+  // Why a host wait: the ops below read the collective's result on the compute stream.
+  const auto t0 = std::chrono::steady_clock::now();
+  Status s = b.pending.wait();
+  memory_.comm_wait_s +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!s.ok() && status_.ok()) status_ = s;
+  const Device d = device_->device();
+  if (b.result != nullptr) {
+    const device::DeviceBuffer& wire =
+        b.wire_out_dev.data() != nullptr ? b.wire_out_dev : b.wire_in_dev;
+    backend.copy(stream, TensorView{b.result, DType::kF32, Shape{b.result_numel}, d},
+                 slice(wire.view(), 0, b.result_numel));
+  }
+  const bool single = b.units.size() == 1;
+  const bool all_reduce = options_.stage == 0 || !options_.reduce_scatter;
+  int64_t poff = 0, soff = 0;
+  for (int u : b.units) {
+    Unit& unit = units_[static_cast<size_t>(u)];
+    const UnitShardInfo& info = layout_.unit(u);
+    unit.has_pending = false;
+    const TensorView accum = unit.accum_dev.view();
+    if (options_.stage <= 1) {
+      if (all_reduce) {
+        if (!single) backend.copy(stream, accum, slice(b.in_dev.view(), poff, info.padded_numel));
+        if (options_.stage == 1) {
+          backend.copy(stream, unit.reduced_dev.view(),
+                       slice(accum, layout_.shard_begin(u), info.shard_numel));
+        }
+      } else if (!single) {
+        backend.copy(stream, unit.reduced_dev.view(),
+                     slice(b.out_dev.view(), soff, info.shard_numel));
+      }
+    } else {
+      TensorView part;
+      if (all_reduce) {
+        const TensorView full =
+            single ? unit.micro_dev.view() : slice(b.in_dev.view(), poff, info.padded_numel);
+        part = slice(full, layout_.shard_begin(u), info.shard_numel);
+      } else {
+        part = slice(b.out_dev.view(), soff, info.shard_numel);
+      }
+      backend.accumulate(stream, accum, part);
+      if (single) unit.micro_open = false;
+    }
+    poff += info.padded_numel;
+    soff += info.shard_numel;
+  }
+  give_device(std::move(b.in_dev));
+  give_device(std::move(b.out_dev));
+  give_device(std::move(b.wire_in_dev));
+  give_device(std::move(b.wire_out_dev));
+}
+
 void GradReducer::complete_front() {
   Bucket b = std::move(in_flight_.front());
   in_flight_.pop_front();
+  if (device_ != nullptr) {
+    complete_front_on_device(std::move(b));
+    return;
+  }
   // Why: the result is consumed (accumulated) or the buffer reused right after this.
   const auto t0 = std::chrono::steady_clock::now();
   Status s = b.pending.wait();
@@ -323,6 +633,10 @@ Status GradReducer::finish_step() {
 
 const float* GradReducer::partition(int u) const {
   const Unit& unit = units_[static_cast<size_t>(u)];
+  if (device_ != nullptr) {
+    const device::DeviceBuffer& buf = options_.stage == 1 ? unit.reduced_dev : unit.accum_dev;
+    return static_cast<const float*>(buf.data());
+  }
   if (options_.stage == 0) return unit.accum.f32();
   if (options_.stage == 1) return unit.reduced.f32();
   return unit.accum.f32();

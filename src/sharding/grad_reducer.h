@@ -19,6 +19,14 @@
 // communication_data_type (ZeroOptions::comm_dtype) 16-bit: the bucket is rounded into a 16-bit
 // wire buffer, reduced (the communicator sums in fp32), and the 16-bit result widened back into the
 // fp32 buffers before accumulation: result = round(sum over ranks of round(g_r)).
+// Memory space: constructed with a device::ExecutionContext (`--device cuda` with the state on the
+// device), the micro-step buffers, accumulators and partitions are that backend's memory, and the
+// packing, accumulation and 16-bit rounding are Backend ops (zero / copy / accumulate) queued on
+// ctx.compute() behind the model's backward kernels: stream order, no host waits. At
+// world 1 every bucket is reduce_alone's (the 16-bit wire's rounding included), so no collective.
+// With several ranks the communicator works on device memory (NCCL; on the CPU backend any
+// communicator); the host waits for the compute stream before issuing a collective (it reads what
+// backward wrote) and for the collective before queueing the ops that consume its result.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +36,7 @@
 #include "comm/communicator.h"
 #include "core/status.h"
 #include "core/tensor.h"
+#include "device/backend.h"
 #include "model/param_access.h"
 #include "sharding/buffer_pool.h"
 #include "sharding/shard_layout.h"
@@ -40,6 +49,13 @@ class GradReducer : public model::GradSink {
   // Units this large (padded numel: 1 MiB of fp32) are reduced alone, never packed into a bucket.
   static constexpr int64_t kAloneNumel = int64_t{1} << 18;
 
+  // `device` (not owned; outlives the reducer): buffers in its backend's memory (see the file
+  // comment); `comm` must then work on that memory. Fails only when device memory runs out.
+  static StatusOr<std::unique_ptr<GradReducer>> create(const ShardLayout& layout,
+                                                       Communicator& comm,
+                                                       const ZeroOptions& options,
+                                                       MemoryAccounting& memory,
+                                                       device::ExecutionContext* device = nullptr);
   GradReducer(const ShardLayout& layout, Communicator& comm, const ZeroOptions& options,
               MemoryAccounting& memory);
   ~GradReducer() override;
@@ -56,7 +72,8 @@ class GradReducer : public model::GradSink {
   // partition of each unit in partition(u). Returns the first collective error.
   Status finish_step();
   // This rank's reduced fp32 gradient of unit u: the full padded unit at stage 0, the own shard
-  // (shard_numel values) at stages 1–3. Valid after finish_step().
+  // (shard_numel values) at stages 1–3. Valid after finish_step() (on a device: in stream order
+  // after ctx.compute()'s work queued so far).
   const float* partition(int u) const;
   // Partition offset in unit-flat coordinates (0 at stage 0, shard_begin otherwise).
   int64_t partition_begin(int u) const;
@@ -70,6 +87,10 @@ class GradReducer : public model::GradSink {
     bool in_open = false;            // in the bucket being filled
     bool has_pending = false;        // an in-flight bucket still reads / writes this unit's buffers
     bool reduced_this_step = false;  // stages 0–1 reduced early (overlap on the last micro-step)
+    // On a device: micro (kept for the next micro-step; micro_open while backward writes it),
+    // accum and reduced as above, in the backend's memory.
+    device::DeviceBuffer micro_dev, accum_dev, reduced_dev;
+    bool micro_open = false;
   };
   struct Bucket {
     std::vector<int> units;
@@ -80,14 +101,34 @@ class GradReducer : public model::GradSink {
     Tensor wire_in, wire_out;
     float* result = nullptr;
     int64_t result_numel = 0;
+    // On a device, the same buffers in its memory (from take_device).
+    device::DeviceBuffer in_dev, out_dev, wire_in_dev, wire_out_dev;
     CommHandle pending;
   };
+  GradReducer(const ShardLayout& layout, Communicator& comm, const ZeroOptions& options,
+              MemoryAccounting& memory, device::ExecutionContext* device);
   void add_to_bucket(int u);  // queue a ready unit; issues the bucket when it is full
   void flush_open();          // issue the bucket being filled (if any)
   void issue(Bucket b);
   // A world of one with an fp32 wire: the reduction of a bucket is its input, so the bucket is
   // finished in place (no packing, no collective, no copies) and counted as the collective.
   void reduce_alone(const Bucket& b);
+  // reduce_alone on a device (also for a 16-bit wire: its rounding is the reduction of one rank).
+  void reduce_alone_on_device(const Bucket& b);
+  // issue() and complete_front() on a device, several ranks: packing, wire rounding and
+  // accumulation as backend ops on the compute stream, the collective on the communicator's
+  // buffers in device memory.
+  void issue_on_device(Bucket b);
+  void complete_front_on_device(Bucket b);
+  // Transient device buffers, kept for reuse (freed with the reducer).
+  device::DeviceBuffer take_device(int64_t numel, DType dtype);
+  void give_device(device::DeviceBuffer b);
+  // Device views (the backend's device) of `numel` elements of `dtype` at `data`.
+  TensorView device_view(const void* data, DType dtype, int64_t numel) const;
+  // A device buffer of at least the largest padded unit in `dtype` (16-bit rounding on the way),
+  // reused by every op in stream order.
+  TensorView device_scratch(DType dtype, int64_t numel);
+  Status allocate_on_device();
   void complete_front();    // wait + post-process the oldest in-flight bucket
   void drain_until(int u);  // complete buckets in issue order until u's is done
   // Transient buffers (from pool_, counted in transient_bytes_). `zeroed`: the caller needs zeros.
@@ -98,6 +139,9 @@ class GradReducer : public model::GradSink {
   Communicator& comm_;
   ZeroOptions options_;
   MemoryAccounting& memory_;
+  device::ExecutionContext* device_ = nullptr;     // null: host memory
+  device::DeviceBuffer scratch_[3];                // device_scratch, by dtype
+  std::vector<device::DeviceBuffer> device_pool_;  // take_device / give_device
   std::vector<Unit> units_;
   std::vector<int> open_;  // units of the bucket being filled, in ready order
   int64_t open_numel_ = 0;

@@ -11,18 +11,19 @@
 namespace zero::sharding {
 
 ParamCoordinator::ParamCoordinator(const ShardLayout& layout, Communicator& comm,
-                                   const ZeroOptions& options, MemoryAccounting& memory)
-    : layout_(layout), comm_(comm), options_(options), memory_(memory) {
+                                   const ZeroOptions& options, MemoryAccounting& memory,
+                                   device::ExecutionContext* device)
+    : layout_(layout), comm_(comm), options_(options), memory_(memory), device_(device) {
   units_.resize(static_cast<size_t>(layout.num_units()));
   pool_ = BufferPool(units_.size());  // at most one buffer per unit; trim_pool() bounds the bytes
   int64_t persistent_numel = 0;
   for (int u = 0; u < layout.num_units(); ++u) {
     Unit& unit = units_[static_cast<size_t>(u)];
     const UnitShardInfo& info = layout.unit(u);
-    if (options_.stage < 3) {
+    if (options_.stage < 3 && device_ == nullptr) {
       unit.full = Tensor(Shape{info.padded_numel}, options_.model_dtype);
       memory_.param_bytes += static_cast<int64_t>(unit.full.nbytes());
-    } else {
+    } else if (options_.stage == 3) {
       // Small units stay gathered (DeepSpeed's persistence thresholds, applied per unit).
       if (info.numel <= options_.param_persistence_threshold_numel &&
           persistent_numel + info.numel <= options_.model_persistence_threshold_numel) {
@@ -35,8 +36,25 @@ ParamCoordinator::ParamCoordinator(const ShardLayout& layout, Communicator& comm
 
 StatusOr<std::unique_ptr<ParamCoordinator>> ParamCoordinator::create(
     const ShardLayout& layout, Communicator& comm, const ZeroOptions& options,
-    const ParamOffloadOptions& offload, MemoryAccounting& memory) {
-  std::unique_ptr<ParamCoordinator> c(new ParamCoordinator(layout, comm, options, memory));
+    const ParamOffloadOptions& offload, MemoryAccounting& memory,
+    device::ExecutionContext* device) {
+  std::unique_ptr<ParamCoordinator> c(new ParamCoordinator(layout, comm, options, memory, device));
+  if (device != nullptr) {
+    ZERO_CHECK(offload.device == ParamOffload::kNone,
+               "device-resident parameters with parameter offload");
+    for (int u = 0; u < layout.num_units(); ++u) {
+      // Stages 0-2: the full unit; stage 3: the shard (the padded unit at world 1).
+      const int64_t numel =
+          options.stage == 3 ? layout.unit(u).shard_numel : layout.unit(u).padded_numel;
+      StatusOr<device::DeviceBuffer> buf = device->backend().allocate(options.model_dtype, numel);
+      if (!buf.ok()) return buf.status().with_context(fmt::format("parameters of unit {}", u));
+      const int64_t bytes = static_cast<int64_t>(buf->view().nbytes());
+      memory.param_bytes += bytes;
+      memory.device_bytes += bytes;
+      c->units_[static_cast<size_t>(u)].on_device = std::move(*buf);
+    }
+    return c;
+  }
   if (options.stage == 3) {
     std::vector<bool> persistent;
     for (const Unit& u : c->units_) persistent.push_back(u.persistent);
@@ -51,6 +69,9 @@ ParamCoordinator::~ParamCoordinator() {
   for (auto& u : units_) {
     if (u.has_pending) (void)u.pending.wait();
   }
+  // Why a host wait: queued kernels may still read or write the device units freed below (errors
+  // are reported by the owner of the stream).
+  if (device_ != nullptr) (void)device_->compute().synchronize();
 }
 
 void ParamCoordinator::note_status(const Status& s) {
@@ -61,6 +82,7 @@ Status ParamCoordinator::set_values(int u, const float* values) {
   Unit& unit = units_[static_cast<size_t>(u)];
   const UnitShardInfo& info = layout_.unit(u);
   if (unit.has_pending) wait_pending(u);
+  if (device_ != nullptr) return set_device_values(u, values);
   if (options_.stage == 0) {
     // Rounds to the model dtype (round-to-nearest-even: the values round_to_dtype gives).
     kernels::cpu::cast_from_f32(values, unit.full.data(), options_.model_dtype, info.padded_numel);
@@ -82,6 +104,52 @@ Status ParamCoordinator::set_values(int u, const float* values) {
   kernels::cpu::cast_from_f32(values, own_block(u), options_.model_dtype, info.shard_numel);
   issue_gather(u, nullptr);
   if (!options_.overlap_comm) wait_pending(u);
+  return status_;
+}
+
+Status ParamCoordinator::set_device_values(int u, const float* values) {
+  Unit& unit = units_[static_cast<size_t>(u)];
+  const UnitShardInfo& info = layout_.unit(u);
+  device::Backend& backend = device_->backend();
+  // The partition: the whole padded unit at stage 0 (and at any stage in a world of one), the own
+  // block at stages 1-2. Rounded to the model dtype (round-to-nearest-even, bitwise the host cast),
+  // queued on the compute stream after the update that wrote `values` and before the kernels that
+  // read the unit.
+  const bool whole = options_.stage == 0 || layout_.world_size() == 1;
+  const int64_t numel = whole ? info.padded_numel : info.shard_numel;
+  void* dst = whole || options_.stage == 3 ? unit.on_device.data() : own_block(u);
+  backend.copy(
+      device_->compute(), TensorView{dst, options_.model_dtype, Shape{numel}, device_->device()},
+      TensorView{const_cast<float*>(values), DType::kF32, Shape{numel}, device_->device()});
+  if (!whole && options_.stage == 3) {
+    // As the host path: gathered copies are stale; the gather of the unit the next forward starts
+    // with starts now. The shard is written on the compute stream: the next gather waits for it.
+    shards_written_ = true;
+    if (unit.gathered && !unit.persistent) free_gathered(u);
+    unit.gathered = false;
+    if (leads_trace(u)) gather_async(u);
+    return status_;
+  }
+  if (!whole) {
+    // Why a host wait: the gather runs on the communicator's own stream (or thread) and reads the
+    // own block the compute stream just wrote.
+    note_status(device_->compute().synchronize());
+    issue_gather(u, nullptr);
+    if (!options_.overlap_comm) wait_pending(u);
+    return status_;
+  }
+  // A world of one: the unit is its own gather (counted as one elided collective, as the host
+  // paths count it).
+  if (options_.stage == 3) {
+    if (unit.view != nullptr) free_gathered(u);
+    unit.gathered = false;
+    return status_;
+  }
+  if (options_.stage >= 1) {
+    const CommKind kind =
+        options_.allgather_partitions ? CommKind::kAllGather : CommKind::kBroadcast;
+    comm_.record_elided(kind, static_cast<size_t>(info.shard_numel), options_.model_dtype);
+  }
   return status_;
 }
 
@@ -120,7 +188,7 @@ void ParamCoordinator::wait_pending(int u) {
 }
 
 bool ParamCoordinator::gather_is_view(int u) const {
-  return layout_.world_size() == 1 && !store_->on_nvme(u);
+  return layout_.world_size() == 1 && (device_ != nullptr || !store_->on_nvme(u));
 }
 
 void ParamCoordinator::gather_async(int u) {
@@ -129,7 +197,9 @@ void ParamCoordinator::gather_async(int u) {
   if (gather_is_view(u)) {
     // A world of one: the shard is the unit. Counted as a gathered unit and a gather (the model
     // holds it just the same), so the live limits and the counters are those of any world size.
-    StatusOr<const void*> shard = store_->load(u);  // host shard: never fails, never blocks
+    // The device unit, or the host shard (never fails, never blocks).
+    StatusOr<const void*> shard =
+        device_ != nullptr ? StatusOr<const void*>(unit.on_device.data()) : store_->load(u);
     ZERO_CHECK(shard.ok(), shard.status().to_string());
     if (unit.view == nullptr) {
       live_gathered_numel_ += info.padded_numel;
@@ -142,6 +212,10 @@ void ParamCoordinator::gather_async(int u) {
     comm_.record_elided(kind, static_cast<size_t>(info.shard_numel), options_.model_dtype);
     unit.gathered = true;
     unit.gathers += 1;
+    return;
+  }
+  if (device_ != nullptr) {
+    gather_on_device(u);
     return;
   }
   if (unit.full.empty()) {
@@ -161,8 +235,50 @@ void ParamCoordinator::gather_async(int u) {
   unit.gathers += 1;
 }
 
+void ParamCoordinator::gather_on_device(int u) {
+  Unit& unit = units_[static_cast<size_t>(u)];
+  const UnitShardInfo& info = layout_.unit(u);
+  if (unit.gathered_dev.data() == nullptr) {
+    for (auto it = device_pool_.begin(); it != device_pool_.end(); ++it) {
+      if (it->numel() == info.padded_numel) {
+        unit.gathered_dev = std::move(*it);
+        device_pool_.erase(it);
+        break;
+      }
+    }
+    if (unit.gathered_dev.data() == nullptr) {
+      StatusOr<device::DeviceBuffer> b =
+          device_->backend().allocate(options_.model_dtype, info.padded_numel);
+      ZERO_CHECK(b.ok(), "gathering unit ", u, ": ", b.status().to_string());
+      memory_.device_bytes += static_cast<int64_t>(b->view().nbytes());
+      unit.gathered_dev = std::move(*b);
+    }
+    live_gathered_numel_ += info.padded_numel;
+    live_gathered_units_ += 1;
+    note_peak_gathered();
+    // A pooled buffer may still be read by the compute stream (the unit it held last), and the
+    // shard may have been written there since the last gather.
+    shards_written_ = true;
+  }
+  if (shards_written_) {
+    // Why a host wait: the gather runs on the communicator's own stream (or thread); it must not
+    // overwrite a buffer queued kernels still read, nor read a shard the update is still writing.
+    note_status(device_->compute().synchronize());
+    shards_written_ = false;
+  }
+  issue_gather(u, unit.on_device.data());
+  unit.gathered = true;
+  unit.gathers += 1;
+}
+
+char* ParamCoordinator::unit_base(int u) const {
+  const Unit& unit = units_[static_cast<size_t>(u)];
+  if (device_ == nullptr) return static_cast<char*>(unit.full.data());
+  return static_cast<char*>(options_.stage == 3 ? unit.gathered_dev.data() : unit.on_device.data());
+}
+
 char* ParamCoordinator::own_block(int u) const {
-  return static_cast<char*>(units_[static_cast<size_t>(u)].full.data()) +
+  return unit_base(u) +
          static_cast<size_t>(layout_.shard_begin(u)) * dtype_bytes(options_.model_dtype);
 }
 
@@ -180,14 +296,22 @@ void ParamCoordinator::issue_gather(int u, const void* shard) {
   const int64_t P = layout_.unit(u).shard_numel;
   const DType dtype = options_.model_dtype;
   const size_t esize = dtype_bytes(dtype);
-  char* base = static_cast<char*>(unit.full.data());  // the buffer the collective fills
+  char* base = unit_base(u);  // the buffer the collective fills
   const void* in = own_block(u);
   if (shard != nullptr) {
     if (options_.allgather_partitions) {
       in = shard;  // the shard is in the model dtype: the all-gather reads it where it is
     } else {
       // Owner broadcasts send from the unit's own block.
-      std::memcpy(own_block(u), shard, static_cast<size_t>(P) * esize);
+      if (device_ != nullptr) {
+        const Device d = device_->device();
+        device_->backend().copy(device_->compute(), TensorView{own_block(u), dtype, Shape{P}, d},
+                                TensorView{const_cast<void*>(shard), dtype, Shape{P}, d});
+        // Why a host wait: the broadcasts read the own block the compute stream just wrote.
+        note_status(device_->compute().synchronize());
+      } else {
+        std::memcpy(own_block(u), shard, static_cast<size_t>(P) * esize);
+      }
     }
   }
   if (options_.allgather_partitions) {
@@ -214,12 +338,38 @@ void ParamCoordinator::free_gathered(int u) {
     unit.gathered = false;
     return;
   }
+  if (device_ != nullptr) {
+    if (unit.gathered_dev.data() == nullptr) return;
+    live_gathered_numel_ -= unit.gathered_dev.numel();
+    live_gathered_units_ -= 1;
+    // Kept for the next gather of this size (freeing device memory would wait for the device);
+    // at most one per unit, so the pool is bounded by the model.
+    device_pool_.push_back(std::move(unit.gathered_dev));
+    unit.gathered = false;
+    trim_device_pool();
+    return;
+  }
   if (unit.full.empty()) return;
   live_gathered_numel_ -= unit.full.numel();
   live_gathered_units_ -= 1;
   pool_.give(std::move(unit.full));
   unit.gathered = false;
   trim_pool();
+}
+
+void ParamCoordinator::trim_device_pool() {
+  // As trim_pool: kept buffers plus gathered units stay within stage3_max_live_parameters.
+  int64_t kept = 0;
+  for (const device::DeviceBuffer& b : device_pool_) kept += b.numel();
+  const int64_t budget = std::max<int64_t>(0, options_.max_live_numel - live_gathered_numel_);
+  if (kept <= budget) return;
+  // Why a host wait: queued kernels may still read the buffers freed below.
+  note_status(device_->compute().synchronize());
+  while (!device_pool_.empty() && kept > budget) {
+    kept -= device_pool_.front().numel();
+    memory_.device_bytes -= static_cast<int64_t>(device_pool_.front().view().nbytes());
+    device_pool_.erase(device_pool_.begin());
+  }
 }
 
 void ParamCoordinator::trim_pool() {
@@ -230,7 +380,7 @@ bool ParamCoordinator::leads_trace(int u) const {
   if (!trace_recorded_ || !trace_valid_ || trace_.empty() || options_.prefetch_bucket_numel <= 0) {
     return false;
   }
-  if (gather_is_view(u) || store_->on_nvme(u)) return false;
+  if (gather_is_view(u) || (store_ != nullptr && store_->on_nvme(u))) return false;
   const UnitShardInfo& info = layout_.unit(u);
   if (live_gathered_numel_ + info.padded_numel > options_.max_live_numel) return false;
   // What acquire(trace_[0]) and its prefetch_after(0) gather: the first unit, then units while
@@ -303,6 +453,10 @@ void ParamCoordinator::prefetch_after(size_t trace_pos) {
 }
 
 model::ParamView ParamCoordinator::working_view(const Unit& unit) const {
+  if (device_ != nullptr) {
+    const device::DeviceBuffer& b = options_.stage == 3 ? unit.gathered_dev : unit.on_device;
+    return model::ParamView{b.data(), options_.model_dtype, device_->device(), b.numel()};
+  }
   return model::ParamView{unit.full.data(), unit.full.dtype(), Device::kCpu, unit.full.numel()};
 }
 
@@ -323,7 +477,8 @@ model::ParamView ParamCoordinator::acquire(int u) {
   if (trace_recorded_ && trace_valid_) prefetch_after(trace_pos_);
   trace_pos_ += 1;
   if (unit.view != nullptr) {
-    return model::ParamView{unit.view, options_.model_dtype, Device::kCpu,
+    return model::ParamView{unit.view, options_.model_dtype,
+                            device_ != nullptr ? device_->device() : Device::kCpu,
                             layout_.unit(u).padded_numel};
   }
   return working_view(unit);

@@ -5,6 +5,14 @@
 // the prefetch bucket and the live limit), and releases gathered units after use unless persistent
 // or reused soon. The trace is fixed by the model's unit order, so every rank issues the same
 // collectives in the same order.
+//
+// Memory space: created with a device::ExecutionContext (`--device cuda` with the state on the
+// device), every unit's working values (stage 3: the shards and gathered units) live in that
+// backend's memory and set_values casts the device master into them with Backend::copy on
+// ctx.compute(), the stream the model reads them on (stream order: no host wait at world 1; with
+// several ranks the communicator works on device memory, and the host waits for the compute stream
+// before a gather reads what it wrote or overwrites a buffer it may still read). Without one, host
+// memory and the host kernels.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +23,7 @@
 #include "comm/communicator.h"
 #include "core/status.h"
 #include "core/tensor.h"
+#include "device/backend.h"
 #include "model/param_access.h"
 #include "sharding/buffer_pool.h"
 #include "sharding/param_store.h"
@@ -27,14 +36,17 @@ class ParamCoordinator : public model::ParamAccess {
  public:
   // Stage 3 keeps its shards in a ParamStore placed as `offload` says (host memory, or NVMe
   // beyond max_in_cpu); errors are those of creating the swap file. `rank` names the swap file.
-  static StatusOr<std::unique_ptr<ParamCoordinator>> create(const ShardLayout& layout,
-                                                            Communicator& comm,
-                                                            const ZeroOptions& options,
-                                                            const ParamOffloadOptions& offload,
-                                                            MemoryAccounting& memory);
+  // `device` (not owned; outlives the coordinator): keep the working values in its backend's
+  // memory (see the file comment); `comm` must then work on that memory. REQUIRES then: no
+  // parameter offload.
+  static StatusOr<std::unique_ptr<ParamCoordinator>> create(
+      const ShardLayout& layout, Communicator& comm, const ZeroOptions& options,
+      const ParamOffloadOptions& offload, MemoryAccounting& memory,
+      device::ExecutionContext* device = nullptr);
   ~ParamCoordinator() override;
 
   // Installs the master values of this rank's shard of unit u (rounded to the model dtype), and
+  // (`values`: memory of the coordinator's space, the device's when it was created with one)
   // makes them visible: stages 0–2 gather the full unit (all-gather or owner broadcasts); stage 3
   // marks gathered copies stale and, once the access trace is known, starts gathering the units the
   // next forward begins with (see leads_trace). Stage 0 passes the full unit (every rank holds it).
@@ -59,14 +71,17 @@ class ParamCoordinator : public model::ParamAccess {
 
   // Number of gathers issued for unit u so far (tests).
   int64_t gathers(int u) const { return units_[static_cast<size_t>(u)].gathers; }
-  // Stage 3: where the shards live (null below stage 3).
+  // Stage 3 in host memory: where the shards live (null below stage 3 and on a device).
   const ParamStore* store() const { return store_.get(); }
 
  private:
   ParamCoordinator(const ShardLayout& layout, Communicator& comm, const ZeroOptions& options,
-                   MemoryAccounting& memory);
+                   MemoryAccounting& memory, device::ExecutionContext* device);
   struct Unit {
     Tensor full;  // model dtype; stages 0–2: always; stage 3: while gathered (padded_numel)
+    // On a device: the unit's values at stages 0-2, this rank's shard at stage 3 (the padded unit
+    // at world 1, lent as its `view` as the host shard is); gathered_dev: stage 3's gathered unit.
+    device::DeviceBuffer on_device, gathered_dev;
     // Stage 3 in a world of one: the unit's values are the host shard itself (shard_numel ==
     // padded_numel, in the model dtype), so "gathering" lends its pointer: no buffer, no copy.
     // Valid until the next set_values (the store's write) or release.
@@ -78,18 +93,26 @@ class ParamCoordinator : public model::ParamAccess {
     int refcount = 0;
     int64_t gathers = 0;
   };
+  // set_values on a device (world of one): the cast into the device unit.
+  Status set_device_values(int u, const float* values);
   void gather_async(int u);
+  // gather_async on a device, several ranks: the all-gather of the device shard into a gathered
+  // buffer (kept ones reused).
+  void gather_on_device(int u);
   // A world of one with the shard in host memory: gather_async lends the shard (see Unit::view).
   bool gather_is_view(int u) const;
   // Starts the all-gather (or owner broadcasts) of unit u into unit.full (model dtype) from this
   // rank's shard `shard` (P values in the model dtype: the store's), or, when `shard` is null,
   // from the own block as it stands.
   void issue_gather(int u, const void* shard);
+  // The buffer holding unit u's full values (unit.full, or on_device on a device).
+  char* unit_base(int u) const;
   // Unit u's own block (this rank's shard) inside unit.full.
   char* own_block(int u) const;
   model::ParamView working_view(const Unit& unit) const;
   void note_peak_gathered();
   void trim_pool();
+  void trim_device_pool();
   // Stage 3, set_values: whether unit u is gathered at the start of the next micro-step's trace
   // (within the prefetch bucket), so its gather can start now, during the rest of the update.
   bool leads_trace(int u) const;
@@ -103,6 +126,11 @@ class ParamCoordinator : public model::ParamAccess {
   Communicator& comm_;
   ZeroOptions options_;
   MemoryAccounting& memory_;
+  device::ExecutionContext* device_;  // null: host memory
+  // On a device, stage 3: gathered buffers kept for reuse, and whether the compute stream may have
+  // written a shard (or still read a kept buffer) since the host last waited for it.
+  std::vector<device::DeviceBuffer> device_pool_;
+  bool shards_written_ = true;
   std::vector<Unit> units_;
   std::unique_ptr<ParamStore> store_;  // stage 3: this rank's shards (host or NVMe)
   // Stage 3: the order of acquire() calls in one micro-step, recorded on the first one.

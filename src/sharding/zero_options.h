@@ -44,6 +44,9 @@ struct MemoryAccounting {
   int64_t peak_transient_grad_bytes = 0;  // micro-step gradient buffers in flight
   int64_t peak_gathered_param_bytes = 0;  // stage 3: gathered units alive at once
   int peak_gathered_units = 0;
+  // Of the bytes above, those in device memory (`--device cuda` with the ZeRO state on the device:
+  // working parameters, gradient buffers, master weights and moments); the rest is host memory.
+  int64_t device_bytes = 0;
   // Time the compute thread spent blocked waiting for collectives (the communication that was not
   // hidden behind compute), cumulative.
   double comm_wait_s = 0.0;
