@@ -98,6 +98,7 @@ echo "## zero generate --device cuda vs --device cpu (the same tokens), zero ben
 } | tee "$work/cli_device.txt"
 grep -q -E 'MISMATCH|FAILED' "$work/cli_device.txt" && status=1
 
+san_train() {
 # compute-sanitizer memcheck over whole training runs (the engine's device buffers, copies and the
 # optimizer on the device, not just the kernels' unit tests): gpt2-tiny bf16 at stages 0 and 3.
 if [[ $device == cuda && ${ZERO_GPU_SAN_TRAIN:-1} != 0 ]] && command -v compute-sanitizer >/dev/null; then
@@ -107,7 +108,7 @@ if [[ $device == cuda && ${ZERO_GPU_SAN_TRAIN:-1} != 0 ]] && command -v compute-
     d=$work/san-s$stage
     mkdir -p "$d"
     config "$stage" bf16 none 4 2 >"$d/ds.json"
-    timeout 180 compute-sanitizer --tool memcheck --error-exitcode 99 --print-limit 20 "$zero" train \
+    timeout "${ZERO_GPU_SAN_TRAIN_TIMEOUT:-180}" compute-sanitizer --tool memcheck --error-exitcode 99 --print-limit 20 "$zero" train \
       --deepspeed "$d/ds.json" --model preset:gpt2-tiny --train_file "$corpus" --data_dtype uint8 \
       --block_size 64 --max_steps 4 --output_dir "$d/out" --quiet --device cuda >"$d/log" 2>&1 &
   done
@@ -117,8 +118,8 @@ if [[ $device == cuda && ${ZERO_GPU_SAN_TRAIN:-1} != 0 ]] && command -v compute-
     grep -q 'ERROR SUMMARY: 0 errors' "$work/san-s$stage/log" || { status=1; grep -m 12 -E '=========' "$work/san-s$stage/log" | sed 's/^/    /'; }
   done
 fi
-
-((bench)) || exit $status
+}
+((bench)) || { san_train; exit $status; }
 # The step benchmark: ZERO_GPU_BENCH_GRID entries MODEL:MICRO:STAGES[:MODES] (a stage followed by
 # "o" has the optimizer offloaded to the CPU; MODES joined by "+"), T=1024, bf16, world 1;
 # ZERO_GPU_TORCH_MODES the PyTorch baselines (eager / compile / fsdp2) run beside entries without
@@ -175,4 +176,5 @@ EOF2
     fi
   done
 done
+san_train
 exit $status
