@@ -7,7 +7,6 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
-#include <sstream>
 
 #include "model/transformer.h"
 #include "offload/nvme_swapper.h"
@@ -54,6 +53,25 @@ StatusOr<int64_t> statvfs_free(const std::string& path) {
 
 std::string gib(int64_t bytes) {
   return fmt::format("{:.2f} GiB", static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0));
+}
+
+// One part of a memory shortfall message: what, its size, and the setting that shrinks it.
+struct Part {
+  const char* what;
+  int64_t bytes;
+  const char* remedy;
+};
+
+// Sorts `parts` largest first and lists the non-empty ones ("; what size" each), so a message can
+// end with parts[0]'s remedy.
+std::string sorted_breakdown(std::vector<Part>& parts) {
+  std::sort(parts.begin(), parts.end(),
+            [](const Part& a, const Part& b) { return a.bytes > b.bytes; });
+  std::string breakdown;
+  for (const Part& p : parts) {
+    if (p.bytes > 0) breakdown += fmt::format("; {} {}", p.what, gib(p.bytes));
+  }
+  return breakdown;
 }
 
 }  // namespace
@@ -154,11 +172,6 @@ Status check_memory(const MemoryNeeds& needs, int ranks_on_node, const HostResou
   const int64_t ranks = std::max(ranks_on_node, 1);
   const int64_t need = checked_mul(needs.ram(), ranks).value_or(INT64_MAX);
   if (need > have.available_ram_bytes) {
-    struct Part {
-      const char* what;
-      int64_t bytes;
-      const char* remedy;
-    };
     std::vector<Part> parts = {
         {"optimizer state (Adam moments)", needs.optimizer_state,
          "offload it to NVMe (zero_optimization.offload_optimizer.device: \"nvme\", stage 3) or "
@@ -176,17 +189,12 @@ Status check_memory(const MemoryNeeds& needs, int ranks_on_node, const HostResou
          "lower gradient_accumulation_steps (or train_batch_size), "
          "train_micro_batch_size_per_gpu or --block_size"},
     };
-    std::sort(parts.begin(), parts.end(),
-              [](const Part& a, const Part& b) { return a.bytes > b.bytes; });
-    std::ostringstream breakdown;
-    for (const Part& p : parts) {
-      if (p.bytes > 0) breakdown << fmt::format("; {} {}", p.what, gib(p.bytes));
-    }
+    const std::string breakdown = sorted_breakdown(parts);
     return resource_exhausted(
         "not enough host memory: {} rank(s) on this node need about {} each ({} in all) but {} "
         "is available (MemAvailable / the cgroup limit){}. The largest part is the {}: {}",
-        ranks, gib(needs.ram()), gib(need), gib(have.available_ram_bytes), breakdown.str(),
-        parts[0].what, parts[0].remedy);
+        ranks, gib(needs.ram()), gib(need), gib(have.available_ram_bytes), breakdown, parts[0].what,
+        parts[0].remedy);
   }
   if (have.free_disk_bytes) {
     // Directories may coincide: add up what goes to the same path.
@@ -262,11 +270,6 @@ DeviceMemoryNeeds plan_device_memory(const EngineOptions& o, const sharding::Sha
 Status check_device_memory(const DeviceMemoryNeeds& needs, const DeviceMemoryInfo& have) {
   const int64_t need = needs.total();
   if (need <= have.free_bytes) return ok_status();
-  struct Part {
-    const char* what;
-    int64_t bytes;
-    const char* remedy;
-  };
   std::vector<Part> parts = {
       {"activations", needs.activations,
        "lower --per_device_train_batch_size (train_micro_batch_size_per_gpu) or --block_size, "
@@ -292,16 +295,11 @@ Status check_device_memory(const DeviceMemoryNeeds& needs, const DeviceMemoryInf
       {"model buffers (matmul workspace, fp32 widen buffers)", needs.model_buffers,
        "free memory on the GPU (other processes) or train in fp32 (no widen buffers)"},
   };
-  std::sort(parts.begin(), parts.end(),
-            [](const Part& a, const Part& b) { return a.bytes > b.bytes; });
-  std::ostringstream breakdown;
-  for (const Part& p : parts) {
-    if (p.bytes > 0) breakdown << fmt::format("; {} {}", p.what, gib(p.bytes));
-  }
+  const std::string breakdown = sorted_breakdown(parts);
   return resource_exhausted(
       "not enough memory on GPU {}: this rank needs about {} there but {} of its {} is free "
       "(cudaMemGetInfo){}. The largest part is the {}: {}",
-      have.device_index, gib(need), gib(have.free_bytes), gib(have.total_bytes), breakdown.str(),
+      have.device_index, gib(need), gib(have.free_bytes), gib(have.total_bytes), breakdown,
       parts[0].what, parts[0].remedy);
 }
 
