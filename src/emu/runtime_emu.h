@@ -54,10 +54,19 @@ inline Stream& stream_of(cudaStream_t handle) {
 // cudaMalloc's 256-byte alignment, so the launchers' vector paths are taken as on a GPU.
 inline constexpr size_t kDeviceAlignment = 256;
 
+// The emulated device's memory: cudaMemGetInfo's total, and the most one cudaMalloc may ask for.
+inline constexpr size_t kEmulatedDeviceBytes = size_t{80} << 30;
+
 inline cudaError_t device_malloc(void** ptr, size_t bytes) {
   if (ptr == nullptr) return cudaErrorInvalidValue;
   // Why round up: aligned_alloc requires a multiple of the alignment; ASan still sees the rest
   // of the last 256 bytes as addressable, as a GPU allocation's granularity would be.
+  // Why: a request beyond the emulated device's memory (what cudaMemGetInfo reports) fails as
+  // on a GPU, whatever the host could map (DeviceArena's out-of-memory test asks for 1 PiB).
+  if (bytes > kEmulatedDeviceBytes) {
+    *ptr = nullptr;
+    return cudaErrorMemoryAllocation;
+  }
   const size_t rounded = (bytes + kDeviceAlignment - 1) / kDeviceAlignment * kDeviceAlignment;
   *ptr = std::aligned_alloc(kDeviceAlignment, rounded == 0 ? kDeviceAlignment : rounded);
   return *ptr != nullptr ? cudaSuccess : cudaErrorMemoryAllocation;
@@ -85,7 +94,6 @@ inline cudaError_t get_device_count(int* count) {
 
 // cudaMemGetInfo: device memory is the heap here, which the emulator does not measure; each
 // device reports an H100's 80 GiB, all of it free (memory planning tests inject their own numbers).
-inline constexpr size_t kEmulatedDeviceBytes = size_t{80} << 30;
 
 inline cudaError_t mem_get_info(size_t* free_bytes, size_t* total_bytes) {
   if (free_bytes == nullptr || total_bytes == nullptr) return cudaErrorInvalidValue;
