@@ -77,8 +77,9 @@ void add_step(CLI::App* bench, int& exit_code) {
   step->add_option("--warmup", opts->warmup, "untimed steps first");
   step->add_flag("--bf16", opts->bf16, "bf16 model dtype");
   step->add_option("--device", opts->device,
-                   "cpu (default) | cuda: the model on each rank's GPU, the ZeRO state in host "
-                   "memory; steps timed to a device synchronize, device memory reported");
+                   "cpu (default) | cuda: the model on each rank's GPU, the ZeRO state and "
+                   "optimizer there too unless offloaded; steps timed to a device synchronize, "
+                   "device memory reported");
   step->add_option("--offload_param,--offload-param", opts->offload_param,
                    "stage 3's offload_param device: none (default), cpu or nvme")
       ->check(CLI::IsMember({"none", "cpu", "nvme"}));
