@@ -495,14 +495,10 @@ void GradReducer::issue_on_device(Bucket b) {
 }
 
 void GradReducer::complete_front_on_device(Bucket b) {
+  // complete_front() waited for the collective: the ops below read its result on the compute
+  // stream.
   device::Backend& backend = device_->backend();
   device::Stream& stream = device_->compute();
-  // Why a host wait: the ops below read the collective's result on the compute stream.
-  const auto t0 = std::chrono::steady_clock::now();
-  Status s = b.pending.wait();
-  memory_.comm_wait_s +=
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (!s.ok() && status_.ok()) status_ = s;
   const Device d = device_->device();
   if (b.result != nullptr) {
     const device::DeviceBuffer& wire =
@@ -553,16 +549,17 @@ void GradReducer::complete_front_on_device(Bucket b) {
 void GradReducer::complete_front() {
   Bucket b = std::move(in_flight_.front());
   in_flight_.pop_front();
-  if (device_ != nullptr) {
-    complete_front_on_device(std::move(b));
-    return;
-  }
-  // Why: the result is consumed (accumulated) or the buffer reused right after this.
+  // Why a host wait: the result is consumed (accumulated, on the host or queued on the device's
+  // compute stream) or the buffer reused right after this.
   const auto t0 = std::chrono::steady_clock::now();
   Status s = b.pending.wait();
   memory_.comm_wait_s +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!s.ok() && status_.ok()) status_ = s;
+  if (device_ != nullptr) {
+    complete_front_on_device(std::move(b));
+    return;
+  }
   if (b.result) {
     // The 16-bit wire result, widened into the fp32 buffer the code below reads.
     const void* wire = b.wire_out.empty() ? b.wire_in.data() : b.wire_out.data();
