@@ -1,9 +1,15 @@
 // CudaTransformer's blocks, forward and backward: gpt2_block.cc and llama_block.cc's math with the
 // CUDA kernels, in the same order (the CPU model is the oracle). Legend: N = B*T rows, C hidden,
-// F intermediate, Hq / Hkv heads, D head dim. Weights in (out, in) layout (docs/design.md).
+// F intermediate, Hq / Hkv heads, D head dim. Weights in (out, in) layout (docs/design.md). The
+// dense layers go through dense_forward / dense_backward (end of file): fp32 GEMMs for fp32 units,
+// autocast-style 16-bit GEMMs for 16-bit ones.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include "core/check.h"
 #include "core/cuda/cuda_check.h"
+#include "core/dtype.h"
 #include "kernels/attention/attention_cuda.h"
 #include "kernels/elementwise/elementwise_cuda.h"
 #include "kernels/gelu/gelu_cuda.h"
@@ -26,23 +32,35 @@ void zero_fill(float* x, int64_t n, cudaStream_t stream) {
   CUDA_ABORT_IF_ERROR(cudaMemsetAsync(x, 0, static_cast<size_t>(n) * sizeof(float), stream));
 }
 
+int64_t round_up_8(int64_t n) { return (n + 7) / 8 * 8; }
+
+// f.template operator()<T16>() for the 16-bit dtype's CUDA type.
+template <typename F>
+void with_16bit(DType dtype, F&& f) {
+  if (dtype == DType::kBF16) {
+    f.template operator()<__nv_bfloat16>();
+  } else {
+    ZERO_CHECK(dtype == DType::kF16, "not a 16-bit dtype: ", dtype_name(dtype));
+    f.template operator()<__half>();
+  }
+}
+
 }  // namespace
 
 // GPT-2: x2 = x + proj(attn(ln_1(x))); out = x2 + c_proj(gelu(c_fc(ln_2(x2)))).
-void CudaTransformer::gpt2_block_forward(const UnitSpec& u, const float* w, const float* x,
-                                         float* out, BlockActs& a) {
+void CudaTransformer::gpt2_block_forward(const DeviceUnit& w, const float* x, float* out,
+                                         BlockActs& a) {
   const ModelConfig& c = layout_.config();
   const int64_t B = B_, T = T_, N = B * T, C = c.hidden_size, F = c.intermediate_size;
   const int64_t H = c.num_heads, D = c.head_dim();
   const float eps = static_cast<float>(c.norm_eps);
-  kc::MatmulContext& mm = *buffers_->matmul;
   cudaStream_t s = stream_;
-  auto W = [&](ParamKind kind) { return w + u.param(kind).offset; };
+  const UnitSpec& u = *w.spec;
+  auto W = [&](ParamKind kind) { return w.f32(kind); };
 
   kc::layernorm_forward<float>(a.norm1, a.mean1, a.rstd1, x, W(ParamKind::kAttnNormWeight),
                                W(ParamKind::kAttnNormBias), N, C, eps, s);
-  kc::matmul_forward<float>(mm, a.qkv, a.norm1, W(ParamKind::kQkvWeight), W(ParamKind::kQkvBias), N,
-                            C, 3 * C, s);
+  dense_forward(a.qkv, a.norm1, w, ParamKind::kQkvWeight, W(ParamKind::kQkvBias), N, C, 3 * C);
   // Split the fused projection: attention reads dense (N, C) q, k, v.
   cuda_glue::copy_columns(a.q, C, a.qkv, 3 * C, N, C, s);
   cuda_glue::copy_columns(a.k, C, a.qkv + C, 3 * C, N, C, s);
@@ -50,47 +68,43 @@ void CudaTransformer::gpt2_block_forward(const UnitSpec& u, const float* w, cons
   kc::attention_forward<float>(a.attn_y, a.lse, a.q, a.k, a.v, B, T, H, H, D, s,
                                c.attention_window(u.block_index),
                                c.attention_score_divisor(u.block_index));
-  kc::matmul_forward<float>(mm, a.x2, a.attn_y, W(ParamKind::kAttnOutWeight),
-                            W(ParamKind::kAttnOutBias), N, C, C, s);
+  dense_forward(a.x2, a.attn_y, w, ParamKind::kAttnOutWeight, W(ParamKind::kAttnOutBias), N, C, C);
   kc::add<float>(a.x2, a.x2, x, N * C, s);
   kc::layernorm_forward<float>(a.norm2, a.mean2, a.rstd2, a.x2, W(ParamKind::kMlpNormWeight),
                                W(ParamKind::kMlpNormBias), N, C, eps, s);
-  kc::matmul_forward<float>(mm, a.up, a.norm2, W(ParamKind::kMlpUpWeight), W(ParamKind::kMlpUpBias),
-                            N, C, F, s);
+  dense_forward(a.up, a.norm2, w, ParamKind::kMlpUpWeight, W(ParamKind::kMlpUpBias), N, C, F);
   kc::gelu_forward<float>(a.act, a.up, N * F, s);
-  kc::matmul_forward<float>(mm, out, a.act, W(ParamKind::kMlpDownWeight),
-                            W(ParamKind::kMlpDownBias), N, F, C, s);
+  dense_forward(out, a.act, w, ParamKind::kMlpDownWeight, W(ParamKind::kMlpDownBias), N, F, C);
   kc::add<float>(out, out, a.x2, N * C, s);
 }
 
-void CudaTransformer::gpt2_block_backward(const UnitSpec& u, const float* w, float* dw,
-                                          const float* x, float* dx, BlockActs& a) {
+void CudaTransformer::gpt2_block_backward(const DeviceUnit& w, float* dw, const float* x, float* dx,
+                                          BlockActs& a) {
   const ModelConfig& c = layout_.config();
   const int64_t B = B_, T = T_, N = B * T, C = c.hidden_size, F = c.intermediate_size;
   const int64_t H = c.num_heads, D = c.head_dim();
   Buffers& s = *buffers_;
-  kc::MatmulContext& mm = *s.matmul;
   cudaStream_t st = stream_;
-  auto W = [&](ParamKind kind) { return w + u.param(kind).offset; };
+  const UnitSpec& u = *w.spec;
+  auto W = [&](ParamKind kind) { return w.f32(kind); };
   auto dW = [&](ParamKind kind) { return dw + u.param(kind).offset; };
 
   // MLP: dx holds d(out); it is also d(x2) through the residual.
   zero_fill(s.dact, N * F, st);
-  kc::matmul_backward<float>(mm, s.dact, dW(ParamKind::kMlpDownWeight), dW(ParamKind::kMlpDownBias),
-                             dx, a.act, W(ParamKind::kMlpDownWeight), N, F, C, st);
+  dense_backward(s.dact, dW(ParamKind::kMlpDownWeight), dW(ParamKind::kMlpDownBias), dx, a.act, w,
+                 ParamKind::kMlpDownWeight, N, F, C);
   zero_fill(s.dup, N * F, st);
   kc::gelu_backward<float>(s.dup, a.up, s.dact, N * F, st);
   zero_fill(s.dnorm, N * C, st);
-  kc::matmul_backward<float>(mm, s.dnorm, dW(ParamKind::kMlpUpWeight), dW(ParamKind::kMlpUpBias),
-                             s.dup, a.norm2, W(ParamKind::kMlpUpWeight), N, C, F, st);
+  dense_backward(s.dnorm, dW(ParamKind::kMlpUpWeight), dW(ParamKind::kMlpUpBias), s.dup, a.norm2, w,
+                 ParamKind::kMlpUpWeight, N, C, F);
   kc::layernorm_backward<float>(dx, dW(ParamKind::kMlpNormWeight), dW(ParamKind::kMlpNormBias),
                                 s.dnorm, a.x2, W(ParamKind::kMlpNormWeight), a.mean2, a.rstd2, N, C,
                                 s.kernel_scratch, s.kernel_scratch_bytes, st);
   // Attention: dx now holds d(x2), which is also d(x) through the residual.
   zero_fill(s.dattn_y, N * C, st);
-  kc::matmul_backward<float>(mm, s.dattn_y, dW(ParamKind::kAttnOutWeight),
-                             dW(ParamKind::kAttnOutBias), dx, a.attn_y,
-                             W(ParamKind::kAttnOutWeight), N, C, C, st);
+  dense_backward(s.dattn_y, dW(ParamKind::kAttnOutWeight), dW(ParamKind::kAttnOutBias), dx,
+                 a.attn_y, w, ParamKind::kAttnOutWeight, N, C, C);
   zero_fill(s.dq, N * C, st);
   zero_fill(s.dk, N * C, st);
   zero_fill(s.dv, N * C, st);
@@ -102,8 +116,8 @@ void CudaTransformer::gpt2_block_backward(const UnitSpec& u, const float* w, flo
   cuda_glue::copy_columns(s.dqkv + C, 3 * C, s.dk, C, N, C, st);
   cuda_glue::copy_columns(s.dqkv + 2 * C, 3 * C, s.dv, C, N, C, st);
   zero_fill(s.dnorm, N * C, st);
-  kc::matmul_backward<float>(mm, s.dnorm, dW(ParamKind::kQkvWeight), dW(ParamKind::kQkvBias),
-                             s.dqkv, a.norm1, W(ParamKind::kQkvWeight), N, C, 3 * C, st);
+  dense_backward(s.dnorm, dW(ParamKind::kQkvWeight), dW(ParamKind::kQkvBias), s.dqkv, a.norm1, w,
+                 ParamKind::kQkvWeight, N, C, 3 * C);
   kc::layernorm_backward<float>(dx, dW(ParamKind::kAttnNormWeight), dW(ParamKind::kAttnNormBias),
                                 s.dnorm, x, W(ParamKind::kAttnNormWeight), a.mean1, a.rstd1, N, C,
                                 s.kernel_scratch, s.kernel_scratch_bytes, st);
@@ -111,56 +125,48 @@ void CudaTransformer::gpt2_block_backward(const UnitSpec& u, const float* w, flo
 
 // Llama: x2 = x + o_proj(attn(rope(q), rope(k), v)) over input_layernorm(x);
 // out = x2 + down(silu(gate(h)) * up(h)), h = post_attention_layernorm(x2).
-void CudaTransformer::llama_block_forward(const UnitSpec& u, const float* w, const float* x,
-                                          float* out, BlockActs& a) {
+void CudaTransformer::llama_block_forward(const DeviceUnit& w, const float* x, float* out,
+                                          BlockActs& a) {
   const ModelConfig& c = layout_.config();
   const int64_t B = B_, T = T_, N = B * T, C = c.hidden_size, F = c.intermediate_size;
   const int64_t Hq = c.num_heads, Hkv = c.num_kv_heads, D = c.head_dim();
   const float eps = static_cast<float>(c.norm_eps);
   const Buffers& bf = *buffers_;
-  kc::MatmulContext& mm = *bf.matmul;
   cudaStream_t s = stream_;
-  auto W = [&](ParamKind kind) { return w + u.param(kind).offset; };
-  auto Wopt = [&](ParamKind kind) -> const float* {
-    const ParamSpec* p = u.find(kind);
-    return p ? w + p->offset : nullptr;
-  };
+  const UnitSpec& u = *w.spec;
+  auto W = [&](ParamKind kind) { return w.f32(kind); };
+  auto Wopt = [&](ParamKind kind) { return w.f32_opt(kind); };
 
   kc::rmsnorm_forward<float>(a.norm1, a.rstd1, x, W(ParamKind::kAttnNormWeight), N, C, eps, s);
-  kc::matmul_forward<float>(mm, a.q, a.norm1, W(ParamKind::kQWeight), Wopt(ParamKind::kQBias), N, C,
-                            Hq * D, s);
-  kc::matmul_forward<float>(mm, a.k, a.norm1, W(ParamKind::kKWeight), Wopt(ParamKind::kKBias), N, C,
-                            Hkv * D, s);
-  kc::matmul_forward<float>(mm, a.v, a.norm1, W(ParamKind::kVWeight), Wopt(ParamKind::kVBias), N, C,
-                            Hkv * D, s);
+  dense_forward(a.q, a.norm1, w, ParamKind::kQWeight, Wopt(ParamKind::kQBias), N, C, Hq * D);
+  dense_forward(a.k, a.norm1, w, ParamKind::kKWeight, Wopt(ParamKind::kKBias), N, C, Hkv * D);
+  dense_forward(a.v, a.norm1, w, ParamKind::kVWeight, Wopt(ParamKind::kVBias), N, C, Hkv * D);
   kc::rope_forward<float>(a.q_rot, a.q, bf.rope_cos, bf.rope_sin, B, T, Hq, D, s);
   kc::rope_forward<float>(a.k_rot, a.k, bf.rope_cos, bf.rope_sin, B, T, Hkv, D, s);
   kc::attention_forward<float>(a.attn_y, a.lse, a.q_rot, a.k_rot, a.v, B, T, Hq, Hkv, D, s,
                                c.attention_window(u.block_index),
                                c.attention_score_divisor(u.block_index));
-  kc::matmul_forward<float>(mm, a.x2, a.attn_y, W(ParamKind::kAttnOutWeight),
-                            Wopt(ParamKind::kAttnOutBias), N, Hq * D, C, s);
+  dense_forward(a.x2, a.attn_y, w, ParamKind::kAttnOutWeight, Wopt(ParamKind::kAttnOutBias), N,
+                Hq * D, C);
   kc::add<float>(a.x2, a.x2, x, N * C, s);
   kc::rmsnorm_forward<float>(a.norm2, a.rstd2, a.x2, W(ParamKind::kMlpNormWeight), N, C, eps, s);
-  kc::matmul_forward<float>(mm, a.gate, a.norm2, W(ParamKind::kMlpGateWeight),
-                            Wopt(ParamKind::kMlpGateBias), N, C, F, s);
-  kc::matmul_forward<float>(mm, a.up, a.norm2, W(ParamKind::kMlpUpWeight),
-                            Wopt(ParamKind::kMlpUpBias), N, C, F, s);
+  dense_forward(a.gate, a.norm2, w, ParamKind::kMlpGateWeight, Wopt(ParamKind::kMlpGateBias), N, C,
+                F);
+  dense_forward(a.up, a.norm2, w, ParamKind::kMlpUpWeight, Wopt(ParamKind::kMlpUpBias), N, C, F);
   kc::swiglu_forward<float>(a.act, a.gate, a.up, N * F, s);
-  kc::matmul_forward<float>(mm, out, a.act, W(ParamKind::kMlpDownWeight),
-                            Wopt(ParamKind::kMlpDownBias), N, F, C, s);
+  dense_forward(out, a.act, w, ParamKind::kMlpDownWeight, Wopt(ParamKind::kMlpDownBias), N, F, C);
   kc::add<float>(out, out, a.x2, N * C, s);
 }
 
-void CudaTransformer::llama_block_backward(const UnitSpec& u, const float* w, float* dw,
-                                           const float* x, float* dx, BlockActs& a) {
+void CudaTransformer::llama_block_backward(const DeviceUnit& w, float* dw, const float* x,
+                                           float* dx, BlockActs& a) {
   const ModelConfig& c = layout_.config();
   const int64_t B = B_, T = T_, N = B * T, C = c.hidden_size, F = c.intermediate_size;
   const int64_t Hq = c.num_heads, Hkv = c.num_kv_heads, D = c.head_dim();
   Buffers& s = *buffers_;
-  kc::MatmulContext& mm = *s.matmul;
   cudaStream_t st = stream_;
-  auto W = [&](ParamKind kind) { return w + u.param(kind).offset; };
+  const UnitSpec& u = *w.spec;
+  auto W = [&](ParamKind kind) { return w.f32(kind); };
   auto dW = [&](ParamKind kind) { return dw + u.param(kind).offset; };
   auto dWopt = [&](ParamKind kind) -> float* {
     const ParamSpec* p = u.find(kind);
@@ -169,26 +175,23 @@ void CudaTransformer::llama_block_backward(const UnitSpec& u, const float* w, fl
 
   // MLP (dx holds d(out) = d(x2) through the residual).
   zero_fill(s.dact, N * F, st);
-  kc::matmul_backward<float>(mm, s.dact, dW(ParamKind::kMlpDownWeight),
-                             dWopt(ParamKind::kMlpDownBias), dx, a.act,
-                             W(ParamKind::kMlpDownWeight), N, F, C, st);
+  dense_backward(s.dact, dW(ParamKind::kMlpDownWeight), dWopt(ParamKind::kMlpDownBias), dx, a.act,
+                 w, ParamKind::kMlpDownWeight, N, F, C);
   zero_fill(s.dgate, N * F, st);
   zero_fill(s.dup, N * F, st);
   kc::swiglu_backward<float>(s.dgate, s.dup, s.dact, a.gate, a.up, N * F, st);
   zero_fill(s.dnorm, N * C, st);
-  kc::matmul_backward<float>(mm, s.dnorm, dW(ParamKind::kMlpGateWeight),
-                             dWopt(ParamKind::kMlpGateBias), s.dgate, a.norm2,
-                             W(ParamKind::kMlpGateWeight), N, C, F, st);
-  kc::matmul_backward<float>(mm, s.dnorm, dW(ParamKind::kMlpUpWeight), dWopt(ParamKind::kMlpUpBias),
-                             s.dup, a.norm2, W(ParamKind::kMlpUpWeight), N, C, F, st);
+  dense_backward(s.dnorm, dW(ParamKind::kMlpGateWeight), dWopt(ParamKind::kMlpGateBias), s.dgate,
+                 a.norm2, w, ParamKind::kMlpGateWeight, N, C, F);
+  dense_backward(s.dnorm, dW(ParamKind::kMlpUpWeight), dWopt(ParamKind::kMlpUpBias), s.dup, a.norm2,
+                 w, ParamKind::kMlpUpWeight, N, C, F);
   kc::rmsnorm_backward<float>(dx, dW(ParamKind::kMlpNormWeight), s.dnorm, a.x2,
                               W(ParamKind::kMlpNormWeight), a.rstd2, N, C, s.kernel_scratch,
                               s.kernel_scratch_bytes, st);
   // Attention (dx holds d(x2) = d(x) through the residual).
   zero_fill(s.dattn_y, N * Hq * D, st);
-  kc::matmul_backward<float>(mm, s.dattn_y, dW(ParamKind::kAttnOutWeight),
-                             dWopt(ParamKind::kAttnOutBias), dx, a.attn_y,
-                             W(ParamKind::kAttnOutWeight), N, Hq * D, C, st);
+  dense_backward(s.dattn_y, dW(ParamKind::kAttnOutWeight), dWopt(ParamKind::kAttnOutBias), dx,
+                 a.attn_y, w, ParamKind::kAttnOutWeight, N, Hq * D, C);
   zero_fill(s.dq, N * Hq * D, st);
   zero_fill(s.dk, N * Hkv * D, st);
   zero_fill(s.dv, N * Hkv * D, st);
@@ -200,15 +203,55 @@ void CudaTransformer::llama_block_backward(const UnitSpec& u, const float* w, fl
   kc::rope_backward<float>(s.dq, s.dq, s.rope_cos, s.rope_sin, B, T, Hq, D, st);
   kc::rope_backward<float>(s.dk, s.dk, s.rope_cos, s.rope_sin, B, T, Hkv, D, st);
   zero_fill(s.dnorm, N * C, st);
-  kc::matmul_backward<float>(mm, s.dnorm, dW(ParamKind::kQWeight), dWopt(ParamKind::kQBias), s.dq,
-                             a.norm1, W(ParamKind::kQWeight), N, C, Hq * D, st);
-  kc::matmul_backward<float>(mm, s.dnorm, dW(ParamKind::kKWeight), dWopt(ParamKind::kKBias), s.dk,
-                             a.norm1, W(ParamKind::kKWeight), N, C, Hkv * D, st);
-  kc::matmul_backward<float>(mm, s.dnorm, dW(ParamKind::kVWeight), dWopt(ParamKind::kVBias), s.dv,
-                             a.norm1, W(ParamKind::kVWeight), N, C, Hkv * D, st);
+  dense_backward(s.dnorm, dW(ParamKind::kQWeight), dWopt(ParamKind::kQBias), s.dq, a.norm1, w,
+                 ParamKind::kQWeight, N, C, Hq * D);
+  dense_backward(s.dnorm, dW(ParamKind::kKWeight), dWopt(ParamKind::kKBias), s.dk, a.norm1, w,
+                 ParamKind::kKWeight, N, C, Hkv * D);
+  dense_backward(s.dnorm, dW(ParamKind::kVWeight), dWopt(ParamKind::kVBias), s.dv, a.norm1, w,
+                 ParamKind::kVWeight, N, C, Hkv * D);
   kc::rmsnorm_backward<float>(dx, dW(ParamKind::kAttnNormWeight), s.dnorm, x,
                               W(ParamKind::kAttnNormWeight), a.rstd1, N, C, s.kernel_scratch,
                               s.kernel_scratch_bytes, st);
+}
+
+void CudaTransformer::dense_forward(float* out, const float* inp, const DeviceUnit& w,
+                                    ParamKind weight, const float* bias, int64_t N, int64_t C,
+                                    int64_t OC) {
+  kc::MatmulContext& mm = *buffers_->matmul;
+  if (w.dtype == DType::kF32) {
+    kc::matmul_forward<float>(mm, out, inp, w.f32(weight), bias, N, C, OC, stream_);
+    return;
+  }
+  // inp16 (N, C) with rows padded to 16 bytes.
+  const int64_t inp_ld = round_up_8(C);
+  with_16bit(w.dtype, [&]<typename T16>() {
+    T16* inp16 = static_cast<T16*>(buffers_->x16);
+    cuda_glue::cast_rows(inp16, inp_ld, inp, C, N, C, stream_);
+    kc::matmul_forward_16(mm, out, inp16, inp_ld, static_cast<const T16*>(w.stored(weight)), bias,
+                          N, C, OC, stream_);
+  });
+}
+
+void CudaTransformer::dense_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                                     const float* inp, const DeviceUnit& w, ParamKind weight,
+                                     int64_t N, int64_t C, int64_t OC) {
+  kc::MatmulContext& mm = *buffers_->matmul;
+  if (w.dtype == DType::kF32) {
+    kc::matmul_backward<float>(mm, dinp, dweight, dbias, dout, inp, w.f32(weight), N, C, OC,
+                               stream_);
+    return;
+  }
+  // dout16 (N, OC) and, for dweight, inp16 (N, C), rows padded to 16 bytes. The forward's inp16
+  // is not kept: rounding the saved fp32 input again gives the same values.
+  const int64_t inp_ld = round_up_8(C), dout_ld = round_up_8(OC);
+  with_16bit(w.dtype, [&]<typename T16>() {
+    T16* inp16 = static_cast<T16*>(buffers_->x16);
+    T16* dout16 = static_cast<T16*>(buffers_->dout16);
+    cuda_glue::cast_rows(dout16, dout_ld, dout, OC, N, OC, stream_);
+    if (dweight != nullptr) cuda_glue::cast_rows(inp16, inp_ld, inp, C, N, C, stream_);
+    kc::matmul_backward_16(mm, dinp, dweight, dbias, dout, dout16, dout_ld, inp16, inp_ld,
+                           static_cast<const T16*>(w.stored(weight)), N, C, OC, stream_);
+  });
 }
 
 }  // namespace zero::model

@@ -50,7 +50,7 @@ DeviceModelBytes cuda_model_bytes(const model::ModelConfig& config,
   const model::CudaTransformerOptions o = cuda_options(options);
   DeviceModelBytes bytes;
   if (B > 0 && T > 0) {
-    bytes.activations = model::CudaTransformer::activation_bytes(config, o, B, T);
+    bytes.activations = model::CudaTransformer::activation_bytes(config, o, B, T, dtype);
     bytes.host_checkpoints = model::CudaTransformer::host_checkpoint_bytes(config, o, B, T);
   }
   bytes.buffers = model::CudaTransformer::widen_bytes(config, dtype) +
