@@ -522,7 +522,14 @@ TEST_P(Matmul16CudaTest, MatchesDoubleReferenceOnRoundedInputs) {
   const auto [dtype, N, C, OC, ld_kind] = GetParam();
   const int64_t inp_ld = ld_for(C, ld_kind), dout_ld = ld_for(OC, ld_kind);
   constexpr double kU32 = 0x1p-24;
-  with_storage_type(dtype, [&]<typename T>() {
+  const auto with_16bit_type = [](DType d, auto&& f) {
+    if (d == DType::kBF16) {
+      f.template operator()<__nv_bfloat16>();
+    } else {
+      f.template operator()<__half>();
+    }
+  };
+  with_16bit_type(dtype, [&]<typename T>() {
     // Rounded to T: the values the GEMM reads (the caller's cast kernel rounds the same way).
     const std::vector<float> inp = rounded<T>(to_float(random_vector(N * C, 21)));
     const std::vector<float> weight = rounded<T>(to_float(random_vector(OC * C, 22)));
