@@ -123,19 +123,22 @@ fi
 # The step benchmark: ZERO_GPU_BENCH_GRID entries MODEL:MICRO:STAGES[:MODES] (a stage followed by
 # "o" has the optimizer offloaded to the CPU; MODES joined by "+"), T=1024, bf16, world 1;
 # ZERO_GPU_TORCH_MODES the PyTorch baselines (eager / compile / fsdp2) run beside entries without
-# their own. Ratios are against each entry's first mode.
-grid=${ZERO_GPU_BENCH_GRID:-gpt2-124m:8:0,1,2,3}
+# their own. Ratios are against each entry's first mode; an offloaded stage is also compared with the
+# same stage without offload when the entry has it (issue 11: offload 1.5B >= 0.9x no-offload).
+# Memory: PyTorch's max_memory_allocated; ours cudaMemGetInfo after the last step (context included).
+grid=${ZERO_GPU_BENCH_GRID:-gpt2-124m:8:0,1,2,3,2o:eager+compile+fsdp2 gpt2-350m:8:0,3:eager gpt2-1558m:4:2,2o:eager llama-1b:4:0,3:eager}
 modes=${ZERO_GPU_TORCH_MODES:-eager}
 seq=${ZERO_GPU_BENCH_SEQ:-1024}
 echo
 echo "## Step benchmark: bf16, T=$seq, one GPU, world 1 (mean of steps 3-N; ratio: tokens/s over PyTorch ${modes%% *})"
 echo
-echo "| model | run | tok/s | ms/step | MFU | ratio |"
-echo "| --- | --- | --- | --- | --- | --- |"
+echo "| model | run | tok/s | ms/step | MFU | GPU MiB | ratio |"
+echo "| --- | --- | --- | --- | --- | --- | --- |"
 for entry in $grid; do
   IFS=: read -r model micro stages entry_modes <<<"$entry"
   fpt=$(python3 "$torch_step" --model "$model" --seq "$seq" --flops-per-token)
   base=""
+  declare -A stage_tps=()
   these_modes=${entry_modes:-$modes}
   for mode in ${these_modes//+/ }; do
     line=$(timeout 300 python3 "$torch_step" --model "$model" --batch "$micro" --seq "$seq" \
@@ -143,9 +146,9 @@ for entry in $grid; do
     tps=$(sed -n 's/.*: \([0-9,]*\) tok\/s.*/\1/p' <<<"$line" | tr -d ,)
     [[ -z $base && -n $tps ]] && base=$tps
     if [[ -n $tps ]]; then
-      echo "| $model | PyTorch $mode | $tps | $(sed -n 's/.*(\([0-9.]*\) ms\/step).*/\1/p' <<<"$line") | $(sed -n 's/.*MFU \([0-9.]*%\).*/\1/p' <<<"$line") | $(python3 -c "print(f'{$tps/$base:.2f}')") |"
+      echo "| $model | PyTorch $mode | $tps | $(sed -n 's/.*(\([0-9.]*\) ms\/step).*/\1/p' <<<"$line") | $(sed -n 's/.*MFU \([0-9.]*%\).*/\1/p' <<<"$line") | $(sed -n 's/.*peak \([0-9,]*\) MiB.*/\1/p' <<<"$line") | $(python3 -c "print(f'{$tps/$base:.2f}')") |"
     else
-      echo "| $model | PyTorch $mode | FAILED: ${line:0:120} | | | |"
+      echo "| $model | PyTorch $mode | FAILED: ${line:0:120} | | | | |"
     fi
   done
   for st in ${stages//,/ }; do
@@ -159,19 +162,26 @@ for entry in $grid; do
     if timeout 300 "$zero" train --deepspeed "$d/ds.json" --model "preset:$model" --train_file "$corpus" \
       --data_dtype uint8 --block_size "$seq" --max_steps 8 --output_dir "$d/out" --quiet --device "$device" \
       >"$d/log" 2>&1; then
-      python3 - "$d/out/metrics.jsonl" "$model" "$label" "$fpt" "${base:-0}" <<'EOF2'
+      mib=$(sed -n 's/.*GPU memory in use after training: \([0-9]*\) MiB.*/\1/p' "$d/log")
+      row=$(python3 - "$d/out/metrics.jsonl" "$model" "$label" "$fpt" "${base:-0}" "${mib:--}" \
+        "${stage_tps[$stage]:-0}" <<'EOF2'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 t = [r for r in rows if r["step"] >= 3]
 dt = t[-1]["elapsed_s"] - rows[1]["elapsed_s"]
 tps = sum(r["tokens"] for r in t) / dt
-base = float(sys.argv[5])
+base, own = float(sys.argv[5]), float(sys.argv[7])
 ratio = f"{tps / base:.2f}" if base > 0 else "-"
-print(f"| {sys.argv[2]} | zero.cpp {sys.argv[3]} | {tps:.0f} | {dt / len(t) * 1e3:.1f} | "
-      f"{tps * float(sys.argv[4]) / 989e12:.1%} | {ratio} |")
+if "offload" in sys.argv[3] and own > 0:
+    ratio += f" ({tps / own:.2f}x no-offload)"
+print(f"{tps:.0f}\t| {sys.argv[2]} | zero.cpp {sys.argv[3]} | {tps:.0f} | {dt / len(t) * 1e3:.1f} | "
+      f"{tps * float(sys.argv[4]) / 989e12:.1%} | {sys.argv[6]} | {ratio} |")
 EOF2
+      )
+      [[ $offload == none ]] && stage_tps[$stage]=${row%%$'\t'*}
+      echo "${row#*$'\t'}"
     else
-      echo "| $model | zero.cpp stage $st | FAILED: $(tail -2 "$d/log" | tr '\n' ' ' | cut -c1-150) | | | |"
+      echo "| $model | zero.cpp stage $st | FAILED: $(tail -2 "$d/log" | tr '\n' ' ' | cut -c1-150) | | | | |"
       status=1
     fi
   done
