@@ -57,12 +57,17 @@ class Carver {
 class CudaTransformer::AcquiredDeviceUnit {
  public:
   AcquiredDeviceUnit(ParamAccess& params, int u, DeviceWiden& buffer, cudaStream_t stream)
-      : params_(params), unit_(u), values_(buffer.widen(params.acquire(u), stream)) {}
+      : params_(params), unit_(u) {
+    const ParamView view = params.acquire(u);
+    dtype_ = view.dtype;
+    values_ = buffer.widen(view, stream);
+  }
   ~AcquiredDeviceUnit() { release(); }
   AcquiredDeviceUnit(const AcquiredDeviceUnit&) = delete;
   AcquiredDeviceUnit& operator=(const AcquiredDeviceUnit&) = delete;
 
   operator const float*() const { return values_; }  // NOLINT: reads as the pointer it replaces
+  DType dtype() const { return dtype_; }             // the unit's working dtype
   // Releases the unit now; the kernels reading it are enqueued (see the stream contract).
   void release() {
     if (values_ == nullptr) return;
@@ -73,7 +78,8 @@ class CudaTransformer::AcquiredDeviceUnit {
  private:
   ParamAccess& params_;
   int unit_;
-  const float* values_;
+  const float* values_ = nullptr;
+  DType dtype_ = DType::kF32;
 };
 
 StatusOr<std::unique_ptr<CudaTransformer>> CudaTransformer::create(const ModelConfig& config,
@@ -101,7 +107,8 @@ CudaTransformer::~CudaTransformer() {
 
 int64_t CudaTransformer::buffer_bytes() const {
   const Buffers& b = *buffers_;
-  return static_cast<int64_t>(b.slab_bytes) + b.widened_embedding.bytes() + b.widened_unit.bytes();
+  return static_cast<int64_t>(b.slab_bytes) + b.widened_embedding.bytes() + b.widened_unit.bytes() +
+         b.attention16.bytes();
 }
 
 size_t CudaTransformer::carve_slab(const ModelConfig& c, const CudaTransformerOptions& options,
@@ -183,6 +190,16 @@ int64_t CudaTransformer::widen_bytes(const ModelConfig& config, DType dtype) {
     if (u != emb) largest_other = std::max(largest_other, layout.unit(u).numel);
   }
   return (layout.unit(emb).numel + largest_other) * static_cast<int64_t>(sizeof(float));
+}
+
+int64_t CudaTransformer::attention16_bytes(const ModelConfig& config, DType dtype, int64_t B,
+                                           int64_t T) {
+  if (dtype == DType::kF32) return 0;
+  // The backward's set, the larger: q, dout, dq (N, Hq*D) and k, v, dk, dv (N, Hkv*D), each
+  // rounded up to 256 bytes as attention16_views carves them.
+  const int64_t N = B * T, D = config.head_dim();
+  auto rounded = [](int64_t n) { return (n * 2 + 255) / 256 * 256; };
+  return 3 * rounded(N * config.num_heads * D) + 4 * rounded(N * config.num_kv_heads * D);
 }
 
 int64_t CudaTransformer::host_checkpoint_bytes(const ModelConfig& config,
@@ -292,6 +309,7 @@ float CudaTransformer::forward(ParamAccess& params, const int32_t* tokens, const
   // input once that input's copy out has run, and is copied out as soon as it is enqueued.
   for (int l = 0; l < c.num_layers; ++l) {
     AcquiredDeviceUnit w(params, layout_.block_unit(l), bf.widened_unit, stream_);
+    bf.block_dtype = w.dtype();
     BlockActs& a = bf.acts[options_.activation_checkpointing ? 0 : static_cast<size_t>(l)];
     CudaHostCheckpoints* host = l + 1 < c.num_layers ? bf.host_checkpoints.get() : nullptr;
     if (host != nullptr) host->await_copies(l + 1, stream_);
@@ -392,6 +410,7 @@ void CudaTransformer::backward(ParamAccess& params, GradSink& grads, float dloss
   for (int l = static_cast<int>(c.num_layers) - 1; l >= 0; --l) {
     const int unit = layout_.block_unit(l);
     AcquiredDeviceUnit w(params, unit, bf.widened_unit, stream_);
+    bf.block_dtype = w.dtype();
     float* dw = grads.grad_buffer(unit);
     BlockActs& a = bf.acts[options_.activation_checkpointing ? 0 : static_cast<size_t>(l)];
     if (host != nullptr) {

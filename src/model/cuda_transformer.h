@@ -60,12 +60,15 @@ class CudaTransformer final : public Model {
   // the embedding unit's own and one grown to the largest other unit, each unit as the ParamAccess
   // hands it over (`numel` elements; a ZeRO coordinator's padding adds at most its alignment).
   static int64_t widen_bytes(const ModelConfig& config, DType dtype);
+  // Device bytes of the 16-bit copies attention runs on in a bf16 / fp16 model (0 for fp32): q, k,
+  // v, the output and, in the backward, its gradient and dq, dk, dv (grown on first use).
+  static int64_t attention16_bytes(const ModelConfig& config, DType dtype, int64_t B, int64_t T);
   // Pinned host bytes of the block inputs under cpu_checkpointing (0 when it is off).
   static int64_t host_checkpoint_bytes(const ModelConfig& config,
                                        const CudaTransformerOptions& options, int64_t B, int64_t T);
   // Device bytes of the slab the last forward allocated (activation_bytes of its shape; 0 before
   // the first), plus the fp32 buffers 16-bit units were widened into (widen_bytes once every unit
-  // was acquired).
+  // was acquired) and attention's 16-bit copies (attention16_bytes after a backward).
   int64_t buffer_bytes() const override;
 
   // As Transformer::forward. Tokens and targets are host arrays (copied to the device); the
@@ -104,6 +107,15 @@ class CudaTransformer final : public Model {
                           BlockActs& a);
   void llama_block_forward(const UnitSpec& u, const float* w, const float* x, float* out,
                            BlockActs& a);
+  // Causal attention of block `layer` on fp32 (N, H*D) arrays in the working dtype: an fp32 model
+  // runs the fp32 kernel on them; a bf16 / fp16 one the tensor-core kernel on 16-bit copies of
+  // q, k, v (and of dout), as torch.autocast's SDPA sees them, widened back into y (or dq, dk,
+  // dv, which the 16-bit gradients overwrite: callers pass them zeroed).
+  void attention_forward(int layer, float* y, float* lse, const float* q, const float* k,
+                         const float* v, int64_t Hq, int64_t Hkv);
+  void attention_backward(int layer, float* dq, float* dk, float* dv, const float* dy,
+                          const float* y, const float* lse, const float* q, const float* k,
+                          const float* v, int64_t Hq, int64_t Hkv);
   void gpt2_block_backward(const UnitSpec& u, const float* w, float* dw, const float* x, float* dx,
                            BlockActs& a);
   void llama_block_backward(const UnitSpec& u, const float* w, float* dw, const float* x, float* dx,
