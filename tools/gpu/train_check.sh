@@ -119,7 +119,48 @@ if [[ $device == cuda && ${ZERO_GPU_SAN_TRAIN:-1} != 0 ]] && command -v compute-
   done
 fi
 }
-((bench)) || { san_train; exit $status; }
+# Where a gpt2-124m bf16 step's GPU time goes: Nsight Compute's duration of every kernel of a
+# `zero bench step` (one warm-up and one timed step, stage 0, 8 x 1024), summed per kernel.
+# ZERO_GPU_PROFILE=0 skips it. Clocks left alone (--clock-control none, as the device notes ask).
+profile_step() {
+if [[ $device == cuda && ${ZERO_GPU_PROFILE:-1} != 0 ]] && command -v ncu >/dev/null; then
+  echo
+  echo "## Kernel time of a gpt2-124m bf16 step (ncu, stage 0, micro 8 x 1024; two steps: warm-up + timed)"
+  echo
+  local d=$work/profile
+  mkdir -p "$d"
+  if timeout "${ZERO_GPU_PROFILE_TIMEOUT:-300}" ncu --clock-control none --metrics gpu__time_duration.sum \
+    --csv --launch-count "${ZERO_GPU_PROFILE_KERNELS:-6000}" "$zero" bench step --device cuda --bf16 \
+    --model preset:gpt2-124m --micro_batch 8 --block_size 1024 --stages 0 --steps 1 --warmup 1 \
+    >"$d/ncu.csv" 2>"$d/ncu.err"; then
+    python3 - "$d/ncu.csv" <<'EOF3'
+import csv, re, sys
+from collections import defaultdict
+scale = {"nsecond": 1e-6, "usecond": 1e-3, "msecond": 1.0, "second": 1e3}
+lines = [l for l in open(sys.argv[1]) if l.startswith('"')]
+total, per = 0.0, defaultdict(lambda: [0, 0.0])
+for row in csv.DictReader(lines):
+    if row.get("Metric Name") != "gpu__time_duration.sum":
+        continue
+    ms = float(row["Metric Value"].replace(",", "")) * scale.get(row["Metric Unit"], 1e-6)
+    name = re.sub(r"\(.*", "", row["Kernel Name"]).strip()
+    name = re.sub(r"^(void )", "", name)
+    per[name][0] += 1
+    per[name][1] += ms
+    total += ms
+print(f"{sum(c for c, _ in per.values())} kernels, {total:.1f} ms of kernel time over the two steps\n")
+print("| kernel | launches | ms | share |")
+print("| --- | --- | --- | --- |")
+for name, (count, ms) in sorted(per.items(), key=lambda kv: -kv[1][1])[:25]:
+    print(f"| {name[:90]} | {count} | {ms:.2f} | {ms / total:.1%} |")
+EOF3
+  else
+    echo "- ncu FAILED: $(tail -3 "$d/ncu.err" | tr '\n' ' ' | cut -c1-300)"
+  fi
+fi
+}
+
+((bench)) || { san_train; profile_step; exit $status; }
 # The step benchmark: ZERO_GPU_BENCH_GRID entries MODEL:MICRO:STAGES[:MODES] (a stage followed by
 # "o" has the optimizer offloaded to the CPU; MODES joined by "+"), T=1024, bf16, world 1;
 # ZERO_GPU_TORCH_MODES the PyTorch baselines (eager / compile / fsdp2) run beside entries without
@@ -187,4 +228,5 @@ EOF2
   done
 done
 san_train
+profile_step
 exit $status
