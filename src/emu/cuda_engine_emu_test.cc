@@ -17,7 +17,6 @@
 #include "comm/thread_communicator.h"
 #include "core/storage.h"
 #include "data/token_dataset.h"
-#include "kernels/matmul/bf16_gemm.h"
 #include "model/hf_checkpoint.h"
 #include "model/model_config.h"
 #include "optim/optimizer_spec.h"
@@ -124,9 +123,9 @@ Curve run(const Case& c, Device device, const model::TransformerOptions& transfo
 
 class CudaEngineOnEmulator : public ::testing::TestWithParam<Case> {
  protected:
-  // The CPU reference with the engine's default GEMMs: bf16 GEMMs for bf16 models where the CPU has
-  // AVX512-BF16 (the CUDA model's numerics), fp32 GEMMs elsewhere.
-  void SetUp() override { ::unsetenv("ZERO_CPU_BF16_GEMM"); }
+  // The CPU reference with fp32 GEMMs on every machine (the bf16 GEMMs of AVX512-BF16 CPUs round
+  // activations too, but not attention's: fp32 GEMMs give one reference, whatever the CPU).
+  void SetUp() override { ::setenv("ZERO_CPU_BF16_GEMM", "0", 1); }
 };
 
 // Relative bounds of the CUDA curve against the CPU's, per step: loss and gradient norm.
@@ -135,18 +134,16 @@ struct CurveTolerance {
 };
 
 // fp32: the kernels' summation orders differ from the CPU's (1e-5 per step, issue 11). bf16: the
-// CUDA model's GEMMs take bf16 operands (autocast-style, fp32 accumulation). Against a CPU model
-// with bf16 GEMMs (AVX512-BF16) the operands are rounded at the same places and what differs is
-// fp32 rounding, which now and then flips one bf16 rounding (CudaTransformer.
-// Bf16MatchesTheCpuModelWithBf16Gemms): measured over the ladder at most 3.8e-5 of the loss and
-// 6.6e-4 of the gradient norm, bounded at 2e-4 and 3e-3. Against fp32 GEMMs (no AVX512-BF16) the
-// curves differ by the bf16 rounding of every GEMM operand itself (~u / sqrt(3) = 2.3e-3 per
-// rounded operand, averaged over the tokens in the loss): measured at most 7.8e-4 of the loss and
-// 6.4e-3 of the gradient norm, bounded at 3e-3 and 3e-2. Before the 16-bit GEMMs the CUDA model
-// computed bf16 models in fp32 and the bound was 1e-3 / 1e-2 against fp32 GEMMs.
+// CUDA model runs autocast-style — its GEMMs take bf16 operands (fp32 accumulation) and attention
+// bf16 q, k, v — while the CPU reference computes in fp32, so the curves differ by the bf16
+// rounding of every GEMM and attention operand (u / sqrt(3) = 2.3e-3 RMS per rounded operand,
+// averaged over the tokens in the loss) and the weights updated from those gradients: measured over
+// the ladder at most 6.4e-4 of the loss and 6.6e-3 of the gradient norm, bounded at 3e-3 and 3e-2
+// (5x). (Against the CPU's own bf16 GEMMs, 3.9e-4 / 3.3e-3: attention's roundings remain.) Before
+// the 16-bit GEMMs and attention the CUDA model computed bf16 models in fp32 and the bound was
+// 1e-3 / 1e-2.
 CurveTolerance curve_tolerance(DType dtype) {
   if (dtype == DType::kF32) return {1e-5, 1e-4};
-  if (kernels::cpu::Bf16Gemm::cpu_supported()) return {2e-4, 3e-3};
   return {3e-3, 3e-2};
 }
 

@@ -104,7 +104,8 @@ CudaTransformer::~CudaTransformer() {
 
 int64_t CudaTransformer::buffer_bytes() const {
   const Buffers& b = *buffers_;
-  return static_cast<int64_t>(b.slab_bytes) + b.widened_embedding.bytes() + b.widened_unit.bytes();
+  return static_cast<int64_t>(b.slab_bytes) + b.widened_embedding.bytes() + b.widened_unit.bytes() +
+         b.attention16.bytes();
 }
 
 namespace {
@@ -201,6 +202,16 @@ int64_t CudaTransformer::widen_bytes(const ModelConfig& config, DType dtype) {
     if (u != emb) largest_other = std::max(largest_other, widened_numel(layout.unit(u)));
   }
   return (widened_numel(layout.unit(emb)) + largest_other) * static_cast<int64_t>(sizeof(float));
+}
+
+int64_t CudaTransformer::attention16_bytes(const ModelConfig& config, DType dtype, int64_t B,
+                                           int64_t T) {
+  if (dtype == DType::kF32) return 0;
+  // The backward's set, the larger: q, dout, dq (N, Hq*D) and k, v, dk, dv (N, Hkv*D), each
+  // rounded up to 256 bytes as attention16_views carves them.
+  const int64_t N = B * T, D = config.head_dim();
+  auto rounded = [](int64_t n) { return (n * 2 + 255) / 256 * 256; };
+  return 3 * rounded(N * config.num_heads * D) + 4 * rounded(N * config.num_kv_heads * D);
 }
 
 int64_t CudaTransformer::host_checkpoint_bytes(const ModelConfig& config,

@@ -62,12 +62,16 @@ class CudaTransformer final : public Model {
   // weights, biases) into (0 for fp32; GEMM weights and embeddings are read as stored): the
   // embedding unit's own and one grown to the largest other unit's.
   static int64_t widen_bytes(const ModelConfig& config, DType dtype);
+  // Device bytes of the 16-bit copies attention runs on in a bf16 / fp16 model (0 for fp32): q, k,
+  // v, the output and, in the backward, its gradient and dq, dk, dv (grown on first use).
+  static int64_t attention16_bytes(const ModelConfig& config, DType dtype, int64_t B, int64_t T);
   // Pinned host bytes of the block inputs under cpu_checkpointing (0 when it is off).
   static int64_t host_checkpoint_bytes(const ModelConfig& config,
                                        const CudaTransformerOptions& options, int64_t B, int64_t T);
   // Device bytes of the slab the last forward allocated (activation_bytes of its shape and dtype; 0
   // before the first), plus the fp32 buffers 16-bit units' small parameters were widened into
-  // (widen_bytes once every unit was acquired).
+  // (widen_bytes once every unit was acquired) and attention's 16-bit copies (attention16_bytes
+  // after a backward).
   int64_t buffer_bytes() const override;
 
   // As Transformer::forward. Tokens and targets are host arrays (copied to the device); the
@@ -75,8 +79,9 @@ class CudaTransformer final : public Model {
   // targets, waits for the stream to return the loss.
   // Precision: fp32 units run everything in fp32. bf16 / fp16 units run like torch.autocast: every
   // GEMM (dense layers, LM head) takes 16-bit operands — the weights as stored, the activations and
-  // output gradients rounded to the dtype — with fp32 accumulation and fp32 outputs; norms,
-  // attention, activations, residuals, the loss and all gradients stay fp32.
+  // output gradients rounded to the dtype — with fp32 accumulation and fp32 outputs, and attention
+  // runs on 16-bit copies of q, k, v (attention_forward); norms, activations, residuals, the loss
+  // and all gradients stay fp32.
   float forward(ParamAccess& params, const int32_t* tokens, const int32_t* targets, int64_t B,
                 int64_t T) override;
   int64_t counted_targets() const override { return counted_targets_; }
@@ -109,14 +114,23 @@ class CudaTransformer final : public Model {
   void block_forward(int layer, const DeviceUnit& w, const float* x, float* out, BlockActs& a);
   void gpt2_block_forward(const DeviceUnit& w, const float* x, float* out, BlockActs& a);
   void llama_block_forward(const DeviceUnit& w, const float* x, float* out, BlockActs& a);
+  // Causal attention of block `layer` on fp32 (N, H*D) arrays in the working dtype: an fp32 model
+  // runs the fp32 kernel on them; a bf16 / fp16 one the tensor-core kernel on 16-bit copies of
+  // q, k, v (and of dout), as torch.autocast's SDPA sees them, widened back into y (or dq, dk,
+  // dv, which the 16-bit gradients overwrite: callers pass them zeroed).
+  void attention_forward(int layer, float* y, float* lse, const float* q, const float* k,
+                         const float* v, int64_t Hq, int64_t Hkv);
+  void attention_backward(int layer, float* dq, float* dk, float* dv, const float* dy,
+                          const float* y, const float* lse, const float* q, const float* k,
+                          const float* v, int64_t Hq, int64_t Hkv);
   void gpt2_block_backward(const DeviceUnit& w, float* dw, const float* x, float* dx, BlockActs& a);
   void llama_block_backward(const DeviceUnit& w, float* dw, const float* x, float* dx,
                             BlockActs& a);
+  // ZERO_CHECK: unit w has the dtype the slab was carved for (all units share one).
+  void check_dtype(const DeviceUnit& w) const;
   // The dense layer with weight `weight` of unit w (matmul.h's contract: out overwritten; dinp,
   // dweight, dbias accumulated, any may be null; bias may be null): fp32 GEMMs for an fp32 unit,
   // 16-bit operands (inp and dout rounded into x16 / dout16) with fp32 outputs for a 16-bit one.
-  // ZERO_CHECK: unit w has the dtype the slab was carved for (all units share one).
-  void check_dtype(const DeviceUnit& w) const;
   void dense_forward(float* out, const float* inp, const DeviceUnit& w, ParamKind weight,
                      const float* bias, int64_t N, int64_t C, int64_t OC);
   void dense_backward(float* dinp, float* dweight, float* dbias, const float* dout,

@@ -45,14 +45,122 @@ void with_16bit(DType dtype, F&& f) {
   }
 }
 
+// Attention's 16-bit copies, carved from Buffers::attention16 as attention16_bytes sizes them.
+template <typename T16>
+struct Attention16Views {
+  T16 *q, *dy, *dq, *k, *v, *dk, *dv;
+};
+
+template <typename T16>
+Attention16Views<T16> attention16_views(DeviceScratch& scratch, int64_t nq, int64_t nkv) {
+  auto rounded = [](int64_t n) { return static_cast<size_t>((n * 2 + 255) / 256 * 256); };
+  char* p = scratch.ensure(3 * rounded(nq) + 4 * rounded(nkv));
+  auto take = [&](int64_t n) {
+    T16* v = reinterpret_cast<T16*>(p);
+    p += rounded(n);
+    return v;
+  };
+  Attention16Views<T16> a;
+  a.q = take(nq);
+  a.dy = take(nq);
+  a.dq = take(nq);
+  a.k = take(nkv);
+  a.v = take(nkv);
+  a.dk = take(nkv);
+  a.dv = take(nkv);
+  return a;
+}
+
+template <typename T16>
+void attention16_forward(DeviceScratch& scratch, float* y, float* lse, const float* q,
+                         const float* k, const float* v, int64_t B, int64_t T, int64_t Hq,
+                         int64_t Hkv, int64_t D, int64_t window, double divisor, cudaStream_t s) {
+  const int64_t nq = B * T * Hq * D, nkv = B * T * Hkv * D;
+  const Attention16Views<T16> a = attention16_views<T16>(scratch, nq, nkv);
+  kc::cast(q, a.q, nq, s);
+  kc::cast(k, a.k, nkv, s);
+  kc::cast(v, a.v, nkv, s);
+  // The output goes through dq's slot (free in the forward).
+  kc::attention_forward<T16>(a.dq, lse, a.q, a.k, a.v, B, T, Hq, Hkv, D, s, window, divisor);
+  kc::cast(static_cast<const T16*>(a.dq), y, nq, s);
+}
+
+template <typename T16>
+void attention16_backward(DeviceScratch& scratch, float* dq, float* dk, float* dv, const float* dy,
+                          const float* lse, const float* q, const float* k, const float* v,
+                          int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
+                          void* kernel_scratch, int64_t window, double divisor, cudaStream_t s) {
+  const int64_t nq = B * T * Hq * D, nkv = B * T * Hkv * D;
+  const Attention16Views<T16> a = attention16_views<T16>(scratch, nq, nkv);
+  kc::cast(dy, a.dy, nq, s);
+  kc::cast(q, a.q, nq, s);
+  kc::cast(k, a.k, nkv, s);
+  kc::cast(v, a.v, nkv, s);
+  for (T16* g : {a.dq, a.dk, a.dv}) {
+    const int64_t n = g == a.dq ? nq : nkv;
+    CUDA_ABORT_IF_ERROR(cudaMemsetAsync(g, 0, static_cast<size_t>(n) * sizeof(T16), s));
+  }
+  // `out` is not read by the kernel (attention_cuda.h): no 16-bit copy of y is made for it.
+  kc::attention_backward<T16>(a.dq, a.dk, a.dv, a.dy, nullptr, lse, a.q, a.k, a.v, B, T, Hq, Hkv, D,
+                              kernel_scratch, s, window, divisor);
+  kc::cast(static_cast<const T16*>(a.dq), dq, nq, s);
+  kc::cast(static_cast<const T16*>(a.dk), dk, nkv, s);
+  kc::cast(static_cast<const T16*>(a.dv), dv, nkv, s);
+}
+
 }  // namespace
+
+void CudaTransformer::attention_forward(int layer, float* y, float* lse, const float* q,
+                                        const float* k, const float* v, int64_t Hq, int64_t Hkv) {
+  const ModelConfig& c = layout_.config();
+  Buffers& bf = *buffers_;
+  const int64_t D = c.head_dim(), window = c.attention_window(layer);
+  const double divisor = c.attention_score_divisor(layer);
+  switch (dtype_) {
+    case DType::kF32:
+      kc::attention_forward<float>(y, lse, q, k, v, B_, T_, Hq, Hkv, D, stream_, window, divisor);
+      return;
+    case DType::kBF16:
+      attention16_forward<__nv_bfloat16>(bf.attention16, y, lse, q, k, v, B_, T_, Hq, Hkv, D,
+                                         window, divisor, stream_);
+      return;
+    case DType::kF16:
+      attention16_forward<__half>(bf.attention16, y, lse, q, k, v, B_, T_, Hq, Hkv, D, window,
+                                  divisor, stream_);
+      return;
+  }
+}
+
+void CudaTransformer::attention_backward(int layer, float* dq, float* dk, float* dv,
+                                         const float* dy, const float* y, const float* lse,
+                                         const float* q, const float* k, const float* v, int64_t Hq,
+                                         int64_t Hkv) {
+  const ModelConfig& c = layout_.config();
+  Buffers& bf = *buffers_;
+  const int64_t D = c.head_dim(), window = c.attention_window(layer);
+  const double divisor = c.attention_score_divisor(layer);
+  switch (dtype_) {
+    case DType::kF32:
+      kc::attention_backward<float>(dq, dk, dv, dy, y, lse, q, k, v, B_, T_, Hq, Hkv, D,
+                                    bf.kernel_scratch, stream_, window, divisor);
+      return;
+    case DType::kBF16:
+      attention16_backward<__nv_bfloat16>(bf.attention16, dq, dk, dv, dy, lse, q, k, v, B_, T_, Hq,
+                                          Hkv, D, bf.kernel_scratch, window, divisor, stream_);
+      return;
+    case DType::kF16:
+      attention16_backward<__half>(bf.attention16, dq, dk, dv, dy, lse, q, k, v, B_, T_, Hq, Hkv, D,
+                                   bf.kernel_scratch, window, divisor, stream_);
+      return;
+  }
+}
 
 // GPT-2: x2 = x + proj(attn(ln_1(x))); out = x2 + c_proj(gelu(c_fc(ln_2(x2)))).
 void CudaTransformer::gpt2_block_forward(const DeviceUnit& w, const float* x, float* out,
                                          BlockActs& a) {
   const ModelConfig& c = layout_.config();
   const int64_t B = B_, T = T_, N = B * T, C = c.hidden_size, F = c.intermediate_size;
-  const int64_t H = c.num_heads, D = c.head_dim();
+  const int64_t H = c.num_heads;
   const float eps = static_cast<float>(c.norm_eps);
   cudaStream_t s = stream_;
   const UnitSpec& u = *w.spec;
@@ -65,9 +173,7 @@ void CudaTransformer::gpt2_block_forward(const DeviceUnit& w, const float* x, fl
   cuda_glue::copy_columns(a.q, C, a.qkv, 3 * C, N, C, s);
   cuda_glue::copy_columns(a.k, C, a.qkv + C, 3 * C, N, C, s);
   cuda_glue::copy_columns(a.v, C, a.qkv + 2 * C, 3 * C, N, C, s);
-  kc::attention_forward<float>(a.attn_y, a.lse, a.q, a.k, a.v, B, T, H, H, D, s,
-                               c.attention_window(u.block_index),
-                               c.attention_score_divisor(u.block_index));
+  attention_forward(u.block_index, a.attn_y, a.lse, a.q, a.k, a.v, H, H);
   dense_forward(a.x2, a.attn_y, w, ParamKind::kAttnOutWeight, W(ParamKind::kAttnOutBias), N, C, C);
   kc::add<float>(a.x2, a.x2, x, N * C, s);
   kc::layernorm_forward<float>(a.norm2, a.mean2, a.rstd2, a.x2, W(ParamKind::kMlpNormWeight),
@@ -82,7 +188,7 @@ void CudaTransformer::gpt2_block_backward(const DeviceUnit& w, float* dw, const 
                                           BlockActs& a) {
   const ModelConfig& c = layout_.config();
   const int64_t B = B_, T = T_, N = B * T, C = c.hidden_size, F = c.intermediate_size;
-  const int64_t H = c.num_heads, D = c.head_dim();
+  const int64_t H = c.num_heads;
   Buffers& s = *buffers_;
   cudaStream_t st = stream_;
   const UnitSpec& u = *w.spec;
@@ -108,9 +214,8 @@ void CudaTransformer::gpt2_block_backward(const DeviceUnit& w, float* dw, const 
   zero_fill(s.dq, N * C, st);
   zero_fill(s.dk, N * C, st);
   zero_fill(s.dv, N * C, st);
-  kc::attention_backward<float>(s.dq, s.dk, s.dv, s.dattn_y, a.attn_y, a.lse, a.q, a.k, a.v, B, T,
-                                H, H, D, s.kernel_scratch, st, c.attention_window(u.block_index),
-                                c.attention_score_divisor(u.block_index));
+  attention_backward(u.block_index, s.dq, s.dk, s.dv, s.dattn_y, a.attn_y, a.lse, a.q, a.k, a.v, H,
+                     H);
   // Merge into the fused projection's gradient.
   cuda_glue::copy_columns(s.dqkv, 3 * C, s.dq, C, N, C, st);
   cuda_glue::copy_columns(s.dqkv + C, 3 * C, s.dk, C, N, C, st);
@@ -143,9 +248,7 @@ void CudaTransformer::llama_block_forward(const DeviceUnit& w, const float* x, f
   dense_forward(a.v, a.norm1, w, ParamKind::kVWeight, Wopt(ParamKind::kVBias), N, C, Hkv * D);
   kc::rope_forward<float>(a.q_rot, a.q, bf.rope_cos, bf.rope_sin, B, T, Hq, D, s);
   kc::rope_forward<float>(a.k_rot, a.k, bf.rope_cos, bf.rope_sin, B, T, Hkv, D, s);
-  kc::attention_forward<float>(a.attn_y, a.lse, a.q_rot, a.k_rot, a.v, B, T, Hq, Hkv, D, s,
-                               c.attention_window(u.block_index),
-                               c.attention_score_divisor(u.block_index));
+  attention_forward(u.block_index, a.attn_y, a.lse, a.q_rot, a.k_rot, a.v, Hq, Hkv);
   dense_forward(a.x2, a.attn_y, w, ParamKind::kAttnOutWeight, Wopt(ParamKind::kAttnOutBias), N,
                 Hq * D, C);
   kc::add<float>(a.x2, a.x2, x, N * C, s);
@@ -195,10 +298,8 @@ void CudaTransformer::llama_block_backward(const DeviceUnit& w, float* dw, const
   zero_fill(s.dq, N * Hq * D, st);
   zero_fill(s.dk, N * Hkv * D, st);
   zero_fill(s.dv, N * Hkv * D, st);
-  kc::attention_backward<float>(s.dq, s.dk, s.dv, s.dattn_y, a.attn_y, a.lse, a.q_rot, a.k_rot, a.v,
-                                B, T, Hq, Hkv, D, s.kernel_scratch, st,
-                                c.attention_window(u.block_index),
-                                c.attention_score_divisor(u.block_index));
+  attention_backward(u.block_index, s.dq, s.dk, s.dv, s.dattn_y, a.attn_y, a.lse, a.q_rot, a.k_rot,
+                     a.v, Hq, Hkv);
   // Undo the rotation in place: the gradients become d(q), d(k) before RoPE.
   kc::rope_backward<float>(s.dq, s.dq, s.rope_cos, s.rope_sin, B, T, Hq, D, st);
   kc::rope_backward<float>(s.dk, s.dk, s.rope_cos, s.rope_sin, B, T, Hkv, D, st);

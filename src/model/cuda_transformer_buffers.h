@@ -156,6 +156,32 @@ class CudaTransformer::DeviceWiden {
   int64_t numel_ = 0;
 };
 
+// Device bytes grown on demand to the largest request (attention's 16-bit copies).
+class DeviceScratch {
+ public:
+  DeviceScratch() = default;
+  ~DeviceScratch() {
+    if (data_ != nullptr) cudaFree(data_);
+  }
+  DeviceScratch(const DeviceScratch&) = delete;
+  DeviceScratch& operator=(const DeviceScratch&) = delete;
+
+  char* ensure(size_t bytes) {
+    if (bytes > bytes_) {
+      // Why the free's device sync is harmless: it happens once per size, in the first steps.
+      if (data_ != nullptr) CUDA_ABORT_IF_ERROR(cudaFree(data_));
+      CUDA_ABORT_IF_ERROR(cudaMalloc(&data_, bytes));
+      bytes_ = bytes;
+    }
+    return static_cast<char*>(data_);
+  }
+  int64_t bytes() const { return static_cast<int64_t>(bytes_); }
+
+ private:
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+};
+
 struct CudaTransformer::Buffers {
   std::unique_ptr<kernels::cuda::MatmulContext> matmul;
   // The slab and what is carved from it (sized for (B_, T_)).
@@ -189,6 +215,8 @@ struct CudaTransformer::Buffers {
   // 16-bit models: fp32 copies of the acquired units' small parameters (the embedding has its
   // own: the tied head holds it while the final unit is held).
   DeviceWiden widened_embedding, widened_unit;
+  // 16-bit models: the 16-bit copies attention runs on (CudaTransformer::attention16_bytes).
+  DeviceScratch attention16;
   // cpu_checkpointing: the block inputs' host copies and their side stream (null when off).
   std::unique_ptr<CudaHostCheckpoints> host_checkpoints;
 

@@ -55,6 +55,8 @@ DeviceModelBytes cuda_model_bytes(const model::ModelConfig& config,
   }
   bytes.buffers = model::CudaTransformer::widen_bytes(config, dtype) +
                   static_cast<int64_t>(kernels::cuda::MatmulContext::kWorkspaceBytes);
+  if (B > 0 && T > 0)
+    bytes.buffers += model::CudaTransformer::attention16_bytes(config, dtype, B, T);
   return bytes;
 }
 

@@ -28,8 +28,10 @@ StatusOr<std::unique_ptr<model::Model>> make_cuda_model(const model::ModelConfig
 
 // What the model of a device will hold, for memory planning before it allocates anything.
 struct DeviceModelBytes {
-  int64_t activations = 0;       // device: the activation / scratch slab of one (B, T) micro-batch
-  int64_t buffers = 0;           // device: the fp32 widen buffers of 16-bit units, matmul workspace
+  int64_t activations = 0;  // device: the activation / scratch slab of one (B, T) micro-batch
+                            // (a 16-bit model's GEMM operand copies included)
+  int64_t buffers =
+      0;  // device: 16-bit units' fp32 widen buffers and attention copies, matmul workspace
   int64_t host_checkpoints = 0;  // pinned host memory: cpu_checkpointing's block inputs
 };
 
