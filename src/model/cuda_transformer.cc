@@ -475,14 +475,44 @@ void CudaTransformer::check_dtype(const DeviceUnit& w) const {
              " but the embedding unit was ", dtype_name(dtype_));
 }
 
+// Training's attention: causal within each of the B_ sequences of T_ rows, keeping the logsumexp
+// (B, Hq, T) the backward recomputes the probabilities from; in the model's working dtype
+// (attention_forward).
+class CudaTransformer::BatchAttention final : public CudaBlockAttention {
+ public:
+  BatchAttention(CudaTransformer& model, float* lse) : model_(model), lse_(lse) {}
+  void forward(int layer, const float* q, const float* k, const float* v, float* y) override {
+    const ModelConfig& c = model_.layout_.config();
+    model_.attention_forward(layer, y, lse_, q, k, v, c.num_heads, c.num_kv_heads);
+  }
+
+ private:
+  CudaTransformer& model_;
+  float* lse_;
+};
+
 void CudaTransformer::block_forward(int layer, const DeviceUnit& w, const float* x, float* out,
                                     BlockActs& a) {
   ZERO_CHECK(w.spec == &layout_.unit(layout_.block_unit(layer)), "block ", layer,
              " got another unit");
-  if (layout_.config().arch == Arch::kGpt2) {
-    gpt2_block_forward(w, x, out, a);
+  const Buffers& bf = *buffers_;
+  const CudaForwardContext ctx{.config = layout_.config(),
+                               .B = B_,
+                               .T = T_,
+                               .rope_cos = bf.rope_cos,
+                               .rope_sin = bf.rope_sin,
+                               .x16 = bf.x16};
+  BatchAttention attention(*this, a.lse);
+  block_forward(ctx, w, x, out, a, attention);
+}
+
+void CudaTransformer::block_forward(const CudaForwardContext& ctx, const DeviceUnit& w,
+                                    const float* x, float* out, BlockActs& a,
+                                    CudaBlockAttention& attention) {
+  if (ctx.config.arch == Arch::kGpt2) {
+    gpt2_block_forward(ctx, w, x, out, a, attention);
   } else {
-    llama_block_forward(w, x, out, a);
+    llama_block_forward(ctx, w, x, out, a, attention);
   }
 }
 

@@ -18,6 +18,7 @@
 #include "core/dtype.h"
 #include "core/status.h"
 #include "core/tensor.h"
+#include "model/cuda_block_forward.h"
 #include "model/model.h"
 #include "model/param_access.h"
 #include "model/param_layout.h"
@@ -33,6 +34,8 @@ struct CudaTransformerOptions {
   // last block's output. Bitwise the same results; ignored without activation_checkpointing.
   bool checkpoints_in_host_memory = false;
 };
+
+class CudaKvDecoder;
 
 class CudaTransformer final : public Model {
  public:
@@ -92,11 +95,15 @@ class CudaTransformer final : public Model {
   void logits_at(int64_t b, int64_t t, float* out) const override;
 
  private:
+  // KV-cached decoding runs this model's block forward (block_forward below) over its cache, with
+  // the model's matmul context and widen buffers.
+  friend class CudaKvDecoder;
   struct Buffers;
   struct BlockActs;
   struct DeviceUnit;
   class DeviceWiden;
   class AcquiredDeviceUnit;
+  class BatchAttention;
 
   CudaTransformer(const ModelConfig& config, CudaTransformerOptions options, cudaStream_t stream);
   // Points bf's arrays into the slab at `base` (null: only sizes it); returns the slab's bytes.
@@ -111,9 +118,17 @@ class CudaTransformer final : public Model {
   // or, with host checkpoints, in its ring slot.
   float* residual_at(int64_t l) const;
   void upload_batch(const int32_t* tokens, const int32_t* targets);
+  // Training's block forward: the batch's (B_, T_) rows from position 0, attention within each
+  // sequence keeping its logsumexp for backward.
   void block_forward(int layer, const DeviceUnit& w, const float* x, float* out, BlockActs& a);
-  void gpt2_block_forward(const DeviceUnit& w, const float* x, float* out, BlockActs& a);
-  void llama_block_forward(const DeviceUnit& w, const float* x, float* out, BlockActs& a);
+  // out (N, C) = block w over x (N, C), the math training and decoding share (the CPU model's
+  // block_forward.h twin); a's arrays hold N = ctx.B * ctx.T rows (lse is attention's business).
+  void block_forward(const CudaForwardContext& ctx, const DeviceUnit& w, const float* x, float* out,
+                     BlockActs& a, CudaBlockAttention& attention);
+  void gpt2_block_forward(const CudaForwardContext& ctx, const DeviceUnit& w, const float* x,
+                          float* out, BlockActs& a, CudaBlockAttention& attention);
+  void llama_block_forward(const CudaForwardContext& ctx, const DeviceUnit& w, const float* x,
+                           float* out, BlockActs& a, CudaBlockAttention& attention);
   // Causal attention of block `layer` on fp32 (N, H*D) arrays in the working dtype: an fp32 model
   // runs the fp32 kernel on them; a bf16 / fp16 one the tensor-core kernel on 16-bit copies of
   // q, k, v (and of dout), as torch.autocast's SDPA sees them, widened back into y (or dq, dk,
@@ -131,8 +146,9 @@ class CudaTransformer final : public Model {
   // The dense layer with weight `weight` of unit w (matmul.h's contract: out overwritten; dinp,
   // dweight, dbias accumulated, any may be null; bias may be null): fp32 GEMMs for an fp32 unit,
   // 16-bit operands (inp and dout rounded into x16 / dout16) with fp32 outputs for a 16-bit one.
+  // inp16: room for inp's 16-bit copy (CudaForwardContext::x16); null: the slab's x16.
   void dense_forward(float* out, const float* inp, const DeviceUnit& w, ParamKind weight,
-                     const float* bias, int64_t N, int64_t C, int64_t OC);
+                     const float* bias, int64_t N, int64_t C, int64_t OC, void* inp16 = nullptr);
   void dense_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                       const float* inp, const DeviceUnit& w, ParamKind weight, int64_t N, int64_t C,
                       int64_t OC);

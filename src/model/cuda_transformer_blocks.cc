@@ -1,8 +1,9 @@
 // CudaTransformer's blocks, forward and backward: gpt2_block.cc and llama_block.cc's math with the
-// CUDA kernels, in the same order (the CPU model is the oracle). Legend: N = B*T rows, C hidden,
-// F intermediate, Hq / Hkv heads, D head dim. Weights in (out, in) layout (docs/design.md). The
-// dense layers go through dense_forward / dense_backward (end of file): fp32 GEMMs for fp32 units,
-// autocast-style 16-bit GEMMs for 16-bit ones.
+// CUDA kernels, in the same order (the CPU model is the oracle). The forward is shared with
+// KV-cached decoding (CudaKvDecoder): it takes its rows' shape and attention from the caller.
+// Legend: N = B*T rows, C hidden, F intermediate, Hq / Hkv heads, D head dim. Weights in (out, in)
+// layout (docs/design.md). The dense layers go through dense_forward / dense_backward (end of
+// file): fp32 GEMMs for fp32 units, autocast-style 16-bit GEMMs for 16-bit ones.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -156,11 +157,11 @@ void CudaTransformer::attention_backward(int layer, float* dq, float* dk, float*
 }
 
 // GPT-2: x2 = x + proj(attn(ln_1(x))); out = x2 + c_proj(gelu(c_fc(ln_2(x2)))).
-void CudaTransformer::gpt2_block_forward(const DeviceUnit& w, const float* x, float* out,
-                                         BlockActs& a) {
-  const ModelConfig& c = layout_.config();
-  const int64_t B = B_, T = T_, N = B * T, C = c.hidden_size, F = c.intermediate_size;
-  const int64_t H = c.num_heads;
+void CudaTransformer::gpt2_block_forward(const CudaForwardContext& ctx, const DeviceUnit& w,
+                                         const float* x, float* out, BlockActs& a,
+                                         CudaBlockAttention& attention) {
+  const ModelConfig& c = ctx.config;
+  const int64_t N = ctx.B * ctx.T, C = c.hidden_size, F = c.intermediate_size;
   const float eps = static_cast<float>(c.norm_eps);
   cudaStream_t s = stream_;
   const UnitSpec& u = *w.spec;
@@ -168,19 +169,21 @@ void CudaTransformer::gpt2_block_forward(const DeviceUnit& w, const float* x, fl
 
   kc::layernorm_forward<float>(a.norm1, a.mean1, a.rstd1, x, W(ParamKind::kAttnNormWeight),
                                W(ParamKind::kAttnNormBias), N, C, eps, s);
-  dense_forward(a.qkv, a.norm1, w, ParamKind::kQkvWeight, W(ParamKind::kQkvBias), N, C, 3 * C);
+  auto dense = [&](float* out_, const float* inp, ParamKind weight, const float* bias, int64_t C_,
+                   int64_t OC) { dense_forward(out_, inp, w, weight, bias, N, C_, OC, ctx.x16); };
+  dense(a.qkv, a.norm1, ParamKind::kQkvWeight, W(ParamKind::kQkvBias), C, 3 * C);
   // Split the fused projection: attention reads dense (N, C) q, k, v.
   cuda_glue::copy_columns(a.q, C, a.qkv, 3 * C, N, C, s);
   cuda_glue::copy_columns(a.k, C, a.qkv + C, 3 * C, N, C, s);
   cuda_glue::copy_columns(a.v, C, a.qkv + 2 * C, 3 * C, N, C, s);
-  attention_forward(u.block_index, a.attn_y, a.lse, a.q, a.k, a.v, H, H);
-  dense_forward(a.x2, a.attn_y, w, ParamKind::kAttnOutWeight, W(ParamKind::kAttnOutBias), N, C, C);
+  attention.forward(u.block_index, a.q, a.k, a.v, a.attn_y);
+  dense(a.x2, a.attn_y, ParamKind::kAttnOutWeight, W(ParamKind::kAttnOutBias), C, C);
   kc::add<float>(a.x2, a.x2, x, N * C, s);
   kc::layernorm_forward<float>(a.norm2, a.mean2, a.rstd2, a.x2, W(ParamKind::kMlpNormWeight),
                                W(ParamKind::kMlpNormBias), N, C, eps, s);
-  dense_forward(a.up, a.norm2, w, ParamKind::kMlpUpWeight, W(ParamKind::kMlpUpBias), N, C, F);
+  dense(a.up, a.norm2, ParamKind::kMlpUpWeight, W(ParamKind::kMlpUpBias), C, F);
   kc::gelu_forward<float>(a.act, a.up, N * F, s);
-  dense_forward(out, a.act, w, ParamKind::kMlpDownWeight, W(ParamKind::kMlpDownBias), N, F, C);
+  dense(out, a.act, ParamKind::kMlpDownWeight, W(ParamKind::kMlpDownBias), F, C);
   kc::add<float>(out, out, a.x2, N * C, s);
 }
 
@@ -230,34 +233,35 @@ void CudaTransformer::gpt2_block_backward(const DeviceUnit& w, float* dw, const 
 
 // Llama: x2 = x + o_proj(attn(rope(q), rope(k), v)) over input_layernorm(x);
 // out = x2 + down(silu(gate(h)) * up(h)), h = post_attention_layernorm(x2).
-void CudaTransformer::llama_block_forward(const DeviceUnit& w, const float* x, float* out,
-                                          BlockActs& a) {
-  const ModelConfig& c = layout_.config();
-  const int64_t B = B_, T = T_, N = B * T, C = c.hidden_size, F = c.intermediate_size;
+void CudaTransformer::llama_block_forward(const CudaForwardContext& ctx, const DeviceUnit& w,
+                                          const float* x, float* out, BlockActs& a,
+                                          CudaBlockAttention& attention) {
+  const ModelConfig& c = ctx.config;
+  const int64_t B = ctx.B, T = ctx.T, N = B * T, C = c.hidden_size, F = c.intermediate_size;
   const int64_t Hq = c.num_heads, Hkv = c.num_kv_heads, D = c.head_dim();
   const float eps = static_cast<float>(c.norm_eps);
-  const Buffers& bf = *buffers_;
   cudaStream_t s = stream_;
   const UnitSpec& u = *w.spec;
   auto W = [&](ParamKind kind) { return w.f32(kind); };
   auto Wopt = [&](ParamKind kind) { return w.f32_opt(kind); };
 
+  auto dense = [&](float* out_, const float* inp, ParamKind weight, const float* bias, int64_t C_,
+                   int64_t OC) { dense_forward(out_, inp, w, weight, bias, N, C_, OC, ctx.x16); };
+
   kc::rmsnorm_forward<float>(a.norm1, a.rstd1, x, W(ParamKind::kAttnNormWeight), N, C, eps, s);
-  dense_forward(a.q, a.norm1, w, ParamKind::kQWeight, Wopt(ParamKind::kQBias), N, C, Hq * D);
-  dense_forward(a.k, a.norm1, w, ParamKind::kKWeight, Wopt(ParamKind::kKBias), N, C, Hkv * D);
-  dense_forward(a.v, a.norm1, w, ParamKind::kVWeight, Wopt(ParamKind::kVBias), N, C, Hkv * D);
-  kc::rope_forward<float>(a.q_rot, a.q, bf.rope_cos, bf.rope_sin, B, T, Hq, D, s);
-  kc::rope_forward<float>(a.k_rot, a.k, bf.rope_cos, bf.rope_sin, B, T, Hkv, D, s);
-  attention_forward(u.block_index, a.attn_y, a.lse, a.q_rot, a.k_rot, a.v, Hq, Hkv);
-  dense_forward(a.x2, a.attn_y, w, ParamKind::kAttnOutWeight, Wopt(ParamKind::kAttnOutBias), N,
-                Hq * D, C);
+  dense(a.q, a.norm1, ParamKind::kQWeight, Wopt(ParamKind::kQBias), C, Hq * D);
+  dense(a.k, a.norm1, ParamKind::kKWeight, Wopt(ParamKind::kKBias), C, Hkv * D);
+  dense(a.v, a.norm1, ParamKind::kVWeight, Wopt(ParamKind::kVBias), C, Hkv * D);
+  kc::rope_forward<float>(a.q_rot, a.q, ctx.rope_cos, ctx.rope_sin, B, T, Hq, D, s);
+  kc::rope_forward<float>(a.k_rot, a.k, ctx.rope_cos, ctx.rope_sin, B, T, Hkv, D, s);
+  attention.forward(u.block_index, a.q_rot, a.k_rot, a.v, a.attn_y);
+  dense(a.x2, a.attn_y, ParamKind::kAttnOutWeight, Wopt(ParamKind::kAttnOutBias), Hq * D, C);
   kc::add<float>(a.x2, a.x2, x, N * C, s);
   kc::rmsnorm_forward<float>(a.norm2, a.rstd2, a.x2, W(ParamKind::kMlpNormWeight), N, C, eps, s);
-  dense_forward(a.gate, a.norm2, w, ParamKind::kMlpGateWeight, Wopt(ParamKind::kMlpGateBias), N, C,
-                F);
-  dense_forward(a.up, a.norm2, w, ParamKind::kMlpUpWeight, Wopt(ParamKind::kMlpUpBias), N, C, F);
+  dense(a.gate, a.norm2, ParamKind::kMlpGateWeight, Wopt(ParamKind::kMlpGateBias), C, F);
+  dense(a.up, a.norm2, ParamKind::kMlpUpWeight, Wopt(ParamKind::kMlpUpBias), C, F);
   kc::swiglu_forward<float>(a.act, a.gate, a.up, N * F, s);
-  dense_forward(out, a.act, w, ParamKind::kMlpDownWeight, Wopt(ParamKind::kMlpDownBias), N, F, C);
+  dense(out, a.act, ParamKind::kMlpDownWeight, Wopt(ParamKind::kMlpDownBias), F, C);
   kc::add<float>(out, out, a.x2, N * C, s);
 }
 
@@ -317,7 +321,7 @@ void CudaTransformer::llama_block_backward(const DeviceUnit& w, float* dw, const
 
 void CudaTransformer::dense_forward(float* out, const float* inp, const DeviceUnit& w,
                                     ParamKind weight, const float* bias, int64_t N, int64_t C,
-                                    int64_t OC) {
+                                    int64_t OC, void* inp16) {
   kc::MatmulContext& mm = *buffers_->matmul;
   if (w.dtype == DType::kF32) {
     kc::matmul_forward<float>(mm, out, inp, w.f32(weight), bias, N, C, OC, stream_);
@@ -326,10 +330,10 @@ void CudaTransformer::dense_forward(float* out, const float* inp, const DeviceUn
   // inp16 (N, C) with rows padded to 16 bytes.
   const int64_t inp_ld = round_up_8(C);
   with_16bit(w.dtype, [&]<typename T16>() {
-    T16* inp16 = static_cast<T16*>(buffers_->x16);
-    cuda_glue::cast_rows(inp16, inp_ld, inp, C, N, C, stream_);
-    kc::matmul_forward_16(mm, out, inp16, inp_ld, static_cast<const T16*>(w.stored(weight)), bias,
-                          N, C, OC, stream_);
+    T16* x16 = static_cast<T16*>(inp16 != nullptr ? inp16 : buffers_->x16);
+    cuda_glue::cast_rows(x16, inp_ld, inp, C, N, C, stream_);
+    kc::matmul_forward_16(mm, out, x16, inp_ld, static_cast<const T16*>(w.stored(weight)), bias, N,
+                          C, OC, stream_);
   });
 }
 
