@@ -5,6 +5,7 @@
 #include "comm/mpi_communicator.h"
 #include "device/cuda_stream.h"
 #include "kernels/matmul/matmul_cuda.h"
+#include "model/cuda_kv_decoder.h"
 #include "model/cuda_transformer.h"
 #include "runtime/device_model.h"
 #if defined(ZERO_WITH_NCCL)
@@ -40,6 +41,19 @@ StatusOr<std::unique_ptr<model::Model>> make_cuda_model(const model::ModelConfig
       std::unique_ptr<model::CudaTransformer> m,
       model::CudaTransformer::create(config, cuda_options(options), stream.get()));
   return std::unique_ptr<model::Model>(std::move(m));
+}
+
+StatusOr<std::unique_ptr<model::CachedDecoder>> make_cuda_decoder(model::Model& model,
+                                                                  int64_t capacity,
+                                                                  device::ExecutionContext& ctx) {
+  auto* cuda_model = dynamic_cast<model::CudaTransformer*>(&model);
+  if (cuda_model == nullptr) {
+    return invalid_argument("--device cuda: a key/value-cached decoder needs the CUDA model");
+  }
+  cuda_compute(ctx).activate();
+  ZERO_ASSIGN_OR_RETURN(std::unique_ptr<model::CudaKvDecoder> decoder,
+                        model::CudaKvDecoder::create(*cuda_model, capacity));
+  return std::unique_ptr<model::CachedDecoder>(std::move(decoder));
 }
 
 DeviceModelBytes cuda_model_bytes(const model::ModelConfig& config,

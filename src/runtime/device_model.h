@@ -8,6 +8,7 @@
 #include "comm/communicator.h"
 #include "core/status.h"
 #include "device/backend.h"
+#include "model/cached_decoder.h"
 #include "model/model.h"
 #include "model/model_config.h"
 #include "model/transformer.h"
@@ -25,6 +26,17 @@ StatusOr<std::unique_ptr<model::Model>> make_device_model(const model::ModelConf
 StatusOr<std::unique_ptr<model::Model>> make_cuda_model(const model::ModelConfig& config,
                                                         const model::TransformerOptions& options,
                                                         device::ExecutionContext& ctx);
+
+// A key/value-cached decoder of `capacity` positions over `model`, a model of ctx's device from
+// make_device_model (which must outlive it), on the model's stream. Errors: a device (or build)
+// without one, a capacity the model cannot hold, out of device memory.
+StatusOr<std::unique_ptr<model::CachedDecoder>> make_device_decoder(model::Model& model,
+                                                                    int64_t capacity,
+                                                                    device::ExecutionContext& ctx);
+// CUDA builds (runtime/cuda_device_model.cc): model::CudaKvDecoder over a model::CudaTransformer.
+StatusOr<std::unique_ptr<model::CachedDecoder>> make_cuda_decoder(model::Model& model,
+                                                                  int64_t capacity,
+                                                                  device::ExecutionContext& ctx);
 
 // What the model of a device will hold, for memory planning before it allocates anything.
 struct DeviceModelBytes {

@@ -3,7 +3,9 @@
 # seed and data) for the tiny GPT-2 and Llama presets at stages 0-3, fp32 / bf16, optimizer offload
 # none / cpu, and gradient checkpointing; then the step benchmark: tokens/s and MFU of bf16 steps
 # (ZERO_GPU_BENCH_GRID) beside PyTorch's (bench/gpu/torch_step.py, ZERO_GPU_TORCH_MODES) on the same
-# GPU; `zero generate --device cuda` giving the CPU's tokens and `zero bench step --device cuda`.
+# GPU; `zero generate --device cuda` giving the CPU's tokens (through the GPU's key/value cache and
+# with --no_kv_cache, also when the context fills), its tokens/s with the cache against a whole
+# forward per token (gpt2-124m, llama-1b), and `zero bench step --device cuda`.
 # Packed by tools/gpu/pack.sh and run by verify.sh; prints markdown.
 #
 #   train_check.sh ZERO_BINARY CORPUS WORKDIR [--no-bench]
@@ -92,12 +94,39 @@ echo "## zero generate --device cuda vs --device cpu (the same tokens), zero ben
   for model in gpt2-tiny llama-tiny; do
     for sampling in "--temperature 0" "--temperature 1 --seed 5"; do
       args="generate --model preset:$model --prompt_tokens 3,14,15,92 --max_new_tokens 24 $sampling"
-      cpu_out=$(timeout 60 "$zero" $args --device cpu 2>&1)
-      dev_out=$(timeout 60 "$zero" $args --device "$device" 2>&1 | tail -n 1)
+      # stderr's "zero generate: ..." lines (the device, the speed) are not output.
+      cpu_out=$(timeout 60 "$zero" $args --device cpu 2>&1 | grep -v '^zero generate:')
+      dev_out=$(timeout 60 "$zero" $args --device "$device" 2>&1 | grep -v '^zero generate:' | tail -n 1)
       [[ "$cpu_out" == "$dev_out" ]] && echo "- generate $model $sampling: ok" ||
         echo "- generate $model $sampling: MISMATCH cpu [$cpu_out] $device [$dev_out]"
+      if [[ $device == cuda ]]; then  # the whole-forward path (the CPU has no --no_kv_cache)
+        re_out=$(timeout 60 "$zero" $args --device cuda --no_kv_cache 2>&1 | grep -v '^zero generate:' | tail -n 1)
+        [[ "$cpu_out" == "$re_out" ]] && echo "- generate $model $sampling --no_kv_cache: ok" ||
+          echo "- generate $model $sampling --no_kv_cache: MISMATCH cpu [$cpu_out] cuda [$re_out]"
+      fi
     done
   done
+  # A context that fills (limit 64, 200 new tokens: re-read twice), greedy and sampled.
+  for sampling in "--temperature 0" "--temperature 1 --seed 5"; do
+    args="generate --model preset:llama-tiny --prompt_tokens 3,14,15,92 --max_new_tokens 200 --context_limit 64 $sampling"
+    cpu_out=$(timeout 120 "$zero" $args --device cpu 2>&1 | grep -v '^zero generate:')
+    dev_out=$(timeout 120 "$zero" $args --device "$device" 2>&1 | grep -v '^zero generate:' | tail -n 1)
+    [[ "$cpu_out" == "$dev_out" ]] && echo "- generate llama-tiny --context_limit 64 $sampling: ok" ||
+      echo "- generate llama-tiny --context_limit 64 $sampling: MISMATCH cpu [$cpu_out] $device [$dev_out]"
+  done
+  # Speed of the key/value cache against a whole forward per token (random weights, greedy, 256
+  # new tokens after a 512-token prompt), from the speed line on stderr.
+  if [[ $device == cuda ]]; then
+    prompt=$(seq -s, 1 512)
+    for model in gpt2-124m llama-1b; do
+      for mode in "" "--no_kv_cache"; do
+        line=$(timeout 300 "$zero" generate --model preset:$model --prompt_tokens "$prompt" \
+          --max_new_tokens 256 --temperature 0 --ignore_eos --device cuda $mode 2>&1 >/dev/null |
+          grep '^zero generate: .* tokens/s' || echo "FAILED")
+        echo "- generate speed $model ${mode:-(kv cache)}: ${line#zero generate: }"
+      done
+    done
+  fi
   if out=$(OMP_NUM_THREADS=4 timeout 120 "$zero" bench step --model preset:gpt2-mini --stages 0 3 --steps 5 \
     --device "$device" 2>&1); then
     echo "$out" | head -6 | sed 's/^/    /'
