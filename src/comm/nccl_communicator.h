@@ -22,7 +22,8 @@ namespace zero {
 // producing stream (cudaStreamWaitEvent) or synchronizes before issuing.
 // Reductions of bf16/f16 use NCCL's native 16-bit types (NCCL widens each pairwise step to fp32 and
 // rounds per step, unlike the MPI backend's single rounding).
-// Thread safety: as Communicator; device selection is per thread, so issue from the owning thread.
+// Thread safety: as Communicator; every call makes the communicator's device current on the
+// calling thread first (device selection is per thread), so any thread may issue.
 class NcclCommunicator final : public Communicator {
  public:
   // Collective over `bootstrap`'s ranks: selects device local_rank % device_count, exchanges the

@@ -55,7 +55,9 @@ class GradReducer : public model::GradSink {
   static constexpr int64_t kAloneNumel = int64_t{1} << 18;
 
   // `device` (not owned; outlives the reducer): buffers in its backend's memory (see the file
-  // comment); `comm` must then work on that memory. Fails only when device memory runs out.
+  // comment); `comm` must then work on that memory, its collectives issued through
+  // device::make_stream_collectives (REQUIRES as there: on the CPU backend no other thread issues
+  // collectives on `comm`). Fails when device memory runs out or `comm` does not fit the device.
   static StatusOr<std::unique_ptr<GradReducer>> create(const ShardLayout& layout,
                                                        Communicator& comm,
                                                        const ZeroOptions& options,

@@ -405,7 +405,8 @@ void ParamCoordinator::trim_device_pool() {
   for (const device::DeviceBuffer& b : device_pool_) kept += b.numel();
   const int64_t budget = std::max<int64_t>(0, options_.max_live_numel - live_gathered_numel_);
   if (kept <= budget) return;
-  // Why a host wait: queued kernels may still read the buffers freed below.
+  // Why a host wait: queued kernels may still read the buffers freed below (and a gather that
+  // wrote one last is covered: the compute stream waited for it before the buffer was pooled).
   note_status(device_->compute().synchronize());
   while (!device_pool_.empty() && kept > budget) {
     kept -= device_pool_.front().numel();

@@ -41,8 +41,9 @@ class ParamCoordinator : public model::ParamAccess {
   // Stage 3 keeps its shards in a ParamStore placed as `offload` says (host memory, or NVMe
   // beyond max_in_cpu); errors are those of creating the swap file. `rank` names the swap file.
   // `device` (not owned; outlives the coordinator): keep the working values in its backend's
-  // memory (see the file comment); `comm` must then work on that memory. REQUIRES then: no
-  // parameter offload.
+  // memory (see the file comment); `comm` must then work on that memory, its collectives issued
+  // through device::make_stream_collectives (REQUIRES as there). REQUIRES then: no parameter
+  // offload.
   static StatusOr<std::unique_ptr<ParamCoordinator>> create(
       const ShardLayout& layout, Communicator& comm, const ZeroOptions& options,
       const ParamOffloadOptions& offload, MemoryAccounting& memory,
