@@ -222,30 +222,101 @@ CommHandle NcclCommunicator::finish(CommKind kind, ncclResult_t result, const ch
                                                       failed_, std::move(what)));
 }
 
+ncclResult_t NcclCommunicator::activate() const {
+  // Why on every call: device selection is per thread, and collectives are issued from the
+  // engine's threads, not the one that ran init().
+  return cudaSetDevice(device_) == cudaSuccess ? ncclSuccess : ncclUnhandledCudaError;
+}
+
+ncclResult_t NcclCommunicator::enqueue(const CollectiveCall& c, const char** name) {
+  const size_t numel = c.numel;
+  record(c.kind, comm_payload_bytes(c.kind, numel, c.dtype, world_size_));
+  switch (c.kind) {
+    case CommKind::kAllReduce:
+      *name = "ncclAllReduce";
+      return ncclAllReduce(c.out, c.out, numel, nccl_type(c.dtype),
+                           c.reduce_op == ReduceOp::kSum ? ncclSum : ncclMax, comm_, stream_);
+    case CommKind::kReduceScatter:
+      *name = "ncclReduceScatter";
+      return ncclReduceScatter(c.in, c.out, numel, nccl_type(c.dtype), ncclSum, comm_, stream_);
+    case CommKind::kAllGather:
+      *name = "ncclAllGather";
+      return ncclAllGather(c.in, c.out, numel, nccl_type(c.dtype), comm_, stream_);
+    case CommKind::kBroadcast:
+      *name = "ncclBroadcast";
+      if (c.root < 0 || c.root >= world_size_) return ncclInvalidArgument;
+      return ncclBroadcast(c.out, c.out, numel, nccl_type(c.dtype), c.root, comm_, stream_);
+    case CommKind::kBarrier:
+      // NCCL has no barrier: a one-element all-reduce completes only once every rank issued it.
+      *name = "ncclAllReduce (barrier)";
+      return ncclAllReduce(barrier_scratch_, barrier_scratch_, 1, ncclFloat32, ncclSum, comm_,
+                           stream_);
+  }
+  *name = "?";
+  return ncclInvalidArgument;
+}
+
+CommHandle NcclCommunicator::issue_after(cudaEvent_t ready, std::span<const CollectiveCall> calls,
+                                         cudaEvent_t done) {
+  const CommKind kind = calls.empty() ? CommKind::kBarrier : calls.front().kind;
+  ncclResult_t result = activate();
+  const char* name = "cudaSetDevice";
+  if (result == ncclSuccess && cudaStreamWaitEvent(stream_, ready, 0) != cudaSuccess) {
+    result = ncclUnhandledCudaError;
+    name = "cudaStreamWaitEvent";
+  }
+  if (result == ncclSuccess && calls.size() > 1) {
+    name = "ncclGroupStart";
+    result = ncclGroupStart();
+  }
+  for (size_t i = 0; i < calls.size() && result == ncclSuccess; ++i) {
+    result = enqueue(calls[i], &name);
+  }
+  if (calls.size() > 1) {
+    // Closed even after a failed call: an open group would swallow the next collectives.
+    const ncclResult_t end = ncclGroupEnd();
+    if (result == ncclSuccess && end != ncclSuccess) {
+      result = end;
+      name = "ncclGroupEnd";
+    }
+  }
+  CommHandle handle = finish(kind, result, name);
+  if (result == ncclSuccess) {
+    if (const cudaError_t err = cudaEventRecord(done, stream_); err != cudaSuccess) {
+      failed_->store(true);
+      return CommHandle::ready(internal_error("rank {}: recording the event after {} failed: {}",
+                                              rank_, comm_kind_name(kind),
+                                              cudaGetErrorString(err)));
+    }
+  }
+  return handle;
+}
+
 CommHandle NcclCommunicator::all_reduce_async(void* buf, size_t numel, DType dtype, ReduceOp op) {
-  record(CommKind::kAllReduce, comm_payload_bytes(CommKind::kAllReduce, numel, dtype, world_size_));
-  return finish(CommKind::kAllReduce,
-                ncclAllReduce(buf, buf, numel, nccl_type(dtype),
-                              op == ReduceOp::kSum ? ncclSum : ncclMax, comm_, stream_),
-                "ncclAllReduce");
+  const char* name = "cudaSetDevice";
+  ncclResult_t r = activate();
+  if (r == ncclSuccess) r = enqueue({CommKind::kAllReduce, op, dtype, buf, buf, numel, 0}, &name);
+  return finish(CommKind::kAllReduce, r, name);
 }
 
 CommHandle NcclCommunicator::reduce_scatter_async(const void* in, void* out, size_t block_numel,
                                                   DType dtype) {
-  record(CommKind::kReduceScatter,
-         comm_payload_bytes(CommKind::kReduceScatter, block_numel, dtype, world_size_));
-  return finish(CommKind::kReduceScatter,
-                ncclReduceScatter(in, out, block_numel, nccl_type(dtype), ncclSum, comm_, stream_),
-                "ncclReduceScatter");
+  const char* name = "cudaSetDevice";
+  ncclResult_t r = activate();
+  if (r == ncclSuccess) {
+    r = enqueue({CommKind::kReduceScatter, ReduceOp::kSum, dtype, in, out, block_numel, 0}, &name);
+  }
+  return finish(CommKind::kReduceScatter, r, name);
 }
 
 CommHandle NcclCommunicator::all_gather_async(const void* in, void* out, size_t block_numel,
                                               DType dtype) {
-  record(CommKind::kAllGather,
-         comm_payload_bytes(CommKind::kAllGather, block_numel, dtype, world_size_));
-  return finish(CommKind::kAllGather,
-                ncclAllGather(in, out, block_numel, nccl_type(dtype), comm_, stream_),
-                "ncclAllGather");
+  const char* name = "cudaSetDevice";
+  ncclResult_t r = activate();
+  if (r == ncclSuccess) {
+    r = enqueue({CommKind::kAllGather, ReduceOp::kSum, dtype, in, out, block_numel, 0}, &name);
+  }
+  return finish(CommKind::kAllGather, r, name);
 }
 
 CommHandle NcclCommunicator::broadcast_async(void* buf, size_t numel, DType dtype, int root) {
@@ -253,19 +324,19 @@ CommHandle NcclCommunicator::broadcast_async(void* buf, size_t numel, DType dtyp
     return CommHandle::ready(
         invalid_argument("broadcast: root {} outside world of {} ranks", root, world_size_));
   }
-  record(CommKind::kBroadcast, comm_payload_bytes(CommKind::kBroadcast, numel, dtype, world_size_));
-  return finish(CommKind::kBroadcast,
-                ncclBroadcast(buf, buf, numel, nccl_type(dtype), root, comm_, stream_),
-                "ncclBroadcast");
+  const char* name = "cudaSetDevice";
+  ncclResult_t r = activate();
+  if (r == ncclSuccess) {
+    r = enqueue({CommKind::kBroadcast, ReduceOp::kSum, dtype, buf, buf, numel, root}, &name);
+  }
+  return finish(CommKind::kBroadcast, r, name);
 }
 
 CommHandle NcclCommunicator::barrier_async() {
-  // NCCL has no barrier: a one-element all-reduce completes only once every rank issued it.
-  record(CommKind::kBarrier, 0);
-  return finish(
-      CommKind::kBarrier,
-      ncclAllReduce(barrier_scratch_, barrier_scratch_, 1, ncclFloat32, ncclSum, comm_, stream_),
-      "ncclAllReduce (barrier)");
+  const char* name = "cudaSetDevice";
+  ncclResult_t r = activate();
+  if (r == ncclSuccess) r = enqueue(CollectiveCall{}, &name);
+  return finish(CommKind::kBarrier, r, name);
 }
 
 void NcclCommunicator::abort_job(int exit_code) {

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <memory>
+#include <span>
 
 #include "comm/communicator.h"
 #include "comm/mpi_communicator.h"
@@ -21,7 +22,8 @@ namespace zero {
 // producing stream (cudaStreamWaitEvent) or synchronizes before issuing.
 // Reductions of bf16/f16 use NCCL's native 16-bit types (NCCL widens each pairwise step to fp32 and
 // rounds per step, unlike the MPI backend's single rounding).
-// Thread safety: as Communicator; device selection is per thread, so issue from the owning thread.
+// Thread safety: as Communicator; every call makes the communicator's device current on the
+// calling thread first (device selection is per thread), so any thread may issue.
 class NcclCommunicator final : public Communicator {
  public:
   // Collective over `bootstrap`'s ranks: selects device local_rank % device_count, exchanges the
@@ -51,6 +53,14 @@ class NcclCommunicator final : public Communicator {
   CommHandle barrier_async() override;
   [[noreturn]] void abort_job(int exit_code) override;
 
+  // The stream-ordered form (device/stream_collectives.h, issue 11): stream() waits for `ready`
+  // (cudaStreamWaitEvent; no host sync), runs `calls` as one ncclGroupStart/End group (in place
+  // for all_reduce and broadcast: CollectiveCall::out), then records `done` (cudaEventRecord) for
+  // the consumers' streams to wait on. The handle completes after them as the *_async ones do.
+  // REQUIRES: `ready` and `done` events of this communicator's device.
+  CommHandle issue_after(cudaEvent_t ready, std::span<const CollectiveCall> calls,
+                         cudaEvent_t done);
+
   // The stream every collective runs on. Owned by the communicator.
   cudaStream_t stream() const { return stream_; }
   int device() const { return device_; }
@@ -63,6 +73,11 @@ class NcclCommunicator final : public Communicator {
   // ncclCommInitRank on device_, bounded by timeout_ms_: a rank that never joins is a
   // kDeadlineExceeded naming this rank, its GPU and the likely causes, not a hang.
   StatusOr<ncclComm_t> init_rank_with_deadline(const ncclUniqueId& id);
+  // Counts and enqueues one call on stream_ (the calling thread's device must be device_).
+  // `*name`: the NCCL function, for messages.
+  ncclResult_t enqueue(const CollectiveCall& c, const char** name);
+  // Makes device_ current on the calling thread (the engine's threads are not init()'s).
+  ncclResult_t activate() const;
   // Records an event after the last enqueued call and wraps it in a handle.
   CommHandle finish(CommKind kind, ncclResult_t result, const char* call);
 

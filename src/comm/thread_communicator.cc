@@ -39,6 +39,7 @@ class ThreadGroup {
         seq_(static_cast<size_t>(world), 0) {}
 
   int world() const { return world_; }
+  int64_t timeout_ms() const { return timeout_ms_; }
 
   // Rank `rank`'s part of its next collective. Returns its result.
   //
@@ -165,6 +166,20 @@ void ThreadCommunicator::run(int world_size, const std::function<void(Communicat
 }
 
 ThreadCommunicator::~ThreadCommunicator() = default;
+
+StatusOr<std::unique_ptr<ThreadCommunicator>> ThreadCommunicator::duplicate() {
+  // Rank 0 makes the group and broadcasts where it is (the ranks share one address space); the
+  // barrier keeps rank 0's pointer alive until every rank holds its own reference.
+  std::shared_ptr<ThreadGroup> group;
+  if (rank_ == 0) group = std::make_shared<ThreadGroup>(group_->world(), group_->timeout_ms());
+  const std::shared_ptr<ThreadGroup>* address = &group;
+  static_assert(sizeof(address) % 4 == 0);  // moved verbatim as fp32 words
+  ZERO_RETURN_IF_ERROR(broadcast(&address, sizeof(address) / 4, DType::kF32, 0)
+                           .with_context("duplicating a thread communicator"));
+  if (rank_ != 0) group = *address;
+  ZERO_RETURN_IF_ERROR(barrier().with_context("duplicating a thread communicator"));
+  return std::unique_ptr<ThreadCommunicator>(new ThreadCommunicator(std::move(group), rank_));
+}
 
 int ThreadCommunicator::world_size() const { return group_->world(); }
 

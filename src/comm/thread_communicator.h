@@ -32,6 +32,12 @@ class ThreadCommunicator final : public Communicator {
 
   ~ThreadCommunicator() override;
 
+  // A new communicator over the same ranks with its own rendezvous (MPI_Comm_dup's role): a
+  // collective of this group, which every rank calls. Its collectives never match this group's,
+  // so another thread of each rank may issue them (the CPU backend's comm stream does, for the
+  // engine's device path, while the rank's own thread issues the loss all-reduce here).
+  StatusOr<std::unique_ptr<ThreadCommunicator>> duplicate();
+
   int rank() const override { return rank_; }
   int world_size() const override;
   int local_rank() const override { return rank_; }

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -101,6 +102,36 @@ TEST_P(ThreadComm, AllGatherBroadcastAndManyCollectivesInARow) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Worlds, ThreadComm, ::testing::Values(1, 2, 3, 4));
+
+// duplicate(): a second group over the same ranks whose collectives another thread of each rank
+// issues while the rank's own thread issues the original's (the CPU backend's comm stream and the
+// engine's loss all-reduce): neither sees the other's calls. Worlds 2-4.
+TEST(ThreadCommDuplicate, CollectivesOfBothGroupsRunSideBySide) {
+  for (int world = 2; world <= 4; ++world) {
+    ThreadCommunicator::run(world, [world](Communicator& comm) {
+      auto dup = static_cast<ThreadCommunicator&>(comm).duplicate();
+      ASSERT_TRUE(dup.ok()) << dup.status().to_string();
+      EXPECT_EQ((*dup)->rank(), comm.rank());
+      EXPECT_EQ((*dup)->world_size(), world);
+      const float n = static_cast<float>(world);
+      const float rank_sum = n * (n + 1) / 2;  // sum of rank + 1
+      std::thread other([&] {
+        for (int i = 0; i < 40; ++i) {
+          float x = 10.0f * static_cast<float>(comm.rank() + 1);
+          EXPECT_TRUE((*dup)->all_reduce(&x, 1, DType::kF32).ok());
+          EXPECT_EQ(x, 10.0f * rank_sum);
+        }
+      });
+      for (int i = 0; i < 40; ++i) {
+        float y = static_cast<float>(comm.rank() + 1);
+        EXPECT_TRUE(comm.all_reduce(&y, 1, DType::kF32).ok());
+        EXPECT_EQ(y, rank_sum);
+      }
+      other.join();
+      EXPECT_EQ((*dup)->stats()[CommKind::kAllReduce].calls, 40);
+    });
+  }
+}
 
 TEST(ThreadCommErrors, MismatchedCallsFailOnEveryRankNamingBoth) {
   std::atomic<int> named{0};

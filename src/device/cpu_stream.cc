@@ -18,40 +18,33 @@ int64_t delay_us_from_env() {
 // --- CpuEvent ---
 
 bool CpuEvent::query() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return completed_ >= recorded_;
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->completed_gen >= state_->recorded_gen;
 }
 
-void CpuEvent::synchronize() const {
-  uint64_t target;
+void CpuEvent::synchronize() const { state_->wait_for(state_->recorded()); }
+
+uint64_t CpuEvent::State::next_record() {
+  std::lock_guard<std::mutex> lock(mu);
+  return ++recorded_gen;
+}
+
+void CpuEvent::State::complete(uint64_t generation) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    target = recorded_;
+    std::lock_guard<std::mutex> lock(mu);
+    if (generation > completed_gen) completed_gen = generation;
   }
-  wait_for(target);
+  cv.notify_all();
 }
 
-uint64_t CpuEvent::next_record() {
-  std::lock_guard<std::mutex> lock(mu_);
-  return ++recorded_;
+uint64_t CpuEvent::State::recorded() const {
+  std::lock_guard<std::mutex> lock(mu);
+  return recorded_gen;
 }
 
-void CpuEvent::complete(uint64_t generation) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (generation > completed_) completed_ = generation;
-  }
-  cv_.notify_all();
-}
-
-uint64_t CpuEvent::recorded() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return recorded_;
-}
-
-void CpuEvent::wait_for(uint64_t generation) const {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return completed_ >= generation; });
+void CpuEvent::State::wait_for(uint64_t generation) const {
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait(lock, [&] { return completed_gen >= generation; });
 }
 
 // --- CpuStream ---
@@ -74,6 +67,14 @@ CpuStream::~CpuStream() {
 
 void CpuStream::enqueue(std::function<Status()> op) { push(Op{std::move(op), false}); }
 
+void CpuStream::enqueue_always(std::function<void()> op) {
+  push(Op{[op = std::move(op)] {
+            op();
+            return ok_status();
+          },
+          true});
+}
+
 void CpuStream::push(Op op) {
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -85,21 +86,21 @@ void CpuStream::push(Op op) {
 
 void CpuStream::record(Event& event) {
   // REQUIRES: a CpuEvent (events and streams come from the same backend).
-  auto& e = static_cast<CpuEvent&>(event);
-  const uint64_t generation = e.next_record();
-  push(Op{[&e, generation] {
-            e.complete(generation);
+  std::shared_ptr<CpuEvent::State> e = static_cast<CpuEvent&>(event).state();
+  const uint64_t generation = e->next_record();
+  push(Op{[e = std::move(e), generation] {
+            e->complete(generation);
             return ok_status();
           },
           true});
 }
 
 void CpuStream::wait(const Event& event) {
-  const auto& e = static_cast<const CpuEvent&>(event);
-  const uint64_t generation = e.recorded();  // captured now, as cudaStreamWaitEvent does
+  std::shared_ptr<CpuEvent::State> e = static_cast<const CpuEvent&>(event).state();
+  const uint64_t generation = e->recorded();  // captured now, as cudaStreamWaitEvent does
   if (generation == 0) return;
-  push(Op{[&e, generation] {
-            e.wait_for(generation);
+  push(Op{[e = std::move(e), generation] {
+            e->wait_for(generation);
             return ok_status();
           },
           true});

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <string>
@@ -37,19 +38,26 @@ class CpuEvent final : public Event {
   bool query() const override;
   void synchronize() const override;
 
-  // Backend side (CpuStream): a new record's generation, and its completion.
-  uint64_t next_record();
-  void complete(uint64_t generation);
-  // Generation of the most recent record (0: never recorded).
-  uint64_t recorded() const;
-  // Blocks until `generation` has completed.
-  void wait_for(uint64_t generation) const;
+  // Backend side (CpuStream): the record / completion counters, shared with the ops queued on
+  // streams, so the event may be destroyed while they are pending (as a CUDA event may).
+  struct State {
+    // A new record's generation, and its completion.
+    uint64_t next_record();
+    void complete(uint64_t generation);
+    // Generation of the most recent record (0: never recorded).
+    uint64_t recorded() const;
+    // Blocks until `generation` has completed.
+    void wait_for(uint64_t generation) const;
+
+    mutable std::mutex mu;
+    mutable std::condition_variable cv;
+    uint64_t recorded_gen = 0;   // guarded by mu
+    uint64_t completed_gen = 0;  // guarded by mu; records complete in order on their stream
+  };
+  const std::shared_ptr<State>& state() const { return state_; }
 
  private:
-  mutable std::mutex mu_;
-  mutable std::condition_variable cv_;
-  uint64_t recorded_ = 0;   // guarded by mu_
-  uint64_t completed_ = 0;  // guarded by mu_; records complete in order on their stream
+  std::shared_ptr<State> state_ = std::make_shared<State>();
 };
 
 class CpuStream final : public Stream {
@@ -69,11 +77,14 @@ class CpuStream final : public Stream {
   // Queues `op` (run on the worker thread, after everything queued before it). A failing op's
   // Status is kept for synchronize(); ops queued after a failure are skipped.
   void enqueue(std::function<Status()> op);
+  // Queues `op` to run even after a failed op (as event records and waits do): a collective, which
+  // every rank must issue whatever its own stream's state.
+  void enqueue_always(std::function<void()> op);
 
  private:
   struct Op {
     std::function<Status()> fn;
-    bool ordering_only = false;  // event record / wait: runs even after a failure
+    bool ordering_only = false;  // event record / wait, enqueue_always: runs even after a failure
   };
   void push(Op op);
   void worker_main();

@@ -4,6 +4,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <future>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -13,6 +15,52 @@ namespace zero::device {
 namespace {
 
 using namespace std::chrono_literals;
+
+// As a CUDA event, a CpuEvent may be destroyed while a wait on its record is still queued (the
+// reducer drops a bucket's `done` event once the compute stream waits for it): the wait still
+// holds the consumer until the producer gets there. Run under TSan / ASan, a wait that referred to
+// the destroyed event is a report.
+TEST(CpuStream, EventMayBeDestroyedWhileAWaitOnItIsPending) {
+  CpuStream producer("comm", {.max_delay_us = 100, .delay_seed = 5});
+  CpuStream consumer("compute", {.max_delay_us = 100, .delay_seed = 6});
+  std::promise<void> gate;
+  std::shared_future<void> open = gate.get_future().share();
+  std::atomic<bool> produced{false}, ran_early{false};
+  producer.enqueue([open, &produced] {
+    open.wait();
+    produced = true;
+    return ok_status();
+  });
+  {
+    auto event = std::make_unique<CpuEvent>();
+    producer.record(*event);
+    consumer.wait(*event);
+  }
+  consumer.enqueue([&] {
+    if (!produced) ran_early = true;
+    return ok_status();
+  });
+  std::this_thread::sleep_for(2ms);
+  gate.set_value();
+  ASSERT_TRUE(consumer.synchronize().ok());
+  ASSERT_TRUE(producer.synchronize().ok());
+  EXPECT_FALSE(ran_early);
+}
+
+// enqueue_always runs after a failed op (a collective every rank must issue); enqueue does not.
+TEST(CpuStream, EnqueueAlwaysRunsAfterAFailure) {
+  CpuStream s("comm");
+  bool plain = false, always = false;
+  s.enqueue([] { return internal_error("broken"); });
+  s.enqueue([&] {
+    plain = true;
+    return ok_status();
+  });
+  s.enqueue_always([&] { always = true; });
+  EXPECT_FALSE(s.synchronize().ok());
+  EXPECT_FALSE(plain);
+  EXPECT_TRUE(always);
+}
 
 TEST(CpuStream, RunsItsQueueInOrderOffTheHostThread) {
   CpuStream s("compute", {.max_delay_us = 200, .delay_seed = 3});

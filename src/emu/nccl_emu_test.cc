@@ -299,6 +299,60 @@ TEST(NcclEmuStreams, CollectiveAfterEventWaitSeesProducedData) {
   EXPECT_EQ(correct_ranks.load(), 2);
 }
 
+// The stream-ordered form (issue_after, device/stream_collectives.h): each rank's own block is
+// produced on another stream held behind a gate; the owner broadcasts of the unit, as one group,
+// wait for the producer's event on the comm stream (no host sync): `done` stays pending while the
+// producer is held, then the unit is every rank's block. Issued from a thread on another device
+// (issue_after sets its own). Worlds 2-4.
+TEST(NcclEmuStreams, GroupedBroadcastsWaitForTheReadyEventAndRecordDone) {
+  constexpr size_t kBlock = 5;
+  for (int world = 2; world <= 4; ++world) {
+    SCOPED_TRACE(::testing::Message() << "world " << world);
+    run_ranks(world, [&](Communicator& threads, NcclCommunicator& nccl) {
+      const int rank = threads.rank();
+      const size_t numel = kBlock * static_cast<size_t>(world);
+      const std::vector<float> mine(kBlock, static_cast<float>(rank + 1));
+      float* dev = nullptr;
+      ASSERT_EQ(cudaMalloc(&dev, numel * sizeof(float)), cudaSuccess);
+      ASSERT_EQ(cudaMemset(dev, 0, numel * sizeof(float)), cudaSuccess);
+      // Why: the producer's non-blocking stream is not ordered after the legacy stream's memset.
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      std::vector<CollectiveCall> calls;
+      for (int r = 0; r < world; ++r) {
+        float* block = dev + static_cast<size_t>(r) * kBlock;
+        calls.push_back(
+            {CommKind::kBroadcast, ReduceOp::kSum, DType::kF32, block, block, kBlock, r});
+      }
+      cuda::CudaEvent done;
+      {
+        cuda::CudaStream producer;
+        cuda::CudaEvent ready;
+        Gate gate;
+        ASSERT_EQ(cudaLaunchHostFunc(producer, &Gate::hold, &gate), cudaSuccess);
+        ASSERT_EQ(cudaMemcpyAsync(dev + static_cast<size_t>(rank) * kBlock, mine.data(),
+                                  kBlock * sizeof(float), cudaMemcpyHostToDevice, producer),
+                  cudaSuccess);
+        ready.record(producer);
+        EXPECT_EQ(cudaSetDevice(7 - rank), cudaSuccess);
+        CommHandle handle = nccl.issue_after(ready.get(), calls, done.get());
+        EXPECT_EQ(cudaEventQuery(done.get()), cudaErrorNotReady);  // the producer is held
+        gate.opened.set_value();
+        EXPECT_TRUE(handle.wait().ok());
+        EXPECT_EQ(cudaEventSynchronize(done.get()), cudaSuccess);
+        EXPECT_EQ(cudaSetDevice(rank), cudaSuccess);
+        ASSERT_EQ(cudaStreamSynchronize(producer), cudaSuccess);
+      }
+      std::vector<float> got(numel), want;
+      for (int r = 0; r < world; ++r) want.insert(want.end(), kBlock, static_cast<float>(r + 1));
+      ASSERT_EQ(cudaMemcpy(got.data(), dev, numel * sizeof(float), cudaMemcpyDeviceToHost),
+                cudaSuccess);
+      ASSERT_EQ(cudaFree(dev), cudaSuccess);
+      EXPECT_EQ(got, want);
+      EXPECT_EQ(nccl.stats()[CommKind::kBroadcast].calls, world);
+    });
+  }
+}
+
 // A collective issued from a thread whose current device is another one (a comm or offload thread
 // that never called cudaSetDevice): NcclCommunicator sets its own device before it creates and
 // records the completion event, which the emulator, as CUDA, refuses on another device's stream

@@ -1,6 +1,7 @@
 // make_device_model (device_model.h): the one dispatch from a device to its model.
 #include "runtime/device_model.h"
 
+#include "comm/thread_communicator.h"
 #include "model/kv_decoder.h"
 
 namespace zero::runtime {
@@ -71,7 +72,16 @@ StatusOr<DeviceMemoryInfo> probe_device_memory(device::ExecutionContext& ctx) {
 StatusOr<std::unique_ptr<Communicator>> make_device_communicator(Communicator& bootstrap,
                                                                  device::ExecutionContext& ctx) {
   switch (ctx.device()) {
-    case Device::kCpu: return std::unique_ptr<Communicator>();
+    case Device::kCpu:
+      // The CPU backend's device memory is host memory, but its comm stream's worker issues the
+      // device path's collectives while the rank's thread issues the engine's own (the loss):
+      // they need a communicator of their own.
+      if (auto* threads = dynamic_cast<ThreadCommunicator*>(&bootstrap)) {
+        ZERO_ASSIGN_OR_RETURN(std::unique_ptr<ThreadCommunicator> dup, threads->duplicate());
+        return std::unique_ptr<Communicator>(std::move(dup));
+      }
+      return unimplemented("the CPU backend's collectives need a thread communicator, not {}",
+                           bootstrap.backend_name());
     case Device::kCuda:
 #if defined(ZERO_WITH_CUDA)
       return make_nccl_communicator(bootstrap);

@@ -71,9 +71,10 @@ StatusOr<DeviceMemoryInfo> probe_device_memory(device::ExecutionContext& ctx);
 StatusOr<DeviceMemoryInfo> probe_cuda_memory(device::ExecutionContext& ctx);
 
 // The communicator for ZeRO's collectives on ctx's device memory, over `bootstrap`'s ranks
-// (collective: every rank calls it). Null: `bootstrap` itself works on that memory (the CPU
-// backend's device memory is host memory). UNIMPLEMENTED when this build has none for the device
-// (a CUDA build without NCCL): the engine then keeps the ZeRO state in host memory.
+// (collective: every rank calls it): NCCL on a GPU; on the CPU backend a duplicate of a
+// ThreadCommunicator (its collectives run on the comm stream's worker,
+// device/stream_collectives.h). UNIMPLEMENTED when this build has none for the device (a CUDA build
+// without NCCL, the CPU backend over MPI): the engine then keeps the ZeRO state in host memory.
 StatusOr<std::unique_ptr<Communicator>> make_device_communicator(Communicator& bootstrap,
                                                                  device::ExecutionContext& ctx);
 

@@ -375,7 +375,9 @@ Status Engine::global_norm(double* norm_scaled, bool* nonfinite) {
           &out);
     }
     // Why a host wait (the step's one): the clipping factor and the skip decision are host
-    // scalars. It also reports the first failed kernel or copy of the step.
+    // scalars. It also reports the first failed kernel or copy of the step; the reducer's
+    // collectives are waited for first, with their timeouts (a dead peer is an error, not a hang).
+    ZERO_RETURN_IF_ERROR(grads_->wait_collectives());
     ZERO_RETURN_IF_ERROR(state_device_->compute().synchronize());
     sum_sq = out.sum_sq;
     bad = out.nonfinite;

@@ -402,10 +402,11 @@ OffloadRun run_offload(int stage, const OffloadOptions& offload, int steps = 60,
   dopts.vocab_size = 67;
   auto data = TokenDataset::open(*default_storage(), kGolden + "tokens.bin", dopts);
   // The step's 4 sequences split over the ranks, each rank's as `micro_batches` micro-batches
-  // (gradient accumulation).
+  // (gradient accumulation); at least one sequence per micro-batch (worlds 3 and 4 read more).
   const int world = comm != nullptr ? comm->world_size() : 1;
   const int rank = comm != nullptr ? comm->rank() : 0;
-  const int per_micro = 4 / world / micro_batches;
+  const int per_rank = std::max(micro_batches, 4 / world);
+  const int per_micro = per_rank / micro_batches;
   for (int s = 0; s < steps; ++s) {
     std::vector<MicroBatch> micro(static_cast<size_t>(micro_batches));
     for (int m = 0; m < micro_batches; ++m) {
@@ -415,7 +416,7 @@ OffloadRun run_offload(int stage, const OffloadOptions& offload, int steps = 60,
       mb.tokens.resize(static_cast<size_t>(per_micro * 16));
       mb.targets.resize(mb.tokens.size());
       for (int i = 0; i < per_micro; ++i) {
-        const int g = s * 4 + rank * (4 / world) + m * per_micro + i;
+        const int g = (s * world + rank) * per_rank + m * per_micro + i;
         EXPECT_TRUE(data->get_sample(g % data->num_samples(), mb.tokens.data() + i * 16,
                                      mb.targets.data() + i * 16)
                         .ok());
@@ -782,11 +783,17 @@ std::vector<double> train_steps_on(Engine& e, int first, int count) {
   return losses;
 }
 
-// Two ranks (threads) with the state on the device (the CPU backend, whose memory any
-// communicator works on; random stream delays): every stage reduces and gathers on device buffers
-// with the host waiting for the compute stream before each collective and for the collective
-// before its result is used. Bitwise the host engine at world 2 on both ranks.
-TEST(DeviceStaging, StateOnTheDeviceAtWorld2IsBitwiseTheHostCurve) {
+// Ranks as threads with the state on the device (the CPU backend; random stream delays): every
+// stage reduces and gathers on device buffers with stream-ordered collectives (device/
+// stream_collectives.h: the collective waits for an event after its producer, its result is
+// consumed behind its `done` event, no host waits), on the comm stream's worker over the
+// engine's duplicate of the thread communicator. Bitwise the host engine at worlds 2-4 on every
+// rank: fp32 / bf16, 16-bit wire, overlap on and off, gradient accumulation, reduce-scatter or
+// all-reduce, all-gather or owner broadcasts (one group per unit), stage 3 live limits.
+class DeviceStagingWorlds : public ::testing::TestWithParam<int> {};
+
+TEST_P(DeviceStagingWorlds, StateOnTheDeviceIsBitwiseTheHostCurve) {
+  const int world = GetParam();
   ::setenv("ZERO_STREAM_DELAY_US", "20", 1);
   // fp32 GEMMs: two ranks' engines on threads of one process would share oneDNN's primitive cache,
   // whose locking ThreadSanitizer cannot see (the bf16 GEMM is not what this test is about).
@@ -800,7 +807,9 @@ TEST(DeviceStaging, StateOnTheDeviceAtWorld2IsBitwiseTheHostCurve) {
   constexpr int64_t kUnbounded = 1'000'000'000;
   for (Variant v : {Variant{DType::kF32, DType::kF32, 1, false, true, true, 12000},
                     Variant{DType::kBF16, DType::kBF16, 2, true, true, true, kUnbounded},
-                    Variant{DType::kBF16, DType::kF32, 1, false, false, false, kUnbounded}}) {
+                    Variant{DType::kBF16, DType::kF32, 1, false, false, false, kUnbounded},
+                    Variant{DType::kF32, DType::kF32, 2, true, false, false, 12000},
+                    Variant{DType::kBF16, DType::kBF16, 2, false, true, false, 12000}}) {
     auto tweak = [v](EngineOptions& o) {
       o.zero.comm_dtype = v.comm_dtype;
       o.zero.overlap_comm = v.overlap_comm;
@@ -813,29 +822,35 @@ TEST(DeviceStaging, StateOnTheDeviceAtWorld2IsBitwiseTheHostCurve) {
     };
     for (int stage = 0; stage <= 3; ++stage) {
       SCOPED_TRACE(::testing::Message()
-                   << dtype_name(v.dtype) << " wire " << dtype_name(v.comm_dtype) << " gas "
-                   << v.micro_batches << " overlap " << v.overlap_comm << " reduce_scatter "
-                   << v.reduce_scatter << " stage " << stage);
-      OffloadRun want[2], got[2];
-      ThreadCommunicator::run(2, [&](Communicator& comm) {
-        want[comm.rank()] =
+                   << "world " << world << " " << dtype_name(v.dtype) << " wire "
+                   << dtype_name(v.comm_dtype) << " gas " << v.micro_batches << " overlap "
+                   << v.overlap_comm << " reduce_scatter " << v.reduce_scatter
+                   << " allgather_partitions " << v.allgather_partitions << " stage " << stage);
+      std::vector<OffloadRun> want(static_cast<size_t>(world)), got(want.size());
+      ThreadCommunicator::run(world, [&](Communicator& comm) {
+        want[static_cast<size_t>(comm.rank())] =
             run_offload(stage, {}, 6, v.dtype, nullptr, tweak, v.micro_batches, &comm);
       });
-      ThreadCommunicator::run(2, [&](Communicator& comm) {
-        got[comm.rank()] = run_offload(stage, {}, 6, v.dtype, host_model_on_stream(), tweak,
-                                       v.micro_batches, &comm);
+      ThreadCommunicator::run(world, [&](Communicator& comm) {
+        got[static_cast<size_t>(comm.rank())] = run_offload(
+            stage, {}, 6, v.dtype, host_model_on_stream(), tweak, v.micro_batches, &comm);
       });
-      for (int r = 0; r < 2; ++r) {
+      for (int r = 0; r < world; ++r) {
         SCOPED_TRACE(::testing::Message() << "rank " << r);
-        expect_bitwise(got[r], want[r]);
-        EXPECT_TRUE(got[r].state_on_device);
-        EXPECT_EQ(got[r].staging_device_bytes, 0);
+        expect_bitwise(got[static_cast<size_t>(r)], want[static_cast<size_t>(r)]);
+        EXPECT_TRUE(got[static_cast<size_t>(r)].state_on_device);
+        EXPECT_EQ(got[static_cast<size_t>(r)].staging_device_bytes, 0);
       }
     }
   }
   ::unsetenv("ZERO_CPU_BF16_GEMM");
   ::unsetenv("ZERO_STREAM_DELAY_US");
 }
+
+INSTANTIATE_TEST_SUITE_P(Worlds, DeviceStagingWorlds, ::testing::Values(2, 3, 4),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return "world" + std::to_string(info.param);
+                         });
 
 // A checkpoint of state on the device: read_partition_state copies it to the host (the format of
 // the host path's), restore() copies it back; training on from there is bitwise the host engine's

@@ -48,6 +48,10 @@ StatusOr<std::unique_ptr<GradReducer>> GradReducer::create(const ShardLayout& la
 
 Status GradReducer::allocate_on_device() {
   device::Backend& backend = device_->backend();
+  if (layout_.world_size() > 1) {
+    ZERO_ASSIGN_OR_RETURN(collectives_, device::make_stream_collectives(comm_, *device_));
+    ready_ = backend.create_event();
+  }
   int64_t bytes = 0;
   auto alloc = [&](device::DeviceBuffer& buf, int64_t numel, int u) -> Status {
     StatusOr<device::DeviceBuffer> b = backend.allocate(DType::kF32, numel);
@@ -95,9 +99,13 @@ TensorView GradReducer::device_scratch(DType dtype, int64_t numel) {
 GradReducer::~GradReducer() {
   // In-flight collectives write into our buffers: finish them first.
   for (auto& b : in_flight_) (void)b.pending.wait();
-  // Why a host wait: queued ops may still read or write the device buffers freed below (errors
-  // are reported by the owner of the stream).
-  if (device_ != nullptr) (void)device_->compute().synchronize();
+  // Why a host wait: queued ops (the compute stream's, and the comm stream's work on collective
+  // results) may still read or write the device buffers freed below (errors are reported by the
+  // owner of the stream).
+  if (device_ != nullptr) {
+    (void)device_->compute().synchronize();
+    (void)device_->comm().synchronize();
+  }
 }
 
 Tensor GradReducer::take_buffer(int64_t numel, DType dtype, bool zeroed) {
@@ -114,6 +122,8 @@ void GradReducer::give_buffer(Tensor t) {
 void GradReducer::begin_step(int num_micro_steps) {
   num_micro_steps_ = num_micro_steps;
   status_ = Status();
+  // A failure of the last step's collectives that finished after its finish_step.
+  note_finished_collectives();
   for (auto& u : units_) {
     if (device_ != nullptr) {
       device_->backend().zero(device_->compute(), u.accum_dev.view());
@@ -403,8 +413,9 @@ device::DeviceBuffer GradReducer::take_device(int64_t numel, DType dtype) {
 }
 
 void GradReducer::give_device(device::DeviceBuffer b) {
-  // Kept, not freed: the sizes recur every micro-step, and a later user is ordered after the ops
-  // reading it now (same stream, or a collective issued after a wait for that stream).
+  // Kept, not freed: the sizes recur every micro-step. Given back once the compute stream waits
+  // for the bucket's `done` event, so a later user is ordered after the collective and the work
+  // on its result: packing on the compute stream, or a collective issued after its event.
   if (b.data() != nullptr) device_pool_.push_back(std::move(b));
 }
 
@@ -480,25 +491,34 @@ void GradReducer::issue_on_device(Bucket b) {
     b.result = static_cast<float*>(result.data);
     b.result_numel = result.numel();
   }
-  // Why a host wait: the collective runs on the communicator's own stream (or thread) and reads
-  // what the compute stream wrote (backward, the packing and rounding above).
-  if (Status s = stream.synchronize(); !s.ok() && status_.ok()) status_ = std::move(s);
+  // No host wait: the collective waits for this event, after what the compute stream wrote
+  // (backward, the packing and rounding above).
+  stream.record(*ready_);
+  CollectiveCall call;
+  call.dtype = wire;
+  call.in = send.data;
   if (all_reduce) {
-    b.pending =
-        comm_.all_reduce_async(send.data, static_cast<size_t>(padded), wire, ReduceOp::kSum);
+    call.kind = CommKind::kAllReduce;
+    call.out = send.data;
+    call.numel = static_cast<size_t>(padded);
   } else {
-    b.pending = comm_.reduce_scatter_async(send.data, recv.data, static_cast<size_t>(shard), wire);
+    call.kind = CommKind::kReduceScatter;
+    call.out = recv.data;
+    call.numel = static_cast<size_t>(shard);
   }
+  device::OrderedCollective c = collectives_->issue(*ready_, {&call, 1});
+  b.pending = std::move(c.handle);
+  queue_result_on_device(b, *c.done);
   for (int u : b.units) units_[static_cast<size_t>(u)].has_pending = true;
   in_flight_.push_back(std::move(b));
   if (!options_.overlap_comm) complete_front();
 }
 
-void GradReducer::complete_front_on_device(Bucket b) {
-  // complete_front() waited for the collective: the ops below read its result on the compute
-  // stream.
+void GradReducer::queue_result_on_device(Bucket& b, const device::Event& collective_done) {
+  // Queued now, on the comm stream behind the collective (issue 10): no host wait for it.
   device::Backend& backend = device_->backend();
-  device::Stream& stream = device_->compute();
+  device::Stream& stream = device_->comm();
+  stream.wait(collective_done);
   const Device d = device_->device();
   if (b.result != nullptr) {
     const device::DeviceBuffer& wire =
@@ -510,9 +530,8 @@ void GradReducer::complete_front_on_device(Bucket b) {
   const bool all_reduce = options_.stage == 0 || !options_.reduce_scatter;
   int64_t poff = 0, soff = 0;
   for (int u : b.units) {
-    Unit& unit = units_[static_cast<size_t>(u)];
+    const Unit& unit = units_[static_cast<size_t>(u)];
     const UnitShardInfo& info = layout_.unit(u);
-    unit.has_pending = false;
     const TensorView accum = unit.accum_dev.view();
     if (options_.stage <= 1) {
       if (all_reduce) {
@@ -535,31 +554,58 @@ void GradReducer::complete_front_on_device(Bucket b) {
         part = slice(b.out_dev.view(), soff, info.shard_numel);
       }
       backend.accumulate(stream, accum, part);
-      if (single) unit.micro_open = false;
     }
     poff += info.padded_numel;
     soff += info.shard_numel;
   }
-  give_device(std::move(b.in_dev));
-  give_device(std::move(b.out_dev));
-  give_device(std::move(b.wire_in_dev));
-  give_device(std::move(b.wire_out_dev));
+  b.done = backend.create_event();
+  stream.record(*b.done);
+}
+
+void GradReducer::note_finished_collectives() {
+  std::erase_if(unchecked_, [this](const CommHandle& h) {
+    if (!h.done()) return false;
+    if (Status s = h.wait(); !s.ok() && status_.ok()) status_ = std::move(s);
+    return true;
+  });
+}
+
+Status GradReducer::wait_collectives() {
+  // Why a host wait: the caller waits for the step's scalars next (after these collectives);
+  // waiting for the handles first turns a dead peer into their timeout error.
+  for (const CommHandle& h : unchecked_) {
+    if (Status s = h.wait(); !s.ok() && status_.ok()) status_ = std::move(s);
+  }
+  unchecked_.clear();
+  return status_;
 }
 
 void GradReducer::complete_front() {
   Bucket b = std::move(in_flight_.front());
   in_flight_.pop_front();
-  // Why a host wait: the result is consumed (accumulated, on the host or queued on the device's
-  // compute stream) or the buffer reused right after this.
+  if (device_ != nullptr) {
+    // No host wait: the compute stream's later work (the unit's buffer zeroed for the next
+    // micro-step, a pooled buffer packed again, the norm and the update) waits for the bucket.
+    device_->compute().wait(*b.done);
+    for (int u : b.units) {
+      Unit& unit = units_[static_cast<size_t>(u)];
+      unit.has_pending = false;
+      if (options_.stage >= 2 && b.units.size() == 1) unit.micro_open = false;
+    }
+    unchecked_.push_back(std::move(b.pending));
+    note_finished_collectives();
+    give_device(std::move(b.in_dev));
+    give_device(std::move(b.out_dev));
+    give_device(std::move(b.wire_in_dev));
+    give_device(std::move(b.wire_out_dev));
+    return;
+  }
+  // Why a host wait: the result is consumed (accumulated) or the buffer reused right after this.
   const auto t0 = std::chrono::steady_clock::now();
   Status s = b.pending.wait();
   memory_.comm_wait_s +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!s.ok() && status_.ok()) status_ = s;
-  if (device_ != nullptr) {
-    complete_front_on_device(std::move(b));
-    return;
-  }
   if (b.result) {
     // The 16-bit wire result, widened into the fp32 buffer the code below reads.
     const void* wire = b.wire_out.empty() ? b.wire_in.data() : b.wire_out.data();

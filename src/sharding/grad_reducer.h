@@ -24,9 +24,13 @@
 // packing, accumulation and 16-bit rounding are Backend ops (zero / copy / accumulate) queued on
 // ctx.compute() behind the model's backward kernels: stream order, no host waits. At
 // world 1 every bucket is reduce_alone's (the 16-bit wire's rounding included), so no collective.
-// With several ranks the communicator works on device memory (NCCL; on the CPU backend any
-// communicator); the host waits for the compute stream before issuing a collective (it reads what
-// backward wrote) and for the collective before queueing the ops that consume its result.
+// With several ranks the collectives are stream-ordered (device/stream_collectives.h, issues 10
+// and 11): a bucket's collective waits for an event recorded on the compute stream after its
+// packing; the work on its result (widening a 16-bit wire, copying out, accumulating) is queued
+// when it is issued, on ctx.comm() behind it, followed by the bucket's `done` event; completing a
+// bucket makes the compute stream wait for `done` (before the unit's buffer is zeroed again, a
+// pooled buffer reused, or the norm and the update read the partitions). No host waits: a failed
+// collective is reported by finish_step() once it has finished (wait_collectives() waits).
 #pragma once
 
 #include <cstdint>
@@ -37,6 +41,7 @@
 #include "core/status.h"
 #include "core/tensor.h"
 #include "device/backend.h"
+#include "device/stream_collectives.h"
 #include "model/param_access.h"
 #include "sharding/buffer_pool.h"
 #include "sharding/shard_layout.h"
@@ -50,7 +55,9 @@ class GradReducer : public model::GradSink {
   static constexpr int64_t kAloneNumel = int64_t{1} << 18;
 
   // `device` (not owned; outlives the reducer): buffers in its backend's memory (see the file
-  // comment); `comm` must then work on that memory. Fails only when device memory runs out.
+  // comment); `comm` must then work on that memory, its collectives issued through
+  // device::make_stream_collectives (REQUIRES as there: on the CPU backend no other thread issues
+  // collectives on `comm`). Fails when device memory runs out or `comm` does not fit the device.
   static StatusOr<std::unique_ptr<GradReducer>> create(const ShardLayout& layout,
                                                        Communicator& comm,
                                                        const ZeroOptions& options,
@@ -69,8 +76,14 @@ class GradReducer : public model::GradSink {
   void grad_ready(int u) override;
 
   // Issues what is left, waits for every collective, and leaves the reduced gradient of this rank's
-  // partition of each unit in partition(u). Returns the first collective error.
+  // partition of each unit in partition(u). Returns the first collective error. On a device the
+  // waits are the compute stream's (no host wait): partition(u) is ready in stream order, and an
+  // error of a collective still running is returned by wait_collectives() or the next step.
   Status finish_step();
+  // Host wait for the collectives issued so far (each with its communicator's timeout: a dead
+  // peer is an error, not a hang of the stream synchronize after it); their first error. The
+  // engine calls it where it waits for the step's scalars anyway.
+  Status wait_collectives();
   // This rank's reduced fp32 gradient of unit u: the full padded unit at stage 0, the own shard
   // (shard_numel values) at stages 1–3. Valid after finish_step() (on a device: in stream order
   // after ctx.compute()'s work queued so far).
@@ -101,8 +114,10 @@ class GradReducer : public model::GradSink {
     Tensor wire_in, wire_out;
     float* result = nullptr;
     int64_t result_numel = 0;
-    // On a device, the same buffers in its memory (from take_device).
+    // On a device, the same buffers in its memory (from take_device), and the event recorded on
+    // ctx.comm() after the collective and the work on its result.
     device::DeviceBuffer in_dev, out_dev, wire_in_dev, wire_out_dev;
+    std::unique_ptr<device::Event> done;
     CommHandle pending;
   };
   GradReducer(const ShardLayout& layout, Communicator& comm, const ZeroOptions& options,
@@ -115,11 +130,14 @@ class GradReducer : public model::GradSink {
   void reduce_alone(const Bucket& b);
   // reduce_alone on a device (also for a 16-bit wire: its rounding is the reduction of one rank).
   void reduce_alone_on_device(const Bucket& b);
-  // issue() and complete_front() on a device, several ranks: packing, wire rounding and
-  // accumulation as backend ops on the compute stream, the collective on the communicator's
-  // buffers in device memory.
+  // issue() on a device, several ranks: packing and wire rounding as backend ops on the compute
+  // stream, the stream-ordered collective on device buffers, then queue_result_on_device.
   void issue_on_device(Bucket b);
-  void complete_front_on_device(Bucket b);
+  // The work on a bucket's reduced result (widening, copies, accumulation), queued on ctx.comm()
+  // behind its collective (`collective_done`), then the bucket's `done` event.
+  void queue_result_on_device(Bucket& b, const device::Event& collective_done);
+  // Keeps the first error of the finished collectives in status_ (never blocks).
+  void note_finished_collectives();
   // Transient device buffers, kept for reuse (freed with the reducer).
   device::DeviceBuffer take_device(int64_t numel, DType dtype);
   void give_device(device::DeviceBuffer b);
@@ -139,7 +157,12 @@ class GradReducer : public model::GradSink {
   Communicator& comm_;
   ZeroOptions options_;
   MemoryAccounting& memory_;
-  device::ExecutionContext* device_ = nullptr;     // null: host memory
+  device::ExecutionContext* device_ = nullptr;  // null: host memory
+  // On a device, several ranks: the collectives, the event they wait for on the compute stream,
+  // and the handles of issued ones whose result is not known yet.
+  std::unique_ptr<device::StreamCollectives> collectives_;
+  std::unique_ptr<device::Event> ready_;
+  std::vector<CommHandle> unchecked_;
   device::DeviceBuffer scratch_[3];                // device_scratch, by dtype
   std::vector<device::DeviceBuffer> device_pool_;  // take_device / give_device
   std::vector<Unit> units_;

@@ -53,6 +53,10 @@ StatusOr<std::unique_ptr<ParamCoordinator>> ParamCoordinator::create(
       memory.device_bytes += bytes;
       c->units_[static_cast<size_t>(u)].on_device = std::move(*buf);
     }
+    if (layout.world_size() > 1) {
+      ZERO_ASSIGN_OR_RETURN(c->collectives_, device::make_stream_collectives(comm, *device));
+      c->ready_ = device->backend().create_event();
+    }
     return c;
   }
   if (options.stage == 3) {
@@ -69,13 +73,25 @@ ParamCoordinator::~ParamCoordinator() {
   for (auto& u : units_) {
     if (u.has_pending) (void)u.pending.wait();
   }
-  // Why a host wait: queued kernels may still read or write the device units freed below (errors
-  // are reported by the owner of the stream).
-  if (device_ != nullptr) (void)device_->compute().synchronize();
+  // Why a host wait: queued kernels (and, on the comm stream, gathers) may still read or write the
+  // device units freed below (errors are reported by the owner of the stream).
+  if (device_ != nullptr) {
+    (void)device_->compute().synchronize();
+    (void)device_->comm().synchronize();
+  }
 }
 
 void ParamCoordinator::note_status(const Status& s) {
   if (!s.ok() && status_.ok()) status_ = s;
+}
+
+const Status& ParamCoordinator::status() {
+  std::erase_if(unchecked_, [this](const CommHandle& h) {
+    if (!h.done()) return false;
+    note_status(h.wait());
+    return true;
+  });
+  return status_;
 }
 
 Status ParamCoordinator::set_values(int u, const float* values) {
@@ -124,16 +140,13 @@ Status ParamCoordinator::set_device_values(int u, const float* values) {
   if (!whole && options_.stage == 3) {
     // As the host path: gathered copies are stale; the gather of the unit the next forward starts
     // with starts now. The shard is written on the compute stream: the next gather waits for it.
-    shards_written_ = true;
     if (unit.gathered && !unit.persistent) free_gathered(u);
     unit.gathered = false;
     if (leads_trace(u)) gather_async(u);
     return status_;
   }
   if (!whole) {
-    // Why a host wait: the gather runs on the communicator's own stream (or thread) and reads the
-    // own block the compute stream just wrote.
-    note_status(device_->compute().synchronize());
+    // No host wait: the gather waits for an event after the cast above (issue_gather).
     issue_gather(u, nullptr);
     if (!options_.overlap_comm) wait_pending(u);
     return status_;
@@ -177,6 +190,15 @@ void ParamCoordinator::begin_micro_step(bool another_follows) {
 
 void ParamCoordinator::wait_pending(int u) {
   Unit& unit = units_[static_cast<size_t>(u)];
+  if (unit.done != nullptr) {
+    // No host wait: the compute stream's later work (the model reading the unit, a cast into it,
+    // the next gather reusing its buffer) waits for the gather.
+    device_->compute().wait(*unit.done);
+    unit.done = nullptr;
+    unchecked_.push_back(std::move(unit.pending));
+    unit.has_pending = false;
+    return;
+  }
   // Why: the buffer is about to be read (acquire) or rewritten (set_values); the gather must land.
   const auto t0 = std::chrono::steady_clock::now();
   note_status(unit.pending.wait());
@@ -256,16 +278,9 @@ void ParamCoordinator::gather_on_device(int u) {
     live_gathered_numel_ += info.padded_numel;
     live_gathered_units_ += 1;
     note_peak_gathered();
-    // A pooled buffer may still be read by the compute stream (the unit it held last), and the
-    // shard may have been written there since the last gather.
-    shards_written_ = true;
   }
-  if (shards_written_) {
-    // Why a host wait: the gather runs on the communicator's own stream (or thread); it must not
-    // overwrite a buffer queued kernels still read, nor read a shard the update is still writing.
-    note_status(device_->compute().synchronize());
-    shards_written_ = false;
-  }
+  // No host wait: a pooled buffer may still be read by the compute stream (the unit it held last)
+  // and the shard written there; the gather waits for an event after both (issue_gather).
   issue_gather(u, unit.on_device.data());
   unit.gathered = true;
   unit.gathers += 1;
@@ -305,14 +320,17 @@ void ParamCoordinator::issue_gather(int u, const void* shard) {
       // Owner broadcasts send from the unit's own block.
       if (device_ != nullptr) {
         const Device d = device_->device();
+        // On the compute stream: the broadcasts wait for an event after it (below).
         device_->backend().copy(device_->compute(), TensorView{own_block(u), dtype, Shape{P}, d},
                                 TensorView{const_cast<void*>(shard), dtype, Shape{P}, d});
-        // Why a host wait: the broadcasts read the own block the compute stream just wrote.
-        note_status(device_->compute().synchronize());
       } else {
         std::memcpy(own_block(u), shard, static_cast<size_t>(P) * esize);
       }
     }
+  }
+  if (device_ != nullptr) {
+    issue_gather_on_device(u, in);
+    return;
   }
   if (options_.allgather_partitions) {
     unit.pending = comm_.all_gather_async(in, base, static_cast<size_t>(P), dtype);
@@ -325,6 +343,30 @@ void ParamCoordinator::issue_gather(int u, const void* shard) {
                                 static_cast<size_t>(P), dtype, r);
     }
   }
+  unit.has_pending = true;
+}
+
+void ParamCoordinator::issue_gather_on_device(int u, const void* in) {
+  Unit& unit = units_[static_cast<size_t>(u)];
+  const size_t P = static_cast<size_t>(layout_.unit(u).shard_numel);
+  const DType dtype = options_.model_dtype;
+  char* base = unit_base(u);
+  std::vector<CollectiveCall> calls;
+  if (options_.allgather_partitions) {
+    calls.push_back({CommKind::kAllGather, ReduceOp::kSum, dtype, in, base, P, 0});
+  } else {
+    // Owner broadcasts: one group per unit (ncclGroupStart/End), completing as one.
+    for (int r = 0; r < layout_.world_size(); ++r) {
+      char* block = base + static_cast<size_t>(layout_.shard_begin(u, r)) * dtype_bytes(dtype);
+      calls.push_back({CommKind::kBroadcast, ReduceOp::kSum, dtype, block, block, P, r});
+    }
+  }
+  // No host wait: the gather waits for this event, after everything queued on the compute stream
+  // so far (the cast that wrote the own block or shard, kernels still reading a reused buffer).
+  device_->compute().record(*ready_);
+  device::OrderedCollective c = collectives_->issue(*ready_, calls);
+  unit.pending = std::move(c.handle);
+  unit.done = std::move(c.done);
   unit.has_pending = true;
 }
 
@@ -363,7 +405,8 @@ void ParamCoordinator::trim_device_pool() {
   for (const device::DeviceBuffer& b : device_pool_) kept += b.numel();
   const int64_t budget = std::max<int64_t>(0, options_.max_live_numel - live_gathered_numel_);
   if (kept <= budget) return;
-  // Why a host wait: queued kernels may still read the buffers freed below.
+  // Why a host wait: queued kernels may still read the buffers freed below (and a gather that
+  // wrote one last is covered: the compute stream waited for it before the buffer was pooled).
   note_status(device_->compute().synchronize());
   while (!device_pool_.empty() && kept > budget) {
     kept -= device_pool_.front().numel();

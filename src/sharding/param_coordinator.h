@@ -9,10 +9,13 @@
 // Memory space: created with a device::ExecutionContext (`--device cuda` with the state on the
 // device), every unit's working values (stage 3: the shards and gathered units) live in that
 // backend's memory and set_values casts the device master into them with Backend::copy on
-// ctx.compute(), the stream the model reads them on (stream order: no host wait at world 1; with
-// several ranks the communicator works on device memory, and the host waits for the compute stream
-// before a gather reads what it wrote or overwrites a buffer it may still read). Without one, host
-// memory and the host kernels.
+// ctx.compute(), the stream the model reads them on (stream order, no host wait). With several
+// ranks the gathers are stream-ordered (device/stream_collectives.h, issues 10 and 11): each waits
+// for an event recorded on the compute stream when it is issued (after the cast that wrote the own
+// block or shard, and after the kernels still reading a reused buffer), and acquire() (or a new
+// set_values) makes the compute stream wait for the gather's `done` event; a unit's owner
+// broadcasts (allgather_partitions=false) go out as one group. The host waits only where device
+// memory is freed. Without a context, host memory and the host kernels.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +27,7 @@
 #include "core/status.h"
 #include "core/tensor.h"
 #include "device/backend.h"
+#include "device/stream_collectives.h"
 #include "model/param_access.h"
 #include "sharding/buffer_pool.h"
 #include "sharding/param_store.h"
@@ -37,8 +41,9 @@ class ParamCoordinator : public model::ParamAccess {
   // Stage 3 keeps its shards in a ParamStore placed as `offload` says (host memory, or NVMe
   // beyond max_in_cpu); errors are those of creating the swap file. `rank` names the swap file.
   // `device` (not owned; outlives the coordinator): keep the working values in its backend's
-  // memory (see the file comment); `comm` must then work on that memory. REQUIRES then: no
-  // parameter offload.
+  // memory (see the file comment); `comm` must then work on that memory, its collectives issued
+  // through device::make_stream_collectives (REQUIRES as there). REQUIRES then: no parameter
+  // offload.
   static StatusOr<std::unique_ptr<ParamCoordinator>> create(
       const ShardLayout& layout, Communicator& comm, const ZeroOptions& options,
       const ParamOffloadOptions& offload, MemoryAccounting& memory,
@@ -66,8 +71,9 @@ class ParamCoordinator : public model::ParamAccess {
   // Unit::view).
   model::ParamView acquire(int u) override;
   void release(int u) override;
-  // First error of a collective issued inside acquire() (which cannot return a Status).
-  const Status& status() const { return status_; }
+  // First error of a collective issued inside acquire() (which cannot return a Status). On a
+  // device, of those finished so far (never blocks).
+  const Status& status();
 
   // Number of gathers issued for unit u so far (tests).
   int64_t gathers(int u) const { return units_[static_cast<size_t>(u)].gathers; }
@@ -87,6 +93,8 @@ class ParamCoordinator : public model::ParamAccess {
     // Valid until the next set_values (the store's write) or release.
     const void* view = nullptr;
     CommHandle pending;  // an in-flight gather into `full`
+    // On a device: recorded after the gather (the compute stream waits for it before reading).
+    std::shared_ptr<device::Event> done;
     bool has_pending = false;
     bool gathered = false;  // stage 3: `full` holds current values
     bool persistent = false;
@@ -105,6 +113,8 @@ class ParamCoordinator : public model::ParamAccess {
   // rank's shard `shard` (P values in the model dtype: the store's), or, when `shard` is null,
   // from the own block as it stands.
   void issue_gather(int u, const void* shard);
+  // issue_gather's collectives on a device, stream-ordered; `in`: the all-gather's input.
+  void issue_gather_on_device(int u, const void* in);
   // The buffer holding unit u's full values (unit.full, or on_device on a device).
   char* unit_base(int u) const;
   // Unit u's own block (this rank's shard) inside unit.full.
@@ -127,10 +137,13 @@ class ParamCoordinator : public model::ParamAccess {
   ZeroOptions options_;
   MemoryAccounting& memory_;
   device::ExecutionContext* device_;  // null: host memory
-  // On a device, stage 3: gathered buffers kept for reuse, and whether the compute stream may have
-  // written a shard (or still read a kept buffer) since the host last waited for it.
+  // On a device, stage 3: gathered buffers kept for reuse.
   std::vector<device::DeviceBuffer> device_pool_;
-  bool shards_written_ = true;
+  // On a device, several ranks: the gathers, the event they wait for on the compute stream, and
+  // the handles of issued ones whose result is not known yet.
+  std::unique_ptr<device::StreamCollectives> collectives_;
+  std::unique_ptr<device::Event> ready_;
+  std::vector<CommHandle> unchecked_;
   std::vector<Unit> units_;
   std::unique_ptr<ParamStore> store_;  // stage 3: this rank's shards (host or NVMe)
   // Stage 3: the order of acquire() calls in one micro-step, recorded on the first one.

@@ -442,9 +442,26 @@ inline ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
   return ncclSuccess;
 }
 
-// Group calls: each collective is queued at its call anyway, in issue order on every rank.
-inline ncclResult_t ncclGroupStart() { return ncclSuccess; }
-inline ncclResult_t ncclGroupEnd() { return ncclSuccess; }
+// Group calls (a unit's owner broadcasts): each collective is queued at its call anyway, in issue
+// order on every rank, which is one order NCCL's grouped launch may take. Only the nesting is
+// checked, per thread as NCCL's: an End without a Start is ncclInvalidUsage.
+namespace zero::emu::nccl {
+inline thread_local int t_group_depth = 0;
+}  // namespace zero::emu::nccl
+
+inline ncclResult_t ncclGroupStart() {
+  ++zero::emu::nccl::t_group_depth;
+  return ncclSuccess;
+}
+
+inline ncclResult_t ncclGroupEnd() {
+  if (zero::emu::nccl::t_group_depth == 0) {
+    std::fprintf(stderr, "zero emu nccl: ncclGroupEnd without ncclGroupStart\n");
+    return ncclInvalidUsage;
+  }
+  --zero::emu::nccl::t_group_depth;
+  return ncclSuccess;
+}
 
 namespace zero::emu::nccl {
 
