@@ -2,6 +2,7 @@
 #include "runtime/engine.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -27,6 +28,8 @@ Engine::Engine(EngineOptions options)
 Engine::~Engine() {
   // Why a host wait: the model's queued kernels may still use the device state freed below.
   if (exec_ != nullptr) (void)exec_->compute().synchronize();
+  // Its copy streams belong to exec_'s backend (destroyed before it); it waits for its copies.
+  offload_.reset();
   // The coordinator and reducer wait for their in-flight collectives; destroy them before the
   // communicator they use.
   params_.reset();
@@ -149,9 +152,12 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(EngineOptions options, const Un
     // Why before any allocation: a shortfall must be a message naming the setting to change,
     // not the kernel's OOM killer halfway through loading the model.
     MemoryNeeds needs = plan_memory(o, *e->shard_layout_, o.planned_micro_batch, o.planned_seq_len);
-    // The host plan leaves out the state kept on the device (the device plan counts it).
+    // The host plan leaves out the state kept on the device (the device plan counts it); an
+    // offloaded optimizer's master weights and moments stay in the host plan.
     if (e->state_device_ != nullptr && e->state_device_->device() != Device::kCpu) {
-      needs.parameters = needs.gradients = needs.master_weights = needs.optimizer_state = 0;
+      needs.parameters = needs.gradients = 0;
+      if (off.optimizer == OptimizerOffload::kNone)
+        needs.master_weights = needs.optimizer_state = 0;
     }
     const HostResources have = o.resources ? *o.resources : probe_host_resources();
     Status fits = check_memory(needs, comm->local_world_size(), have);
@@ -181,8 +187,19 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(EngineOptions options, const Un
   // wherever offload_optimizer puts them.
   const int num_units = layout.num_units();
   std::vector<int64_t> partition_numel(static_cast<size_t>(num_units));
-  for (int u = 0; u < num_units; ++u)
+  int64_t max_partition_numel = 0;
+  for (int u = 0; u < num_units; ++u) {
     partition_numel[static_cast<size_t>(u)] = e->partition_numel(u);
+    max_partition_numel = std::max(max_partition_numel, e->partition_numel(u));
+  }
+  // ZeRO-Offload with the rest of the state on the device: the store keeps master weights and
+  // moments in host memory (or NVMe), the pipeline moves gradients and new weights across.
+  const bool offload_on_device =
+      e->state_device_ != nullptr && off.optimizer != OptimizerOffload::kNone;
+  if (offload_on_device) {
+    ZERO_ASSIGN_OR_RETURN(
+        e->offload_, OffloadPipeline::create(*e->state_device_, max_partition_numel, e->memory_));
+  }
   Engine* engine = e.get();
   auto fill = [engine, &init, &layout](int u, float* master) {
     const int64_t begin = engine->partition_begin(u);
@@ -190,8 +207,10 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(EngineOptions options, const Un
         .with_context(fmt::format("initialising unit {}", layout.unit(u).name));
   };
   ZERO_ASSIGN_OR_RETURN(
-      e->state_, OptimizerStateStore::create(off, std::move(partition_numel), comm->rank(),
-                                             e->memory_, fill, e->install_fn(), e->state_device_));
+      e->state_,
+      OptimizerStateStore::create(off, std::move(partition_numel), comm->rank(), e->memory_, fill,
+                                  e->install_fn(), offload_on_device ? nullptr : e->state_device_));
+  if (e->offload_ != nullptr) ZERO_RETURN_IF_ERROR(e->offload_->finish());
   ZERO_RETURN_IF_ERROR(e->params_->finish_updates());
 
   // Loss scaling exists only for fp16; bf16 and fp32 run at scale 1 (non-finite steps still skip).
@@ -203,14 +222,16 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(EngineOptions options, const Un
 
 device::ExecutionContext* Engine::choose_state_device(int world_size) const {
   // The device path covers what the device-resident coordinator, reducer and store do today:
-  // nothing offloaded (ZeRO-Offload keeps the state in host memory by definition; its GPU pipeline
-  // is not built yet) and Adam(W), the backend's fused update (Lamb's trust ratio runs on the
-  // host); several ranks also need a communicator on device memory (create()). The rest takes the
-  // staging path.
+  // Adam(W) (the backend's fused update, or the CPU Adam when offloaded; Lamb's trust ratio runs
+  // on the host) with nothing offloaded, or with offload_optimizer (cpu / nvme): then the working
+  // parameters and gradients stay on the device and the OffloadPipeline moves each unit's gradient
+  // to the host state and its new weights back. offload_param keeps the staging path: its stage-3
+  // shards live in the host ParamStore (or NVMe), which the device coordinator does not read; a
+  // device gather from pinned host shards is its own piece of work. Several ranks also need a
+  // communicator on device memory (create()). The rest takes the staging path.
   if (exec_ == nullptr) return nullptr;
   const OffloadOptions& off = options_.offload;
-  if (off.optimizer != OptimizerOffload::kNone ||
-      off.param.device != sharding::ParamOffload::kNone ||
+  if (off.param.device != sharding::ParamOffload::kNone ||
       options_.optimizer.kind != optim::OptimizerKind::kAdam) {
     return nullptr;
   }
@@ -218,6 +239,14 @@ device::ExecutionContext* Engine::choose_state_device(int world_size) const {
 }
 
 OptimizerStateStore::InstallFn Engine::install_fn() {
+  if (offload_ != nullptr) {
+    // Host master weights: through a pinned upload slot to the device, cast there by set_values.
+    return [this](int u, const float* master) {
+      return offload_->upload(master, partition_numel(u), [this, u](const float* device_master) {
+        return params_->set_values(u, device_master);
+      });
+    };
+  }
   return [this](int u, const float* master) { return params_->set_values(u, master); };
 }
 
@@ -396,11 +425,10 @@ Status Engine::global_norm(double* norm_scaled, bool* nonfinite) {
 }
 
 void Engine::update_unit(int u, double lr, float grad_multiplier,
-                         const std::optional<optim::Betas>& betas, float* master, float* exp_avg,
-                         float* exp_avg_sq) {
+                         const std::optional<optim::Betas>& betas, const float* grad, float* master,
+                         float* exp_avg, float* exp_avg_sq) {
   const optim::OptimizerSpec& spec = options_.optimizer;
   const int64_t pbegin = grads_->partition_begin(u), pend = pbegin + grads_->partition_numel(u);
-  const float* grad = grads_->partition(u);
   // Each parameter's piece inside the partition, with its own weight-decay group.
   for (const auto& p : model_->layout().unit(u).params) {
     const int64_t lo = std::max(pbegin, p.offset), hi = std::min(pend, p.offset + p.numel());
@@ -418,7 +446,7 @@ void Engine::update_unit(int u, double lr, float grad_multiplier,
         args.beta1 = static_cast<float>(betas->beta1);
         args.beta2 = static_cast<float>(betas->beta2);
       }
-      if (state_device_ != nullptr) {
+      if (state_->on_device()) {
         // The fused AdamW on the device, queued on the compute stream after the gradient ops.
         const Device d = state_device_->device();
         auto view = [&](const float* p) {
@@ -452,11 +480,37 @@ void Engine::update_unit(int u, double lr, float grad_multiplier,
 Status Engine::apply_update(double lr, float grad_multiplier) {
   ++optimizer_updates_;
   const std::optional<optim::Betas> betas = options_.schedule.betas_at(optimizer_updates_);
-  ZERO_RETURN_IF_ERROR(state_->update_all(
+  if (offload_ != nullptr) {
+    // The device gradients to the host state, unit by unit in the store's order (ascending), the
+    // next unit's copy in flight during this one's CPU Adam.
+    std::vector<int> order(static_cast<size_t>(shard_layout_->num_units()));
+    for (int u = 0; u < shard_layout_->num_units(); ++u) order[static_cast<size_t>(u)] = u;
+    offload_->begin_downloads(std::move(order), [this](int u) {
+      return TensorView{const_cast<float*>(grads_->partition(u)), DType::kF32,
+                        Shape{partition_numel(u)}, state_device_->device()};
+    });
+  }
+  Status updated = state_->update_all(
       [&](int u, float* master, float* exp_avg, float* exp_avg_sq) {
-        update_unit(u, lr, grad_multiplier, betas, master, exp_avg, exp_avg_sq);
+        if (offload_ == nullptr) {
+          update_unit(u, lr, grad_multiplier, betas, grads_->partition(u), master, exp_avg,
+                      exp_avg_sq);
+          return;
+        }
+        const float* grad = offload_->host_grad(u);
+        const auto t0 = std::chrono::steady_clock::now();
+        update_unit(u, lr, grad_multiplier, betas, grad, master, exp_avg, exp_avg_sq);
+        offload_->add_adam_ms(
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                .count());
+        offload_->release_grad(u);
       },
-      install_fn()));
+      install_fn());
+  if (offload_ != nullptr) {
+    Status copies = offload_->finish();
+    if (updated.ok()) updated = std::move(copies);
+  }
+  ZERO_RETURN_IF_ERROR(updated);
   return params_->finish_updates();
 }
 
@@ -480,6 +534,7 @@ Status Engine::restore(const RestoreState& state) {
                                     exp_avg_sq);
       },
       install_fn()));
+  if (offload_ != nullptr) ZERO_RETURN_IF_ERROR(offload_->finish());
   return params_->finish_updates();
 }
 

@@ -28,6 +28,7 @@
 #include "runtime/device_staging.h"
 #include "runtime/memory_plan.h"
 #include "runtime/offload_options.h"
+#include "runtime/offload_pipeline.h"
 #include "runtime/optimizer_state_store.h"
 #include "runtime/step_timers.h"
 #include "sharding/grad_reducer.h"
@@ -149,8 +150,17 @@ class Engine {
   Device device() const { return model_->device(); }
   int64_t staging_device_bytes() const;
   // Whether the ZeRO state (working parameters, gradients, master weights, moments) lives in the
-  // device's memory and the optimizer runs there (memory().device_bytes counts it).
+  // device's memory and the optimizer runs there (memory().device_bytes counts it). With
+  // offload_optimizer the working parameters and gradients do, and master weights and moments stay
+  // in host memory (or NVMe): see offload_on_device().
   bool state_on_device() const { return state_device_ != nullptr; }
+  // ZeRO-Offload on the device path: the CPU Adam updates the host state from gradients copied
+  // off the device, and the new weights are copied back (runtime/offload_pipeline.h).
+  bool offload_on_device() const { return offload_ != nullptr; }
+  // The pipeline's host times (null without it).
+  const OffloadTimes* offload_times() const {
+    return offload_ != nullptr ? &offload_->times() : nullptr;
+  }
   // This rank's partition of unit u's fp32 master weights: elements
   // [partition_begin(u), partition_begin(u) + partition_numel(u)) of the padded unit.
   // Null when the unit's state lives on NVMe (see state_on_nvme()) or on the device: use
@@ -209,8 +219,8 @@ class Engine {
   // Updates one unit's partition in place (the optimizer math, shared by every placement; the
   // pointers are device memory when the state is on the device).
   void update_unit(int u, double lr, float grad_multiplier,
-                   const std::optional<optim::Betas>& betas, float* master, float* exp_avg,
-                   float* exp_avg_sq);
+                   const std::optional<optim::Betas>& betas, const float* grad, float* master,
+                   float* exp_avg, float* exp_avg_sq);
   // The one decision of where the ZeRO state lives: the context to keep it on, or null for host
   // memory (see EngineOptions::device).
   device::ExecutionContext* choose_state_device(int world_size) const;
@@ -231,6 +241,8 @@ class Engine {
   std::unique_ptr<StagedParams> staged_params_;  // device model only
   std::unique_ptr<StagedGrads> staged_grads_;
   std::unique_ptr<OptimizerStateStore> state_;  // master weights and moments, where they live
+  // offload_optimizer with the rest of the state on the device; null otherwise.
+  std::unique_ptr<OffloadPipeline> offload_;
   std::unique_ptr<optim::LossScaler> scaler_;
   int64_t global_step_ = 0;
   int64_t optimizer_updates_ = 0;  // successful updates (Adam's step counter)

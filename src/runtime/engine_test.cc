@@ -344,6 +344,7 @@ struct OffloadRun {
   std::vector<std::vector<float>> master, exp_avg, exp_avg_sq;  // final partitions
   sharding::MemoryAccounting memory;
   bool state_on_device = false;
+  bool offload_on_device = false;
   int64_t staging_device_bytes = 0;
 };
 
@@ -437,6 +438,7 @@ OffloadRun run_offload(int stage, const OffloadOptions& offload, int steps = 60,
   }
   out.memory = e.memory();
   out.state_on_device = e.state_on_device();
+  out.offload_on_device = e.offload_on_device();
   out.staging_device_bytes = e.staging_device_bytes();
   return out;
 }
@@ -691,24 +693,88 @@ ModelFactory host_model_on_stream() {
   };
 }
 
-// The path of a device model with the optimizer offloaded: units copied to its device, gradients
-// copied back (runtime/device_staging.h), here with the CPU backend as the device and random delays
-// before every stream operation, so a copy not ordered before its reader, or a host buffer handed
-// back before the copy out of it ran, would show. The curve must be bitwise the host engine's.
+// The path of a device model whose state the device path does not hold (parameter offload at
+// stage 3; Lamb below it): units copied to its device, gradients copied back
+// (runtime/device_staging.h), here with the CPU backend as the device and random delays before
+// every stream operation, so a copy not ordered before its reader, or a host buffer handed back
+// before the copy out of it ran, would show. The curve must be bitwise the host engine's.
 TEST(DeviceStaging, ModelBehindStagingCopiesIsBitwiseTheHostCurve) {
   ::setenv("ZERO_STREAM_DELAY_US", "20", 1);
   OffloadOptions cpu;
   cpu.optimizer = OptimizerOffload::kCpu;
+  cpu.param.device = sharding::ParamOffload::kCpu;  // ignored (with a warning) below stage 3
+  auto lamb_below_3 = [](EngineOptions& o) {
+    if (o.zero.stage < 3) o.optimizer.kind = optim::OptimizerKind::kLamb;
+  };
   for (DType dtype : {DType::kF32, DType::kBF16}) {
     for (int stage = 1; stage <= 3; ++stage) {
       SCOPED_TRACE(::testing::Message() << dtype_name(dtype) << " stage " << stage);
-      OffloadRun want = run_offload(stage, cpu, 8, dtype);
-      OffloadRun got = run_offload(stage, cpu, 8, dtype, host_model_on_stream());
+      OffloadRun want = run_offload(stage, cpu, 8, dtype, nullptr, lamb_below_3);
+      OffloadRun got = run_offload(stage, cpu, 8, dtype, host_model_on_stream(), lamb_below_3);
       expect_bitwise(got, want);
       EXPECT_FALSE(got.state_on_device);
       EXPECT_GT(got.staging_device_bytes, 0);
       EXPECT_EQ(got.memory.device_bytes, 0);
     }
+  }
+  ::unsetenv("ZERO_STREAM_DELAY_US");
+}
+
+// ZeRO-Offload on the device path (runtime/offload_pipeline.h): working parameters and gradients
+// on the device (the CPU backend, random delays before every stream operation), master weights
+// and moments in host memory or NVMe, each unit's gradient partition copied to a pinned slot on a
+// copy stream, the CPU Adam, the new master copied back and cast by set_values. Bitwise the host
+// engine with the same offload: fp32 / bf16 / fp16 (loss scaling, skipped steps), clipping on and
+// off, accumulation, stages 1-3; NVMe at stage 3 with and without pipelined swaps.
+TEST(DeviceStaging, OffloadOnTheDeviceIsBitwiseTheHostCurve) {
+  ::setenv("ZERO_STREAM_DELAY_US", "20", 1);
+  struct Variant {
+    DType dtype;
+    int micro_batches;
+    bool clip;
+  };
+  OffloadOptions cpu;
+  cpu.optimizer = OptimizerOffload::kCpu;
+  for (Variant v : {Variant{DType::kF32, 1, true}, Variant{DType::kBF16, 1, false},
+                    Variant{DType::kBF16, 2, true}, Variant{DType::kF16, 2, true},
+                    Variant{DType::kF16, 1, false}}) {
+    auto tweak = [v](EngineOptions& o) {
+      if (!v.clip) o.gradient_clipping = 0.0;
+      o.zero.overlap_comm = v.micro_batches > 1;
+      o.zero.reduce_bucket_numel = 5000;
+      if (v.dtype == DType::kF16) {
+        // 2^19: the first two steps skip (overflow; hysteresis 2), the rest update.
+        o.loss_scaler = *optim::loss_scaler_config_from_fp16_json(
+            {{"enabled", true}, {"initial_scale_power", 19}});
+      }
+    };
+    for (int stage = 1; stage <= 3; ++stage) {
+      SCOPED_TRACE(::testing::Message() << dtype_name(v.dtype) << " gas " << v.micro_batches
+                                        << " clip " << v.clip << " stage " << stage);
+      OffloadRun want = run_offload(stage, cpu, 8, v.dtype, nullptr, tweak, v.micro_batches);
+      OffloadRun got =
+          run_offload(stage, cpu, 8, v.dtype, host_model_on_stream(), tweak, v.micro_batches);
+      expect_bitwise(got, want);
+      EXPECT_TRUE(got.state_on_device);
+      EXPECT_TRUE(got.offload_on_device);
+      EXPECT_EQ(got.staging_device_bytes, 0);
+      // Master weights and moments in host memory, as the host engine's.
+      EXPECT_EQ(got.memory.master_bytes, want.memory.master_bytes);
+      EXPECT_EQ(got.memory.optimizer_state_bytes, want.memory.optimizer_state_bytes);
+      EXPECT_GE(got.memory.device_bytes, got.memory.grad_bytes + got.memory.param_bytes);
+    }
+  }
+  for (bool pipelined : {false, true}) {
+    SCOPED_TRACE(::testing::Message() << "nvme stage 3 pipelined " << pipelined);
+    const auto dir_a = temp_dir("devnvme_a"), dir_b = temp_dir("devnvme_b");
+    OffloadRun want = run_offload(3, nvme_options(dir_a, pipelined, pipelined), 6, DType::kBF16);
+    OffloadRun got = run_offload(3, nvme_options(dir_b, pipelined, pipelined), 6, DType::kBF16,
+                                 host_model_on_stream());
+    expect_bitwise(got, want);
+    EXPECT_TRUE(got.offload_on_device);
+    EXPECT_GT(got.memory.offloaded_bytes, 0);
+    std::filesystem::remove_all(dir_a);
+    std::filesystem::remove_all(dir_b);
   }
   ::unsetenv("ZERO_STREAM_DELAY_US");
 }
@@ -837,20 +903,78 @@ TEST(DeviceStaging, StateOnTheDeviceAtWorld2IsBitwiseTheHostCurve) {
   ::unsetenv("ZERO_STREAM_DELAY_US");
 }
 
+// ZeRO-Offload on the device path with two ranks (threads; the CPU backend's memory, random
+// stream delays): reductions and gathers on device buffers, each rank's partition copied to its
+// host state and back. Bitwise the host engine with the same offload on both ranks.
+TEST(DeviceStaging, OffloadOnTheDeviceAtWorld2IsBitwiseTheHostCurve) {
+  ::setenv("ZERO_STREAM_DELAY_US", "20", 1);
+  ::setenv("ZERO_CPU_BF16_GEMM", "0", 1);  // see StateOnTheDeviceAtWorld2IsBitwiseTheHostCurve
+  struct Variant {
+    DType dtype;
+    int micro_batches;
+    bool clip;
+  };
+  OffloadOptions cpu;
+  cpu.optimizer = OptimizerOffload::kCpu;
+  for (Variant v : {Variant{DType::kF32, 1, false}, Variant{DType::kBF16, 2, true}}) {
+    auto tweak = [v](EngineOptions& o) {
+      if (!v.clip) o.gradient_clipping = 0.0;
+      o.zero.overlap_comm = v.micro_batches > 1;
+      o.zero.param_persistence_threshold_numel = 2000;
+      o.zero.reduce_bucket_numel = 5000;
+    };
+    for (int stage = 1; stage <= 3; ++stage) {
+      SCOPED_TRACE(::testing::Message() << dtype_name(v.dtype) << " gas " << v.micro_batches
+                                        << " clip " << v.clip << " stage " << stage);
+      OffloadRun want[2], got[2];
+      ThreadCommunicator::run(2, [&](Communicator& comm) {
+        want[comm.rank()] =
+            run_offload(stage, cpu, 5, v.dtype, nullptr, tweak, v.micro_batches, &comm);
+      });
+      ThreadCommunicator::run(2, [&](Communicator& comm) {
+        got[comm.rank()] = run_offload(stage, cpu, 5, v.dtype, host_model_on_stream(), tweak,
+                                       v.micro_batches, &comm);
+      });
+      for (int r = 0; r < 2; ++r) {
+        SCOPED_TRACE(::testing::Message() << "rank " << r);
+        expect_bitwise(got[r], want[r]);
+        EXPECT_TRUE(got[r].offload_on_device);
+        EXPECT_EQ(got[r].staging_device_bytes, 0);
+      }
+    }
+  }
+  ::unsetenv("ZERO_CPU_BF16_GEMM");
+  ::unsetenv("ZERO_STREAM_DELAY_US");
+}
+
 // A checkpoint of state on the device: read_partition_state copies it to the host (the format of
 // the host path's), restore() copies it back; training on from there is bitwise the host engine's
-// uninterrupted curve.
+// uninterrupted curve. With offload_optimizer (cpu at stage 2, nvme at stage 3) the store's host
+// or swap-file reads serve the checkpoint, and restore uploads the new weights to the device.
 TEST(DeviceStaging, StateOnTheDeviceSavesAndRestoresBitwise) {
   ::setenv("ZERO_STREAM_DELAY_US", "20", 1);
-  for (int stage : {0, 2, 3}) {
-    SCOPED_TRACE(::testing::Message() << "stage " << stage);
+  OffloadOptions cpu;
+  cpu.optimizer = OptimizerOffload::kCpu;
+  const auto nvme_dir = temp_dir("devckpt");
+  const OffloadOptions nvme = nvme_options(nvme_dir, true, true);
+  struct Variant {
+    int stage;
+    OffloadOptions offload;
+  };
+  for (const Variant& v :
+       {Variant{0, {}}, Variant{2, {}}, Variant{3, {}}, Variant{2, cpu}, Variant{3, nvme}}) {
+    const int stage = v.stage;
+    const bool offloaded = v.offload.optimizer != OptimizerOffload::kNone;
+    SCOPED_TRACE(::testing::Message() << "stage " << stage << " offload " << offloaded);
     const DType dtype = DType::kBF16;
-    OffloadRun want = run_offload(stage, {}, 8, dtype);
+    OffloadRun want = run_offload(stage, v.offload, 8, dtype);
     std::unique_ptr<model::HfWeightReader> r1, r2;
-    auto first = make_offload_engine(stage, {}, r1, dtype, host_model_on_stream());
+    auto first = make_offload_engine(stage, v.offload, r1, dtype, host_model_on_stream());
     ASSERT_TRUE(first.ok()) << first.status().to_string();
     ASSERT_TRUE((*first)->state_on_device());
-    EXPECT_EQ((*first)->master(0), nullptr);  // device memory: read_partition_state
+    ASSERT_EQ((*first)->offload_on_device(), offloaded);
+    // Device memory or NVMe: read_partition_state; host RAM: the store's own buffers.
+    EXPECT_EQ((*first)->master(0) == nullptr, v.offload.optimizer != OptimizerOffload::kCpu);
     std::vector<double> losses = train_steps_on(**first, 0, 4);
     Engine& a = **first;
     std::vector<std::vector<float>> saved;  // per unit: master | exp_avg | exp_avg_sq
@@ -874,7 +998,7 @@ TEST(DeviceStaging, StateOnTheDeviceSavesAndRestoresBitwise) {
       return ok_status();
     };
     first->reset();
-    auto second = make_offload_engine(stage, {}, r2, dtype, host_model_on_stream());
+    auto second = make_offload_engine(stage, v.offload, r2, dtype, host_model_on_stream());
     ASSERT_TRUE(second.ok()) << second.status().to_string();
     ASSERT_TRUE((*second)->restore(rs).ok());
     for (double l : train_steps_on(**second, 4, 4)) losses.push_back(l);
@@ -892,6 +1016,7 @@ TEST(DeviceStaging, StateOnTheDeviceSavesAndRestoresBitwise) {
     }
     expect_bitwise(got, want);
   }
+  std::filesystem::remove_all(nvme_dir);
   ::unsetenv("ZERO_STREAM_DELAY_US");
 }
 

@@ -1,0 +1,100 @@
+// OffloadPipeline: ZeRO-Offload with the model on a device (issue 11 item 5). The parameter
+// coordinator's working values and the gradient reducer's buffers live in device memory, as with
+// nothing offloaded; master weights and moments stay where offload_optimizer puts them (host RAM or
+// NVMe, OptimizerStateStore) and the CPU Adam updates them. This class moves one step's data
+// between the two, on two copy streams of its own, through page-locked double buffers:
+//
+//   compute: backward, reduction, norm ──record grads_final──┐
+//   d2h:     wait grads_final; partition(u) → grad slot u%2 ──record downloaded[slot]
+//   host:    wait downloaded[slot]; CPU Adam of unit u; the slot takes unit u+2
+//   host:    master(u) → upload slot k%2 (after uploaded[slot] of unit k-2: the host rewrites it)
+//   h2d:     wait cast_done[slot]; upload slot → device fp32 slot ──record uploaded[slot]
+//   compute: wait uploaded[slot]; set_values casts into the coordinator's unit ──record cast_done
+//
+// The copies of unit u+1 (down) and u-1 (up) run while the host updates unit u. The host waits
+// only on a download it is about to read, on an upload slot it is about to rewrite, and once at
+// the end of a step (finish(): a failed copy is the step's error). The caller owns the order of
+// host work; one host thread drives a pipeline.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "core/status.h"
+#include "core/tensor.h"
+#include "device/backend.h"
+#include "sharding/zero_options.h"
+
+namespace zero::runtime {
+
+// Host wall time the pipeline's parts took, summed since construction (milliseconds).
+struct OffloadTimes {
+  double download_wait_ms = 0.0;  // host waiting for a gradient partition's copy to the host
+  double cpu_adam_ms = 0.0;       // the CPU Adam of every unit (timed by the caller, add_adam_ms)
+  double upload_ms = 0.0;         // copying masters into upload slots, their waits included
+  double finish_wait_ms = 0.0;    // finish(): the last uploads landing
+};
+
+class OffloadPipeline {
+ public:
+  // Partitions hold at most `max_partition_numel` floats. Allocates two page-locked gradient
+  // slots and two upload slots of that size, and two device fp32 slots (counted in `memory`:
+  // pinned_bytes, device_bytes). `ctx` (not owned) outlives the pipeline.
+  static StatusOr<std::unique_ptr<OffloadPipeline>> create(device::ExecutionContext& ctx,
+                                                           int64_t max_partition_numel,
+                                                           sharding::MemoryAccounting& memory);
+  // Waits for its copies (the slots are freed after).
+  ~OffloadPipeline();
+  OffloadPipeline(const OffloadPipeline&) = delete;
+  OffloadPipeline& operator=(const OffloadPipeline&) = delete;
+
+  // Unit u's reduced fp32 gradient partition in device memory (partition_numel(u) floats).
+  using DeviceGradFn = std::function<TensorView(int u)>;
+
+  // The step's gradients are final in stream order on ctx.compute() (everything queued so far):
+  // downloads of the units in `order` start, two in flight (the double buffer).
+  void begin_downloads(std::vector<int> order, DeviceGradFn device_grad);
+  // The host copy of unit u's gradient partition (waits for its download). REQUIRES: u is the next
+  // unit of begin_downloads' order.
+  const float* host_grad(int u);
+  // The host is done reading unit u's gradient: its slot takes the next unit of the order.
+  void release_grad(int u);
+
+  // Copies `master` (numel host floats, e.g. a unit's new master weights) to a device slot and
+  // calls `install` with that device copy; `install` queues its reads of it on ctx.compute()
+  // (ParamCoordinator::set_values), which waits for the copy. `master` may be rewritten on return.
+  Status upload(const float* master, int64_t numel,
+                const std::function<Status(const float* device_master)>& install);
+
+  // End of a step (or of a restore): every copy has run; returns the first copy error. Leaves no
+  // download in flight (a step that failed half-way included).
+  Status finish();
+
+  void add_adam_ms(double ms) { times_.cpu_adam_ms += ms; }
+  const OffloadTimes& times() const { return times_; }
+
+ private:
+  explicit OffloadPipeline(device::ExecutionContext& ctx);
+  void start_download(int slot);
+
+  device::ExecutionContext& ctx_;
+  std::unique_ptr<device::Stream> d2h_, h2d_;
+  std::unique_ptr<device::Event> grads_final_;
+  // Gradient slots (page-locked host) and the unit each holds (-1: free).
+  device::DeviceBuffer grad_host_[2];
+  std::unique_ptr<device::Event> downloaded_[2];
+  int grad_unit_[2] = {-1, -1};
+  // Upload slots: page-locked host, the device fp32 copy, and their events.
+  device::DeviceBuffer upload_host_[2], upload_dev_[2];
+  std::unique_ptr<device::Event> uploaded_[2], cast_done_[2];
+  int next_upload_slot_ = 0;
+  std::vector<int> order_;
+  size_t next_download_ = 0;  // the index in order_ of the next unit to download
+  size_t next_read_ = 0;      // the index in order_ of the next unit host_grad may return
+  DeviceGradFn device_grad_;
+  OffloadTimes times_;
+};
+
+}  // namespace zero::runtime
