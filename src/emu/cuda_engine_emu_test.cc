@@ -80,12 +80,17 @@ Curve run(const Case& c, Device device, const model::TransformerOptions& transfo
     ASSERT_TRUE(engine.ok()) << engine.status().to_string();
     ASSERT_EQ((*engine)->device(), device);
     if (device == Device::kCuda) {
-      // Nothing offloaded: the ZeRO state lives on the (emulated) GPU (world 2: NcclCommunicator
-      // on the NCCL stand-in) and nothing is staged; with optimizer offload the staging copies
-      // carry it.
-      const bool on_device = !c.offload;
-      EXPECT_EQ((*engine)->state_on_device(), on_device);
-      EXPECT_EQ((*engine)->memory().device_bytes > 0, on_device);
+      // The ZeRO state lives on the (emulated) GPU (world 2: NcclCommunicator on the NCCL
+      // stand-in) and nothing is staged; with optimizer offload the master weights and moments
+      // stay in host memory and the OffloadPipeline moves gradients and new weights (pinned
+      // slots from cudaHostAlloc, copy streams).
+      EXPECT_TRUE((*engine)->state_on_device());
+      EXPECT_EQ((*engine)->offload_on_device(), c.offload);
+      EXPECT_GT((*engine)->memory().device_bytes, 0);
+      if (c.offload) {
+        EXPECT_NE((*engine)->master(0), nullptr);  // host memory
+        EXPECT_GT((*engine)->memory().pinned_bytes, 0);
+      }
     }
     TokenDatasetOptions dopts;
     dopts.block_size = kSeq;
@@ -145,7 +150,7 @@ TEST_P(CudaEngineOnEmulator, FollowsTheCpuCurve) {
 }
 
 // The ladder of issue 11: both architectures x stages 0-3 x worlds 1-2 x fp32 / bf16 x optimizer
-// offload none / cpu (offload needs stage >= 1). Each case runs the engine twice (CPU model and
+// offload none / cpu (offload needs stage >= 1; it takes the OffloadPipeline). Each case runs the engine twice (CPU model and
 // emulated CUDA model), ~1 s on the emulator's fibers.
 std::vector<Case> cases() {
   std::vector<Case> out;
