@@ -150,8 +150,8 @@ TEST_P(CudaEngineOnEmulator, FollowsTheCpuCurve) {
 }
 
 // The ladder of issue 11: both architectures x stages 0-3 x worlds 1-2 x fp32 / bf16 x optimizer
-// offload none / cpu (offload needs stage >= 1; it takes the OffloadPipeline). Each case runs the engine twice (CPU model and
-// emulated CUDA model), ~1 s on the emulator's fibers.
+// offload none / cpu (offload needs stage >= 1; it takes the OffloadPipeline). Each case runs the
+// engine twice (CPU model and emulated CUDA model), ~1 s on the emulator's fibers.
 std::vector<Case> cases() {
   std::vector<Case> out;
   for (const char* model : {"gpt2_tiny", "llama_tiny"}) {
