@@ -210,7 +210,10 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(EngineOptions options, const Un
       e->state_,
       OptimizerStateStore::create(off, std::move(partition_numel), comm->rank(), e->memory_, fill,
                                   e->install_fn(), offload_on_device ? nullptr : e->state_device_));
-  if (e->offload_ != nullptr) ZERO_RETURN_IF_ERROR(e->offload_->finish());
+  if (e->offload_ != nullptr) {
+    ZERO_RETURN_IF_ERROR(e->offload_->finish());
+    e->setup_overlap();
+  }
   ZERO_RETURN_IF_ERROR(e->params_->finish_updates());
 
   // Loss scaling exists only for fp16; bf16 and fp32 run at scale 1 (non-finite steps still skip).
@@ -236,6 +239,64 @@ device::ExecutionContext* Engine::choose_state_device(int world_size) const {
     return nullptr;
   }
   return exec_.get();
+}
+
+void Engine::setup_overlap() {
+  // The CPU Adam of a unit can start as soon as its gradient is final when the update depends on
+  // that gradient alone: no clipping (the global norm scales every unit), no loss scale (fp16's
+  // unscaling and overflow skip), the state in RAM (NVMe units stream in the store's order).
+  // bf16 / fp32 steps still skip on a non-finite gradient: the units updated early are restored
+  // from rollback_ then (host memory: 12 bytes per element of this rank's partition).
+  const EngineOptions& o = options_;
+  overlap_adam_ = o.offload_overlap && o.gradient_clipping <= 0.0 && o.dtype != DType::kF16 &&
+                  !state_->on_nvme() && o.optimizer.kind == optim::OptimizerKind::kAdam;
+  if (!overlap_adam_) return;
+  const int num_units = shard_layout_->num_units();
+  rollback_offset_.resize(static_cast<size_t>(num_units) + 1, 0);
+  for (int u = 0; u < num_units; ++u) {
+    rollback_offset_[static_cast<size_t>(u) + 1] =
+        rollback_offset_[static_cast<size_t>(u)] + 3 * partition_numel(u);
+  }
+  rollback_.resize(static_cast<size_t>(rollback_offset_.back()));
+  const int64_t bytes = rollback_offset_.back() * static_cast<int64_t>(sizeof(float));
+  memory_.master_bytes += bytes / 3;
+  memory_.optimizer_state_bytes += bytes - bytes / 3;
+  grads_->set_on_partition_final([this](int u) {
+    if (offload_->overlapping()) {
+      offload_->partition_final(u, TensorView{const_cast<float*>(grads_->partition(u)), DType::kF32,
+                                              Shape{partition_numel(u)}, state_device_->device()});
+    }
+  });
+}
+
+void Engine::begin_overlapped_update() {
+  // This step's update, known before backward: the next successful update's number, rate and
+  // betas (what apply_update would use), and grad multiplier 1 (no clipping, scale 1).
+  const int64_t step = optimizer_updates_ + 1;
+  overlap_lr_ = options_.schedule.next_lr();
+  const double lr = overlap_lr_;
+  const std::optional<optim::Betas> betas = options_.schedule.betas_at(step);
+  offload_->begin_overlap([this, step, lr, betas](int u, const float* grad) {
+    const OptimizerStateStore::RamState st = state_->ram_state(u);
+    const size_t n = static_cast<size_t>(partition_numel(u));
+    float* keep = rollback_.data() + rollback_offset_[static_cast<size_t>(u)];
+    std::memcpy(keep, st.master, n * sizeof(float));
+    std::memcpy(keep + n, st.exp_avg, n * sizeof(float));
+    std::memcpy(keep + 2 * n, st.exp_avg_sq, n * sizeof(float));
+    update_unit(u, lr, 1.0f, betas, step, grad, st.master, st.exp_avg, st.exp_avg_sq);
+  });
+}
+
+void Engine::roll_back_overlapped_update() {
+  for (int u : offload_->end_overlap()) {
+    const OptimizerStateStore::RamState st = state_->ram_state(u);
+    const size_t n = static_cast<size_t>(partition_numel(u));
+    const float* keep = rollback_.data() + rollback_offset_[static_cast<size_t>(u)];
+    std::memcpy(st.master, keep, n * sizeof(float));
+    std::memcpy(st.exp_avg, keep + n, n * sizeof(float));
+    std::memcpy(st.exp_avg_sq, keep + 2 * n, n * sizeof(float));
+    ++rolled_back_units_;
+  }
 }
 
 OptimizerStateStore::InstallFn Engine::install_fn() {
@@ -273,6 +334,13 @@ StatusOr<StepResult> Engine::train_step(const std::vector<MicroBatch>& micro_bat
   r.loss_scale = scaler_->scale();
   for (const auto& mb : micro_batches) r.tokens += mb.batch * mb.seq * comm_->world_size();
 
+  // A step that fails half-way still waits for the overlapped updates it started.
+  struct SettleOverlap {
+    OffloadPipeline* pipeline;
+    ~SettleOverlap() {
+      if (pipeline != nullptr && pipeline->overlapping()) (void)pipeline->end_overlap();
+    }
+  } settle{offload_.get()};
   ZERO_ASSIGN_OR_RETURN(r.loss, forward_backward(micro_batches, static_cast<float>(r.loss_scale)));
   {
     StepTimers::Scope t(timers_, StepPhase::kBackwardAllreduce);
@@ -294,6 +362,7 @@ StatusOr<StepResult> Engine::train_step(const std::vector<MicroBatch>& micro_bat
   if (overflow) {
     // The step is skipped without touching master weights, moments or the schedule.
     r.skipped = true;
+    if (offload_ != nullptr && offload_->overlapping()) roll_back_overlapped_update();
     if (comm_->rank() == 0) {
       spdlog::warn("{}", optim::overflow_log_line(0, scaler_->config().mode, scale_update));
     }
@@ -312,6 +381,7 @@ StatusOr<double> Engine::forward_backward(const std::vector<MicroBatch>& micro_b
   const int gas = static_cast<int>(micro_batches.size());
   const double world = static_cast<double>(comm_->world_size());
   grads_->begin_step(gas);
+  if (overlap_adam_) begin_overlapped_update();
   double global_targets = 0.0;  // mean_over_global_targets: unmasked targets of the global batch
   if (options_.mean_over_global_targets) {
     ZERO_ASSIGN_OR_RETURN(global_targets, count_global_targets(micro_batches));
@@ -425,8 +495,8 @@ Status Engine::global_norm(double* norm_scaled, bool* nonfinite) {
 }
 
 void Engine::update_unit(int u, double lr, float grad_multiplier,
-                         const std::optional<optim::Betas>& betas, const float* grad, float* master,
-                         float* exp_avg, float* exp_avg_sq) {
+                         const std::optional<optim::Betas>& betas, int64_t step, const float* grad,
+                         float* master, float* exp_avg, float* exp_avg_sq) {
   const optim::OptimizerSpec& spec = options_.optimizer;
   const int64_t pbegin = grads_->partition_begin(u), pend = pbegin + grads_->partition_numel(u);
   // Each parameter's piece inside the partition, with its own weight-decay group.
@@ -441,7 +511,7 @@ void Engine::update_unit(int u, double lr, float grad_multiplier,
     shard.exp_avg_sq = exp_avg_sq + (lo - pbegin);
     shard.numel = hi - lo;
     if (spec.kind == optim::OptimizerKind::kAdam) {
-      optim::AdamArgs args = spec.adam_args(lr, optimizer_updates_, wd);
+      optim::AdamArgs args = spec.adam_args(lr, step, wd);
       if (betas) {
         args.beta1 = static_cast<float>(betas->beta1);
         args.beta2 = static_cast<float>(betas->beta2);
@@ -466,7 +536,7 @@ void Engine::update_unit(int u, double lr, float grad_multiplier,
       // which device updates it.
       offload::cpu_adam_update(args, shard, grad_multiplier);
     } else {
-      optim::LambArgs args = spec.lamb_args(lr, optimizer_updates_, wd);
+      optim::LambArgs args = spec.lamb_args(lr, step, wd);
       if (betas) {
         args.beta1 = static_cast<float>(betas->beta1);
         args.beta2 = static_cast<float>(betas->beta2);
@@ -480,6 +550,9 @@ void Engine::update_unit(int u, double lr, float grad_multiplier,
 Status Engine::apply_update(double lr, float grad_multiplier) {
   ++optimizer_updates_;
   const std::optional<optim::Betas> betas = options_.schedule.betas_at(optimizer_updates_);
+  if (offload_ != nullptr && offload_->overlapping()) {
+    return apply_overlapped_update(lr, grad_multiplier, betas);
+  }
   if (offload_ != nullptr) {
     // The device gradients to the host state, unit by unit in the store's order (ascending), the
     // next unit's copy in flight during this one's CPU Adam.
@@ -493,13 +566,14 @@ Status Engine::apply_update(double lr, float grad_multiplier) {
   Status updated = state_->update_all(
       [&](int u, float* master, float* exp_avg, float* exp_avg_sq) {
         if (offload_ == nullptr) {
-          update_unit(u, lr, grad_multiplier, betas, grads_->partition(u), master, exp_avg,
-                      exp_avg_sq);
+          update_unit(u, lr, grad_multiplier, betas, optimizer_updates_, grads_->partition(u),
+                      master, exp_avg, exp_avg_sq);
           return;
         }
         const float* grad = offload_->host_grad(u);
         const auto t0 = std::chrono::steady_clock::now();
-        update_unit(u, lr, grad_multiplier, betas, grad, master, exp_avg, exp_avg_sq);
+        update_unit(u, lr, grad_multiplier, betas, optimizer_updates_, grad, master, exp_avg,
+                    exp_avg_sq);
         offload_->add_adam_ms(
             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
                 .count());
@@ -511,6 +585,41 @@ Status Engine::apply_update(double lr, float grad_multiplier) {
     if (updated.ok()) updated = std::move(copies);
   }
   ZERO_RETURN_IF_ERROR(updated);
+  return params_->finish_updates();
+}
+
+Status Engine::apply_overlapped_update(double lr, float grad_multiplier,
+                                       const std::optional<optim::Betas>& betas) {
+  ZERO_CHECK(grad_multiplier == 1.0f && lr == overlap_lr_, "overlapped update: multiplier ",
+             grad_multiplier, " lr ", lr, " (begun with 1 and ", overlap_lr_, ")");
+  const int num_units = shard_layout_->num_units();
+  std::vector<char> updated(static_cast<size_t>(num_units), 0);
+  for (int u : offload_->end_overlap()) updated[static_cast<size_t>(u)] = 1;
+  // Units whose partition was not handed over (none in practice: every unit's gradient becomes
+  // final once per step) are updated here, as the post-backward path does.
+  std::vector<int> rest;
+  for (int u = 0; u < num_units; ++u) {
+    if (!updated[static_cast<size_t>(u)]) rest.push_back(u);
+  }
+  if (!rest.empty()) {
+    offload_->begin_downloads(rest, [this](int u) {
+      return TensorView{const_cast<float*>(grads_->partition(u)), DType::kF32,
+                        Shape{partition_numel(u)}, state_device_->device()};
+    });
+    for (int u : rest) {
+      const OptimizerStateStore::RamState st = state_->ram_state(u);
+      update_unit(u, lr, grad_multiplier, betas, optimizer_updates_, offload_->host_grad(u),
+                  st.master, st.exp_avg, st.exp_avg_sq);
+      offload_->release_grad(u);
+    }
+  }
+  // The new weights to the device, in unit order (set_values may start collectives).
+  const OptimizerStateStore::InstallFn install = install_fn();
+  Status s = ok_status();
+  for (int u = 0; u < num_units && s.ok(); ++u) s = install(u, state_->ram_state(u).master);
+  Status copies = offload_->finish();
+  if (s.ok()) s = std::move(copies);
+  ZERO_RETURN_IF_ERROR(s);
   return params_->finish_updates();
 }
 

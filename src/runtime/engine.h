@@ -75,6 +75,10 @@ struct EngineOptions {
   int64_t planned_seq_len = 0;
   int64_t planned_grad_accum = 0;
   std::optional<HostResources> resources;
+  // offload_optimizer on the device path: let each unit's CPU Adam start as soon as its gradient
+  // is final, during backward, where that is exact (no clipping, no fp16 loss scale, state in RAM;
+  // runtime/offload_pipeline.h). Off: the CPU Adam runs after backward (tests compare the two).
+  bool offload_overlap = true;
   // ds_config wall_clock_breakdown: time the step phases (timers()).
   bool wall_clock_breakdown = false;
   // Loss masks (targets -100, prepared data): the loss is the mean over the unmasked targets of
@@ -157,9 +161,12 @@ class Engine {
   // ZeRO-Offload on the device path: the CPU Adam updates the host state from gradients copied
   // off the device, and the new weights are copied back (runtime/offload_pipeline.h).
   bool offload_on_device() const { return offload_ != nullptr; }
-  // The pipeline's host times (null without it).
-  const OffloadTimes* offload_times() const {
-    return offload_ != nullptr ? &offload_->times() : nullptr;
+  // Units whose early (overlapped) update was undone because the step turned out non-finite.
+  int64_t offload_rolled_back_units() const { return rolled_back_units_; }
+  // The pipeline's host times so far (none without it).
+  std::optional<OffloadTimes> offload_times() const {
+    if (offload_ == nullptr) return std::nullopt;
+    return offload_->times();
   }
   // This rank's partition of unit u's fp32 master weights: elements
   // [partition_begin(u), partition_begin(u) + partition_numel(u)) of the padded unit.
@@ -219,8 +226,16 @@ class Engine {
   // Updates one unit's partition in place (the optimizer math, shared by every placement; the
   // pointers are device memory when the state is on the device).
   void update_unit(int u, double lr, float grad_multiplier,
-                   const std::optional<optim::Betas>& betas, const float* grad, float* master,
-                   float* exp_avg, float* exp_avg_sq);
+                   const std::optional<optim::Betas>& betas, int64_t step, const float* grad,
+                   float* master, float* exp_avg, float* exp_avg_sq);
+  // ZeRO-Offload's overlap (OffloadPipeline): decided once after the store exists; each step
+  // begins it before backward, and either finishes it (apply_overlapped_update: the units left,
+  // the uploads) or, on a skipped step, restores the units updated early.
+  void setup_overlap();
+  void begin_overlapped_update();
+  Status apply_overlapped_update(double lr, float grad_multiplier,
+                                 const std::optional<optim::Betas>& betas);
+  void roll_back_overlapped_update();
   // The one decision of where the ZeRO state lives: the context to keep it on, or null for host
   // memory (see EngineOptions::device).
   device::ExecutionContext* choose_state_device(int world_size) const;
@@ -243,6 +258,13 @@ class Engine {
   std::unique_ptr<OptimizerStateStore> state_;  // master weights and moments, where they live
   // offload_optimizer with the rest of the state on the device; null otherwise.
   std::unique_ptr<OffloadPipeline> offload_;
+  bool overlap_adam_ = false;  // the CPU Adam overlaps backward (setup_overlap)
+  int64_t rolled_back_units_ = 0;
+  double overlap_lr_ = 0.0;  // the rate the overlapped updates of this step use
+  // Overlap: each unit's master | exp_avg | exp_avg_sq before this step's early update, at
+  // rollback_offset_[u] (restored when the step turns out non-finite and is skipped).
+  std::vector<float> rollback_;
+  std::vector<int64_t> rollback_offset_;
   std::unique_ptr<optim::LossScaler> scaler_;
   int64_t global_step_ = 0;
   int64_t optimizer_updates_ = 0;  // successful updates (Adam's step counter)

@@ -346,6 +346,9 @@ struct OffloadRun {
   bool state_on_device = false;
   bool offload_on_device = false;
   int64_t staging_device_bytes = 0;
+  int skipped = 0;                // skipped steps
+  int64_t overlapped_units = 0;   // unit updates the offload worker ran during backward
+  int64_t rolled_back_units = 0;  // of those, undone on a skipped step
 };
 
 StatusOr<std::unique_ptr<Engine>> make_offload_engine(
@@ -426,6 +429,7 @@ OffloadRun run_offload(int stage, const OffloadOptions& offload, int steps = 60,
     EXPECT_TRUE(r.ok()) << r.status().to_string();
     if (!r.ok()) return out;
     out.losses.push_back(r->loss);
+    out.skipped += r->skipped ? 1 : 0;
   }
   for (int u = 0; u < e.layout().num_units(); ++u) {
     const size_t n = static_cast<size_t>(e.partition_numel(u));
@@ -439,6 +443,8 @@ OffloadRun run_offload(int stage, const OffloadOptions& offload, int steps = 60,
   out.memory = e.memory();
   out.state_on_device = e.state_on_device();
   out.offload_on_device = e.offload_on_device();
+  if (auto t = e.offload_times()) out.overlapped_units = t->overlapped_units;
+  out.rolled_back_units = e.offload_rolled_back_units();
   out.staging_device_bytes = e.staging_device_bytes();
   return out;
 }
@@ -638,9 +644,10 @@ TEST(OptimizerOffload, FastInitAndPinMemoryAreBitwise) {
 // stream where a device model's kernels would be ordered after the copies.
 class HostModelOnStream final : public model::Model {
  public:
+  // poison_backward >= 0: that backward call (0-based) writes a NaN into unit 0's gradient.
   HostModelOnStream(const model::ModelConfig& config, const model::TransformerOptions& options,
-                    device::Stream& stream)
-      : inner_(config, options), stream_(stream) {}
+                    device::Stream& stream, int poison_backward = -1)
+      : inner_(config, options), stream_(stream), poison_backward_(poison_backward) {}
   const model::ModelLayout& layout() const override { return inner_.layout(); }
   Device device() const override { return Device::kCpu; }
   float forward(model::ParamAccess& params, const int32_t* tokens, const int32_t* targets,
@@ -651,7 +658,7 @@ class HostModelOnStream final : public model::Model {
   int64_t counted_targets() const override { return inner_.counted_targets(); }
   void backward(model::ParamAccess& params, model::GradSink& grads, float d) override {
     Params p(params, stream_);
-    Grads g(grads, stream_);
+    Grads g(grads, stream_, backward_calls_++ == poison_backward_);
     inner_.backward(p, g, d);
   }
   void logits_at(int64_t b, int64_t t, float* out) const override { inner_.logits_at(b, t, out); }
@@ -670,27 +677,36 @@ class HostModelOnStream final : public model::Model {
     device::Stream& s;
   };
   struct Grads final : model::GradSink {
-    Grads(model::GradSink& in, device::Stream& s) : in(in), s(s) {}
+    Grads(model::GradSink& in, device::Stream& s, bool poison) : in(in), s(s), poison(poison) {}
     float* grad_buffer(int u) override {
       float* g = in.grad_buffer(u);
       EXPECT_TRUE(s.synchronize().ok());
+      if (u == 0) unit0 = g;
       return g;
     }
-    void grad_ready(int u) override { in.grad_ready(u); }
+    void grad_ready(int u) override {
+      if (poison && u == 0) unit0[0] = std::nanf("");
+      in.grad_ready(u);
+    }
     model::GradSink& in;
     device::Stream& s;
+    bool poison;
+    float* unit0 = nullptr;
   };
   model::Transformer inner_;
   device::Stream& stream_;
+  int poison_backward_;
+  int backward_calls_ = 0;
 };
 
-ModelFactory host_model_on_stream() {
-  return [](const model::ModelConfig& config, const model::TransformerOptions& options,
-            device::ExecutionContext& ctx) -> StatusOr<std::unique_ptr<model::Model>> {
-    EXPECT_EQ(ctx.device(), Device::kCpu);
-    return std::unique_ptr<model::Model>(
-        std::make_unique<HostModelOnStream>(config, options, ctx.compute()));
-  };
+ModelFactory host_model_on_stream(int poison_backward = -1) {
+  return
+      [poison_backward](const model::ModelConfig& config, const model::TransformerOptions& options,
+                        device::ExecutionContext& ctx) -> StatusOr<std::unique_ptr<model::Model>> {
+        EXPECT_EQ(ctx.device(), Device::kCpu);
+        return std::unique_ptr<model::Model>(
+            std::make_unique<HostModelOnStream>(config, options, ctx.compute(), poison_backward));
+      };
 }
 
 // The path of a device model whose state the device path does not hold (parameter offload at
@@ -758,9 +774,17 @@ TEST(DeviceStaging, OffloadOnTheDeviceIsBitwiseTheHostCurve) {
       EXPECT_TRUE(got.state_on_device);
       EXPECT_TRUE(got.offload_on_device);
       EXPECT_EQ(got.staging_device_bytes, 0);
-      // Master weights and moments in host memory, as the host engine's.
-      EXPECT_EQ(got.memory.master_bytes, want.memory.master_bytes);
-      EXPECT_EQ(got.memory.optimizer_state_bytes, want.memory.optimizer_state_bytes);
+      // Without clipping or a loss scale every unit's CPU Adam ran on the worker as its gradient
+      // arrived (8 updates); otherwise none did.
+      const bool overlap = !v.clip && v.dtype != DType::kF16;
+      const int64_t units = static_cast<int64_t>(got.master.size());
+      EXPECT_EQ(got.overlapped_units, overlap ? 8 * units : 0);
+      EXPECT_EQ(got.rolled_back_units, 0);
+      // Master weights and moments in host memory, as the host engine's; the overlap keeps a
+      // rollback copy of them.
+      EXPECT_EQ(got.memory.master_bytes, want.memory.master_bytes * (overlap ? 2 : 1));
+      EXPECT_EQ(got.memory.optimizer_state_bytes,
+                want.memory.optimizer_state_bytes * (overlap ? 2 : 1));
       EXPECT_GE(got.memory.device_bytes, got.memory.grad_bytes + got.memory.param_bytes);
     }
   }
@@ -775,6 +799,39 @@ TEST(DeviceStaging, OffloadOnTheDeviceIsBitwiseTheHostCurve) {
     EXPECT_GT(got.memory.offloaded_bytes, 0);
     std::filesystem::remove_all(dir_a);
     std::filesystem::remove_all(dir_b);
+  }
+  ::unsetenv("ZERO_STREAM_DELAY_US");
+}
+
+// The overlap's exactness on a skipped step: bf16 without clipping, and step 3's backward writes
+// a NaN into unit 0's gradient, after the worker has already run the CPU Adam of units whose
+// gradients came earlier. The step must be skipped with their state restored: the curve and
+// final state bitwise those of the same run with the CPU Adam after backward (no overlap).
+TEST(DeviceStaging, OffloadOverlapRollsBackASkippedStep) {
+  ::setenv("ZERO_STREAM_DELAY_US", "20", 1);
+  OffloadOptions cpu;
+  cpu.optimizer = OptimizerOffload::kCpu;
+  for (int stage = 1; stage <= 3; ++stage) {
+    SCOPED_TRACE(::testing::Message() << "stage " << stage);
+    auto tweak = [](bool overlap) {
+      return [overlap](EngineOptions& o) {
+        o.gradient_clipping = 0.0;
+        o.offload_overlap = overlap;
+      };
+    };
+    OffloadRun want =
+        run_offload(stage, cpu, 6, DType::kBF16, host_model_on_stream(2), tweak(false));
+    OffloadRun got = run_offload(stage, cpu, 6, DType::kBF16, host_model_on_stream(2), tweak(true));
+    expect_bitwise(got, want);
+    EXPECT_EQ(want.skipped, 1);
+    EXPECT_EQ(got.skipped, 1);
+    EXPECT_EQ(want.overlapped_units, 0);
+    const int64_t units = static_cast<int64_t>(got.master.size());
+    EXPECT_EQ(got.overlapped_units, 6 * units);
+    EXPECT_EQ(got.rolled_back_units, units);  // every unit is handed over once per step
+    // With the state kept as it was, the run must still be the clean curve's first two steps.
+    OffloadRun clean = run_offload(stage, cpu, 2, DType::kBF16, nullptr, tweak(true));
+    for (size_t s = 0; s < 2; ++s) EXPECT_EQ(got.losses[s], clean.losses[s]) << "step " << s + 1;
   }
   ::unsetenv("ZERO_STREAM_DELAY_US");
 }

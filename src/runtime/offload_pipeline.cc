@@ -49,6 +49,14 @@ StatusOr<std::unique_ptr<OffloadPipeline>> OffloadPipeline::create(
 }
 
 OffloadPipeline::~OffloadPipeline() {
+  if (worker_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    worker_.join();
+  }
   // Why host waits: the copies may still read or write the slots freed below (errors were
   // reported by finish(), or belong to a step that already failed).
   (void)d2h_->synchronize();
@@ -93,7 +101,9 @@ const float* OffloadPipeline::host_grad(int u) {
   const auto t0 = std::chrono::steady_clock::now();
   // Why a host wait: the CPU Adam reads this gradient next.
   downloaded_[slot]->synchronize();
-  times_.download_wait_ms += ms_since(t0);
+  const double waited = ms_since(t0);
+  std::lock_guard<std::mutex> lock(mu_);
+  times_.download_wait_ms += waited;
   return static_cast<const float*>(grad_host_[slot].data());
 }
 
@@ -123,7 +133,10 @@ Status OffloadPipeline::upload(const float* master, int64_t numel,
   h2d_->record(*uploaded_[slot]);
   // The casts install queues on the compute stream read the copy.
   ctx_.compute().wait(*uploaded_[slot]);
-  times_.upload_ms += ms_since(t0);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    times_.upload_ms += ms_since(t0);
+  }
   Status s = install(static_cast<const float*>(dev.data));
   ctx_.compute().record(*cast_done_[slot]);
   return s;
@@ -136,12 +149,118 @@ Status OffloadPipeline::finish() {
   // already on a full step; the wait on the uploads is at most the last unit's copy.
   Status down = d2h_->synchronize();
   Status up = h2d_->synchronize();
-  times_.finish_wait_ms += ms_since(t0);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    times_.finish_wait_ms += ms_since(t0);
+  }
   next_read_ = order_.size();
   grad_unit_[0] = grad_unit_[1] = -1;
   if (!down.ok()) return down.with_context("copying gradients to the host (offload_optimizer)");
   if (!up.ok()) return up.with_context("copying master weights to the device (offload_optimizer)");
   return ok_status();
+}
+
+void OffloadPipeline::add_adam_ms(double ms) {
+  std::lock_guard<std::mutex> lock(mu_);
+  times_.cpu_adam_ms += ms;
+}
+
+OffloadTimes OffloadPipeline::times() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return times_;
+}
+
+void OffloadPipeline::begin_overlap(HostUpdateFn update) {
+  ZERO_CHECK(!overlapping_, "offload pipeline: begin_overlap twice");
+  ZERO_CHECK(next_read_ == order_.size(), "offload pipeline: overlap during a step's downloads");
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    update_ = std::move(update);
+    handed_count_ = 0;
+    done_.clear();
+  }
+  overlapping_ = true;
+  if (!worker_.joinable()) worker_ = std::thread([this] { worker_loop(); });
+}
+
+void OffloadPipeline::partition_final(int u, TensorView device_grad) {
+  ZERO_CHECK(overlapping_, "offload pipeline: partition_final outside an overlap");
+  if (static_cast<size_t>(u) >= final_events_.size())
+    final_events_.resize(static_cast<size_t>(u) + 1);
+  std::unique_ptr<device::Event>& ev = final_events_[static_cast<size_t>(u)];
+  if (ev == nullptr) ev = ctx_.backend().create_event();
+  // The download waits for this point of the compute stream, not the host.
+  ctx_.compute().record(*ev);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    handed_.push_back(Handed{u, device_grad, ev.get()});
+    ++handed_count_;
+  }
+  cv_.notify_all();
+}
+
+std::vector<int> OffloadPipeline::end_overlap() {
+  ZERO_CHECK(overlapping_, "offload pipeline: end_overlap without begin_overlap");
+  const auto t0 = std::chrono::steady_clock::now();
+  std::unique_lock<std::mutex> lock(mu_);
+  // Why a host wait: the step's update decision (and the uploads after it) need every handed-over
+  // unit updated; it is what is left of the CPU Adam after backward.
+  cv_.wait(lock, [&] { return static_cast<int64_t>(done_.size()) == handed_count_; });
+  times_.overlap_wait_ms += ms_since(t0);
+  overlapping_ = false;
+  update_ = nullptr;
+  return std::move(done_);
+}
+
+void OffloadPipeline::worker_loop() {
+  struct InFlight {
+    int u;
+    int slot;
+  };
+  std::deque<InFlight> in_flight;  // downloads queued, in order
+  bool slot_busy[2] = {false, false};
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [&] { return stop_ || !handed_.empty() || !in_flight.empty(); });
+    if (stop_ && in_flight.empty()) return;
+    // Queue the downloads of handed-over units while a slot is free: the next unit's copy runs
+    // during this one's update.
+    while (!handed_.empty() && (!slot_busy[0] || !slot_busy[1])) {
+      const Handed h = handed_.front();
+      handed_.pop_front();
+      const int slot = slot_busy[0] ? 1 : 0;
+      slot_busy[slot] = true;
+      ZERO_CHECK(h.device_grad.numel() <= grad_host_[slot].numel(), "offload pipeline: unit ", h.u,
+                 " has ", h.device_grad.numel(), " gradient values, slots hold ",
+                 grad_host_[slot].numel());
+      d2h_->wait(*h.final);
+      ctx_.backend().transfer(*d2h_,
+                              TensorView{grad_host_[slot].data(), DType::kF32,
+                                         Shape{h.device_grad.numel()}, Device::kCpu},
+                              h.device_grad);
+      d2h_->record(*downloaded_[slot]);
+      in_flight.push_back(InFlight{h.u, slot});
+    }
+    if (in_flight.empty()) continue;
+    const InFlight f = in_flight.front();
+    in_flight.pop_front();
+    const HostUpdateFn update = update_;
+    lock.unlock();
+    auto t0 = std::chrono::steady_clock::now();
+    // Why a wait (the worker's, not the host thread's): the update reads this gradient next.
+    downloaded_[f.slot]->synchronize();
+    const double waited = ms_since(t0);
+    t0 = std::chrono::steady_clock::now();
+    update(f.u, static_cast<const float*>(grad_host_[f.slot].data()));
+    const double updated = ms_since(t0);
+    lock.lock();
+    times_.download_wait_ms += waited;
+    times_.cpu_adam_ms += updated;
+    ++times_.overlapped_units;
+    slot_busy[f.slot] = false;
+    done_.push_back(f.u);
+    cv_.notify_all();
+  }
 }
 
 }  // namespace zero::runtime

@@ -13,13 +13,25 @@
 //
 // The copies of unit u+1 (down) and u-1 (up) run while the host updates unit u. The host waits
 // only on a download it is about to read, on an upload slot it is about to rewrite, and once at
-// the end of a step (finish(): a failed copy is the step's error). The caller owns the order of
-// host work; one host thread drives a pipeline.
+// the end of a step (finish(): a failed copy is the step's error). One host thread drives a
+// pipeline.
+//
+// Overlap (begin_overlap .. end_overlap): when a unit's update needs only its own gradient (no
+// clipping, no loss scale), the host thread hands each unit over as soon as the reducer has queued
+// its final partition (partition_final, usually during backward); the pipeline's worker thread
+// queues its download on the d2h stream behind an event of the compute stream, and runs the
+// caller's host update on it when it arrives, while backward goes on. Only the worker touches the
+// d2h stream and the gradient slots then; uploads stay with the host thread (set_values may start
+// collectives, whose order must be every rank's).
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "core/status.h"
@@ -32,7 +44,9 @@ namespace zero::runtime {
 // Host wall time the pipeline's parts took, summed since construction (milliseconds).
 struct OffloadTimes {
   double download_wait_ms = 0.0;  // host waiting for a gradient partition's copy to the host
-  double cpu_adam_ms = 0.0;       // the CPU Adam of every unit (timed by the caller, add_adam_ms)
+  double cpu_adam_ms = 0.0;       // the host updates (CPU Adam), on the host or worker thread
+  double overlap_wait_ms = 0.0;   // end_overlap(): the host waiting for the worker after backward
+  int64_t overlapped_units = 0;   // units the worker updated (overlap)
   double upload_ms = 0.0;         // copying masters into upload slots, their waits included
   double finish_wait_ms = 0.0;    // finish(): the last uploads landing
 };
@@ -72,12 +86,25 @@ class OffloadPipeline {
   // download in flight (a step that failed half-way included).
   Status finish();
 
-  void add_adam_ms(double ms) { times_.cpu_adam_ms += ms; }
-  const OffloadTimes& times() const { return times_; }
+  // Overlap (see the file comment). `update(u, grad)` runs on the worker thread with unit u's
+  // host gradient; it must touch only what no other thread uses until end_overlap (unit u's host
+  // state). REQUIRES: no begin_downloads in progress.
+  using HostUpdateFn = std::function<void(int u, const float* grad)>;
+  void begin_overlap(HostUpdateFn update);
+  // Hands unit u over: its final partition is `device_grad`, in stream order on ctx.compute()
+  // after the work queued so far. Never blocks. Between begin_overlap and end_overlap.
+  void partition_final(int u, TensorView device_grad);
+  // Waits until the worker has updated every unit handed over; returns them, in update order.
+  std::vector<int> end_overlap();
+  bool overlapping() const { return overlapping_; }
+
+  void add_adam_ms(double ms);
+  OffloadTimes times() const;
 
  private:
   explicit OffloadPipeline(device::ExecutionContext& ctx);
   void start_download(int slot);
+  void worker_loop();
 
   device::ExecutionContext& ctx_;
   std::unique_ptr<device::Stream> d2h_, h2d_;
@@ -94,7 +121,24 @@ class OffloadPipeline {
   size_t next_download_ = 0;  // the index in order_ of the next unit to download
   size_t next_read_ = 0;      // the index in order_ of the next unit host_grad may return
   DeviceGradFn device_grad_;
+
+  // Overlap. mu_ guards everything below and times_.
+  struct Handed {
+    int u;
+    TensorView device_grad;
+    device::Event* final;  // recorded on the compute stream after the partition's ops
+  };
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool overlapping_ = false;  // host thread only
+  HostUpdateFn update_;
+  std::deque<Handed> handed_;  // handed over, download not queued yet
+  int64_t handed_count_ = 0;   // this overlap: units handed over
+  std::vector<int> done_;      // this overlap: units the worker updated, in order
+  std::vector<std::unique_ptr<device::Event>> final_events_;  // by unit (host thread grows it)
+  bool stop_ = false;
   OffloadTimes times_;
+  std::thread worker_;  // started by the first begin_overlap
 };
 
 }  // namespace zero::runtime

@@ -31,6 +31,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -78,6 +79,12 @@ class GradReducer : public model::GradSink {
   // Partition offset in unit-flat coordinates (0 at stage 0, shard_begin otherwise).
   int64_t partition_begin(int u) const;
   int64_t partition_numel(int u) const;
+  // On a device, stages 1-3: `hook(u)` is called (on the thread driving the reducer) once per step
+  // as soon as the ops producing unit u's final partition(u) of the step are queued on
+  // ctx.compute(), often during backward (ZeRO-Offload copies it to the host from there).
+  void set_on_partition_final(std::function<void(int u)> hook) {
+    on_partition_final_ = std::move(hook);
+  }
 
  private:
   struct Unit {
@@ -104,6 +111,7 @@ class GradReducer : public model::GradSink {
     // On a device, the same buffers in its memory (from take_device).
     device::DeviceBuffer in_dev, out_dev, wire_in_dev, wire_out_dev;
     CommHandle pending;
+    bool final_for_step = false;  // issued on the last micro-step (on_partition_final_)
   };
   GradReducer(const ShardLayout& layout, Communicator& comm, const ZeroOptions& options,
               MemoryAccounting& memory, device::ExecutionContext* device);
@@ -149,6 +157,7 @@ class GradReducer : public model::GradSink {
   int num_micro_steps_ = 1;
   int micro_step_ = 0;
   int64_t transient_bytes_ = 0;
+  std::function<void(int u)> on_partition_final_;
   BufferPool pool_{64};  // the same sizes recur every micro-step
   Status status_;
 };
