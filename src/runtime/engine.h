@@ -161,6 +161,8 @@ class Engine {
   // ZeRO-Offload on the device path: the CPU Adam updates the host state from gradients copied
   // off the device, and the new weights are copied back (runtime/offload_pipeline.h).
   bool offload_on_device() const { return offload_ != nullptr; }
+  // Whether its CPU Adam overlaps backward (EngineOptions::offload_overlap, where exact).
+  bool offload_overlaps() const { return overlap_adam_; }
   // Units whose early (overlapped) update was undone because the step turned out non-finite.
   int64_t offload_rolled_back_units() const { return rolled_back_units_; }
   // The pipeline's host times so far (none without it).

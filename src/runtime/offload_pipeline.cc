@@ -17,6 +17,19 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
+std::string offload_log_line(const OffloadTimes& now, const OffloadTimes& before, int64_t steps) {
+  const double n = static_cast<double>(std::max<int64_t>(steps, 1));
+  return fmt::format(
+      "offload (ms) | d2h wait: {:.2f} | cpu adam: {:.2f} | upload: {:.2f} | after bwd wait: "
+      "{:.2f} "
+      "| finish: {:.2f} | overlapped units: {:.1f}",
+      (now.download_wait_ms - before.download_wait_ms) / n,
+      (now.cpu_adam_ms - before.cpu_adam_ms) / n, (now.upload_ms - before.upload_ms) / n,
+      (now.overlap_wait_ms - before.overlap_wait_ms) / n,
+      (now.finish_wait_ms - before.finish_wait_ms) / n,
+      static_cast<double>(now.overlapped_units - before.overlapped_units) / n);
+}
+
 OffloadPipeline::OffloadPipeline(device::ExecutionContext& ctx) : ctx_(ctx) {}
 
 StatusOr<std::unique_ptr<OffloadPipeline>> OffloadPipeline::create(

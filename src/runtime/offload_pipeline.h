@@ -31,6 +31,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -50,6 +51,11 @@ struct OffloadTimes {
   double upload_ms = 0.0;         // copying masters into upload slots, their waits included
   double finish_wait_ms = 0.0;    // finish(): the last uploads landing
 };
+
+// The wall_clock_breakdown companion line, per step over `steps` steps since `before`:
+//   offload (ms) | d2h wait: W | cpu adam: A | upload: U | after bwd wait: O | finish: F |
+//   overlapped units: N
+std::string offload_log_line(const OffloadTimes& now, const OffloadTimes& before, int64_t steps);
 
 class OffloadPipeline {
  public:
