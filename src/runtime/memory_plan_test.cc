@@ -104,6 +104,18 @@ TEST(DeviceMemoryPlan, CountsTheStateOnTheDeviceByStage) {
       EXPECT_EQ(s.message().find("staged"), std::string::npos) << s.message();
       EXPECT_EQ(needs.total(),
                 7000 + 300 + needs.parameters + needs.gradients + needs.optimizer_state);
+      if (stage == 0) continue;
+      // offload_optimizer (OffloadPipeline): master weights and moments stay in host memory; the
+      // device holds two fp32 upload slots of the largest partition. Parameters and gradients
+      // are planned as without offload.
+      int64_t max_shard = 0;
+      for (int u = 0; u < layout.num_units(); ++u)
+        max_shard = std::max(max_shard, layout.unit(u).shard_numel);
+      o.offload.optimizer = OptimizerOffload::kCpu;
+      const DeviceMemoryNeeds off = plan_device_memory(o, layout, model, true);
+      EXPECT_EQ(off.optimizer_state, 2 * 4 * max_shard);
+      EXPECT_EQ(off.parameters, needs.parameters);
+      EXPECT_EQ(off.gradients, needs.gradients);
     }
   }
 }
