@@ -103,6 +103,15 @@ StatusOr<std::vector<std::string>> sanitize_engine_options(EngineOptions& o, int
   return warnings;
 }
 
+bool offload_overlaps_backward(const EngineOptions& o) {
+  // A device model (the CPU backend counts when a model factory puts the model on its streams).
+  const bool device_model = o.device != Device::kCpu || static_cast<bool>(o.model_factory);
+  return device_model && o.offload.optimizer == OptimizerOffload::kCpu &&
+         o.offload.param.device == sharding::ParamOffload::kNone &&
+         o.optimizer.kind == optim::OptimizerKind::kAdam && o.offload_overlap &&
+         o.gradient_clipping <= 0.0 && o.dtype != DType::kF16;
+}
+
 StatusOr<std::unique_ptr<Engine>> Engine::create(EngineOptions options, const UnitInitFn& init,
                                                  Communicator* comm) {
   std::unique_ptr<Engine> e(new Engine(std::move(options)));
@@ -247,9 +256,7 @@ void Engine::setup_overlap() {
   // unscaling and overflow skip), the state in RAM (NVMe units stream in the store's order).
   // bf16 / fp32 steps still skip on a non-finite gradient: the units updated early are restored
   // from rollback_ then (host memory: 12 bytes per element of this rank's partition).
-  const EngineOptions& o = options_;
-  overlap_adam_ = o.offload_overlap && o.gradient_clipping <= 0.0 && o.dtype != DType::kF16 &&
-                  !state_->on_nvme() && o.optimizer.kind == optim::OptimizerKind::kAdam;
+  overlap_adam_ = offload_overlaps_backward(options_) && !state_->on_nvme();
   if (!overlap_adam_) return;
   const int num_units = shard_layout_->num_units();
   rollback_offset_.resize(static_cast<size_t>(num_units) + 1, 0);
@@ -334,13 +341,15 @@ StatusOr<StepResult> Engine::train_step(const std::vector<MicroBatch>& micro_bat
   r.loss_scale = scaler_->scale();
   for (const auto& mb : micro_batches) r.tokens += mb.batch * mb.seq * comm_->world_size();
 
-  // A step that fails half-way still waits for the overlapped updates it started.
+  // A step that fails half-way waits for the overlapped updates it started and undoes them.
   struct SettleOverlap {
-    OffloadPipeline* pipeline;
+    Engine* engine;
     ~SettleOverlap() {
-      if (pipeline != nullptr && pipeline->overlapping()) (void)pipeline->end_overlap();
+      if (engine->offload_ != nullptr && engine->offload_->overlapping()) {
+        engine->roll_back_overlapped_update();
+      }
     }
-  } settle{offload_.get()};
+  } settle{this};
   ZERO_ASSIGN_OR_RETURN(r.loss, forward_backward(micro_batches, static_cast<float>(r.loss_scale)));
   {
     StepTimers::Scope t(timers_, StepPhase::kBackwardAllreduce);

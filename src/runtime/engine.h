@@ -126,6 +126,12 @@ using UnitInitFn = std::function<Status(int u, int64_t begin, int64_t end, float
 // Idempotent: sanitized options come back unchanged with no warnings.
 StatusOr<std::vector<std::string>> sanitize_engine_options(EngineOptions& options, int world_size);
 
+// Whether ZeRO-Offload's CPU Adam overlaps backward (runtime/offload_pipeline.h) for sanitized
+// `options` on a device whose state the device path holds: offload_optimizer cpu, no
+// offload_param, Adam(W), no gradient clipping, no fp16 loss scale, EngineOptions::offload_overlap.
+// It then keeps a rollback copy of master weights and moments (the memory plan counts it).
+bool offload_overlaps_backward(const EngineOptions& options);
+
 class Engine {
  public:
   // `comm` is the data-parallel group (not owned; must outlive the engine); null = a world of one.

@@ -140,6 +140,11 @@ MemoryNeeds plan_memory(const EngineOptions& o, const sharding::ShardLayout& lay
   } else {
     n.master_weights = partition * kFloat;
     n.optimizer_state = 2 * partition * kFloat;
+    // ZeRO-Offload overlapping backward keeps a rollback copy of both (Engine::setup_overlap).
+    if (offload_overlaps_backward(o)) {
+      n.master_weights *= 2;
+      n.optimizer_state *= 2;
+    }
   }
   if (micro_batch > 0 && seq_len > 0 && o.device == Device::kCpu) {
     n.activations =
