@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <omp.h>
 #include <spdlog/spdlog.h>
 
 #include "comm/self_communicator.h"
@@ -283,7 +284,11 @@ void Engine::begin_overlapped_update() {
   overlap_lr_ = options_.schedule.next_lr();
   const double lr = overlap_lr_;
   const std::optional<optim::Betas> betas = options_.schedule.betas_at(step);
-  offload_->begin_overlap([this, step, lr, betas](int u, const float* grad) {
+  // The worker is not an OpenMP thread of this one: it gets this thread's team size (the rank's
+  // share of the cores), not the process default.
+  const int threads = omp_get_max_threads();
+  offload_->begin_overlap([this, step, lr, betas, threads](int u, const float* grad) {
+    omp_set_num_threads(threads);
     const OptimizerStateStore::RamState st = state_->ram_state(u);
     const size_t n = static_cast<size_t>(partition_numel(u));
     float* keep = rollback_.data() + rollback_offset_[static_cast<size_t>(u)];
