@@ -5,9 +5,12 @@
 // and outputs are token ids. `--chat MESSAGE` renders one user turn through the tokenizer's chat
 // template with the generation prompt, as transformers' apply_chat_template(messages,
 // add_generation_prompt=True), prints the reply alone and stops at the template's end of turn.
-// `--device cuda` runs the forwards on the GPU's model (runtime/device_generator.h: a whole forward
-// per token, no key/value cache yet); sampling stays on the host either way.
+// `--device cuda` runs the forwards on the GPU's model (runtime/device_generator.h) through its
+// key/value cache (--no_kv_cache: a whole forward per token); sampling stays on the host either
+// way. The speed goes to stderr at the end: new tokens per second, and the first token's latency
+// (the prompt's prefill) apart from the decode steps after it.
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -41,6 +44,7 @@ struct GenerateArgs {
   runtime::SamplingOptions sampling;
   bool ignore_eos = false;
   std::string device = "cpu";
+  bool no_kv_cache = false;
 };
 
 // Where generated tokens go: decoded text (tokenizer), raw bytes (byte-level) or ids.
@@ -48,10 +52,14 @@ struct Printer {
   bool bytes = false;
   std::optional<text::StreamDecoder> stream;
   Status status;  // the first decode error
+  // The speed report: when generation started, when the first new token came, how many came.
+  std::chrono::steady_clock::time_point start, first;
+  int64_t new_tokens = 0;
 };
 
 void print_token(int32_t token, void* ctx) {
   Printer& p = *static_cast<Printer*>(ctx);
+  if (p.new_tokens++ == 0) p.first = std::chrono::steady_clock::now();
   if (p.stream) {
     auto piece = p.stream->push(token);
     if (!piece.ok()) {
@@ -237,8 +245,12 @@ int run_generate(GenerateArgs& a) {
       return 1;
     }
     on_device = std::move(*g);
-    std::fprintf(stderr, "zero generate: on %s; a whole forward per token (no key/value cache)\n",
-                 probe_cuda().description.c_str());
+    std::fprintf(stderr, "zero generate: on %s; %s\n", probe_cuda().description.c_str(),
+                 a.no_kv_cache ? "a whole forward per token (--no_kv_cache)"
+                               : "a key/value cache on the GPU");
+  } else if (a.no_kv_cache) {
+    std::fprintf(stderr, "error: --no_kv_cache is for --device cuda (the CPU always caches)\n");
+    return 2;
   }
   if (a.has_chat) {
     // The reply alone: the rendered template is not echoed.
@@ -248,15 +260,47 @@ int run_generate(GenerateArgs& a) {
     for (int32_t t : tokens) std::printf(" %d", t);
   }
   std::fflush(stdout);
-  const bool stopped = on_device ? on_device->generate(tokens, a.sampling, print_token, &printer)
-                                 : runtime::generate((*engine)->model(), (*engine)->params(),
-                                                     tokens, a.sampling, print_token, &printer);
+  const int64_t prompt_tokens = static_cast<int64_t>(tokens.size());
+  printer.start = std::chrono::steady_clock::now();
+  bool stopped = false;
+  if (on_device) {
+    const auto decoding = a.no_kv_cache ? runtime::DeviceGenerator::Decoding::kRecompute
+                                        : runtime::DeviceGenerator::Decoding::kCached;
+    auto done = on_device->generate(tokens, a.sampling, decoding, print_token, &printer);
+    if (!done.ok()) {
+      std::fprintf(stderr, "\nerror: --device %s: %s\n", a.device.c_str(),
+                   done.status().message().c_str());
+      return 1;
+    }
+    stopped = *done;
+  } else {
+    stopped = runtime::generate((*engine)->model(), (*engine)->params(), tokens, a.sampling,
+                                print_token, &printer);
+  }
+  const auto end = std::chrono::steady_clock::now();
   if (printer.stream && printer.status.ok()) {
     auto rest = printer.stream->flush();
     if (rest.ok()) std::fwrite(rest->data(), 1, rest->size(), stdout);
     if (!rest.ok()) printer.status = rest.status();
   }
   std::printf("\n");
+  // Why: the speed line goes to stderr after the output's last line, also when both are one pipe.
+  std::fflush(stdout);
+  if (printer.new_tokens > 0) {
+    using Seconds = std::chrono::duration<double>;
+    const double total_s = Seconds(end - printer.start).count();
+    const double first_s = Seconds(printer.first - printer.start).count();
+    const double after_s = total_s - first_s;
+    std::fprintf(stderr,
+                 "zero generate: %lld new tokens in %.3f s, %.1f tokens/s (the first after %.3f s "
+                 "with the %lld-token prompt, then %.1f tokens/s)\n",
+                 static_cast<long long>(printer.new_tokens), total_s,
+                 static_cast<double>(printer.new_tokens) / total_s, first_s,
+                 static_cast<long long>(prompt_tokens),
+                 printer.new_tokens > 1 && after_s > 0
+                     ? static_cast<double>(printer.new_tokens - 1) / after_s
+                     : 0.0);
+  }
   if (!printer.status.ok()) {
     std::fprintf(stderr, "error: decoding the output: %s\n", printer.status.message().c_str());
     return 1;
@@ -274,9 +318,9 @@ void add_generate_command(CLI::App& app, int& exit_code) {
   auto a = std::make_shared<GenerateArgs>();
   CLI::App* g = app.add_subcommand(
       "generate",
-      "sample text from a trained model (through a key/value cache on the CPU; --device cuda "
-      "recomputes a whole forward per token; past the model's context length, at most 4096 "
-      "positions, the oldest half of the context is dropped)");
+      "sample text from a trained model (through a key/value cache, on the CPU or with --device "
+      "cuda on the GPU; past the model's context length, at most 4096 positions, the oldest half "
+      "of the context is dropped and the newest half re-read)");
   g->add_option("--model", a->model, "HF model directory (e.g. OUTPUT_DIR/final) or preset:NAME")
       ->required();
   CLI::Option* prompt =
@@ -301,12 +345,20 @@ void add_generate_command(CLI::App& app, int& exit_code) {
                 "at least p (default 1 = off)")
       ->check(real_at_least(0, /*exclusive=*/true, 1));
   g->add_option("--seed", a->sampling.seed, "sampling seed (default 1)")->check(int_at_least(0));
+  g->add_option("--context_limit,--context-limit", a->sampling.context_limit,
+                "positions of context kept (the key/value cache's size); when full, the oldest "
+                "half is dropped and the rest re-read (default 0: max_position_embeddings, at "
+                "most 4096; never more than max_position_embeddings)")
+      ->check(int_at_least(0));
   g->add_flag("--ignore_eos,--ignore-eos", a->ignore_eos,
               "keep generating past the model's end-of-sequence token");
   g->add_option("--device", a->device,
-                "cpu (default: key/value cache) | cuda: the forwards on the GPU, a whole forward "
-                "over the window per new token (no key/value cache yet); same tokens as the CPU "
-                "for the same seed and settings, up to float ties");
+                "cpu (default) | cuda: the forwards on the GPU, through a key/value cache in GPU "
+                "memory; same tokens as the CPU for the same seed and settings, up to float "
+                "ties");
+  g->add_flag("--no_kv_cache,--no-kv-cache", a->no_kv_cache,
+              "with --device cuda: a whole forward over the window per new token instead of the "
+              "key/value cache (the baseline the cache's speed is compared with)");
   g->callback([a, prompt, prompt_tokens, chat, &exit_code] {
     a->has_prompt = prompt->count() > 0;
     a->has_prompt_tokens = prompt_tokens->count() > 0;

@@ -5,8 +5,11 @@
 
 #include <chrono>
 #include <climits>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
+#include <mutex>
 #include <thread>
 
 #include <mpi.h>
@@ -108,6 +111,60 @@ StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::create(Communicato
   return comm;
 }
 
+namespace {
+
+// One ncclCommInitRank call run on its own thread, shared with the thread that waits for it.
+struct InitRendezvous {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;       // the call returned (result, comm set)
+  bool abandoned = false;  // the waiter gave up: the thread disposes of a late communicator
+  ncclResult_t result = ncclSuccess;
+  ncclComm_t comm = nullptr;
+};
+
+}  // namespace
+
+StatusOr<ncclComm_t> NcclCommunicator::init_rank_with_deadline(const ncclUniqueId& id) {
+  // ncclCommInitRank blocks until every rank joined, with no timeout of its own (its non-blocking
+  // form turns every later call non-blocking too): it runs on a helper thread and this one waits
+  // up to the communicator's timeout. A rank that gives up leaves the thread behind, detached; a
+  // peer arriving late may still complete the rendezvous, and the thread then destroys the
+  // communicator nobody waits for (the job is ending: the caller fails and aborts it).
+  auto r = std::make_shared<InitRendezvous>();
+  std::thread([r, id, device = device_, world = world_size_, rank = rank_] {
+    cudaSetDevice(device);  // NCCL binds the communicator to the calling thread's device
+    ncclComm_t comm = nullptr;
+    const ncclResult_t result = ncclCommInitRank(&comm, world, id, rank);
+    std::lock_guard<std::mutex> lock(r->mu);
+    if (r->abandoned) {
+      if (result == ncclSuccess) ncclCommAbort(comm);
+      return;
+    }
+    r->done = true;
+    r->result = result;
+    r->comm = comm;
+    r->cv.notify_all();
+  }).detach();
+  std::unique_lock<std::mutex> lock(r->mu);
+  const int64_t timeout_ms = timeout_ms_.load();
+  if (!r->cv.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return r->done; })) {
+    r->abandoned = true;
+    return Status(
+        StatusCode::kDeadlineExceeded,
+        fmt::format("rank {} (GPU {}): NCCL communicator setup (ncclCommInitRank) did not finish "
+                    "within {} ms; all {} ranks had exchanged the NCCL id over MPI just before, so "
+                    "either a rank died or hung since, or NCCL cannot connect the ranks (run with "
+                    "NCCL_DEBUG=INFO; across hosts check NCCL_SOCKET_IFNAME and the firewall)",
+                    rank_, device_, timeout_ms, world_size_));
+  }
+  if (r->result != ncclSuccess) {
+    return internal_error("rank {} (GPU {}): ncclCommInitRank: {}", rank_, device_,
+                          ncclGetErrorString(r->result));
+  }
+  return r->comm;
+}
+
 Status NcclCommunicator::init(Communicator& bootstrap) {
   rank_ = bootstrap.rank();
   world_size_ = bootstrap.world_size();
@@ -119,7 +176,7 @@ Status NcclCommunicator::init(Communicator& bootstrap) {
   device_ = local_rank_ % device_count;
   CUDA_CHECK(cudaSetDevice(device_));
   ZERO_ASSIGN_OR_RETURN(ncclUniqueId id, exchange_nccl_id(bootstrap));
-  NCCL_CHECK(ncclCommInitRank(&comm_, world_size_, id, rank_));
+  ZERO_ASSIGN_OR_RETURN(comm_, init_rank_with_deadline(id));
   CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   CUDA_CHECK(cudaMalloc(&barrier_scratch_, sizeof(float)));
   // On the communicator's own stream: a legacy-stream memset would not order against it.

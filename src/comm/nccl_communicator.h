@@ -60,6 +60,9 @@ class NcclCommunicator final : public Communicator {
  private:
   NcclCommunicator() = default;
   Status init(Communicator& bootstrap);
+  // ncclCommInitRank on device_, bounded by timeout_ms_: a rank that never joins is a
+  // kDeadlineExceeded naming this rank, its GPU and the likely causes, not a hang.
+  StatusOr<ncclComm_t> init_rank_with_deadline(const ncclUniqueId& id);
   // Records an event after the last enqueued call and wraps it in a handle.
   CommHandle finish(CommKind kind, ncclResult_t result, const char* call);
 

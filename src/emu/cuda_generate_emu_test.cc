@@ -1,7 +1,9 @@
 // `zero generate --device cuda` without a GPU: runtime::DeviceGenerator with the CUDA model and the
-// CUDA backend on the CPU emulator (docs/emu.md) — a whole forward per token, weights copied once —
-// gives the tokens of the CPU model through its key/value cache (runtime::generate), greedy and
-// sampled with the same seed, on tiny presets with random initialisation (fixed seed). Built into
+// CUDA backend on the CPU emulator (docs/emu.md) — through the GPU's key/value cache
+// (model::CudaKvDecoder) and through a whole forward per token (--no_kv_cache), weights copied
+// once — gives the tokens of the CPU model through its key/value cache (runtime::generate), greedy
+// and sampled with the same seed, also when the context fills up (the oldest half dropped, the
+// newest re-read), on tiny presets with random initialisation (fixed seed). Built into
 // cuda_engine_emu_test (the same emulated CUDA sources).
 #include <gtest/gtest.h>
 
@@ -40,17 +42,29 @@ TEST_P(CudaGenerateOnEmulator, TokensAreTheCpuModels) {
   SamplingOptions sampled = greedy;
   sampled.temperature = 1.0;
   sampled.seed = 5;
+  // A context of 7 positions for a prompt of 4 and 9 new tokens: the window fills after 3, then
+  // its newest 3 are re-read (prefilled) and it fills again.
+  SamplingOptions filling = sampled;
+  filling.context_limit = 7;
+  filling.max_new_tokens = 9;
   const std::vector<int32_t> prompt = {3, 14, 15, 92};
   auto gpu = DeviceGenerator::create(Device::kCuda, o.model_config, (*engine)->params());
   ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
   ASSERT_EQ((*gpu)->model().device(), Device::kCuda);
-  for (const SamplingOptions& s : {greedy, sampled}) {
+  using Decoding = DeviceGenerator::Decoding;
+  for (const SamplingOptions& s : {greedy, sampled, filling}) {
     std::vector<int32_t> want = prompt;
     generate((*engine)->model(), (*engine)->params(), want, s);
-    ASSERT_EQ(want.size(), prompt.size() + 6);
-    std::vector<int32_t> got = prompt;
-    EXPECT_FALSE((*gpu)->generate(got, s));
-    EXPECT_EQ(got, want) << "temperature " << s.temperature;
+    ASSERT_EQ(want.size(), prompt.size() + static_cast<size_t>(s.max_new_tokens));
+    for (Decoding decoding : {Decoding::kCached, Decoding::kRecompute}) {
+      std::vector<int32_t> got = prompt;
+      auto stopped = (*gpu)->generate(got, s, decoding);
+      ASSERT_TRUE(stopped.ok()) << stopped.status().to_string();
+      EXPECT_FALSE(*stopped);
+      EXPECT_EQ(got, want) << "temperature " << s.temperature << ", context limit "
+                           << s.context_limit << ", "
+                           << (decoding == Decoding::kCached ? "cached" : "recomputed");
+    }
   }
   EXPECT_GT((*gpu)->device_bytes(), 0);
 }

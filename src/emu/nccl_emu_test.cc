@@ -15,12 +15,14 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstring>
 #include <functional>
 #include <future>
 #include <random>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -332,6 +334,40 @@ TEST(NcclEmuFaults, PeerThatNeverArrivesIsADeadlineError) {
     ASSERT_EQ(cudaFree(dev), cudaSuccess);
   });
   EXPECT_EQ(deadline_errors.load(), 1);
+}
+
+// Rank 1 exchanges the NCCL id but does not join ncclCommInitRank until rank 0 gave up: rank 0's
+// setup ends with kDeadlineExceeded after its timeout, naming it and its GPU (not a hang in
+// ncclCommInitRank, which has no timeout of its own). Rank 1 joining late completes the
+// rendezvous with rank 0's abandoned call, whose thread aborts the communicator nobody waits for.
+TEST(NcclEmuFaults, RankThatNeverJoinsSetupIsADeadlineError) {
+  std::atomic<bool> rank0_gave_up{false};
+  ThreadCommunicator::run(2, [&](Communicator& threads) {
+    ASSERT_EQ(cudaSetDevice(threads.rank()), cudaSuccess);
+    if (threads.rank() == 0) {
+      const auto t0 = std::chrono::steady_clock::now();
+      auto nccl = NcclCommunicator::create(threads, /*timeout_ms=*/200);
+      const double waited_ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      ASSERT_FALSE(nccl.ok());
+      EXPECT_EQ(nccl.status().code(), StatusCode::kDeadlineExceeded);
+      EXPECT_NE(nccl.status().to_string().find(
+                    "rank 0 (GPU 0): NCCL communicator setup (ncclCommInitRank) did not finish "
+                    "within 200 ms"),
+                std::string::npos)
+          << nccl.status().to_string();
+      EXPECT_GE(waited_ms, 200.0);
+      EXPECT_LT(waited_ms, 20000.0);
+      rank0_gave_up = true;
+    } else {
+      StatusOr<ncclUniqueId> id = exchange_nccl_id(threads);
+      ASSERT_TRUE(id.ok()) << id.status().to_string();
+      while (!rank0_gave_up) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      ncclComm_t comm = nullptr;
+      ASSERT_EQ(ncclCommInitRank(&comm, 2, *id, 1), ncclSuccess);
+      EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
+    }
+  });
 }
 
 // Ranks that call different collectives get NCCL's asynchronous error on every rank (here

@@ -1,8 +1,9 @@
 // CudaTransformer: Transformer's orchestration over units (transformer.cc, block_forward.cc,
 // gpt2_block.cc, llama_block.cc), step for step, with the CUDA kernels on one stream. All values
-// are fp32 on the device; 16-bit units are widened exactly into model-owned fp32 buffers, as the
-// CPU model widens them on the host. Legend: N = B*T rows, C hidden, F intermediate, V vocab, Hq /
-// Hkv heads, D head dim.
+// are fp32 on the device except a 16-bit model's GEMM operands (autocast-style: the weights as
+// stored, activations and output gradients rounded into 16-bit copies); its small parameters are
+// widened exactly into model-owned fp32 buffers. Legend: N = B*T rows, C hidden, F intermediate, V
+// vocab, Hq / Hkv heads, D head dim.
 #include "model/cuda_transformer.h"
 
 #include <cuda_runtime.h>
@@ -53,27 +54,29 @@ class Carver {
 
 }  // namespace
 
-// RAII acquire of one unit as fp32 device values (AcquiredUnit's device twin).
+// RAII acquire of one unit as the kernels read it (AcquiredUnit's device twin).
 class CudaTransformer::AcquiredDeviceUnit {
  public:
-  AcquiredDeviceUnit(ParamAccess& params, int u, DeviceWiden& buffer, cudaStream_t stream)
-      : params_(params), unit_(u), values_(buffer.widen(params.acquire(u), stream)) {}
+  AcquiredDeviceUnit(ParamAccess& params, int u, const UnitSpec& spec, DeviceWiden& buffer,
+                     cudaStream_t stream)
+      : params_(params), unit_(u), values_(buffer.widen(params.acquire(u), spec, stream)) {}
   ~AcquiredDeviceUnit() { release(); }
   AcquiredDeviceUnit(const AcquiredDeviceUnit&) = delete;
   AcquiredDeviceUnit& operator=(const AcquiredDeviceUnit&) = delete;
 
-  operator const float*() const { return values_; }  // NOLINT: reads as the pointer it replaces
+  const DeviceUnit& operator*() const { return values_; }
+  const DeviceUnit* operator->() const { return &values_; }
   // Releases the unit now; the kernels reading it are enqueued (see the stream contract).
   void release() {
-    if (values_ == nullptr) return;
-    values_ = nullptr;
+    if (values_.data == nullptr) return;
+    values_.data = nullptr;
     params_.release(unit_);
   }
 
  private:
   ParamAccess& params_;
   int unit_;
-  const float* values_;
+  DeviceUnit values_;
 };
 
 StatusOr<std::unique_ptr<CudaTransformer>> CudaTransformer::create(const ModelConfig& config,
@@ -101,11 +104,18 @@ CudaTransformer::~CudaTransformer() {
 
 int64_t CudaTransformer::buffer_bytes() const {
   const Buffers& b = *buffers_;
-  return static_cast<int64_t>(b.slab_bytes) + b.widened_embedding.bytes() + b.widened_unit.bytes();
+  return static_cast<int64_t>(b.slab_bytes) + b.widened_embedding.bytes() + b.widened_unit.bytes() +
+         b.attention16.bytes();
 }
 
+namespace {
+
+int64_t round_up_8(int64_t n) { return (n + 7) / 8 * 8; }
+
+}  // namespace
+
 size_t CudaTransformer::carve_slab(const ModelConfig& c, const CudaTransformerOptions& options,
-                                   int64_t B, int64_t T, Buffers& bf, char* base) {
+                                   int64_t B, int64_t T, DType dtype, Buffers& bf, char* base) {
   const int64_t N = B * T, C = c.hidden_size, F = c.intermediate_size, V = c.vocab_size;
   const int64_t D = c.head_dim(), Hq = c.num_heads, Hkv = c.num_kv_heads;
   const bool gpt2 = c.arch == Arch::kGpt2;
@@ -164,14 +174,23 @@ size_t CudaTransformer::carve_slab(const ModelConfig& c, const CudaTransformerOp
   bf.rope_cos = gpt2 ? nullptr : f(T * (D / 2));
   bf.rope_sin = gpt2 ? nullptr : f(T * (D / 2));
   bf.kernel_scratch = cv.take<char>(static_cast<int64_t>(bf.kernel_scratch_bytes));
+  bf.x16 = bf.dout16 = nullptr;
+  if (dtype != DType::kF32) {
+    // The GEMM operand copies (dense_forward / dense_backward): the widest input and the widest
+    // output, the LM head's (N, V) gradient included.
+    const int64_t widest_in = std::max({C, F, Hq * D});
+    const int64_t widest_out = std::max({V, F, C, gpt2 ? 3 * C : Hq * D});
+    bf.x16 = cv.take<uint16_t>(N * round_up_8(widest_in));
+    bf.dout16 = cv.take<uint16_t>(N * round_up_8(widest_out));
+  }
   return cv.bytes();
 }
 
 int64_t CudaTransformer::activation_bytes(const ModelConfig& config,
                                           const CudaTransformerOptions& options, int64_t B,
-                                          int64_t T) {
+                                          int64_t T, DType dtype) {
   Buffers sizing;
-  return static_cast<int64_t>(carve_slab(config, options, B, T, sizing, nullptr));
+  return static_cast<int64_t>(carve_slab(config, options, B, T, dtype, sizing, nullptr));
 }
 
 int64_t CudaTransformer::widen_bytes(const ModelConfig& config, DType dtype) {
@@ -180,9 +199,19 @@ int64_t CudaTransformer::widen_bytes(const ModelConfig& config, DType dtype) {
   const int emb = layout.embedding_unit();
   int64_t largest_other = 0;
   for (int u = 0; u < layout.num_units(); ++u) {
-    if (u != emb) largest_other = std::max(largest_other, layout.unit(u).numel);
+    if (u != emb) largest_other = std::max(largest_other, widened_numel(layout.unit(u)));
   }
-  return (layout.unit(emb).numel + largest_other) * static_cast<int64_t>(sizeof(float));
+  return (widened_numel(layout.unit(emb)) + largest_other) * static_cast<int64_t>(sizeof(float));
+}
+
+int64_t CudaTransformer::attention16_bytes(const ModelConfig& config, DType dtype, int64_t B,
+                                           int64_t T) {
+  if (dtype == DType::kF32) return 0;
+  // The backward's set, the larger: q, dout, dq (N, Hq*D) and k, v, dk, dv (N, Hkv*D), each
+  // rounded up to 256 bytes as attention16_views carves them.
+  const int64_t N = B * T, D = config.head_dim();
+  auto rounded = [](int64_t n) { return (n * 2 + 255) / 256 * 256; };
+  return 3 * rounded(N * config.num_heads * D) + 4 * rounded(N * config.num_kv_heads * D);
 }
 
 int64_t CudaTransformer::host_checkpoint_bytes(const ModelConfig& config,
@@ -199,12 +228,13 @@ float* CudaTransformer::residual_at(int64_t l) const {
   return bf.host_checkpoints->device_input(static_cast<int>(l));
 }
 
-void CudaTransformer::ensure_buffers(int64_t B, int64_t T) {
-  if (B == B_ && T == T_) return;
+void CudaTransformer::ensure_buffers(int64_t B, int64_t T, DType dtype) {
+  if (B == B_ && T == T_ && dtype == dtype_) return;
   const ModelConfig& c = layout_.config();
   Buffers& bf = *buffers_;
   B_ = B;
   T_ = T;
+  dtype_ = dtype;
   if (bf.slab != nullptr) {
     // Why the free's device sync is harmless: the batch shape changes rarely (eval, the last
     // batch). The side stream's copies out of the ring slots are waited for by name: a forward
@@ -213,9 +243,9 @@ void CudaTransformer::ensure_buffers(int64_t B, int64_t T) {
     CUDA_ABORT_IF_ERROR(cudaFree(bf.slab));
     bf.slab = nullptr;
   }
-  bf.slab_bytes = carve_slab(c, options_, B, T, bf, nullptr);
+  bf.slab_bytes = carve_slab(c, options_, B, T, dtype, bf, nullptr);
   CUDA_ABORT_IF_ERROR(cudaMalloc(&bf.slab, bf.slab_bytes));
-  carve_slab(c, options_, B, T, bf, bf.slab);
+  carve_slab(c, options_, B, T, dtype, bf, bf.slab);
   if (bf.host_checkpoints != nullptr) {
     std::array<float*, CudaHostCheckpoints::kDeviceSlots> slots{};
     for (size_t i = 0; i < slots.size(); ++i) slots[i] = bf.residual[i];
@@ -269,60 +299,61 @@ float CudaTransformer::forward(ParamAccess& params, const int32_t* tokens, const
   const ModelConfig& c = layout_.config();
   ZERO_CHECK(T >= 1 && (c.arch != Arch::kGpt2 || T <= c.max_position_embeddings),
              "sequence length ", T, " exceeds max_position_embeddings ", c.max_position_embeddings);
-  ensure_buffers(B, T);
-  upload_batch(tokens, targets);
   Buffers& bf = *buffers_;
   const int64_t N = B * T, C = c.hidden_size, V = c.vocab_size;
 
-  // Embedding unit.
+  // Embedding unit (its dtype, the model's, sizes the slab).
   const int emb = layout_.embedding_unit();
   {
-    const UnitSpec& u = layout_.unit(emb);
-    AcquiredDeviceUnit w(params, emb, bf.widened_embedding, stream_);
-    const ParamSpec* wpe = u.find(ParamKind::kPositionEmbedding);
+    AcquiredDeviceUnit w(params, emb, layout_.unit(emb), bf.widened_embedding, stream_);
+    ensure_buffers(B, T, w->dtype);
+    upload_batch(tokens, targets);
     CudaHostCheckpoints* host = bf.host_checkpoints.get();
     if (host != nullptr) host->await_copies(0, stream_);
-    kc::encoder_forward<float>(residual_at(0), bf.tokens,
-                               w + u.param(ParamKind::kTokenEmbedding).offset,
-                               wpe ? w + wpe->offset : nullptr, B, T, C, V, stream_);
+    if (w->dtype == DType::kF32) {
+      kc::encoder_forward<float>(residual_at(0), bf.tokens, w->f32(ParamKind::kTokenEmbedding),
+                                 w->f32_opt(ParamKind::kPositionEmbedding), B, T, C, V, stream_);
+    } else {
+      cuda_glue::embed_16(residual_at(0), bf.tokens, w->stored(ParamKind::kTokenEmbedding),
+                          w->stored_opt(ParamKind::kPositionEmbedding), w->dtype, B, T, C, V,
+                          stream_);
+    }
     if (host != nullptr) host->save(0, stream_);
   }
 
   // Blocks. With host checkpoints, block l's output overwrites the ring slot of block l - 1's
   // input once that input's copy out has run, and is copied out as soon as it is enqueued.
   for (int l = 0; l < c.num_layers; ++l) {
-    AcquiredDeviceUnit w(params, layout_.block_unit(l), bf.widened_unit, stream_);
+    const int unit = layout_.block_unit(l);
+    AcquiredDeviceUnit w(params, unit, layout_.unit(unit), bf.widened_unit, stream_);
+    check_dtype(*w);
     BlockActs& a = bf.acts[options_.activation_checkpointing ? 0 : static_cast<size_t>(l)];
     CudaHostCheckpoints* host = l + 1 < c.num_layers ? bf.host_checkpoints.get() : nullptr;
     if (host != nullptr) host->await_copies(l + 1, stream_);
-    block_forward(l, w, residual_at(l), residual_at(l + 1), a);
+    block_forward(l, *w, residual_at(l), residual_at(l + 1), a);
     if (host != nullptr) host->save(l + 1, stream_);
   }
 
   // Final norm + head (the tied head reads the embedding unit).
   const int fin = layout_.final_unit();
   const UnitSpec& fu = layout_.unit(fin);
-  AcquiredDeviceUnit fw(params, fin, bf.widened_unit, stream_);
+  AcquiredDeviceUnit fw(params, fin, fu, bf.widened_unit, stream_);
+  check_dtype(*fw);
   const float eps = static_cast<float>(c.norm_eps);
   const float* xL = residual_at(c.num_layers);
   if (c.arch == Arch::kGpt2) {
     kc::layernorm_forward<float>(bf.final_norm, bf.final_mean, bf.final_rstd, xL,
-                                 fw + fu.param(ParamKind::kFinalNormWeight).offset,
-                                 fw + fu.param(ParamKind::kFinalNormBias).offset, N, C, eps,
-                                 stream_);
+                                 fw->f32(ParamKind::kFinalNormWeight),
+                                 fw->f32(ParamKind::kFinalNormBias), N, C, eps, stream_);
   } else {
     kc::rmsnorm_forward<float>(bf.final_norm, bf.final_rstd, xL,
-                               fw + fu.param(ParamKind::kFinalNormWeight).offset, N, C, eps,
-                               stream_);
+                               fw->f32(ParamKind::kFinalNormWeight), N, C, eps, stream_);
   }
-  if (const ParamSpec* lm = fu.find(ParamKind::kLmHead)) {
-    kc::matmul_forward<float>(*bf.matmul, bf.logits, bf.final_norm, fw + lm->offset, nullptr, N, C,
-                              V, stream_);
+  if (fu.find(ParamKind::kLmHead) != nullptr) {
+    dense_forward(bf.logits, bf.final_norm, *fw, ParamKind::kLmHead, nullptr, N, C, V);
   } else {
-    AcquiredDeviceUnit ew(params, emb, bf.widened_embedding, stream_);
-    const float* head = ew + layout_.unit(emb).param(ParamKind::kTokenEmbedding).offset;
-    kc::matmul_forward<float>(*bf.matmul, bf.logits, bf.final_norm, head, nullptr, N, C, V,
-                              stream_);
+    AcquiredDeviceUnit ew(params, emb, layout_.unit(emb), bf.widened_embedding, stream_);
+    dense_forward(bf.logits, bf.final_norm, *ew, ParamKind::kTokenEmbedding, nullptr, N, C, V);
   }
   fw.release();
 
@@ -354,18 +385,21 @@ void CudaTransformer::backward(ParamAccess& params, GradSink& grads, float dloss
   const int emb = layout_.embedding_unit();
   const int fin = layout_.final_unit();
   const UnitSpec& fu = layout_.unit(fin);
-  AcquiredDeviceUnit fw(params, fin, bf.widened_unit, stream_);
+  AcquiredDeviceUnit fw(params, fin, fu, bf.widened_unit, stream_);
+  check_dtype(*fw);
   float* fdw = grads.grad_buffer(fin);
   float* dnorm = bf.dresidual_b;
   CUDA_ABORT_IF_ERROR(cudaMemsetAsync(dnorm, 0, nc_bytes, stream_));
   if (const ParamSpec* lm = fu.find(ParamKind::kLmHead)) {
-    kc::matmul_backward<float>(*bf.matmul, dnorm, fdw + lm->offset, nullptr, bf.logits,
-                               bf.final_norm, fw + lm->offset, N, C, V, stream_);
+    dense_backward(dnorm, fdw + lm->offset, nullptr, bf.logits, bf.final_norm, *fw,
+                   ParamKind::kLmHead, N, C, V);
   } else {
-    AcquiredDeviceUnit ew(params, emb, bf.widened_embedding, stream_);
-    const int64_t off = layout_.unit(emb).param(ParamKind::kTokenEmbedding).offset;
-    kc::matmul_backward<float>(*bf.matmul, dnorm, grads.grad_buffer(emb) + off, nullptr, bf.logits,
-                               bf.final_norm, ew + off, N, C, V, stream_);
+    const UnitSpec& eu = layout_.unit(emb);
+    AcquiredDeviceUnit ew(params, emb, eu, bf.widened_embedding, stream_);
+    check_dtype(*ew);
+    const int64_t off = eu.param(ParamKind::kTokenEmbedding).offset;
+    dense_backward(dnorm, grads.grad_buffer(emb) + off, nullptr, bf.logits, bf.final_norm, *ew,
+                   ParamKind::kTokenEmbedding, N, C, V);
   }
   float* dx = bf.dresidual_a;
   CUDA_ABORT_IF_ERROR(cudaMemsetAsync(dx, 0, nc_bytes, stream_));
@@ -373,12 +407,13 @@ void CudaTransformer::backward(ParamAccess& params, GradSink& grads, float dloss
   const int64_t wn = fu.param(ParamKind::kFinalNormWeight).offset;
   if (c.arch == Arch::kGpt2) {
     const int64_t bn = fu.param(ParamKind::kFinalNormBias).offset;
-    kc::layernorm_backward<float>(dx, fdw + wn, fdw + bn, dnorm, xL, fw + wn, bf.final_mean,
-                                  bf.final_rstd, N, C, bf.kernel_scratch, bf.kernel_scratch_bytes,
-                                  stream_);
+    kc::layernorm_backward<float>(
+        dx, fdw + wn, fdw + bn, dnorm, xL, fw->f32(ParamKind::kFinalNormWeight), bf.final_mean,
+        bf.final_rstd, N, C, bf.kernel_scratch, bf.kernel_scratch_bytes, stream_);
   } else {
-    kc::rmsnorm_backward<float>(dx, fdw + wn, dnorm, xL, fw + wn, bf.final_rstd, N, C,
-                                bf.kernel_scratch, bf.kernel_scratch_bytes, stream_);
+    kc::rmsnorm_backward<float>(dx, fdw + wn, dnorm, xL, fw->f32(ParamKind::kFinalNormWeight),
+                                bf.final_rstd, N, C, bf.kernel_scratch, bf.kernel_scratch_bytes,
+                                stream_);
   }
   fw.release();
   grads.grad_ready(fin);
@@ -391,7 +426,9 @@ void CudaTransformer::backward(ParamAccess& params, GradSink& grads, float dloss
   if (host != nullptr) host->fetch(static_cast<int>(c.num_layers) - 1, stream_);
   for (int l = static_cast<int>(c.num_layers) - 1; l >= 0; --l) {
     const int unit = layout_.block_unit(l);
-    AcquiredDeviceUnit w(params, unit, bf.widened_unit, stream_);
+    const UnitSpec& u = layout_.unit(unit);
+    AcquiredDeviceUnit w(params, unit, u, bf.widened_unit, stream_);
+    check_dtype(*w);
     float* dw = grads.grad_buffer(unit);
     BlockActs& a = bf.acts[options_.activation_checkpointing ? 0 : static_cast<size_t>(l)];
     if (host != nullptr) {
@@ -401,13 +438,12 @@ void CudaTransformer::backward(ParamAccess& params, GradSink& grads, float dloss
     const float* x = residual_at(l);
     if (options_.activation_checkpointing) {
       // Recompute this block's activations from its saved input; the output goes to scratch.
-      block_forward(l, w, x, dnext, a);
+      block_forward(l, *w, x, dnext, a);
     }
-    const UnitSpec& u = layout_.unit(unit);
     if (c.arch == Arch::kGpt2) {
-      gpt2_block_backward(u, w, dw, x, dx, a);
+      gpt2_block_backward(*w, dw, x, dx, a);
     } else {
-      llama_block_backward(u, w, dw, x, dx, a);
+      llama_block_backward(*w, dw, x, dx, a);
     }
     w.release();
     grads.grad_ready(unit);
@@ -434,13 +470,49 @@ void CudaTransformer::logits_at(int64_t b, int64_t t, float* out) const {
   CUDA_ABORT_IF_ERROR(cudaStreamSynchronize(stream_));
 }
 
-void CudaTransformer::block_forward(int layer, const float* w, const float* x, float* out,
+void CudaTransformer::check_dtype(const DeviceUnit& w) const {
+  ZERO_CHECK(w.dtype == dtype_, "unit ", w.spec->name, " is ", dtype_name(w.dtype),
+             " but the embedding unit was ", dtype_name(dtype_));
+}
+
+// Training's attention: causal within each of the B_ sequences of T_ rows, keeping the logsumexp
+// (B, Hq, T) the backward recomputes the probabilities from; in the model's working dtype
+// (attention_forward).
+class CudaTransformer::BatchAttention final : public CudaBlockAttention {
+ public:
+  BatchAttention(CudaTransformer& model, float* lse) : model_(model), lse_(lse) {}
+  void forward(int layer, const float* q, const float* k, const float* v, float* y) override {
+    const ModelConfig& c = model_.layout_.config();
+    model_.attention_forward(layer, y, lse_, q, k, v, c.num_heads, c.num_kv_heads);
+  }
+
+ private:
+  CudaTransformer& model_;
+  float* lse_;
+};
+
+void CudaTransformer::block_forward(int layer, const DeviceUnit& w, const float* x, float* out,
                                     BlockActs& a) {
-  const UnitSpec& u = layout_.unit(layout_.block_unit(layer));
-  if (layout_.config().arch == Arch::kGpt2) {
-    gpt2_block_forward(u, w, x, out, a);
+  ZERO_CHECK(w.spec == &layout_.unit(layout_.block_unit(layer)), "block ", layer,
+             " got another unit");
+  const Buffers& bf = *buffers_;
+  const CudaForwardContext ctx{.config = layout_.config(),
+                               .B = B_,
+                               .T = T_,
+                               .rope_cos = bf.rope_cos,
+                               .rope_sin = bf.rope_sin,
+                               .x16 = bf.x16};
+  BatchAttention attention(*this, a.lse);
+  block_forward(ctx, w, x, out, a, attention);
+}
+
+void CudaTransformer::block_forward(const CudaForwardContext& ctx, const DeviceUnit& w,
+                                    const float* x, float* out, BlockActs& a,
+                                    CudaBlockAttention& attention) {
+  if (ctx.config.arch == Arch::kGpt2) {
+    gpt2_block_forward(ctx, w, x, out, a, attention);
   } else {
-    llama_block_forward(u, w, x, out, a);
+    llama_block_forward(ctx, w, x, out, a, attention);
   }
 }
 

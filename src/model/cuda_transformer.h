@@ -15,8 +15,10 @@
 #include <cstdint>
 #include <memory>
 
+#include "core/dtype.h"
 #include "core/status.h"
 #include "core/tensor.h"
+#include "model/cuda_block_forward.h"
 #include "model/model.h"
 #include "model/param_access.h"
 #include "model/param_layout.h"
@@ -32,6 +34,8 @@ struct CudaTransformerOptions {
   // last block's output. Bitwise the same results; ignored without activation_checkpointing.
   bool checkpoints_in_host_memory = false;
 };
+
+class CudaKvDecoder;
 
 class CudaTransformer final : public Model {
  public:
@@ -50,27 +54,37 @@ class CudaTransformer final : public Model {
   cudaStream_t stream() const { return stream_; }
 
   // Device bytes of the activation, gradient-scratch and kernel-scratch slab a forward/backward of
-  // (B, T) allocates, for memory planning before anything is allocated (cpu_checkpointing makes it
-  // smaller). Not included: the fp32 buffers 16-bit units are widened into (widen_bytes) and the
-  // MatmulContext's workspace (kernels::cuda::MatmulContext::kWorkspaceBytes). REQUIRES: a current
-  // device.
+  // (B, T) allocates for a model whose parameters are `dtype` (a 16-bit model adds its GEMM
+  // operand copies), for memory planning before anything is allocated (cpu_checkpointing makes it
+  // smaller). Not included: the fp32 buffers a 16-bit model's small parameters are widened into
+  // (widen_bytes) and the MatmulContext's workspace
+  // (kernels::cuda::MatmulContext::kWorkspaceBytes). REQUIRES: a current device.
   static int64_t activation_bytes(const ModelConfig& config, const CudaTransformerOptions& options,
-                                  int64_t B, int64_t T);
-  // Device bytes of the fp32 buffers the units of a `dtype` model are widened into (0 for fp32):
-  // the embedding unit's own and one grown to the largest other unit, each unit as the ParamAccess
-  // hands it over (`numel` elements; a ZeRO coordinator's padding adds at most its alignment).
+                                  int64_t B, int64_t T, DType dtype = DType::kF32);
+  // Device bytes of the fp32 buffers a `dtype` model widens its units' small parameters (norm
+  // weights, biases) into (0 for fp32; GEMM weights and embeddings are read as stored): the
+  // embedding unit's own and one grown to the largest other unit's.
   static int64_t widen_bytes(const ModelConfig& config, DType dtype);
+  // Device bytes of the 16-bit copies attention runs on in a bf16 / fp16 model (0 for fp32): q, k,
+  // v, the output and, in the backward, its gradient and dq, dk, dv (grown on first use).
+  static int64_t attention16_bytes(const ModelConfig& config, DType dtype, int64_t B, int64_t T);
   // Pinned host bytes of the block inputs under cpu_checkpointing (0 when it is off).
   static int64_t host_checkpoint_bytes(const ModelConfig& config,
                                        const CudaTransformerOptions& options, int64_t B, int64_t T);
-  // Device bytes of the slab the last forward allocated (activation_bytes of its shape; 0 before
-  // the first), plus the fp32 buffers 16-bit units were widened into (widen_bytes once every unit
-  // was acquired).
+  // Device bytes of the slab the last forward allocated (activation_bytes of its shape and dtype; 0
+  // before the first), plus the fp32 buffers 16-bit units' small parameters were widened into
+  // (widen_bytes once every unit was acquired) and attention's 16-bit copies (attention16_bytes
+  // after a backward).
   int64_t buffer_bytes() const override;
 
   // As Transformer::forward. Tokens and targets are host arrays (copied to the device); the
-  // parameters acquired must be device memory (ParamView::device == kCuda). With targets, waits
-  // for the stream to return the loss.
+  // parameters acquired must be device memory (ParamView::device == kCuda), all of one dtype. With
+  // targets, waits for the stream to return the loss.
+  // Precision: fp32 units run everything in fp32. bf16 / fp16 units run like torch.autocast: every
+  // GEMM (dense layers, LM head) takes 16-bit operands — the weights as stored, the activations and
+  // output gradients rounded to the dtype — with fp32 accumulation and fp32 outputs, and attention
+  // runs on 16-bit copies of q, k, v (attention_forward); norms, activations, residuals, the loss
+  // and all gradients stay fp32.
   float forward(ParamAccess& params, const int32_t* tokens, const int32_t* targets, int64_t B,
                 int64_t T) override;
   int64_t counted_targets() const override { return counted_targets_; }
@@ -81,16 +95,21 @@ class CudaTransformer final : public Model {
   void logits_at(int64_t b, int64_t t, float* out) const override;
 
  private:
+  // KV-cached decoding runs this model's block forward (block_forward below) over its cache, with
+  // the model's matmul context and widen buffers.
+  friend class CudaKvDecoder;
   struct Buffers;
   struct BlockActs;
+  struct DeviceUnit;
   class DeviceWiden;
   class AcquiredDeviceUnit;
+  class BatchAttention;
 
   CudaTransformer(const ModelConfig& config, CudaTransformerOptions options, cudaStream_t stream);
   // Points bf's arrays into the slab at `base` (null: only sizes it); returns the slab's bytes.
   static size_t carve_slab(const ModelConfig& config, const CudaTransformerOptions& options,
-                           int64_t B, int64_t T, Buffers& bf, char* base);
-  void ensure_buffers(int64_t B, int64_t T);
+                           int64_t B, int64_t T, DType dtype, Buffers& bf, char* base);
+  void ensure_buffers(int64_t B, int64_t T, DType dtype);
   // Block inputs live in host memory (cpu_checkpointing with activation checkpointing).
   static bool host_checkpointing(const CudaTransformerOptions& options) {
     return options.activation_checkpointing && options.checkpoints_in_host_memory;
@@ -99,21 +118,47 @@ class CudaTransformer final : public Model {
   // or, with host checkpoints, in its ring slot.
   float* residual_at(int64_t l) const;
   void upload_batch(const int32_t* tokens, const int32_t* targets);
-  void block_forward(int layer, const float* w, const float* x, float* out, BlockActs& a);
-  void gpt2_block_forward(const UnitSpec& u, const float* w, const float* x, float* out,
-                          BlockActs& a);
-  void llama_block_forward(const UnitSpec& u, const float* w, const float* x, float* out,
-                           BlockActs& a);
-  void gpt2_block_backward(const UnitSpec& u, const float* w, float* dw, const float* x, float* dx,
-                           BlockActs& a);
-  void llama_block_backward(const UnitSpec& u, const float* w, float* dw, const float* x, float* dx,
+  // Training's block forward: the batch's (B_, T_) rows from position 0, attention within each
+  // sequence keeping its logsumexp for backward.
+  void block_forward(int layer, const DeviceUnit& w, const float* x, float* out, BlockActs& a);
+  // out (N, C) = block w over x (N, C), the math training and decoding share (the CPU model's
+  // block_forward.h twin); a's arrays hold N = ctx.B * ctx.T rows (lse is attention's business).
+  void block_forward(const CudaForwardContext& ctx, const DeviceUnit& w, const float* x, float* out,
+                     BlockActs& a, CudaBlockAttention& attention);
+  void gpt2_block_forward(const CudaForwardContext& ctx, const DeviceUnit& w, const float* x,
+                          float* out, BlockActs& a, CudaBlockAttention& attention);
+  void llama_block_forward(const CudaForwardContext& ctx, const DeviceUnit& w, const float* x,
+                           float* out, BlockActs& a, CudaBlockAttention& attention);
+  // Causal attention of block `layer` on fp32 (N, H*D) arrays in the working dtype: an fp32 model
+  // runs the fp32 kernel on them; a bf16 / fp16 one the tensor-core kernel on 16-bit copies of
+  // q, k, v (and of dout), as torch.autocast's SDPA sees them, widened back into y (or dq, dk,
+  // dv, which the 16-bit gradients overwrite: callers pass them zeroed).
+  void attention_forward(int layer, float* y, float* lse, const float* q, const float* k,
+                         const float* v, int64_t Hq, int64_t Hkv);
+  void attention_backward(int layer, float* dq, float* dk, float* dv, const float* dy,
+                          const float* y, const float* lse, const float* q, const float* k,
+                          const float* v, int64_t Hq, int64_t Hkv);
+  void gpt2_block_backward(const DeviceUnit& w, float* dw, const float* x, float* dx, BlockActs& a);
+  void llama_block_backward(const DeviceUnit& w, float* dw, const float* x, float* dx,
                             BlockActs& a);
+  // ZERO_CHECK: unit w has the dtype the slab was carved for (all units share one).
+  void check_dtype(const DeviceUnit& w) const;
+  // The dense layer with weight `weight` of unit w (matmul.h's contract: out overwritten; dinp,
+  // dweight, dbias accumulated, any may be null; bias may be null): fp32 GEMMs for an fp32 unit,
+  // 16-bit operands (inp and dout rounded into x16 / dout16) with fp32 outputs for a 16-bit one.
+  // inp16: room for inp's 16-bit copy (CudaForwardContext::x16); null: the slab's x16.
+  void dense_forward(float* out, const float* inp, const DeviceUnit& w, ParamKind weight,
+                     const float* bias, int64_t N, int64_t C, int64_t OC, void* inp16 = nullptr);
+  void dense_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                      const float* inp, const DeviceUnit& w, ParamKind weight, int64_t N, int64_t C,
+                      int64_t OC);
 
   ModelLayout layout_;
   CudaTransformerOptions options_;
   cudaStream_t stream_;
   std::unique_ptr<Buffers> buffers_;
   int64_t B_ = 0, T_ = 0;
+  DType dtype_ = DType::kF32;  // of the parameters the slab was carved for
   int64_t counted_targets_ = 0;
 };
 

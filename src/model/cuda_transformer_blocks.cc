@@ -1,9 +1,16 @@
 // CudaTransformer's blocks, forward and backward: gpt2_block.cc and llama_block.cc's math with the
-// CUDA kernels, in the same order (the CPU model is the oracle). Legend: N = B*T rows, C hidden,
-// F intermediate, Hq / Hkv heads, D head dim. Weights in (out, in) layout (docs/design.md).
+// CUDA kernels, in the same order (the CPU model is the oracle). The forward is shared with
+// KV-cached decoding (CudaKvDecoder): it takes its rows' shape and attention from the caller.
+// Legend: N = B*T rows, C hidden, F intermediate, Hq / Hkv heads, D head dim. Weights in (out, in)
+// layout (docs/design.md). The dense layers go through dense_forward / dense_backward (end of
+// file): fp32 GEMMs for fp32 units, autocast-style 16-bit GEMMs for 16-bit ones.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include "core/check.h"
 #include "core/cuda/cuda_check.h"
+#include "core/dtype.h"
 #include "kernels/attention/attention_cuda.h"
 #include "kernels/elementwise/elementwise_cuda.h"
 #include "kernels/gelu/gelu_cuda.h"
@@ -26,84 +33,199 @@ void zero_fill(float* x, int64_t n, cudaStream_t stream) {
   CUDA_ABORT_IF_ERROR(cudaMemsetAsync(x, 0, static_cast<size_t>(n) * sizeof(float), stream));
 }
 
+int64_t round_up_8(int64_t n) { return (n + 7) / 8 * 8; }
+
+// f.template operator()<T16>() for the 16-bit dtype's CUDA type.
+template <typename F>
+void with_16bit(DType dtype, F&& f) {
+  if (dtype == DType::kBF16) {
+    f.template operator()<__nv_bfloat16>();
+  } else {
+    ZERO_CHECK(dtype == DType::kF16, "not a 16-bit dtype: ", dtype_name(dtype));
+    f.template operator()<__half>();
+  }
+}
+
+// Attention's 16-bit copies, carved from Buffers::attention16 as attention16_bytes sizes them.
+template <typename T16>
+struct Attention16Views {
+  T16 *q, *dy, *dq, *k, *v, *dk, *dv;
+};
+
+template <typename T16>
+Attention16Views<T16> attention16_views(DeviceScratch& scratch, int64_t nq, int64_t nkv) {
+  auto rounded = [](int64_t n) { return static_cast<size_t>((n * 2 + 255) / 256 * 256); };
+  char* p = scratch.ensure(3 * rounded(nq) + 4 * rounded(nkv));
+  auto take = [&](int64_t n) {
+    T16* v = reinterpret_cast<T16*>(p);
+    p += rounded(n);
+    return v;
+  };
+  Attention16Views<T16> a;
+  a.q = take(nq);
+  a.dy = take(nq);
+  a.dq = take(nq);
+  a.k = take(nkv);
+  a.v = take(nkv);
+  a.dk = take(nkv);
+  a.dv = take(nkv);
+  return a;
+}
+
+template <typename T16>
+void attention16_forward(DeviceScratch& scratch, float* y, float* lse, const float* q,
+                         const float* k, const float* v, int64_t B, int64_t T, int64_t Hq,
+                         int64_t Hkv, int64_t D, int64_t window, double divisor, cudaStream_t s) {
+  const int64_t nq = B * T * Hq * D, nkv = B * T * Hkv * D;
+  const Attention16Views<T16> a = attention16_views<T16>(scratch, nq, nkv);
+  kc::cast(q, a.q, nq, s);
+  kc::cast(k, a.k, nkv, s);
+  kc::cast(v, a.v, nkv, s);
+  // The output goes through dq's slot (free in the forward).
+  kc::attention_forward<T16>(a.dq, lse, a.q, a.k, a.v, B, T, Hq, Hkv, D, s, window, divisor);
+  kc::cast(static_cast<const T16*>(a.dq), y, nq, s);
+}
+
+template <typename T16>
+void attention16_backward(DeviceScratch& scratch, float* dq, float* dk, float* dv, const float* dy,
+                          const float* lse, const float* q, const float* k, const float* v,
+                          int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
+                          void* kernel_scratch, int64_t window, double divisor, cudaStream_t s) {
+  const int64_t nq = B * T * Hq * D, nkv = B * T * Hkv * D;
+  const Attention16Views<T16> a = attention16_views<T16>(scratch, nq, nkv);
+  kc::cast(dy, a.dy, nq, s);
+  kc::cast(q, a.q, nq, s);
+  kc::cast(k, a.k, nkv, s);
+  kc::cast(v, a.v, nkv, s);
+  for (T16* g : {a.dq, a.dk, a.dv}) {
+    const int64_t n = g == a.dq ? nq : nkv;
+    CUDA_ABORT_IF_ERROR(cudaMemsetAsync(g, 0, static_cast<size_t>(n) * sizeof(T16), s));
+  }
+  // `out` is not read by the kernel (attention_cuda.h): no 16-bit copy of y is made for it.
+  kc::attention_backward<T16>(a.dq, a.dk, a.dv, a.dy, nullptr, lse, a.q, a.k, a.v, B, T, Hq, Hkv, D,
+                              kernel_scratch, s, window, divisor);
+  kc::cast(static_cast<const T16*>(a.dq), dq, nq, s);
+  kc::cast(static_cast<const T16*>(a.dk), dk, nkv, s);
+  kc::cast(static_cast<const T16*>(a.dv), dv, nkv, s);
+}
+
 }  // namespace
 
-// GPT-2: x2 = x + proj(attn(ln_1(x))); out = x2 + c_proj(gelu(c_fc(ln_2(x2)))).
-void CudaTransformer::gpt2_block_forward(const UnitSpec& u, const float* w, const float* x,
-                                         float* out, BlockActs& a) {
+void CudaTransformer::attention_forward(int layer, float* y, float* lse, const float* q,
+                                        const float* k, const float* v, int64_t Hq, int64_t Hkv) {
   const ModelConfig& c = layout_.config();
-  const int64_t B = B_, T = T_, N = B * T, C = c.hidden_size, F = c.intermediate_size;
-  const int64_t H = c.num_heads, D = c.head_dim();
+  Buffers& bf = *buffers_;
+  const int64_t D = c.head_dim(), window = c.attention_window(layer);
+  const double divisor = c.attention_score_divisor(layer);
+  switch (dtype_) {
+    case DType::kF32:
+      kc::attention_forward<float>(y, lse, q, k, v, B_, T_, Hq, Hkv, D, stream_, window, divisor);
+      return;
+    case DType::kBF16:
+      attention16_forward<__nv_bfloat16>(bf.attention16, y, lse, q, k, v, B_, T_, Hq, Hkv, D,
+                                         window, divisor, stream_);
+      return;
+    case DType::kF16:
+      attention16_forward<__half>(bf.attention16, y, lse, q, k, v, B_, T_, Hq, Hkv, D, window,
+                                  divisor, stream_);
+      return;
+  }
+}
+
+void CudaTransformer::attention_backward(int layer, float* dq, float* dk, float* dv,
+                                         const float* dy, const float* y, const float* lse,
+                                         const float* q, const float* k, const float* v, int64_t Hq,
+                                         int64_t Hkv) {
+  const ModelConfig& c = layout_.config();
+  Buffers& bf = *buffers_;
+  const int64_t D = c.head_dim(), window = c.attention_window(layer);
+  const double divisor = c.attention_score_divisor(layer);
+  switch (dtype_) {
+    case DType::kF32:
+      kc::attention_backward<float>(dq, dk, dv, dy, y, lse, q, k, v, B_, T_, Hq, Hkv, D,
+                                    bf.kernel_scratch, stream_, window, divisor);
+      return;
+    case DType::kBF16:
+      attention16_backward<__nv_bfloat16>(bf.attention16, dq, dk, dv, dy, lse, q, k, v, B_, T_, Hq,
+                                          Hkv, D, bf.kernel_scratch, window, divisor, stream_);
+      return;
+    case DType::kF16:
+      attention16_backward<__half>(bf.attention16, dq, dk, dv, dy, lse, q, k, v, B_, T_, Hq, Hkv, D,
+                                   bf.kernel_scratch, window, divisor, stream_);
+      return;
+  }
+}
+
+// GPT-2: x2 = x + proj(attn(ln_1(x))); out = x2 + c_proj(gelu(c_fc(ln_2(x2)))).
+void CudaTransformer::gpt2_block_forward(const CudaForwardContext& ctx, const DeviceUnit& w,
+                                         const float* x, float* out, BlockActs& a,
+                                         CudaBlockAttention& attention) {
+  const ModelConfig& c = ctx.config;
+  const int64_t N = ctx.B * ctx.T, C = c.hidden_size, F = c.intermediate_size;
   const float eps = static_cast<float>(c.norm_eps);
-  kc::MatmulContext& mm = *buffers_->matmul;
   cudaStream_t s = stream_;
-  auto W = [&](ParamKind kind) { return w + u.param(kind).offset; };
+  const UnitSpec& u = *w.spec;
+  auto W = [&](ParamKind kind) { return w.f32(kind); };
 
   kc::layernorm_forward<float>(a.norm1, a.mean1, a.rstd1, x, W(ParamKind::kAttnNormWeight),
                                W(ParamKind::kAttnNormBias), N, C, eps, s);
-  kc::matmul_forward<float>(mm, a.qkv, a.norm1, W(ParamKind::kQkvWeight), W(ParamKind::kQkvBias), N,
-                            C, 3 * C, s);
+  auto dense = [&](float* out_, const float* inp, ParamKind weight, const float* bias, int64_t C_,
+                   int64_t OC) { dense_forward(out_, inp, w, weight, bias, N, C_, OC, ctx.x16); };
+  dense(a.qkv, a.norm1, ParamKind::kQkvWeight, W(ParamKind::kQkvBias), C, 3 * C);
   // Split the fused projection: attention reads dense (N, C) q, k, v.
   cuda_glue::copy_columns(a.q, C, a.qkv, 3 * C, N, C, s);
   cuda_glue::copy_columns(a.k, C, a.qkv + C, 3 * C, N, C, s);
   cuda_glue::copy_columns(a.v, C, a.qkv + 2 * C, 3 * C, N, C, s);
-  kc::attention_forward<float>(a.attn_y, a.lse, a.q, a.k, a.v, B, T, H, H, D, s,
-                               c.attention_window(u.block_index),
-                               c.attention_score_divisor(u.block_index));
-  kc::matmul_forward<float>(mm, a.x2, a.attn_y, W(ParamKind::kAttnOutWeight),
-                            W(ParamKind::kAttnOutBias), N, C, C, s);
+  attention.forward(u.block_index, a.q, a.k, a.v, a.attn_y);
+  dense(a.x2, a.attn_y, ParamKind::kAttnOutWeight, W(ParamKind::kAttnOutBias), C, C);
   kc::add<float>(a.x2, a.x2, x, N * C, s);
   kc::layernorm_forward<float>(a.norm2, a.mean2, a.rstd2, a.x2, W(ParamKind::kMlpNormWeight),
                                W(ParamKind::kMlpNormBias), N, C, eps, s);
-  kc::matmul_forward<float>(mm, a.up, a.norm2, W(ParamKind::kMlpUpWeight), W(ParamKind::kMlpUpBias),
-                            N, C, F, s);
+  dense(a.up, a.norm2, ParamKind::kMlpUpWeight, W(ParamKind::kMlpUpBias), C, F);
   kc::gelu_forward<float>(a.act, a.up, N * F, s);
-  kc::matmul_forward<float>(mm, out, a.act, W(ParamKind::kMlpDownWeight),
-                            W(ParamKind::kMlpDownBias), N, F, C, s);
+  dense(out, a.act, ParamKind::kMlpDownWeight, W(ParamKind::kMlpDownBias), F, C);
   kc::add<float>(out, out, a.x2, N * C, s);
 }
 
-void CudaTransformer::gpt2_block_backward(const UnitSpec& u, const float* w, float* dw,
-                                          const float* x, float* dx, BlockActs& a) {
+void CudaTransformer::gpt2_block_backward(const DeviceUnit& w, float* dw, const float* x, float* dx,
+                                          BlockActs& a) {
   const ModelConfig& c = layout_.config();
   const int64_t B = B_, T = T_, N = B * T, C = c.hidden_size, F = c.intermediate_size;
-  const int64_t H = c.num_heads, D = c.head_dim();
+  const int64_t H = c.num_heads;
   Buffers& s = *buffers_;
-  kc::MatmulContext& mm = *s.matmul;
   cudaStream_t st = stream_;
-  auto W = [&](ParamKind kind) { return w + u.param(kind).offset; };
+  const UnitSpec& u = *w.spec;
+  auto W = [&](ParamKind kind) { return w.f32(kind); };
   auto dW = [&](ParamKind kind) { return dw + u.param(kind).offset; };
 
   // MLP: dx holds d(out); it is also d(x2) through the residual.
   zero_fill(s.dact, N * F, st);
-  kc::matmul_backward<float>(mm, s.dact, dW(ParamKind::kMlpDownWeight), dW(ParamKind::kMlpDownBias),
-                             dx, a.act, W(ParamKind::kMlpDownWeight), N, F, C, st);
+  dense_backward(s.dact, dW(ParamKind::kMlpDownWeight), dW(ParamKind::kMlpDownBias), dx, a.act, w,
+                 ParamKind::kMlpDownWeight, N, F, C);
   zero_fill(s.dup, N * F, st);
   kc::gelu_backward<float>(s.dup, a.up, s.dact, N * F, st);
   zero_fill(s.dnorm, N * C, st);
-  kc::matmul_backward<float>(mm, s.dnorm, dW(ParamKind::kMlpUpWeight), dW(ParamKind::kMlpUpBias),
-                             s.dup, a.norm2, W(ParamKind::kMlpUpWeight), N, C, F, st);
+  dense_backward(s.dnorm, dW(ParamKind::kMlpUpWeight), dW(ParamKind::kMlpUpBias), s.dup, a.norm2, w,
+                 ParamKind::kMlpUpWeight, N, C, F);
   kc::layernorm_backward<float>(dx, dW(ParamKind::kMlpNormWeight), dW(ParamKind::kMlpNormBias),
                                 s.dnorm, a.x2, W(ParamKind::kMlpNormWeight), a.mean2, a.rstd2, N, C,
                                 s.kernel_scratch, s.kernel_scratch_bytes, st);
   // Attention: dx now holds d(x2), which is also d(x) through the residual.
   zero_fill(s.dattn_y, N * C, st);
-  kc::matmul_backward<float>(mm, s.dattn_y, dW(ParamKind::kAttnOutWeight),
-                             dW(ParamKind::kAttnOutBias), dx, a.attn_y,
-                             W(ParamKind::kAttnOutWeight), N, C, C, st);
+  dense_backward(s.dattn_y, dW(ParamKind::kAttnOutWeight), dW(ParamKind::kAttnOutBias), dx,
+                 a.attn_y, w, ParamKind::kAttnOutWeight, N, C, C);
   zero_fill(s.dq, N * C, st);
   zero_fill(s.dk, N * C, st);
   zero_fill(s.dv, N * C, st);
-  kc::attention_backward<float>(s.dq, s.dk, s.dv, s.dattn_y, a.attn_y, a.lse, a.q, a.k, a.v, B, T,
-                                H, H, D, s.kernel_scratch, st, c.attention_window(u.block_index),
-                                c.attention_score_divisor(u.block_index));
+  attention_backward(u.block_index, s.dq, s.dk, s.dv, s.dattn_y, a.attn_y, a.lse, a.q, a.k, a.v, H,
+                     H);
   // Merge into the fused projection's gradient.
   cuda_glue::copy_columns(s.dqkv, 3 * C, s.dq, C, N, C, st);
   cuda_glue::copy_columns(s.dqkv + C, 3 * C, s.dk, C, N, C, st);
   cuda_glue::copy_columns(s.dqkv + 2 * C, 3 * C, s.dv, C, N, C, st);
   zero_fill(s.dnorm, N * C, st);
-  kc::matmul_backward<float>(mm, s.dnorm, dW(ParamKind::kQkvWeight), dW(ParamKind::kQkvBias),
-                             s.dqkv, a.norm1, W(ParamKind::kQkvWeight), N, C, 3 * C, st);
+  dense_backward(s.dnorm, dW(ParamKind::kQkvWeight), dW(ParamKind::kQkvBias), s.dqkv, a.norm1, w,
+                 ParamKind::kQkvWeight, N, C, 3 * C);
   kc::layernorm_backward<float>(dx, dW(ParamKind::kAttnNormWeight), dW(ParamKind::kAttnNormBias),
                                 s.dnorm, x, W(ParamKind::kAttnNormWeight), a.mean1, a.rstd1, N, C,
                                 s.kernel_scratch, s.kernel_scratch_bytes, st);
@@ -111,56 +233,47 @@ void CudaTransformer::gpt2_block_backward(const UnitSpec& u, const float* w, flo
 
 // Llama: x2 = x + o_proj(attn(rope(q), rope(k), v)) over input_layernorm(x);
 // out = x2 + down(silu(gate(h)) * up(h)), h = post_attention_layernorm(x2).
-void CudaTransformer::llama_block_forward(const UnitSpec& u, const float* w, const float* x,
-                                          float* out, BlockActs& a) {
-  const ModelConfig& c = layout_.config();
-  const int64_t B = B_, T = T_, N = B * T, C = c.hidden_size, F = c.intermediate_size;
+void CudaTransformer::llama_block_forward(const CudaForwardContext& ctx, const DeviceUnit& w,
+                                          const float* x, float* out, BlockActs& a,
+                                          CudaBlockAttention& attention) {
+  const ModelConfig& c = ctx.config;
+  const int64_t B = ctx.B, T = ctx.T, N = B * T, C = c.hidden_size, F = c.intermediate_size;
   const int64_t Hq = c.num_heads, Hkv = c.num_kv_heads, D = c.head_dim();
   const float eps = static_cast<float>(c.norm_eps);
-  const Buffers& bf = *buffers_;
-  kc::MatmulContext& mm = *bf.matmul;
   cudaStream_t s = stream_;
-  auto W = [&](ParamKind kind) { return w + u.param(kind).offset; };
-  auto Wopt = [&](ParamKind kind) -> const float* {
-    const ParamSpec* p = u.find(kind);
-    return p ? w + p->offset : nullptr;
-  };
+  const UnitSpec& u = *w.spec;
+  auto W = [&](ParamKind kind) { return w.f32(kind); };
+  auto Wopt = [&](ParamKind kind) { return w.f32_opt(kind); };
+
+  auto dense = [&](float* out_, const float* inp, ParamKind weight, const float* bias, int64_t C_,
+                   int64_t OC) { dense_forward(out_, inp, w, weight, bias, N, C_, OC, ctx.x16); };
 
   kc::rmsnorm_forward<float>(a.norm1, a.rstd1, x, W(ParamKind::kAttnNormWeight), N, C, eps, s);
-  kc::matmul_forward<float>(mm, a.q, a.norm1, W(ParamKind::kQWeight), Wopt(ParamKind::kQBias), N, C,
-                            Hq * D, s);
-  kc::matmul_forward<float>(mm, a.k, a.norm1, W(ParamKind::kKWeight), Wopt(ParamKind::kKBias), N, C,
-                            Hkv * D, s);
-  kc::matmul_forward<float>(mm, a.v, a.norm1, W(ParamKind::kVWeight), Wopt(ParamKind::kVBias), N, C,
-                            Hkv * D, s);
-  kc::rope_forward<float>(a.q_rot, a.q, bf.rope_cos, bf.rope_sin, B, T, Hq, D, s);
-  kc::rope_forward<float>(a.k_rot, a.k, bf.rope_cos, bf.rope_sin, B, T, Hkv, D, s);
-  kc::attention_forward<float>(a.attn_y, a.lse, a.q_rot, a.k_rot, a.v, B, T, Hq, Hkv, D, s,
-                               c.attention_window(u.block_index),
-                               c.attention_score_divisor(u.block_index));
-  kc::matmul_forward<float>(mm, a.x2, a.attn_y, W(ParamKind::kAttnOutWeight),
-                            Wopt(ParamKind::kAttnOutBias), N, Hq * D, C, s);
+  dense(a.q, a.norm1, ParamKind::kQWeight, Wopt(ParamKind::kQBias), C, Hq * D);
+  dense(a.k, a.norm1, ParamKind::kKWeight, Wopt(ParamKind::kKBias), C, Hkv * D);
+  dense(a.v, a.norm1, ParamKind::kVWeight, Wopt(ParamKind::kVBias), C, Hkv * D);
+  kc::rope_forward<float>(a.q_rot, a.q, ctx.rope_cos, ctx.rope_sin, B, T, Hq, D, s);
+  kc::rope_forward<float>(a.k_rot, a.k, ctx.rope_cos, ctx.rope_sin, B, T, Hkv, D, s);
+  attention.forward(u.block_index, a.q_rot, a.k_rot, a.v, a.attn_y);
+  dense(a.x2, a.attn_y, ParamKind::kAttnOutWeight, Wopt(ParamKind::kAttnOutBias), Hq * D, C);
   kc::add<float>(a.x2, a.x2, x, N * C, s);
   kc::rmsnorm_forward<float>(a.norm2, a.rstd2, a.x2, W(ParamKind::kMlpNormWeight), N, C, eps, s);
-  kc::matmul_forward<float>(mm, a.gate, a.norm2, W(ParamKind::kMlpGateWeight),
-                            Wopt(ParamKind::kMlpGateBias), N, C, F, s);
-  kc::matmul_forward<float>(mm, a.up, a.norm2, W(ParamKind::kMlpUpWeight),
-                            Wopt(ParamKind::kMlpUpBias), N, C, F, s);
+  dense(a.gate, a.norm2, ParamKind::kMlpGateWeight, Wopt(ParamKind::kMlpGateBias), C, F);
+  dense(a.up, a.norm2, ParamKind::kMlpUpWeight, Wopt(ParamKind::kMlpUpBias), C, F);
   kc::swiglu_forward<float>(a.act, a.gate, a.up, N * F, s);
-  kc::matmul_forward<float>(mm, out, a.act, W(ParamKind::kMlpDownWeight),
-                            Wopt(ParamKind::kMlpDownBias), N, F, C, s);
+  dense(out, a.act, ParamKind::kMlpDownWeight, Wopt(ParamKind::kMlpDownBias), F, C);
   kc::add<float>(out, out, a.x2, N * C, s);
 }
 
-void CudaTransformer::llama_block_backward(const UnitSpec& u, const float* w, float* dw,
-                                           const float* x, float* dx, BlockActs& a) {
+void CudaTransformer::llama_block_backward(const DeviceUnit& w, float* dw, const float* x,
+                                           float* dx, BlockActs& a) {
   const ModelConfig& c = layout_.config();
   const int64_t B = B_, T = T_, N = B * T, C = c.hidden_size, F = c.intermediate_size;
   const int64_t Hq = c.num_heads, Hkv = c.num_kv_heads, D = c.head_dim();
   Buffers& s = *buffers_;
-  kc::MatmulContext& mm = *s.matmul;
   cudaStream_t st = stream_;
-  auto W = [&](ParamKind kind) { return w + u.param(kind).offset; };
+  const UnitSpec& u = *w.spec;
+  auto W = [&](ParamKind kind) { return w.f32(kind); };
   auto dW = [&](ParamKind kind) { return dw + u.param(kind).offset; };
   auto dWopt = [&](ParamKind kind) -> float* {
     const ParamSpec* p = u.find(kind);
@@ -169,46 +282,81 @@ void CudaTransformer::llama_block_backward(const UnitSpec& u, const float* w, fl
 
   // MLP (dx holds d(out) = d(x2) through the residual).
   zero_fill(s.dact, N * F, st);
-  kc::matmul_backward<float>(mm, s.dact, dW(ParamKind::kMlpDownWeight),
-                             dWopt(ParamKind::kMlpDownBias), dx, a.act,
-                             W(ParamKind::kMlpDownWeight), N, F, C, st);
+  dense_backward(s.dact, dW(ParamKind::kMlpDownWeight), dWopt(ParamKind::kMlpDownBias), dx, a.act,
+                 w, ParamKind::kMlpDownWeight, N, F, C);
   zero_fill(s.dgate, N * F, st);
   zero_fill(s.dup, N * F, st);
   kc::swiglu_backward<float>(s.dgate, s.dup, s.dact, a.gate, a.up, N * F, st);
   zero_fill(s.dnorm, N * C, st);
-  kc::matmul_backward<float>(mm, s.dnorm, dW(ParamKind::kMlpGateWeight),
-                             dWopt(ParamKind::kMlpGateBias), s.dgate, a.norm2,
-                             W(ParamKind::kMlpGateWeight), N, C, F, st);
-  kc::matmul_backward<float>(mm, s.dnorm, dW(ParamKind::kMlpUpWeight), dWopt(ParamKind::kMlpUpBias),
-                             s.dup, a.norm2, W(ParamKind::kMlpUpWeight), N, C, F, st);
+  dense_backward(s.dnorm, dW(ParamKind::kMlpGateWeight), dWopt(ParamKind::kMlpGateBias), s.dgate,
+                 a.norm2, w, ParamKind::kMlpGateWeight, N, C, F);
+  dense_backward(s.dnorm, dW(ParamKind::kMlpUpWeight), dWopt(ParamKind::kMlpUpBias), s.dup, a.norm2,
+                 w, ParamKind::kMlpUpWeight, N, C, F);
   kc::rmsnorm_backward<float>(dx, dW(ParamKind::kMlpNormWeight), s.dnorm, a.x2,
                               W(ParamKind::kMlpNormWeight), a.rstd2, N, C, s.kernel_scratch,
                               s.kernel_scratch_bytes, st);
   // Attention (dx holds d(x2) = d(x) through the residual).
   zero_fill(s.dattn_y, N * Hq * D, st);
-  kc::matmul_backward<float>(mm, s.dattn_y, dW(ParamKind::kAttnOutWeight),
-                             dWopt(ParamKind::kAttnOutBias), dx, a.attn_y,
-                             W(ParamKind::kAttnOutWeight), N, Hq * D, C, st);
+  dense_backward(s.dattn_y, dW(ParamKind::kAttnOutWeight), dWopt(ParamKind::kAttnOutBias), dx,
+                 a.attn_y, w, ParamKind::kAttnOutWeight, N, Hq * D, C);
   zero_fill(s.dq, N * Hq * D, st);
   zero_fill(s.dk, N * Hkv * D, st);
   zero_fill(s.dv, N * Hkv * D, st);
-  kc::attention_backward<float>(s.dq, s.dk, s.dv, s.dattn_y, a.attn_y, a.lse, a.q_rot, a.k_rot, a.v,
-                                B, T, Hq, Hkv, D, s.kernel_scratch, st,
-                                c.attention_window(u.block_index),
-                                c.attention_score_divisor(u.block_index));
+  attention_backward(u.block_index, s.dq, s.dk, s.dv, s.dattn_y, a.attn_y, a.lse, a.q_rot, a.k_rot,
+                     a.v, Hq, Hkv);
   // Undo the rotation in place: the gradients become d(q), d(k) before RoPE.
   kc::rope_backward<float>(s.dq, s.dq, s.rope_cos, s.rope_sin, B, T, Hq, D, st);
   kc::rope_backward<float>(s.dk, s.dk, s.rope_cos, s.rope_sin, B, T, Hkv, D, st);
   zero_fill(s.dnorm, N * C, st);
-  kc::matmul_backward<float>(mm, s.dnorm, dW(ParamKind::kQWeight), dWopt(ParamKind::kQBias), s.dq,
-                             a.norm1, W(ParamKind::kQWeight), N, C, Hq * D, st);
-  kc::matmul_backward<float>(mm, s.dnorm, dW(ParamKind::kKWeight), dWopt(ParamKind::kKBias), s.dk,
-                             a.norm1, W(ParamKind::kKWeight), N, C, Hkv * D, st);
-  kc::matmul_backward<float>(mm, s.dnorm, dW(ParamKind::kVWeight), dWopt(ParamKind::kVBias), s.dv,
-                             a.norm1, W(ParamKind::kVWeight), N, C, Hkv * D, st);
+  dense_backward(s.dnorm, dW(ParamKind::kQWeight), dWopt(ParamKind::kQBias), s.dq, a.norm1, w,
+                 ParamKind::kQWeight, N, C, Hq * D);
+  dense_backward(s.dnorm, dW(ParamKind::kKWeight), dWopt(ParamKind::kKBias), s.dk, a.norm1, w,
+                 ParamKind::kKWeight, N, C, Hkv * D);
+  dense_backward(s.dnorm, dW(ParamKind::kVWeight), dWopt(ParamKind::kVBias), s.dv, a.norm1, w,
+                 ParamKind::kVWeight, N, C, Hkv * D);
   kc::rmsnorm_backward<float>(dx, dW(ParamKind::kAttnNormWeight), s.dnorm, x,
                               W(ParamKind::kAttnNormWeight), a.rstd1, N, C, s.kernel_scratch,
                               s.kernel_scratch_bytes, st);
+}
+
+void CudaTransformer::dense_forward(float* out, const float* inp, const DeviceUnit& w,
+                                    ParamKind weight, const float* bias, int64_t N, int64_t C,
+                                    int64_t OC, void* inp16) {
+  kc::MatmulContext& mm = *buffers_->matmul;
+  if (w.dtype == DType::kF32) {
+    kc::matmul_forward<float>(mm, out, inp, w.f32(weight), bias, N, C, OC, stream_);
+    return;
+  }
+  // inp16 (N, C) with rows padded to 16 bytes.
+  const int64_t inp_ld = round_up_8(C);
+  with_16bit(w.dtype, [&]<typename T16>() {
+    T16* x16 = static_cast<T16*>(inp16 != nullptr ? inp16 : buffers_->x16);
+    cuda_glue::cast_rows(x16, inp_ld, inp, C, N, C, stream_);
+    kc::matmul_forward_16(mm, out, x16, inp_ld, static_cast<const T16*>(w.stored(weight)), bias, N,
+                          C, OC, stream_);
+  });
+}
+
+void CudaTransformer::dense_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                                     const float* inp, const DeviceUnit& w, ParamKind weight,
+                                     int64_t N, int64_t C, int64_t OC) {
+  kc::MatmulContext& mm = *buffers_->matmul;
+  if (w.dtype == DType::kF32) {
+    kc::matmul_backward<float>(mm, dinp, dweight, dbias, dout, inp, w.f32(weight), N, C, OC,
+                               stream_);
+    return;
+  }
+  // dout16 (N, OC) and, for dweight, inp16 (N, C), rows padded to 16 bytes. The forward's inp16
+  // is not kept: rounding the saved fp32 input again gives the same values.
+  const int64_t inp_ld = round_up_8(C), dout_ld = round_up_8(OC);
+  with_16bit(w.dtype, [&]<typename T16>() {
+    T16* inp16 = static_cast<T16*>(buffers_->x16);
+    T16* dout16 = static_cast<T16*>(buffers_->dout16);
+    cuda_glue::cast_rows(dout16, dout_ld, dout, OC, N, OC, stream_);
+    if (dweight != nullptr) cuda_glue::cast_rows(inp16, inp_ld, inp, C, N, C, stream_);
+    kc::matmul_backward_16(mm, dinp, dweight, dbias, dout, dout16, dout_ld, inp16, inp_ld,
+                           static_cast<const T16*>(w.stored(weight)), N, C, OC, stream_);
+  });
 }
 
 }  // namespace zero::model

@@ -1,5 +1,6 @@
 // CudaTransformer's device state (private to cuda_transformer.cc and cuda_transformer_blocks.cc):
-// the activation slab's arrays, the per-block saved activations and the widened 16-bit units.
+// the activation slab's arrays, the per-block saved activations, a 16-bit model's GEMM operand
+// copies and its widened small parameters.
 // Legend: N = B*T rows, C hidden, F intermediate, V vocab, Hq / Hkv heads, D head dim.
 #pragma once
 
@@ -18,6 +19,7 @@
 #include "kernels/matmul/matmul_cuda.h"
 #include "model/cuda_host_checkpoints.h"
 #include "model/cuda_transformer.h"
+#include "model/cuda_transformer_kernels.h"
 
 namespace zero::model {
 
@@ -38,7 +40,72 @@ struct CudaTransformer::BlockActs {
   float* act;                    // (N, F) gelu(up) / silu(gate) * up
 };
 
-// A 16-bit unit widened into model-owned fp32 device memory (grown to the largest unit held).
+// Whether a 16-bit model reads parameter `kind` as stored in its unit: the GEMM weights (16-bit
+// GEMM operands) and the embedding tables (embed_16 widens the rows it reads). The others, the
+// norm weights and the biases, are widened into fp32 (DeviceWiden).
+inline bool read_in_unit_dtype(ParamKind kind) {
+  switch (kind) {
+    case ParamKind::kTokenEmbedding:
+    case ParamKind::kPositionEmbedding:
+    case ParamKind::kQkvWeight:
+    case ParamKind::kQWeight:
+    case ParamKind::kKWeight:
+    case ParamKind::kVWeight:
+    case ParamKind::kAttnOutWeight:
+    case ParamKind::kMlpUpWeight:
+    case ParamKind::kMlpGateWeight:
+    case ParamKind::kMlpDownWeight:
+    case ParamKind::kLmHead: return true;
+    default: return false;
+  }
+}
+
+// Elements of unit `u` a 16-bit model widens (its parameters not read_in_unit_dtype).
+inline int64_t widened_numel(const UnitSpec& u) {
+  int64_t n = 0;
+  for (const ParamSpec& p : u.params) n += read_in_unit_dtype(p.kind) ? 0 : p.numel();
+  return n;
+}
+
+// One acquired unit as the kernels read it. fp32 model: every parameter at its offset in the
+// unit's own memory. 16-bit model: the GEMM weights and embeddings in the unit's own 16-bit memory
+// (matrix), the small parameters (norm weights, biases) in a compact fp32 copy (f32), in unit
+// order.
+struct CudaTransformer::DeviceUnit {
+  const UnitSpec* spec = nullptr;
+  const void* data = nullptr;  // the unit as acquired
+  DType dtype = DType::kF32;
+  const float* widened = nullptr;  // fp32: == data; 16-bit: the compact small parameters
+
+  // fp32 values of `kind` (fp32 model: any parameter; 16-bit: a widened one).
+  const float* f32(ParamKind kind) const {
+    if (dtype == DType::kF32) return static_cast<const float*>(data) + spec->param(kind).offset;
+    ZERO_CHECK(!read_in_unit_dtype(kind), "parameter ", spec->param(kind).name,
+               " of a 16-bit unit is not widened");
+    int64_t offset = 0;
+    for (const ParamSpec& p : spec->params) {
+      if (p.kind == kind) return widened + offset;
+      if (!read_in_unit_dtype(p.kind)) offset += p.numel();
+    }
+    ZERO_CHECK(false, "unit ", spec->name, " has no such parameter");
+    return nullptr;
+  }
+  // f32(kind), or null when the unit has no such parameter (optional biases).
+  const float* f32_opt(ParamKind kind) const {
+    return spec->find(kind) != nullptr ? f32(kind) : nullptr;
+  }
+  // `kind`'s values as stored in the unit (fp32 or 16-bit).
+  const void* stored(ParamKind kind) const {
+    return static_cast<const char*>(data) +
+           spec->param(kind).offset * static_cast<int64_t>(dtype_bytes(dtype));
+  }
+  const void* stored_opt(ParamKind kind) const {
+    return spec->find(kind) != nullptr ? stored(kind) : nullptr;
+  }
+};
+
+// The fp32 copies of a 16-bit unit's small parameters (read_in_unit_dtype false), in model-owned
+// device memory grown to the largest such set held.
 class CudaTransformer::DeviceWiden {
  public:
   DeviceWiden() = default;
@@ -48,31 +115,71 @@ class CudaTransformer::DeviceWiden {
   DeviceWiden(const DeviceWiden&) = delete;
   DeviceWiden& operator=(const DeviceWiden&) = delete;
 
-  // fp32 values of `view`: its own memory when fp32, else this buffer (the cast enqueued on
-  // `stream`; exact for bf16 / fp16).
-  const float* widen(const ParamView& view, cudaStream_t stream) {
+  // `view` (unit `u`) as the kernels read it; for a 16-bit unit the small parameters' cast is
+  // enqueued on `stream` (exact).
+  DeviceUnit widen(const ParamView& view, const UnitSpec& u, cudaStream_t stream) {
     ZERO_CHECK(view.device == Device::kCuda, "the CUDA model got parameters in host memory");
-    if (view.dtype == DType::kF32) return static_cast<const float*>(view.data);
-    if (view.numel > numel_) {
+    DeviceUnit unit{.spec = &u, .data = view.data, .dtype = view.dtype};
+    if (view.dtype == DType::kF32) {
+      unit.widened = static_cast<const float*>(view.data);
+      return unit;
+    }
+    ZERO_CHECK(view.dtype == DType::kBF16 || view.dtype == DType::kF16,
+               "unsupported parameter dtype");
+    const int64_t numel = widened_numel(u);
+    if (numel > numel_) {
       // Why the free's device sync is harmless: it happens once per size, in the first steps.
       if (values_ != nullptr) CUDA_ABORT_IF_ERROR(cudaFree(values_));
-      CUDA_ABORT_IF_ERROR(cudaMalloc(&values_, static_cast<size_t>(view.numel) * sizeof(float)));
-      numel_ = view.numel;
+      CUDA_ABORT_IF_ERROR(cudaMalloc(&values_, static_cast<size_t>(numel) * sizeof(float)));
+      numel_ = numel;
     }
-    if (view.dtype == DType::kBF16) {
-      kernels::cuda::cast(static_cast<const __nv_bfloat16*>(view.data), values_, view.numel,
-                          stream);
-    } else {
-      ZERO_CHECK(view.dtype == DType::kF16, "unsupported parameter dtype");
-      kernels::cuda::cast(static_cast<const __half*>(view.data), values_, view.numel, stream);
+    cuda_glue::WidenSegments segments;
+    int64_t offset = 0;
+    for (const ParamSpec& p : u.params) {
+      if (read_in_unit_dtype(p.kind)) continue;
+      ZERO_CHECK(segments.count < cuda_glue::kMaxWidenSegments, "unit ", u.name, " has more than ",
+                 cuda_glue::kMaxWidenSegments, " small parameters");
+      segments.src_offset[segments.count] = p.offset;
+      segments.dst_offset[segments.count] = offset;
+      segments.numel[segments.count] = p.numel();
+      ++segments.count;
+      offset += p.numel();
     }
-    return values_;
+    cuda_glue::widen_segments(values_, view.data, view.dtype, segments, stream);
+    unit.widened = values_;
+    return unit;
   }
   int64_t bytes() const { return numel_ * static_cast<int64_t>(sizeof(float)); }
 
  private:
   float* values_ = nullptr;
   int64_t numel_ = 0;
+};
+
+// Device bytes grown on demand to the largest request (attention's 16-bit copies).
+class DeviceScratch {
+ public:
+  DeviceScratch() = default;
+  ~DeviceScratch() {
+    if (data_ != nullptr) cudaFree(data_);
+  }
+  DeviceScratch(const DeviceScratch&) = delete;
+  DeviceScratch& operator=(const DeviceScratch&) = delete;
+
+  char* ensure(size_t bytes) {
+    if (bytes > bytes_) {
+      // Why the free's device sync is harmless: it happens once per size, in the first steps.
+      if (data_ != nullptr) CUDA_ABORT_IF_ERROR(cudaFree(data_));
+      CUDA_ABORT_IF_ERROR(cudaMalloc(&data_, bytes));
+      bytes_ = bytes;
+    }
+    return static_cast<char*>(data_);
+  }
+  int64_t bytes() const { return static_cast<int64_t>(bytes_); }
+
+ private:
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
 };
 
 struct CudaTransformer::Buffers {
@@ -101,9 +208,15 @@ struct CudaTransformer::Buffers {
   std::vector<float> host_rope_cos, host_rope_sin;
   double host_loss_sum = 0.0;
   zero::cuda::CudaEvent upload_done;
-  // 16-bit models: fp32 copies of the acquired units (the embedding has its own: the tied head
-  // holds it while the final unit is held).
+  // 16-bit models: the GEMM operand copies (16-bit, rows padded to 8 elements = 16 bytes): a GEMM
+  // input (N, round8(max in_features)) and an output gradient (N, round8(max out_features, V)).
+  void* x16 = nullptr;
+  void* dout16 = nullptr;
+  // 16-bit models: fp32 copies of the acquired units' small parameters (the embedding has its
+  // own: the tied head holds it while the final unit is held).
   DeviceWiden widened_embedding, widened_unit;
+  // 16-bit models: the 16-bit copies attention runs on (CudaTransformer::attention16_bytes).
+  DeviceScratch attention16;
   // cpu_checkpointing: the block inputs' host copies and their side stream (null when off).
   std::unique_ptr<CudaHostCheckpoints> host_checkpoints;
 

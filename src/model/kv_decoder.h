@@ -11,26 +11,23 @@
 #include <vector>
 
 #include "model/block_forward.h"
+#include "model/cached_decoder.h"
 #include "model/param_access.h"
 #include "model/param_layout.h"
 
 namespace zero::model {
 
-class KvDecoder {
+class KvDecoder final : public CachedDecoder {
  public:
   // Keeps up to `capacity` positions (GPT-2: at most max_position_embeddings). The layout must
   // outlive the decoder.
   KvDecoder(const ModelLayout& layout, int64_t capacity);
 
-  int64_t length() const { return length_; }
-  int64_t capacity() const { return capacity_; }
-  // Forgets every cached position.
-  void reset() { length_ = 0; }
-
-  // Runs tokens[0, n) at positions [length(), length() + n), caches their keys and values and
-  // writes the logits of the last one (vocab_size floats) to `logits`.
-  // REQUIRES: n >= 1, length() + n <= capacity(), tokens in [0, vocab_size).
-  void append(ParamAccess& params, const int32_t* tokens, int64_t n, float* logits);
+  // CachedDecoder's contract.
+  int64_t length() const override { return length_; }
+  int64_t capacity() const override { return capacity_; }
+  void reset() override { length_ = 0; }
+  void append(ParamAccess& params, const int32_t* tokens, int64_t n, float* logits) override;
 
  private:
   class CachedAttention;

@@ -5,6 +5,7 @@
 #include "comm/mpi_communicator.h"
 #include "device/cuda_stream.h"
 #include "kernels/matmul/matmul_cuda.h"
+#include "model/cuda_kv_decoder.h"
 #include "model/cuda_transformer.h"
 #include "runtime/device_model.h"
 #if defined(ZERO_WITH_NCCL)
@@ -42,6 +43,19 @@ StatusOr<std::unique_ptr<model::Model>> make_cuda_model(const model::ModelConfig
   return std::unique_ptr<model::Model>(std::move(m));
 }
 
+StatusOr<std::unique_ptr<model::CachedDecoder>> make_cuda_decoder(model::Model& model,
+                                                                  int64_t capacity,
+                                                                  device::ExecutionContext& ctx) {
+  auto* cuda_model = dynamic_cast<model::CudaTransformer*>(&model);
+  if (cuda_model == nullptr) {
+    return invalid_argument("--device cuda: a key/value-cached decoder needs the CUDA model");
+  }
+  cuda_compute(ctx).activate();
+  ZERO_ASSIGN_OR_RETURN(std::unique_ptr<model::CudaKvDecoder> decoder,
+                        model::CudaKvDecoder::create(*cuda_model, capacity));
+  return std::unique_ptr<model::CachedDecoder>(std::move(decoder));
+}
+
 DeviceModelBytes cuda_model_bytes(const model::ModelConfig& config,
                                   const model::TransformerOptions& options, DType dtype, int64_t B,
                                   int64_t T, device::ExecutionContext& ctx) {
@@ -50,11 +64,13 @@ DeviceModelBytes cuda_model_bytes(const model::ModelConfig& config,
   const model::CudaTransformerOptions o = cuda_options(options);
   DeviceModelBytes bytes;
   if (B > 0 && T > 0) {
-    bytes.activations = model::CudaTransformer::activation_bytes(config, o, B, T);
+    bytes.activations = model::CudaTransformer::activation_bytes(config, o, B, T, dtype);
     bytes.host_checkpoints = model::CudaTransformer::host_checkpoint_bytes(config, o, B, T);
   }
   bytes.buffers = model::CudaTransformer::widen_bytes(config, dtype) +
                   static_cast<int64_t>(kernels::cuda::MatmulContext::kWorkspaceBytes);
+  if (B > 0 && T > 0)
+    bytes.buffers += model::CudaTransformer::attention16_bytes(config, dtype, B, T);
   return bytes;
 }
 

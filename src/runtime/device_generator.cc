@@ -44,13 +44,25 @@ StatusOr<std::unique_ptr<DeviceGenerator>> DeviceGenerator::create(Device device
 
 DeviceGenerator::~DeviceGenerator() = default;
 
-bool DeviceGenerator::generate(std::vector<int32_t>& tokens, const SamplingOptions& options,
-                               void (*on_token)(int32_t, void*), void* ctx) {
-  return generate_recompute(*model_, *resident_, tokens, options, on_token, ctx);
+StatusOr<bool> DeviceGenerator::generate(std::vector<int32_t>& tokens,
+                                         const SamplingOptions& options, Decoding decoding,
+                                         void (*on_token)(int32_t, void*), void* ctx) {
+  if (decoding == Decoding::kRecompute) {
+    return generate_recompute(*model_, *resident_, tokens, options, on_token, ctx);
+  }
+  const model::ModelConfig& c = model_->layout().config();
+  const int64_t capacity =
+      generation_cache_capacity(c, static_cast<int64_t>(tokens.size()), options);
+  if (decoder_ == nullptr || decoder_->capacity() < capacity) {
+    decoder_.reset();  // the old cache's memory first
+    ZERO_ASSIGN_OR_RETURN(decoder_, make_device_decoder(*model_, capacity, *exec_));
+  }
+  return generate_cached(*decoder_, c, *resident_, tokens, options, on_token, ctx);
 }
 
 int64_t DeviceGenerator::device_bytes() const {
-  return staged_->device_bytes() + model_->buffer_bytes();
+  return staged_->device_bytes() + model_->buffer_bytes() +
+         (decoder_ != nullptr ? decoder_->device_bytes() : 0);
 }
 
 }  // namespace zero::runtime

@@ -1,8 +1,9 @@
 // `zero generate --device cuda`: generation with the device's model (the CUDA model) over weights
 // held in host memory (the engine's working parameters). The weights are copied to the device once
-// (on first use of each unit) and stay there; each new token is one whole forward over the window
-// (runtime::generate_recompute: the CUDA model has no key/value cache yet), its last position's
-// logits copied back, and sampling stays on the host with the CPU path's code and RNG.
+// (on first use of each unit) and stay there; each new token runs through the device's key/value-
+// cached decoder (model::CudaKvDecoder: one token's forward, runtime::generate_cached) or, for
+// comparison, one whole forward over the window (runtime::generate_recompute); its logits are
+// copied back, and sampling stays on the host with the CPU path's code and RNG.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +12,7 @@
 
 #include "core/status.h"
 #include "device/backend.h"
+#include "model/cached_decoder.h"
 #include "model/model.h"
 #include "model/model_config.h"
 #include "model/param_access.h"
@@ -30,11 +32,19 @@ class DeviceGenerator {
                                                            model::ParamAccess& host);
   ~DeviceGenerator();
 
-  // As runtime::generate_recompute on the device model.
-  bool generate(std::vector<int32_t>& tokens, const SamplingOptions& options,
-                void (*on_token)(int32_t token, void* ctx) = nullptr, void* ctx = nullptr);
+  // How each new token's logits are computed.
+  enum class Decoding {
+    kCached,     // runtime::generate_cached over the device's key/value cache
+    kRecompute,  // runtime::generate_recompute: a whole forward over the window per token
+  };
+  // As runtime::generate on the device model. kCached makes (or grows) the cache to
+  // generation_cache_capacity on first use. Errors: the cache does not fit on the device.
+  StatusOr<bool> generate(std::vector<int32_t>& tokens, const SamplingOptions& options,
+                          Decoding decoding = Decoding::kCached,
+                          void (*on_token)(int32_t token, void* ctx) = nullptr,
+                          void* ctx = nullptr);
   model::Model& model() { return *model_; }
-  // Device bytes of the weights plus the model's buffers of the last forward.
+  // Device bytes of the weights, the model's buffers of the last forward and the key/value cache.
   int64_t device_bytes() const;
 
  private:
@@ -45,6 +55,7 @@ class DeviceGenerator {
   // waits for the compute stream), then the model, then the streams it ran on.
   std::unique_ptr<device::ExecutionContext> exec_;
   std::unique_ptr<model::Model> model_;
+  std::unique_ptr<model::CachedDecoder> decoder_;  // made on the first cached generate
   std::unique_ptr<StagedParams> staged_;
   std::unique_ptr<ResidentParams> resident_;
 };

@@ -1,6 +1,8 @@
 // make_device_model (device_model.h): the one dispatch from a device to its model.
 #include "runtime/device_model.h"
 
+#include "model/kv_decoder.h"
+
 namespace zero::runtime {
 
 StatusOr<std::unique_ptr<model::Model>> make_device_model(const model::ModelConfig& config,
@@ -17,6 +19,24 @@ StatusOr<std::unique_ptr<model::Model>> make_device_model(const model::ModelConf
 #endif
   }
   return unimplemented("--device {}: this build has no model for that device",
+                       device_name(ctx.device()));
+}
+
+StatusOr<std::unique_ptr<model::CachedDecoder>> make_device_decoder(model::Model& model,
+                                                                    int64_t capacity,
+                                                                    device::ExecutionContext& ctx) {
+  switch (ctx.device()) {
+    case Device::kCpu:
+      return std::unique_ptr<model::CachedDecoder>(
+          std::make_unique<model::KvDecoder>(model.layout(), capacity));
+    case Device::kCuda:
+#if defined(ZERO_WITH_CUDA)
+      return make_cuda_decoder(model, capacity, ctx);
+#else
+      break;
+#endif
+  }
+  return unimplemented("--device {}: this build has no key/value-cached decoder for that device",
                        device_name(ctx.device()));
 }
 

@@ -8,6 +8,7 @@
 #include "comm/communicator.h"
 #include "core/status.h"
 #include "device/backend.h"
+#include "model/cached_decoder.h"
 #include "model/model.h"
 #include "model/model_config.h"
 #include "model/transformer.h"
@@ -26,10 +27,23 @@ StatusOr<std::unique_ptr<model::Model>> make_cuda_model(const model::ModelConfig
                                                         const model::TransformerOptions& options,
                                                         device::ExecutionContext& ctx);
 
+// A key/value-cached decoder of `capacity` positions over `model`, a model of ctx's device from
+// make_device_model (which must outlive it), on the model's stream. Errors: a device (or build)
+// without one, a capacity the model cannot hold, out of device memory.
+StatusOr<std::unique_ptr<model::CachedDecoder>> make_device_decoder(model::Model& model,
+                                                                    int64_t capacity,
+                                                                    device::ExecutionContext& ctx);
+// CUDA builds (runtime/cuda_device_model.cc): model::CudaKvDecoder over a model::CudaTransformer.
+StatusOr<std::unique_ptr<model::CachedDecoder>> make_cuda_decoder(model::Model& model,
+                                                                  int64_t capacity,
+                                                                  device::ExecutionContext& ctx);
+
 // What the model of a device will hold, for memory planning before it allocates anything.
 struct DeviceModelBytes {
-  int64_t activations = 0;       // device: the activation / scratch slab of one (B, T) micro-batch
-  int64_t buffers = 0;           // device: the fp32 widen buffers of 16-bit units, matmul workspace
+  int64_t activations = 0;  // device: the activation / scratch slab of one (B, T) micro-batch
+                            // (a 16-bit model's GEMM operand copies included)
+  int64_t buffers =
+      0;  // device: 16-bit units' fp32 widen buffers and attention copies, matmul workspace
   int64_t host_checkpoints = 0;  // pinned host memory: cpu_checkpointing's block inputs
 };
 

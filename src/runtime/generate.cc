@@ -6,6 +6,7 @@
 #include <functional>
 #include <random>
 
+#include "core/check.h"
 #include "model/kv_decoder.h"
 
 namespace zero::runtime {
@@ -61,11 +62,6 @@ namespace {
 using ReadWindowFn =
     std::function<void(const int32_t* window, int64_t n, bool extends, float* logits)>;
 
-int64_t context_limit(const model::ModelConfig& c, const SamplingOptions& options) {
-  return options.context_limit > 0 ? std::min(options.context_limit, c.max_position_embeddings)
-                                   : std::min<int64_t>(c.max_position_embeddings, 4096);
-}
-
 // The sampling loop both ways of computing logits share: the window, the RNG and the stopping.
 bool sample_tokens(int64_t V, int64_t limit, std::vector<int32_t>& tokens,
                    const SamplingOptions& options, void (*on_token)(int32_t, void*), void* ctx,
@@ -109,13 +105,29 @@ bool sample_tokens(int64_t V, int64_t limit, std::vector<int32_t>& tokens,
 
 }  // namespace
 
-bool generate(model::Model& model, model::ParamAccess& params, std::vector<int32_t>& tokens,
-              const SamplingOptions& options, void (*on_token)(int32_t, void*), void* ctx) {
+int64_t generation_context_limit(const model::ModelConfig& c, const SamplingOptions& options) {
+  return options.context_limit > 0 ? std::min(options.context_limit, c.max_position_embeddings)
+                                   : std::min<int64_t>(c.max_position_embeddings, 4096);
+}
+
+int64_t generation_cache_capacity(const model::ModelConfig& c, int64_t prompt_tokens,
+                                  const SamplingOptions& options) {
+  // The window never holds more than every token there is (the last one sampled is never read).
+  return std::max<int64_t>(1,
+                           std::min(generation_context_limit(c, options),
+                                    prompt_tokens + std::max<int64_t>(0, options.max_new_tokens)));
+}
+
+bool generate_cached(model::CachedDecoder& decoder, const model::ModelConfig& c,
+                     model::ParamAccess& params, std::vector<int32_t>& tokens,
+                     const SamplingOptions& options, void (*on_token)(int32_t, void*), void* ctx) {
   if (options.max_new_tokens <= 0 || tokens.empty()) return false;
-  const model::ModelConfig& c = model.layout().config();
-  const int64_t limit = context_limit(c, options);
-  model::KvDecoder decoder(model.layout(), limit);
-  return sample_tokens(c.vocab_size, limit, tokens, options, on_token, ctx,
+  ZERO_CHECK(decoder.capacity() >=
+                 generation_cache_capacity(c, static_cast<int64_t>(tokens.size()), options),
+             "a key/value cache of ", decoder.capacity(), " positions is too small");
+  decoder.reset();
+  return sample_tokens(c.vocab_size, generation_context_limit(c, options), tokens, options,
+                       on_token, ctx,
                        [&](const int32_t* window, int64_t n, bool extends, float* logits) {
                          if (extends) {
                            decoder.append(params, window + n - 1, 1, logits);
@@ -126,13 +138,21 @@ bool generate(model::Model& model, model::ParamAccess& params, std::vector<int32
                        });
 }
 
+bool generate(model::Model& model, model::ParamAccess& params, std::vector<int32_t>& tokens,
+              const SamplingOptions& options, void (*on_token)(int32_t, void*), void* ctx) {
+  if (options.max_new_tokens <= 0 || tokens.empty()) return false;
+  const model::ModelConfig& c = model.layout().config();
+  model::KvDecoder decoder(model.layout(), generation_context_limit(c, options));
+  return generate_cached(decoder, c, params, tokens, options, on_token, ctx);
+}
+
 bool generate_recompute(model::Model& model, model::ParamAccess& params,
                         std::vector<int32_t>& tokens, const SamplingOptions& options,
                         void (*on_token)(int32_t, void*), void* ctx) {
   if (options.max_new_tokens <= 0 || tokens.empty()) return false;
   const model::ModelConfig& c = model.layout().config();
-  return sample_tokens(c.vocab_size, context_limit(c, options), tokens, options, on_token, ctx,
-                       [&](const int32_t* window, int64_t n, bool, float* logits) {
+  return sample_tokens(c.vocab_size, generation_context_limit(c, options), tokens, options,
+                       on_token, ctx, [&](const int32_t* window, int64_t n, bool, float* logits) {
                          model.forward(params, window, /*targets=*/nullptr, 1, n);
                          model.logits_at(0, n - 1, logits);
                        });

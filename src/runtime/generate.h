@@ -1,6 +1,7 @@
 // Text generation with a trained model: a sampling loop (temperature, top-k, top-p) over a
-// key/value cache (model::KvDecoder, the CPU model), so each new token costs one token's forward;
-// or, for a model without one (the CUDA model: generate_recompute), over a whole forward per token.
+// key/value cache (model::CachedDecoder: KvDecoder for the CPU model, CudaKvDecoder on the GPU), so
+// each new token costs one token's forward; or, for any model::Model (generate_recompute), over a
+// whole forward per token.
 // When the context reaches its limit, the oldest half is dropped and the newest half re-read (one
 // prefill per limit/2 tokens); both loops keep the same window and sample with the same code, so
 // with the same options they produce the same tokens up to float ties. ZeRO-Inference
@@ -10,6 +11,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "model/cached_decoder.h"
 #include "model/model.h"
 #include "model/param_access.h"
 
@@ -43,11 +45,28 @@ bool generate(model::Model& model, model::ParamAccess& params, std::vector<int32
               const SamplingOptions& options, void (*on_token)(int32_t token, void* ctx) = nullptr,
               void* ctx = nullptr);
 
-// generate() without a key/value cache, for any model::Model (the CUDA model has no KvDecoder
-// yet): every new token is one forward over the tokens generate() would hold in its cache (the
-// newest ones, up to the context limit), taking the last position's logits to the host. Costs a
-// whole forward of up to `context_limit` positions per token. Same sampling, RNG and stopping as
-// generate().
+// The positions generation keeps: options.context_limit, else max_position_embeddings, at most
+// 4096; never past max_position_embeddings.
+int64_t generation_context_limit(const model::ModelConfig& config, const SamplingOptions& options);
+
+// Positions a decoder for generate_cached needs: the context limit, or fewer when the prompt and
+// the new tokens fit in less.
+int64_t generation_cache_capacity(const model::ModelConfig& config, int64_t prompt_tokens,
+                                  const SamplingOptions& options);
+
+// generate() over `decoder` (of a `config` model, emptied first): the same window, sampling, RNG
+// and stopping. REQUIRES: decoder.capacity() >= generation_cache_capacity(config, tokens.size(),
+// options).
+bool generate_cached(model::CachedDecoder& decoder, const model::ModelConfig& config,
+                     model::ParamAccess& params, std::vector<int32_t>& tokens,
+                     const SamplingOptions& options,
+                     void (*on_token)(int32_t token, void* ctx) = nullptr, void* ctx = nullptr);
+
+// generate() without a key/value cache, for any model::Model: every new token is one forward over
+// the tokens generate() would hold in its cache (the newest ones, up to the context limit), taking
+// the last position's logits to the host. Costs a whole forward of up to `context_limit` positions
+// per token (`zero generate --device cuda --no_kv_cache`, the baseline the cache is timed
+// against). Same sampling, RNG and stopping as generate().
 bool generate_recompute(model::Model& model, model::ParamAccess& params,
                         std::vector<int32_t>& tokens, const SamplingOptions& options,
                         void (*on_token)(int32_t token, void* ctx) = nullptr, void* ctx = nullptr);

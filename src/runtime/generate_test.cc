@@ -113,8 +113,9 @@ TEST_P(Generate, RecomputeGivesTheCachedTokens) {
   EXPECT_EQ(recomputed, cached);
 }
 
-// DeviceGenerator (`zero generate --device`) on the CPU backend: the model made for the device's
-// context, the weights copied to its memory once, the cached loop's tokens.
+// DeviceGenerator (`zero generate --device`) on the CPU backend: the model and the key/value-cached
+// decoder made for the device's context, the weights copied to its memory once, the cached loop's
+// tokens (through its decoder and through whole forwards).
 TEST_P(Generate, DeviceGeneratorGivesTheCachedTokens) {
   Fixture f = load(GetParam());
   auto on_device = DeviceGenerator::create(Device::kCpu, f.model->layout().config(), *f.params);
@@ -123,10 +124,17 @@ TEST_P(Generate, DeviceGeneratorGivesTheCachedTokens) {
   o.max_new_tokens = 10;
   o.temperature = 0.8;
   o.seed = 3;
-  std::vector<int32_t> want = {3, 14, 15}, got = want;
+  const std::vector<int32_t> prompt = {3, 14, 15};
+  std::vector<int32_t> want = prompt;
   generate(*f.model, *f.params, want, o);
-  (*on_device)->generate(got, o);
-  EXPECT_EQ(got, want);
+  for (auto decoding :
+       {DeviceGenerator::Decoding::kCached, DeviceGenerator::Decoding::kRecompute}) {
+    std::vector<int32_t> got = prompt;
+    auto stopped = (*on_device)->generate(got, o, decoding);
+    ASSERT_TRUE(stopped.ok()) << stopped.status().to_string();
+    EXPECT_FALSE(*stopped);
+    EXPECT_EQ(got, want);
+  }
   EXPECT_GT((*on_device)->device_bytes(), 0);
 }
 

@@ -254,6 +254,17 @@ int TrainingRun::run() {
   print_banner();
   if (Exit e = create_engine()) return *e;
   if (Exit e = train_steps()) return *e;
+  if (lead_ && engine_->device() == Device::kCuda) {
+    // Sampled after the last step, before the save. The engine allocates its buffers up front and
+    // its pools keep theirs, so this is close to the run's peak (the CUDA context included).
+    if (StatusOr<CudaMemoryInfo> gpu = cuda_memory_info(); gpu.ok()) {
+      std::printf(
+          "zero train: GPU memory in use after training: %.0f MiB of %.0f MiB "
+          "(cudaMemGetInfo: every process on the GPU, CUDA context included)\n",
+          static_cast<double>(gpu->used_bytes) / (1 << 20),
+          static_cast<double>(gpu->total_bytes) / (1 << 20));
+    }
+  }
   if (Exit e = save_final()) return *e;
   if (lead_) {
     const double total =

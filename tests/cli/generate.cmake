@@ -84,7 +84,31 @@ set_tests_properties(cli.generate.unknown_device PROPERTIES LABELS unit
 add_test(NAME cli.generate.device_cuda
          COMMAND sh -c "Z=$<TARGET_FILE:zero>; args='generate --model preset:gpt2-tiny --prompt_tokens 1,2,3 --temperature 0 --max_new_tokens 8'; \
 out=$($Z $args --device cuda 2>&1); rc=$?; echo \"$out\"; \
-if test $rc -eq 0 && test \"$(echo \"$out\" | tail -n 1)\" = \"$($Z $args --device cpu 2>/dev/null)\"; then echo same-tokens-on-gpu; \
+if test $rc -eq 0 && test \"$(echo \"$out\" | grep -v '^zero generate:' | tail -n 1)\" = \"$($Z $args --device cpu 2>/dev/null)\"; then echo same-tokens-on-gpu; \
 elif test $rc -eq 2 && test $(echo \"$out\" | wc -l) -eq 1 && echo \"$out\" | grep -q '^error: --device cuda: .*\\(no usable GPU\\|no CUDA backend\\)'; then echo refused-first; fi")
 set_tests_properties(cli.generate.device_cuda PROPERTIES LABELS unit
                      PASS_REGULAR_EXPRESSION "same-tokens-on-gpu|refused-first")
+
+# The speed goes to stderr after the output (new tokens per second, the first token's latency
+# apart); stdout keeps only the tokens. --no_kv_cache (whole forwards per token) is for --device
+# cuda only: exit 2 on the CPU.
+add_test(NAME cli.generate.speed_on_stderr
+         COMMAND sh -c "Z=$<TARGET_FILE:zero>; args='generate --model preset:gpt2-tiny --prompt_tokens 1,2,3 --temperature 0 --max_new_tokens 5'; \
+err=$($Z $args 2>&1 >/dev/null); out=$($Z $args 2>/dev/null); echo \"[$out] [$err]\"; \
+test $(echo \"$out\" | wc -w) -eq 8 && echo \"$err\" | grep -q '^zero generate: 5 new tokens in .* tokens/s (the first after .* with the 3-token prompt, then .* tokens/s)$' && echo speed-reported")
+set_tests_properties(cli.generate.speed_on_stderr PROPERTIES LABELS unit
+                     PASS_REGULAR_EXPRESSION "speed-reported")
+add_test(NAME cli.generate.no_kv_cache_needs_cuda
+         COMMAND sh -c "$<TARGET_FILE:zero> generate --model preset:gpt2-tiny --prompt_tokens 1,2 --no_kv_cache 2>&1; test $? -eq 2")
+set_tests_properties(cli.generate.no_kv_cache_needs_cuda PROPERTIES LABELS unit
+                     PASS_REGULAR_EXPRESSION "--no_kv_cache is for --device cuda")
+
+# --context_limit: a context of 4 positions fills and is re-read, on the CPU (the GPU's own check is
+# cuda_generate_emu_test and tools/gpu/train_check.sh): 12 new tokens, greedy, deterministic, and
+# not those of the whole context (0: the default).
+add_test(NAME cli.generate.context_limit
+         COMMAND sh -c "Z=$<TARGET_FILE:zero>; args='generate --model preset:llama-tiny --prompt_tokens 1,2,3 --temperature 0 --max_new_tokens 12 --context_limit 4'; \
+a=$($Z $args 2>/dev/null); b=$($Z $args 2>/dev/null); c=$($Z $args --context_limit 0 2>/dev/null); \
+echo \"[$a] [$c]\"; test \"$a\" = \"$b\" && test \"$a\" != \"$c\" && test $(echo \"$a\" | wc -w) -eq 15 && echo limited-ok")
+set_tests_properties(cli.generate.context_limit PROPERTIES LABELS unit
+                     PASS_REGULAR_EXPRESSION "limited-ok")

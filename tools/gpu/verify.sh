@@ -14,8 +14,9 @@
 # ZERO_GPU_SAN=REGEX sanitizes only the test binaries whose names match (default all;
 # a short lease spends its minutes on what changed), ZERO_GPU_KBENCH=0 skips the kernel benchmark,
 # ZERO_GPU_SAN_TIMEOUT=S bounds each sanitizer run (default 380),
-# ZERO_GPU_TRAIN=0 skips the training check (app/train_check.sh: --device cuda vs cpu, gpt2-124m
-# tokens/s beside PyTorch).
+# ZERO_GPU_TRAIN=0 skips the training check (app/train_check.sh: --device cuda vs cpu, the step
+# grid beside PyTorch (ZERO_GPU_BENCH_GRID), memcheck over training runs, and an ncu kernel-time
+# table of a gpt2-124m step: ZERO_GPU_PROFILE=0 skips that).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 dry=0 bench_only=0

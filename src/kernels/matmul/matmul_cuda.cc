@@ -388,6 +388,84 @@ void matmul_backward(MatmulContext& ctx, T* dinp, float* dweight, float* dbias, 
   }
 }
 
+template <typename T16>
+void matmul_forward_16(MatmulContext& ctx, float* out, const T16* inp, int64_t inp_ld,
+                       const T16* weight, const float* bias, int64_t N, int64_t C, int64_t OC,
+                       cudaStream_t stream) {
+  if (N == 0 || OC == 0) return;
+  if (C == 0) {
+    broadcast_bias(out, bias, N, OC, stream);
+    return;
+  }
+  ZERO_CHECK(inp_ld >= C, "matmul_forward_16: inp_ld ", inp_ld, " < C ", C);
+  GemmArgs args{.shape = matmul_forward_gemm(N, C, OC),
+                .ab_dtype = storage_dtype<T16>(),
+                .d_dtype = DType::kF32,
+                .a = weight,
+                .b = inp,
+                .d = out};
+  args.shape.ldb = inp_ld;
+  if (bias != nullptr) {
+    // As matmul_forward: the BIAS epilogue (fp32 bias, D's type) only for a 16-byte aligned bias.
+    if (alignment_bytes(bias) >= 16) {
+      args.bias = bias;
+      if (ctx.try_gemm(args, stream)) return;
+    }
+    broadcast_bias(out, bias, N, OC, stream);
+    args.bias = nullptr;
+    args.beta = 1.0f;
+  }
+  ctx.gemm(args, stream);
+}
+
+template <typename T16>
+void matmul_backward_16(MatmulContext& ctx, float* dinp, float* dweight, float* dbias,
+                        const float* dout, const T16* dout16, int64_t dout_ld, const T16* inp,
+                        int64_t inp_ld, const T16* weight, int64_t N, int64_t C, int64_t OC,
+                        cudaStream_t stream) {
+  if (N == 0 || OC == 0) return;
+  constexpr DType kDtype = storage_dtype<T16>();
+  ZERO_CHECK(dout_ld >= OC && inp_ld >= C, "matmul_backward_16: dout_ld ", dout_ld, " < OC ", OC,
+             " or inp_ld ", inp_ld, " < C ", C);
+  if (C > 0 && dinp != nullptr) {
+    GemmArgs args{.shape = matmul_dinp_gemm(N, C, OC),
+                  .ab_dtype = kDtype,
+                  .d_dtype = DType::kF32,
+                  .a = weight,
+                  .b = dout16,
+                  .d = dinp,
+                  .beta = 1.0f};
+    args.shape.ldb = dout_ld;
+    ctx.gemm(args, stream);
+  }
+  if (C > 0 && dweight != nullptr) {
+    GemmArgs args{.shape = matmul_dweight_gemm(N, C, OC),
+                  .ab_dtype = kDtype,
+                  .d_dtype = DType::kF32,
+                  .a = inp,
+                  .b = dout16,
+                  .d = dweight,
+                  .beta = 1.0f};
+    args.shape.lda = inp_ld;
+    args.shape.ldb = dout_ld;
+    ctx.gemm(args, stream);
+  }
+  if (dbias != nullptr) {
+    // The workspace is free here: the GEMMs above are ordered before this on the same stream.
+    bias_grad(dbias, dout, N, OC, ctx.workspace(), MatmulContext::kWorkspaceBytes, stream);
+  }
+}
+
+#define ZERO_INSTANTIATE_MATMUL_16(T16)                                                         \
+  template void matmul_forward_16<T16>(MatmulContext&, float*, const T16*, int64_t, const T16*, \
+                                       const float*, int64_t, int64_t, int64_t, cudaStream_t);  \
+  template void matmul_backward_16<T16>(MatmulContext&, float*, float*, float*, const float*,   \
+                                        const T16*, int64_t, const T16*, int64_t, const T16*,   \
+                                        int64_t, int64_t, int64_t, cudaStream_t);
+ZERO_INSTANTIATE_MATMUL_16(__nv_bfloat16)
+ZERO_INSTANTIATE_MATMUL_16(__half)
+#undef ZERO_INSTANTIATE_MATMUL_16
+
 #define ZERO_INSTANTIATE_MATMUL(T)                                                                \
   template void matmul_forward<T>(MatmulContext&, T*, const T*, const T*, const T*, int64_t,      \
                                   int64_t, int64_t, cudaStream_t);                                \

@@ -122,4 +122,27 @@ void matmul_backward(MatmulContext& ctx, T* dinp, float* dweight, float* dbias, 
                      const T* inp, const T* weight, int64_t N, int64_t C, int64_t OC,
                      cudaStream_t stream);
 
+// The dense layer of a 16-bit model, autocast-style (what torch.autocast runs): the GEMM operands
+// are 16-bit (T16 = __nv_bfloat16 or __half: the weight as stored, the activation / gradient as a
+// rounded copy the caller made), products are accumulated in fp32 and every output, bias and
+// gradient is fp32. The activation copies have a row stride of their own (`inp_ld`, `dout_ld`
+// elements, >= the row's width) so that the caller can pad rows to 16 bytes, which cuBLASLt's
+// tensor-core algorithms need.
+//
+// out(N, OC) = inp16(N, C) · weight(OC, C)^T + bias(OC); bias (fp32) may be null. Overwrites out.
+template <typename T16>
+void matmul_forward_16(MatmulContext& ctx, float* out, const T16* inp, int64_t inp_ld,
+                       const T16* weight, const float* bias, int64_t N, int64_t C, int64_t OC,
+                       cudaStream_t stream);
+
+// Accumulates dinp(N, C) += dout16 · weight and dweight(OC, C) += dout16^T · inp16 (fp32 sums
+// of 16-bit products), and dbias(OC) += Σ_rows dout over the fp32 gradient `dout` (N, OC) that
+// dout16 rounds, as matmul_backward<float> sums it. Any of dinp / dweight / dbias may be null;
+// inp16 is read only for dweight, dout only for dbias.
+template <typename T16>
+void matmul_backward_16(MatmulContext& ctx, float* dinp, float* dweight, float* dbias,
+                        const float* dout, const T16* dout16, int64_t dout_ld, const T16* inp,
+                        int64_t inp_ld, const T16* weight, int64_t N, int64_t C, int64_t OC,
+                        cudaStream_t stream);
+
 }  // namespace zero::kernels::cuda

@@ -1,9 +1,10 @@
 // Tests for the CUDA dense layer against its CPU twin (matmul.h) over dtypes x shapes (N, C, OC
 // from {1, 3, 17, 64, 127}, 1xN included): forward with and without bias, bias + GELU, backward
 // accumulation and null gradients, misaligned pointers, the deterministic bias gradient and the
-// plan cache. Matmul outputs are compared by relative error norm (norm_rtol_for). The host tests
-// check, without a GPU, the column-major mapping (through a plain column-major GEMM) and the bias
-// gradient's chunk plan.
+// plan cache; the 16-bit-operand, fp32-output variant (matmul_forward_16 / matmul_backward_16)
+// against a double reference within the fp32 summation bound. Matmul outputs are compared by
+// relative error norm (norm_rtol_for). The host tests check, without a GPU, the column-major
+// mapping (through a plain column-major GEMM) and the bias gradient's chunk plan.
 #include "kernels/matmul/matmul_cuda.h"
 
 #include <cuda_bf16.h>
@@ -476,6 +477,174 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, MatmulCudaDtypeTest,
                          [](const ::testing::TestParamInfo<DType>& info) {
                            return std::string(dtype_name(info.param));
                          });
+
+// ---- The 16-bit-operand dense layer (matmul_forward_16 / matmul_backward_16, a 16-bit model's
+// autocast-style GEMMs): 16-bit inputs, fp32 outputs. Reference: the same products in double over
+// the rounded inputs. A product of two 16-bit values is exact in fp32 (8 + 8 or 11 + 11 significant
+// bits <= 24), so the only error is fp32 summation: K terms, then the accumulation into D (beta 1)
+// and the bias, each a rounding, give |got - ref| <= (K + 2) 2^-24 (Σ|terms| + |D0| + |bias|)
+// (Higham's γ bound) per element. Rows of the 16-bit copies are `ld` apart: dense, padded to 8, and
+// an odd stride.
+
+// Element (r, c) of a row-major (rows, width) array with row stride ld, zeros in the padding.
+std::vector<float> padded(const std::vector<float>& dense, int64_t rows, int64_t width,
+                          int64_t ld) {
+  std::vector<float> out(static_cast<size_t>(rows * ld), 0.0f);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < width; ++c) out[r * ld + c] = dense[r * width + c];
+  }
+  return out;
+}
+
+// |got - want| <= bound elementwise, with the first failure named.
+::testing::AssertionResult within(const std::vector<float>& got, const std::vector<double>& want,
+                                  const std::vector<double>& bound) {
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (!(std::fabs(got[i] - want[i]) <= bound[i])) {
+      return ::testing::AssertionFailure() << "element " << i << ": got " << got[i] << ", want "
+                                           << want[i] << " (bound " << bound[i] << ")";
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+using Param16 = std::tuple<DType, int64_t, int64_t, int64_t, int64_t>;  // dtype, N, C, OC, ld kind
+
+class Matmul16CudaTest : public ::testing::TestWithParam<Param16> {};
+
+// ld kind: 0 dense, 1 padded to 8 (what CudaTransformer uses), 2 padded by an odd 3.
+int64_t ld_for(int64_t width, int64_t kind) {
+  return kind == 0 ? width : kind == 1 ? (width + 7) / 8 * 8 : width + 3;
+}
+
+TEST_P(Matmul16CudaTest, MatchesDoubleReferenceOnRoundedInputs) {
+  ZERO_SKIP_WITHOUT_GPU();
+  const auto [dtype, N, C, OC, ld_kind] = GetParam();
+  const int64_t inp_ld = ld_for(C, ld_kind), dout_ld = ld_for(OC, ld_kind);
+  constexpr double kU32 = 0x1p-24;
+  const auto with_16bit_type = [](DType d, auto&& f) {
+    if (d == DType::kBF16) {
+      f.template operator()<__nv_bfloat16>();
+    } else {
+      f.template operator()<__half>();
+    }
+  };
+  with_16bit_type(dtype, [&]<typename T>() {
+    // Rounded to T: the values the GEMM reads (the caller's cast kernel rounds the same way).
+    const std::vector<float> inp = rounded<T>(to_float(random_vector(N * C, 21)));
+    const std::vector<float> weight = rounded<T>(to_float(random_vector(OC * C, 22)));
+    const std::vector<float> dout32 = to_float(random_vector(N * OC, 23));
+    const std::vector<float> dout = rounded<T>(dout32);
+    const std::vector<float> bias = to_float(random_vector(OC, 24));
+    const std::vector<float> dinp0 = to_float(random_vector(N * C, 25));
+    const std::vector<float> dweight0 = to_float(random_vector(OC * C, 26));
+    const std::vector<float> dbias0 = to_float(random_vector(OC, 27));
+    DeviceArray<T> d_inp(to_storage<T>(padded(inp, N, C, inp_ld)));
+    DeviceArray<T> d_dout(to_storage<T>(padded(dout, N, OC, dout_ld)));
+    DeviceArray<T> d_weight(to_storage<T>(weight));
+    DeviceArray<float> d_dout32(dout32), d_bias(bias);
+    zero::cuda::CudaStream stream;
+
+    // Forward, without and with bias.
+    for (const bool with_bias : {false, true}) {
+      SCOPED_TRACE(with_bias ? "forward with bias" : "forward");
+      std::vector<double> want(static_cast<size_t>(N * OC)), bound(want.size());
+      for (int64_t n = 0; n < N; ++n) {
+        for (int64_t o = 0; o < OC; ++o) {
+          double sum = with_bias ? bias[o] : 0.0, magnitude = with_bias ? std::fabs(bias[o]) : 0.0;
+          for (int64_t c = 0; c < C; ++c) {
+            const double term = static_cast<double>(inp[n * C + c]) * weight[o * C + c];
+            sum += term;
+            magnitude += std::fabs(term);
+          }
+          want[n * OC + o] = sum;
+          bound[n * OC + o] = static_cast<double>(C + 2) * kU32 * magnitude;
+        }
+      }
+      DeviceArray<float> d_out(std::vector<float>(static_cast<size_t>(N * OC), 123.0f));
+      cuda::matmul_forward_16<T>(context(), d_out.get(), d_inp.get(), inp_ld, d_weight.get(),
+                                 with_bias ? d_bias.get() : nullptr, N, C, OC, stream);
+      EXPECT_TRUE(within(d_out.download(), want, bound));
+    }
+
+    // Backward: dinp, dweight and dbias accumulated onto nonzero values.
+    std::vector<double> want_dinp(static_cast<size_t>(N * C)), bound_dinp(want_dinp.size());
+    for (int64_t n = 0; n < N; ++n) {
+      for (int64_t c = 0; c < C; ++c) {
+        double sum = dinp0[n * C + c], magnitude = std::fabs(dinp0[n * C + c]);
+        for (int64_t o = 0; o < OC; ++o) {
+          const double term = static_cast<double>(dout[n * OC + o]) * weight[o * C + c];
+          sum += term;
+          magnitude += std::fabs(term);
+        }
+        want_dinp[n * C + c] = sum;
+        bound_dinp[n * C + c] = static_cast<double>(OC + 2) * kU32 * magnitude;
+      }
+    }
+    std::vector<double> want_dweight(static_cast<size_t>(OC * C)),
+        bound_dweight(want_dweight.size());
+    for (int64_t o = 0; o < OC; ++o) {
+      for (int64_t c = 0; c < C; ++c) {
+        double sum = dweight0[o * C + c], magnitude = std::fabs(dweight0[o * C + c]);
+        for (int64_t n = 0; n < N; ++n) {
+          const double term = static_cast<double>(dout[n * OC + o]) * inp[n * C + c];
+          sum += term;
+          magnitude += std::fabs(term);
+        }
+        want_dweight[o * C + c] = sum;
+        bound_dweight[o * C + c] = static_cast<double>(N + 2) * kU32 * magnitude;
+      }
+    }
+    // The bias gradient sums the fp32 gradient, not its rounded copy.
+    std::vector<double> want_dbias(static_cast<size_t>(OC)), bound_dbias(want_dbias.size());
+    for (int64_t o = 0; o < OC; ++o) {
+      double sum = dbias0[o], magnitude = std::fabs(dbias0[o]);
+      for (int64_t n = 0; n < N; ++n) {
+        sum += dout32[n * OC + o];
+        magnitude += std::fabs(dout32[n * OC + o]);
+      }
+      want_dbias[o] = sum;
+      bound_dbias[o] = static_cast<double>(N + 2) * kU32 * magnitude;
+    }
+    DeviceArray<float> d_dinp(dinp0), d_dweight(dweight0), d_dbias(dbias0);
+    cuda::matmul_backward_16<T>(context(), d_dinp.get(), d_dweight.get(), d_dbias.get(),
+                                d_dout32.get(), d_dout.get(), dout_ld, d_inp.get(), inp_ld,
+                                d_weight.get(), N, C, OC, stream);
+    EXPECT_TRUE(within(d_dinp.download(), want_dinp, bound_dinp)) << "dinp";
+    EXPECT_TRUE(within(d_dweight.download(), want_dweight, bound_dweight)) << "dweight";
+    EXPECT_TRUE(within(d_dbias.download(), want_dbias, bound_dbias)) << "dbias";
+
+    // Each gradient alone (the others null) is the same.
+    DeviceArray<float> d_dinp_alone(dinp0), d_dweight_alone(dweight0);
+    cuda::matmul_backward_16<T>(context(), d_dinp_alone.get(), nullptr, nullptr, nullptr,
+                                d_dout.get(), dout_ld, nullptr, inp_ld, d_weight.get(), N, C, OC,
+                                stream);
+    cuda::matmul_backward_16<T>(context(), nullptr, d_dweight_alone.get(), nullptr, nullptr,
+                                d_dout.get(), dout_ld, d_inp.get(), inp_ld, d_weight.get(), N, C,
+                                OC, stream);
+    EXPECT_EQ(d_dinp_alone.download(), d_dinp.download());
+    EXPECT_EQ(d_dweight_alone.download(), d_dweight.download());
+  });
+}
+
+std::string param16_name(const ::testing::TestParamInfo<Param16>& info) {
+  static const char* const kLds[] = {"dense", "ld8", "ldodd"};
+  return std::string(dtype_name(std::get<0>(info.param))) + "_N" +
+         std::to_string(std::get<1>(info.param)) + "_C" + std::to_string(std::get<2>(info.param)) +
+         "_OC" + std::to_string(std::get<3>(info.param)) + "_" + kLds[std::get<4>(info.param)];
+}
+
+// On the emulator, 1 and primes around the reference GEMM's 16-wide tile; on a GPU also the
+// tensor-core shapes (multiples of 8) and a wide odd output like an LM head's vocabulary.
+INSTANTIATE_TEST_SUITE_P(
+    DtypesShapes, Matmul16CudaTest,
+    ::testing::Combine(
+        ::testing::Values(DType::kBF16, DType::kF16),
+        ::testing::ValuesIn(testing::gpu_or_emulated<int64_t>({1, 17, 64, 127}, {1, 17})),
+        ::testing::ValuesIn(testing::gpu_or_emulated<int64_t>({1, 17, 64}, {3, 17})),
+        ::testing::ValuesIn(testing::gpu_or_emulated<int64_t>({1, 17, 96, 1031}, {1, 19})),
+        ::testing::Values(0, 1, 2)),
+    param16_name);
 
 }  // namespace
 }  // namespace zero::kernels

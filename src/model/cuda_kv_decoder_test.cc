@@ -1,0 +1,266 @@
+// CudaKvDecoder against the CPU KvDecoder (itself tested against the full forward on HF models,
+// kv_decoder_test.cc) and against the CUDA model's own full forward: the logits from a prompt's
+// prefill (the flash kernel), a few rows after it and then one token at a time (attention over the
+// cache), and of a prompt that fills the whole cache at once, for tiny random models (GPT-2 with
+// its per-layer score divisor; Llama with GQA, Llama 3 RoPE scaling and a tied head; Llama with
+// biases, linear RoPE scaling and a sliding window on one layer) with fp32 and bf16 weights.
+// Self-contained (no fixture files: the GPU pack runs it too). Runs on a GPU, and on the CPU
+// emulator as cuda_kv_decoder_emu_test (docs/emu.md).
+#include "model/cuda_kv_decoder.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <ostream>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "core/cuda/cuda_stream.h"
+#include "core/dtype.h"
+#include "kernels/cuda_test_util.h"
+#include "model/cuda_transformer.h"
+#include "model/golden_testing.h"
+#include "model/kv_decoder.h"
+
+namespace zero::model {
+namespace {
+
+using kernels::testing::DeviceArray;
+
+// Largest |a - b| over a row, relative to the row's largest |b| (kv_decoder_test.cc's measure).
+double relative_error(const std::vector<float>& a, const std::vector<float>& b) {
+  double err = 0, scale = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    err = std::max(err, static_cast<double>(std::fabs(a[i] - b[i])));
+    scale = std::max(scale, static_cast<double>(std::fabs(b[i])));
+  }
+  return err / scale;
+}
+
+// Tiny shapes: C = 32, 2 layers, an odd vocabulary, 16 positions; 4 query heads over 2 kv heads
+// (2 over 1 on the emulator, still grouped: it runs every CUDA thread as a host thread).
+constexpr int64_t kVocab = 97, kPositions = 16;
+#if defined(ZERO_CUDA_EMU)
+constexpr int64_t kQueryHeads = 2, kKvHeads = 1;
+#else
+constexpr int64_t kQueryHeads = 4, kKvHeads = 2;
+#endif
+
+ModelConfig gpt2_config() {
+  ModelConfig c;
+  c.arch = Arch::kGpt2;
+  c.model_type = "gpt2";
+  c.vocab_size = kVocab;
+  c.max_position_embeddings = kPositions;
+  c.hidden_size = 32;
+  c.num_layers = 2;
+  c.num_heads = kQueryHeads;
+  c.num_kv_heads = kQueryHeads;
+  c.intermediate_size = 128;
+  c.hidden_act = "gelu_new";
+  c.scale_attn_by_inverse_layer_idx = true;  // the score divisor of layer 1
+  return c;
+}
+
+// GQA, llama3 RoPE scaling, a tied head.
+ModelConfig llama_config() {
+  ModelConfig c;
+  c.arch = Arch::kLlama;
+  c.model_type = "llama";
+  c.vocab_size = kVocab;
+  c.max_position_embeddings = kPositions;
+  c.hidden_size = 32;
+  c.num_layers = 2;
+  c.num_heads = kQueryHeads;
+  c.num_kv_heads = kKvHeads;
+  c.intermediate_size = 48;
+  c.hidden_act = "silu";
+  c.rope_theta = 500000.0;
+  c.rope_scaling.type = "llama3";
+  c.rope_scaling.factor = 8.0;
+  c.rope_scaling.low_freq_factor = 1.0;
+  c.rope_scaling.high_freq_factor = 4.0;
+  c.rope_scaling.original_max_position_embeddings = 8;
+  c.tie_word_embeddings = true;
+  return c;
+}
+
+// Untied, q/k/v/o and MLP biases, linear RoPE scaling, a sliding window of 5 on layer 0.
+ModelConfig llama_sliding_config() {
+  ModelConfig c = llama_config();
+  c.tie_word_embeddings = false;
+  c.rope_scaling = {};
+  c.rope_scaling.type = "linear";
+  c.rope_scaling.factor = 2.0;
+  c.attention_bias = true;
+  c.mlp_bias = true;
+  c.sliding_window = 5;
+  c.sliding_layers = {true, false};
+  return c;
+}
+
+// Every unit's values, uniform around 0 (norm weights around 1), from a fixed seed.
+std::vector<std::vector<float>> random_units(const ModelLayout& layout) {
+  std::mt19937 rng(7);
+  std::vector<std::vector<float>> units;
+  for (const UnitSpec& u : layout.units()) {
+    std::vector<float> values(static_cast<size_t>(u.numel));
+    for (const ParamSpec& p : u.params) {
+      const bool norm = p.kind == ParamKind::kAttnNormWeight ||
+                        p.kind == ParamKind::kMlpNormWeight ||
+                        p.kind == ParamKind::kFinalNormWeight;
+      std::uniform_real_distribution<float> dist(-0.3f, 0.3f);
+      for (int64_t i = 0; i < p.numel(); ++i) {
+        values[static_cast<size_t>(p.offset + i)] = (norm ? 1.0f : 0.0f) + dist(rng);
+      }
+    }
+    units.push_back(std::move(values));
+  }
+  return units;
+}
+
+// fp32 throughout on both sides (the same values, fp32 GEMMs): they differ by summation order
+// only. The CPU KvDecoder meets the CPU full forward within the same bound.
+constexpr double kTolerance = 1e-5;
+
+// A 16-bit model's decoder rounds every GEMM's input to the dtype (autocast, as the CUDA model's
+// forward; attention stays fp32 over the fp32 cache): 4 roundings per block (GPT-2: qkv's, proj's,
+// fc's and fc2's inputs; Llama: q/k/v's, o's, gate/up's and down's) and the head's, R = 4L + 1 in a
+// chain, each of relative RMS u / sqrt(3) (u = 2^-8 bf16); with cuda_transformer_test.cc's factor
+// 3 for the Jacobians on the way, sqrt(3 R) u on the logits' error norm (L = 2: 2.0e-2 bf16).
+::testing::AssertionResult logits_close(const std::vector<float>& got,
+                                        const std::vector<float>& want, const ModelConfig& c,
+                                        DType dtype) {
+  if (dtype == DType::kF32) {
+    const double err = relative_error(got, want);
+    if (err < kTolerance) return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure() << "relative error " << err << " >= " << kTolerance;
+  }
+  const double u = dtype == DType::kBF16 ? 0x1p-8 : 0x1p-11;
+  const double roundings = 4.0 * static_cast<double>(c.num_layers) + 1.0;
+  return kernels::testing::norm_close(got, want, std::sqrt(3.0 * roundings) * u);
+}
+
+// Every unit in device memory, in the dtype of `host`'s views (bitwise their bytes).
+class DeviceParams : public ParamAccess {
+ public:
+  DeviceParams(ParamAccess& host, int num_units) {
+    for (int u = 0; u < num_units; ++u) {
+      const ParamView v = host.acquire(u);
+      std::vector<char> bytes(static_cast<const char*>(v.data),
+                              static_cast<const char*>(v.data) + v.numel * dtype_bytes(v.dtype));
+      views_.push_back(v);
+      arrays_.push_back(std::make_unique<DeviceArray<char>>(bytes));
+      views_.back().data = arrays_.back()->get();
+      views_.back().device = Device::kCuda;
+      host.release(u);
+    }
+  }
+  ParamView acquire(int u) override { return views_[static_cast<size_t>(u)]; }
+  void release(int) override {}
+
+ private:
+  std::vector<ParamView> views_;
+  std::vector<std::unique_ptr<DeviceArray<char>>> arrays_;
+};
+
+struct ModelCase {
+  const char* name;
+  ModelConfig (*config)();
+};
+
+void PrintTo(const ModelCase& c, std::ostream* os) { *os << c.name; }
+
+class CudaKvDecoderTest : public ::testing::TestWithParam<std::tuple<ModelCase, DType>> {};
+
+TEST_P(CudaKvDecoderTest, LogitsEqualTheCpuDecoderAndTheFullForward) {
+  ZERO_SKIP_WITHOUT_GPU();
+  const auto [model_case, dtype] = GetParam();
+  const ModelConfig config = model_case.config();
+  const ModelLayout layout(config);
+  const std::vector<std::vector<float>> units = random_units(layout);
+  testing::TypedResidentParams typed(units, dtype);
+  testing::ResidentParams f32(units);
+  ParamAccess& host = dtype == DType::kF32 ? static_cast<ParamAccess&>(f32) : typed;
+  DeviceParams device(host, layout.num_units());
+
+  zero::cuda::CudaStream stream;
+  auto model = CudaTransformer::create(config, {}, stream.get());
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  // The whole cache: the models' context window.
+  const int64_t T = config.max_position_embeddings, V = config.vocab_size;
+  std::vector<int32_t> tokens(static_cast<size_t>(T));
+  for (int64_t t = 0; t < T; ++t) tokens[static_cast<size_t>(t)] = (t * 37 + 11) % V;
+  auto gpu = CudaKvDecoder::create(**model, T);
+  ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
+  KvDecoder cpu(layout, T);
+
+  // A prompt of 5 in one append (the prefill into the empty cache), 3 more in one append (rows
+  // after cached ones), then one token at a time up to the capacity.
+  std::vector<std::vector<float>> got(static_cast<size_t>(T));  // by position: the last of appends
+  std::vector<float> logits(static_cast<size_t>(V)), want(static_cast<size_t>(V));
+  std::vector<int64_t> lasts;  // the positions whose logits an append returned
+  for (int64_t first = 0; first < T;) {
+    const int64_t n = first == 0 ? 5 : first == 5 ? 3 : 1;
+    (*gpu)->append(device, tokens.data() + first, n, logits.data());
+    cpu.append(host, tokens.data() + first, n, want.data());
+    first += n;
+    EXPECT_TRUE(logits_close(logits, want, config, dtype)) << "position " << first - 1;
+    got[static_cast<size_t>(first - 1)] = logits;
+    lasts.push_back(first - 1);
+  }
+  EXPECT_EQ((*gpu)->length(), T);
+  EXPECT_GE((*gpu)->device_bytes(), CudaKvDecoder::cache_bytes(config, T));
+
+  // The CUDA model's full forward over the same tokens, position by position, on the fp32 values
+  // of the units (a 16-bit model's forward runs attention on 16-bit copies of q, k, v, as
+  // torch.autocast's SDPA; the decoders keep fp32 activations).
+  testing::ResidentParams widened(typed.widened());
+  DeviceParams device_f32(dtype == DType::kF32 ? host : widened, layout.num_units());
+  auto full = CudaTransformer::create(config, {}, stream.get());
+  ASSERT_TRUE(full.ok()) << full.status().to_string();
+  (*full)->forward(device_f32, tokens.data(), nullptr, 1, T);
+  for (int64_t t : lasts) {
+    (*full)->logits_at(0, t, want.data());
+    EXPECT_TRUE(logits_close(got[static_cast<size_t>(t)], want, config, dtype))
+        << "full forward, position " << t;
+  }
+
+  // A prompt that fills the cache in one prefill (after a reset, as generation re-reads its
+  // window).
+  (*gpu)->reset();
+  (*gpu)->append(device, tokens.data(), T, logits.data());
+  EXPECT_TRUE(logits_close(logits, got.back(), config, dtype)) << "one prefill of " << T;
+  EXPECT_EQ((*gpu)->length(), T);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, CudaKvDecoderTest,
+                         ::testing::Combine(::testing::Values(ModelCase{"gpt2", gpt2_config},
+                                                              ModelCase{"llama", llama_config},
+                                                              ModelCase{"llama_sliding",
+                                                                        llama_sliding_config}),
+                                            ::testing::Values(DType::kF32, DType::kBF16)),
+                         [](const ::testing::TestParamInfo<std::tuple<ModelCase, DType>>& info) {
+                           return std::string(std::get<0>(info.param).name) +
+                                  (std::get<1>(info.param) == DType::kF32 ? "_fp32" : "_bf16");
+                         });
+
+TEST(CudaKvDecoder, RefusesACacheTheModelCannotHold) {
+  ZERO_SKIP_WITHOUT_GPU();
+  const ModelConfig config = gpt2_config();
+  zero::cuda::CudaStream stream;
+  auto model = CudaTransformer::create(config, {}, stream.get());
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  auto past = CudaKvDecoder::create(**model, config.max_position_embeddings + 1);
+  ASSERT_FALSE(past.ok());
+  EXPECT_NE(past.status().message().find("max_position_embeddings"), std::string::npos)
+      << past.status().to_string();
+  EXPECT_FALSE(CudaKvDecoder::create(**model, 0).ok());
+}
+
+}  // namespace
+}  // namespace zero::model
