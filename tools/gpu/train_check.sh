@@ -208,7 +208,7 @@ fi
 # their own. Ratios are against each entry's first mode; an offloaded stage is also compared with the
 # same stage without offload when the entry has it (issue 11: offload 1.5B >= 0.9x no-offload).
 # Memory: PyTorch's max_memory_allocated; ours cudaMemGetInfo after the last step (context included).
-grid=${ZERO_GPU_BENCH_GRID:-gpt2-124m:8:0,1,2,3,2o:eager+compile+fsdp2 gpt2-350m:8:0,3:eager gpt2-1558m:4:2,2o:eager llama-1b:4:0,3:eager}
+grid=${ZERO_GPU_BENCH_GRID:-gpt2-124m:8:0,1,2,3,2o,2on:eager+compile+fsdp2 gpt2-350m:8:0,3:eager gpt2-1558m:4:2,2o,2on:eager llama-1b:4:0,3:eager}
 modes=${ZERO_GPU_TORCH_MODES:-eager}
 seq=${ZERO_GPU_BENCH_SEQ:-1024}
 echo
