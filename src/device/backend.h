@@ -79,6 +79,11 @@ class Backend {
   // `numel` elements of `dtype` in this device's memory (contents undefined). Fails with a message
   // naming the size when the device is out of memory.
   virtual StatusOr<DeviceBuffer> allocate(DType dtype, int64_t numel) = 0;
+  // `numel` elements of `dtype` in host memory that this backend's transfers read or write when
+  // their stream reaches them, without staging: page-locked on CUDA (cudaHostAlloc), ordinary
+  // aligned memory on the CPU backend. A DeviceBuffer whose view is Device::kCpu; free it only
+  // after the transfers using it are known to have run. Fails with a message naming the size.
+  virtual StatusOr<DeviceBuffer> allocate_host(DType dtype, int64_t numel) = 0;
   // dst = src, bytes as they are, between host memory and this device's memory in either direction
   // (or within one of them): same dtype and numel. Host memory must stay untouched until the copy
   // is known to have run.

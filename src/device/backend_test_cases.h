@@ -182,6 +182,34 @@ TEST_P(BackendOps, AllocateAndTransferRoundTripInStreamOrder) {
   }
 }
 
+// Host memory for asynchronous copies (the offload pipeline's slots): allocate_host gives host
+// memory of the asked size, and a round trip through the device on a copy stream of its own,
+// ordered against the compute stream by events only, returns the bytes.
+TEST_P(BackendOps, AllocateHostSlotsRoundTripOnACopyStream) {
+  const int64_t n = numel();
+  std::vector<float> v = random_floats(n, 23);
+  auto up = backend().allocate_host(DType::kF32, n);
+  auto down = backend().allocate_host(DType::kF32, n);
+  auto dev = backend().allocate(DType::kF32, n);
+  ASSERT_TRUE(up.ok() && down.ok() && dev.ok());
+  EXPECT_EQ(up->view().device, Device::kCpu);
+  EXPECT_EQ(up->numel(), n);
+  std::memcpy(up->data(), v.data(), static_cast<size_t>(n) * sizeof(float));
+  std::unique_ptr<Stream> copy = backend().create_stream("copy");
+  std::unique_ptr<Event> uploaded = backend().create_event(), scaled = backend().create_event();
+  backend().transfer(*copy, dev->view(), up->view());
+  copy->record(*uploaded);
+  compute().wait(*uploaded);
+  backend().scale(compute(), dev->view(), 2.0f);
+  compute().record(*scaled);
+  copy->wait(*scaled);
+  backend().transfer(*copy, down->view(), dev->view());
+  ASSERT_TRUE(copy->synchronize().ok());
+  ASSERT_TRUE(compute().synchronize().ok());
+  const float* got = static_cast<const float*>(down->data());
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], 2.0f * v[static_cast<size_t>(i)]) << i;
+}
+
 TEST_P(BackendOps, CopyCastsExactlyAsCoreDtype) {
   const int64_t n = numel();
   Stream& s = compute();

@@ -65,6 +65,11 @@ class CpuBackend final : public Backend {
     return DeviceBuffer(TensorView{p, dtype, Shape{numel}, Device::kCpu}, &std::free);
   }
 
+  // Host memory is the CPU backend's device memory: the same allocation.
+  StatusOr<DeviceBuffer> allocate_host(DType dtype, int64_t numel) override {
+    return allocate(dtype, numel);
+  }
+
   void transfer(Stream& stream, TensorView dst, TensorView src) override {
     check_host(dst, "transfer: dst");
     check_host(src, "transfer: src");

@@ -149,6 +149,22 @@ class CudaBackend final : public Backend {
                         [](void* q) { (void)cudaFree(q); });
   }
 
+  StatusOr<DeviceBuffer> allocate_host(DType dtype, int64_t numel) override {
+    ZERO_CHECK(numel >= 0, "allocate_host: numel ", numel);
+    activate_cuda_device(device_index_);
+    const size_t bytes = static_cast<size_t>(numel) * dtype_bytes(dtype);
+    void* p = nullptr;
+    if (cudaError_t err = cudaHostAlloc(&p, bytes == 0 ? 1 : bytes, cudaHostAllocDefault);
+        err != cudaSuccess) {
+      (void)cudaGetLastError();
+      return resource_exhausted("allocating {} bytes of pinned host memory failed: {}", bytes,
+                                cudaGetErrorString(err));
+    }
+    // cudaFreeHost waits for the device's queued work (the copies out of it included).
+    return DeviceBuffer(TensorView{p, dtype, Shape{numel}, Device::kCpu},
+                        [](void* q) { (void)cudaFreeHost(q); });
+  }
+
   void transfer(Stream& stream, TensorView dst, TensorView src) override {
     ZERO_CHECK(dst.dtype == src.dtype && dst.numel() == src.numel(),
                "transfer: ", dtype_name(src.dtype), "[", src.numel(), "] into ",

@@ -32,12 +32,13 @@ struct Case {
   int stage;
   int world;
   DType dtype;
-  bool offload;  // offload_optimizer cpu
+  bool offload;          // offload_optimizer cpu
+  bool no_clip = false;  // gradient_clipping 0: with offload, the CPU Adam overlaps backward
 };
 
 void PrintTo(const Case& c, std::ostream* os) {
   *os << c.model << " stage " << c.stage << " world " << c.world << " " << dtype_name(c.dtype)
-      << (c.offload ? " offload cpu" : "");
+      << (c.offload ? " offload cpu" : "") << (c.no_clip ? " no clipping" : "");
 }
 
 struct Curve {
@@ -64,7 +65,7 @@ Curve run(const Case& c, Device device, const model::TransformerOptions& transfo
     o.optimizer = *optim::optimizer_spec_from_json(
         "AdamW", {{"lr", 1e-2}, {"betas", {0.9, 0.95}}, {"eps", 1e-8}, {"weight_decay", 0.1}});
     o.schedule = optim::LrSchedule::constant(1e-2);
-    o.gradient_clipping = 1.0;
+    o.gradient_clipping = c.no_clip ? 0.0 : 1.0;
     o.zero.stage = c.stage;
     o.zero.param_persistence_threshold_numel = 0;  // stage 3 gathers every unit
     if (c.offload) o.offload.optimizer = OptimizerOffload::kCpu;
@@ -80,12 +81,19 @@ Curve run(const Case& c, Device device, const model::TransformerOptions& transfo
     ASSERT_TRUE(engine.ok()) << engine.status().to_string();
     ASSERT_EQ((*engine)->device(), device);
     if (device == Device::kCuda) {
-      // Nothing offloaded: the ZeRO state lives on the (emulated) GPU (world 2: NcclCommunicator
-      // on the NCCL stand-in) and nothing is staged; with optimizer offload the staging copies
-      // carry it.
-      const bool on_device = !c.offload;
-      EXPECT_EQ((*engine)->state_on_device(), on_device);
-      EXPECT_EQ((*engine)->memory().device_bytes > 0, on_device);
+      // The ZeRO state lives on the (emulated) GPU (world 2: NcclCommunicator on the NCCL
+      // stand-in) and nothing is staged; with optimizer offload the master weights and moments
+      // stay in host memory and the OffloadPipeline moves gradients and new weights (pinned
+      // slots from cudaHostAlloc, copy streams).
+      EXPECT_TRUE((*engine)->state_on_device());
+      EXPECT_EQ((*engine)->offload_on_device(), c.offload);
+      EXPECT_GT((*engine)->memory().device_bytes, 0);
+      if (c.offload) {
+        EXPECT_NE((*engine)->master(0), nullptr);  // host memory
+        EXPECT_GT((*engine)->memory().pinned_bytes, 0);
+        // The worker thread's downloads and CPU Adam during backward, on the CUDA backend.
+        EXPECT_EQ((*engine)->offload_overlaps(), c.no_clip);
+      }
     }
     TokenDatasetOptions dopts;
     dopts.block_size = kSeq;
@@ -162,7 +170,8 @@ TEST_P(CudaEngineOnEmulator, FollowsTheCpuCurve) {
 }
 
 // The ladder of issue 11: both architectures x stages 0-3 x worlds 1-2 x fp32 / bf16 x optimizer
-// offload none / cpu (offload needs stage >= 1), and world 4 without offload. Each case runs the
+// offload none / cpu (offload needs stage >= 1; it takes the OffloadPipeline), and world 4 without
+// offload. Each case runs the
 // engine twice (CPU model and emulated CUDA model), ~1 s on the emulator's fibers.
 std::vector<Case> cases() {
   std::vector<Case> out;
@@ -184,13 +193,21 @@ std::vector<Case> cases() {
   for (const char* model : {"gpt2_tiny", "llama_tiny"}) {
     for (int stage = 0; stage <= 3; ++stage) out.push_back({model, stage, 4, DType::kBF16, false});
   }
+  // Offload without clipping: the overlapped CPU Adam (the pipeline's worker queues the copies
+  // on the emulated CUDA streams from its own thread).
+  for (int world : {1, 2}) {
+    for (int stage = 1; stage <= 3; ++stage) {
+      out.push_back({"gpt2_tiny", stage, world, DType::kBF16, true, true});
+    }
+  }
   return out;
 }
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   const Case& c = info.param;
   return std::string(c.model) + "_s" + std::to_string(c.stage) + "_w" + std::to_string(c.world) +
-         "_" + std::string(dtype_name(c.dtype)) + (c.offload ? "_offload" : "");
+         "_" + std::string(dtype_name(c.dtype)) + (c.offload ? "_offload" : "") +
+         (c.no_clip ? "_noclip" : "");
 }
 
 INSTANTIATE_TEST_SUITE_P(Ladder, CudaEngineOnEmulator, ::testing::ValuesIn(cases()), case_name);

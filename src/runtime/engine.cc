@@ -2,10 +2,12 @@
 #include "runtime/engine.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 
+#include <omp.h>
 #include <spdlog/spdlog.h>
 
 #include "comm/self_communicator.h"
@@ -27,6 +29,8 @@ Engine::Engine(EngineOptions options)
 Engine::~Engine() {
   // Why a host wait: the model's queued kernels may still use the device state freed below.
   if (exec_ != nullptr) (void)exec_->compute().synchronize();
+  // Its copy streams belong to exec_'s backend (destroyed before it); it waits for its copies.
+  offload_.reset();
   // The coordinator and reducer wait for their in-flight collectives; destroy them before the
   // communicator they use.
   params_.reset();
@@ -100,6 +104,15 @@ StatusOr<std::vector<std::string>> sanitize_engine_options(EngineOptions& o, int
   return warnings;
 }
 
+bool offload_overlaps_backward(const EngineOptions& o) {
+  // A device model (the CPU backend counts when a model factory puts the model on its streams).
+  const bool device_model = o.device != Device::kCpu || static_cast<bool>(o.model_factory);
+  return device_model && o.offload.optimizer == OptimizerOffload::kCpu &&
+         o.offload.param.device == sharding::ParamOffload::kNone &&
+         o.optimizer.kind == optim::OptimizerKind::kAdam && o.offload_overlap &&
+         o.gradient_clipping <= 0.0 && o.dtype != DType::kF16;
+}
+
 StatusOr<std::unique_ptr<Engine>> Engine::create(EngineOptions options, const UnitInitFn& init,
                                                  Communicator* comm) {
   std::unique_ptr<Engine> e(new Engine(std::move(options)));
@@ -149,9 +162,12 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(EngineOptions options, const Un
     // Why before any allocation: a shortfall must be a message naming the setting to change,
     // not the kernel's OOM killer halfway through loading the model.
     MemoryNeeds needs = plan_memory(o, *e->shard_layout_, o.planned_micro_batch, o.planned_seq_len);
-    // The host plan leaves out the state kept on the device (the device plan counts it).
+    // The host plan leaves out the state kept on the device (the device plan counts it); an
+    // offloaded optimizer's master weights and moments stay in the host plan.
     if (e->state_device_ != nullptr && e->state_device_->device() != Device::kCpu) {
-      needs.parameters = needs.gradients = needs.master_weights = needs.optimizer_state = 0;
+      needs.parameters = needs.gradients = 0;
+      if (off.optimizer == OptimizerOffload::kNone)
+        needs.master_weights = needs.optimizer_state = 0;
     }
     const HostResources have = o.resources ? *o.resources : probe_host_resources();
     Status fits = check_memory(needs, comm->local_world_size(), have);
@@ -181,8 +197,19 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(EngineOptions options, const Un
   // wherever offload_optimizer puts them.
   const int num_units = layout.num_units();
   std::vector<int64_t> partition_numel(static_cast<size_t>(num_units));
-  for (int u = 0; u < num_units; ++u)
+  int64_t max_partition_numel = 0;
+  for (int u = 0; u < num_units; ++u) {
     partition_numel[static_cast<size_t>(u)] = e->partition_numel(u);
+    max_partition_numel = std::max(max_partition_numel, e->partition_numel(u));
+  }
+  // ZeRO-Offload with the rest of the state on the device: the store keeps master weights and
+  // moments in host memory (or NVMe), the pipeline moves gradients and new weights across.
+  const bool offload_on_device =
+      e->state_device_ != nullptr && off.optimizer != OptimizerOffload::kNone;
+  if (offload_on_device) {
+    ZERO_ASSIGN_OR_RETURN(
+        e->offload_, OffloadPipeline::create(*e->state_device_, max_partition_numel, e->memory_));
+  }
   Engine* engine = e.get();
   auto fill = [engine, &init, &layout](int u, float* master) {
     const int64_t begin = engine->partition_begin(u);
@@ -190,8 +217,13 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(EngineOptions options, const Un
         .with_context(fmt::format("initialising unit {}", layout.unit(u).name));
   };
   ZERO_ASSIGN_OR_RETURN(
-      e->state_, OptimizerStateStore::create(off, std::move(partition_numel), comm->rank(),
-                                             e->memory_, fill, e->install_fn(), e->state_device_));
+      e->state_,
+      OptimizerStateStore::create(off, std::move(partition_numel), comm->rank(), e->memory_, fill,
+                                  e->install_fn(), offload_on_device ? nullptr : e->state_device_));
+  if (e->offload_ != nullptr) {
+    ZERO_RETURN_IF_ERROR(e->offload_->finish());
+    e->setup_overlap();
+  }
   ZERO_RETURN_IF_ERROR(e->params_->finish_updates());
 
   // Loss scaling exists only for fp16; bf16 and fp32 run at scale 1 (non-finite steps still skip).
@@ -203,21 +235,93 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(EngineOptions options, const Un
 
 device::ExecutionContext* Engine::choose_state_device(int world_size) const {
   // The device path covers what the device-resident coordinator, reducer and store do today:
-  // nothing offloaded (ZeRO-Offload keeps the state in host memory by definition; its GPU pipeline
-  // is not built yet) and Adam(W), the backend's fused update (Lamb's trust ratio runs on the
-  // host); several ranks also need a communicator on device memory (create()). The rest takes the
-  // staging path.
+  // Adam(W) (the backend's fused update, or the CPU Adam when offloaded; Lamb's trust ratio runs
+  // on the host) with nothing offloaded, or with offload_optimizer (cpu / nvme): then the working
+  // parameters and gradients stay on the device and the OffloadPipeline moves each unit's gradient
+  // to the host state and its new weights back. offload_param keeps the staging path: its stage-3
+  // shards live in the host ParamStore (or NVMe), which the device coordinator does not read; a
+  // device gather from pinned host shards is its own piece of work. Several ranks also need a
+  // communicator on device memory (create()). The rest takes the staging path.
   if (exec_ == nullptr) return nullptr;
   const OffloadOptions& off = options_.offload;
-  if (off.optimizer != OptimizerOffload::kNone ||
-      off.param.device != sharding::ParamOffload::kNone ||
+  if (off.param.device != sharding::ParamOffload::kNone ||
       options_.optimizer.kind != optim::OptimizerKind::kAdam) {
     return nullptr;
   }
   return exec_.get();
 }
 
+void Engine::setup_overlap() {
+  // The CPU Adam of a unit can start as soon as its gradient is final when the update depends on
+  // that gradient alone: no clipping (the global norm scales every unit), no loss scale (fp16's
+  // unscaling and overflow skip), the state in RAM (NVMe units stream in the store's order).
+  // bf16 / fp32 steps still skip on a non-finite gradient: the units updated early are restored
+  // from rollback_ then (host memory: 12 bytes per element of this rank's partition).
+  overlap_adam_ = offload_overlaps_backward(options_) && !state_->on_nvme();
+  if (!overlap_adam_) return;
+  const int num_units = shard_layout_->num_units();
+  rollback_offset_.resize(static_cast<size_t>(num_units) + 1, 0);
+  for (int u = 0; u < num_units; ++u) {
+    rollback_offset_[static_cast<size_t>(u) + 1] =
+        rollback_offset_[static_cast<size_t>(u)] + 3 * partition_numel(u);
+  }
+  rollback_.resize(static_cast<size_t>(rollback_offset_.back()));
+  const int64_t bytes = rollback_offset_.back() * static_cast<int64_t>(sizeof(float));
+  memory_.master_bytes += bytes / 3;
+  memory_.optimizer_state_bytes += bytes - bytes / 3;
+  grads_->set_on_partition_final([this](int u, device::Stream& ready) {
+    if (offload_->overlapping()) {
+      offload_->partition_final(u,
+                                TensorView{const_cast<float*>(grads_->partition(u)), DType::kF32,
+                                           Shape{partition_numel(u)}, state_device_->device()},
+                                ready);
+    }
+  });
+}
+
+void Engine::begin_overlapped_update() {
+  // This step's update, known before backward: the next successful update's number, rate and
+  // betas (what apply_update would use), and grad multiplier 1 (no clipping, scale 1).
+  const int64_t step = optimizer_updates_ + 1;
+  overlap_lr_ = options_.schedule.next_lr();
+  const double lr = overlap_lr_;
+  const std::optional<optim::Betas> betas = options_.schedule.betas_at(step);
+  // The worker is not an OpenMP thread of this one: it gets this thread's team size (the rank's
+  // share of the cores), not the process default.
+  const int threads = omp_get_max_threads();
+  offload_->begin_overlap([this, step, lr, betas, threads](int u, const float* grad) {
+    omp_set_num_threads(threads);
+    const OptimizerStateStore::RamState st = state_->ram_state(u);
+    const size_t n = static_cast<size_t>(partition_numel(u));
+    float* keep = rollback_.data() + rollback_offset_[static_cast<size_t>(u)];
+    std::memcpy(keep, st.master, n * sizeof(float));
+    std::memcpy(keep + n, st.exp_avg, n * sizeof(float));
+    std::memcpy(keep + 2 * n, st.exp_avg_sq, n * sizeof(float));
+    update_unit(u, lr, 1.0f, betas, step, grad, st.master, st.exp_avg, st.exp_avg_sq);
+  });
+}
+
+void Engine::roll_back_overlapped_update() {
+  for (int u : offload_->end_overlap()) {
+    const OptimizerStateStore::RamState st = state_->ram_state(u);
+    const size_t n = static_cast<size_t>(partition_numel(u));
+    const float* keep = rollback_.data() + rollback_offset_[static_cast<size_t>(u)];
+    std::memcpy(st.master, keep, n * sizeof(float));
+    std::memcpy(st.exp_avg, keep + n, n * sizeof(float));
+    std::memcpy(st.exp_avg_sq, keep + 2 * n, n * sizeof(float));
+    ++rolled_back_units_;
+  }
+}
+
 OptimizerStateStore::InstallFn Engine::install_fn() {
+  if (offload_ != nullptr) {
+    // Host master weights: through a pinned upload slot to the device, cast there by set_values.
+    return [this](int u, const float* master) {
+      return offload_->upload(master, partition_numel(u), [this, u](const float* device_master) {
+        return params_->set_values(u, device_master);
+      });
+    };
+  }
   return [this](int u, const float* master) { return params_->set_values(u, master); };
 }
 
@@ -244,6 +348,15 @@ StatusOr<StepResult> Engine::train_step(const std::vector<MicroBatch>& micro_bat
   r.loss_scale = scaler_->scale();
   for (const auto& mb : micro_batches) r.tokens += mb.batch * mb.seq * comm_->world_size();
 
+  // A step that fails half-way waits for the overlapped updates it started and undoes them.
+  struct SettleOverlap {
+    Engine* engine;
+    ~SettleOverlap() {
+      if (engine->offload_ != nullptr && engine->offload_->overlapping()) {
+        engine->roll_back_overlapped_update();
+      }
+    }
+  } settle{this};
   ZERO_ASSIGN_OR_RETURN(r.loss, forward_backward(micro_batches, static_cast<float>(r.loss_scale)));
   {
     StepTimers::Scope t(timers_, StepPhase::kBackwardAllreduce);
@@ -265,6 +378,7 @@ StatusOr<StepResult> Engine::train_step(const std::vector<MicroBatch>& micro_bat
   if (overflow) {
     // The step is skipped without touching master weights, moments or the schedule.
     r.skipped = true;
+    if (offload_ != nullptr && offload_->overlapping()) roll_back_overlapped_update();
     if (comm_->rank() == 0) {
       spdlog::warn("{}", optim::overflow_log_line(0, scaler_->config().mode, scale_update));
     }
@@ -283,6 +397,7 @@ StatusOr<double> Engine::forward_backward(const std::vector<MicroBatch>& micro_b
   const int gas = static_cast<int>(micro_batches.size());
   const double world = static_cast<double>(comm_->world_size());
   grads_->begin_step(gas);
+  if (overlap_adam_) begin_overlapped_update();
   double global_targets = 0.0;  // mean_over_global_targets: unmasked targets of the global batch
   if (options_.mean_over_global_targets) {
     ZERO_ASSIGN_OR_RETURN(global_targets, count_global_targets(micro_batches));
@@ -398,11 +513,10 @@ Status Engine::global_norm(double* norm_scaled, bool* nonfinite) {
 }
 
 void Engine::update_unit(int u, double lr, float grad_multiplier,
-                         const std::optional<optim::Betas>& betas, float* master, float* exp_avg,
-                         float* exp_avg_sq) {
+                         const std::optional<optim::Betas>& betas, int64_t step, const float* grad,
+                         float* master, float* exp_avg, float* exp_avg_sq) {
   const optim::OptimizerSpec& spec = options_.optimizer;
   const int64_t pbegin = grads_->partition_begin(u), pend = pbegin + grads_->partition_numel(u);
-  const float* grad = grads_->partition(u);
   // Each parameter's piece inside the partition, with its own weight-decay group.
   for (const auto& p : model_->layout().unit(u).params) {
     const int64_t lo = std::max(pbegin, p.offset), hi = std::min(pend, p.offset + p.numel());
@@ -415,12 +529,12 @@ void Engine::update_unit(int u, double lr, float grad_multiplier,
     shard.exp_avg_sq = exp_avg_sq + (lo - pbegin);
     shard.numel = hi - lo;
     if (spec.kind == optim::OptimizerKind::kAdam) {
-      optim::AdamArgs args = spec.adam_args(lr, optimizer_updates_, wd);
+      optim::AdamArgs args = spec.adam_args(lr, step, wd);
       if (betas) {
         args.beta1 = static_cast<float>(betas->beta1);
         args.beta2 = static_cast<float>(betas->beta2);
       }
-      if (state_device_ != nullptr) {
+      if (state_->on_device()) {
         // The fused AdamW on the device, queued on the compute stream after the gradient ops.
         const Device d = state_device_->device();
         auto view = [&](const float* p) {
@@ -440,7 +554,7 @@ void Engine::update_unit(int u, double lr, float grad_multiplier,
       // which device updates it.
       offload::cpu_adam_update(args, shard, grad_multiplier);
     } else {
-      optim::LambArgs args = spec.lamb_args(lr, optimizer_updates_, wd);
+      optim::LambArgs args = spec.lamb_args(lr, step, wd);
       if (betas) {
         args.beta1 = static_cast<float>(betas->beta1);
         args.beta2 = static_cast<float>(betas->beta2);
@@ -454,11 +568,76 @@ void Engine::update_unit(int u, double lr, float grad_multiplier,
 Status Engine::apply_update(double lr, float grad_multiplier) {
   ++optimizer_updates_;
   const std::optional<optim::Betas> betas = options_.schedule.betas_at(optimizer_updates_);
-  ZERO_RETURN_IF_ERROR(state_->update_all(
+  if (offload_ != nullptr && offload_->overlapping()) {
+    return apply_overlapped_update(lr, grad_multiplier, betas);
+  }
+  if (offload_ != nullptr) {
+    // The device gradients to the host state, unit by unit in the store's order (ascending), the
+    // next unit's copy in flight during this one's CPU Adam.
+    std::vector<int> order(static_cast<size_t>(shard_layout_->num_units()));
+    for (int u = 0; u < shard_layout_->num_units(); ++u) order[static_cast<size_t>(u)] = u;
+    offload_->begin_downloads(std::move(order), [this](int u) {
+      return TensorView{const_cast<float*>(grads_->partition(u)), DType::kF32,
+                        Shape{partition_numel(u)}, state_device_->device()};
+    });
+  }
+  Status updated = state_->update_all(
       [&](int u, float* master, float* exp_avg, float* exp_avg_sq) {
-        update_unit(u, lr, grad_multiplier, betas, master, exp_avg, exp_avg_sq);
+        if (offload_ == nullptr) {
+          update_unit(u, lr, grad_multiplier, betas, optimizer_updates_, grads_->partition(u),
+                      master, exp_avg, exp_avg_sq);
+          return;
+        }
+        const float* grad = offload_->host_grad(u);
+        const auto t0 = std::chrono::steady_clock::now();
+        update_unit(u, lr, grad_multiplier, betas, optimizer_updates_, grad, master, exp_avg,
+                    exp_avg_sq);
+        offload_->add_adam_ms(
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                .count());
+        offload_->release_grad(u);
       },
-      install_fn()));
+      install_fn());
+  if (offload_ != nullptr) {
+    Status copies = offload_->finish();
+    if (updated.ok()) updated = std::move(copies);
+  }
+  ZERO_RETURN_IF_ERROR(updated);
+  return params_->finish_updates();
+}
+
+Status Engine::apply_overlapped_update(double lr, float grad_multiplier,
+                                       const std::optional<optim::Betas>& betas) {
+  ZERO_CHECK(grad_multiplier == 1.0f && lr == overlap_lr_, "overlapped update: multiplier ",
+             grad_multiplier, " lr ", lr, " (begun with 1 and ", overlap_lr_, ")");
+  const int num_units = shard_layout_->num_units();
+  std::vector<char> updated(static_cast<size_t>(num_units), 0);
+  for (int u : offload_->end_overlap()) updated[static_cast<size_t>(u)] = 1;
+  // Units whose partition was not handed over (none in practice: every unit's gradient becomes
+  // final once per step) are updated here, as the post-backward path does.
+  std::vector<int> rest;
+  for (int u = 0; u < num_units; ++u) {
+    if (!updated[static_cast<size_t>(u)]) rest.push_back(u);
+  }
+  if (!rest.empty()) {
+    offload_->begin_downloads(rest, [this](int u) {
+      return TensorView{const_cast<float*>(grads_->partition(u)), DType::kF32,
+                        Shape{partition_numel(u)}, state_device_->device()};
+    });
+    for (int u : rest) {
+      const OptimizerStateStore::RamState st = state_->ram_state(u);
+      update_unit(u, lr, grad_multiplier, betas, optimizer_updates_, offload_->host_grad(u),
+                  st.master, st.exp_avg, st.exp_avg_sq);
+      offload_->release_grad(u);
+    }
+  }
+  // The new weights to the device, in unit order (set_values may start collectives).
+  const OptimizerStateStore::InstallFn install = install_fn();
+  Status s = ok_status();
+  for (int u = 0; u < num_units && s.ok(); ++u) s = install(u, state_->ram_state(u).master);
+  Status copies = offload_->finish();
+  if (s.ok()) s = std::move(copies);
+  ZERO_RETURN_IF_ERROR(s);
   return params_->finish_updates();
 }
 
@@ -482,6 +661,7 @@ Status Engine::restore(const RestoreState& state) {
                                     exp_avg_sq);
       },
       install_fn()));
+  if (offload_ != nullptr) ZERO_RETURN_IF_ERROR(offload_->finish());
   return params_->finish_updates();
 }
 

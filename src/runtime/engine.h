@@ -28,6 +28,7 @@
 #include "runtime/device_staging.h"
 #include "runtime/memory_plan.h"
 #include "runtime/offload_options.h"
+#include "runtime/offload_pipeline.h"
 #include "runtime/optimizer_state_store.h"
 #include "runtime/step_timers.h"
 #include "sharding/grad_reducer.h"
@@ -74,6 +75,10 @@ struct EngineOptions {
   int64_t planned_seq_len = 0;
   int64_t planned_grad_accum = 0;
   std::optional<HostResources> resources;
+  // offload_optimizer on the device path: let each unit's CPU Adam start as soon as its gradient
+  // is final, during backward, where that is exact (no clipping, no fp16 loss scale, state in RAM;
+  // runtime/offload_pipeline.h). Off: the CPU Adam runs after backward (tests compare the two).
+  bool offload_overlap = true;
   // ds_config wall_clock_breakdown: time the step phases (timers()).
   bool wall_clock_breakdown = false;
   // Loss masks (targets -100, prepared data): the loss is the mean over the unmasked targets of
@@ -121,6 +126,12 @@ using UnitInitFn = std::function<Status(int u, int64_t begin, int64_t end, float
 // Idempotent: sanitized options come back unchanged with no warnings.
 StatusOr<std::vector<std::string>> sanitize_engine_options(EngineOptions& options, int world_size);
 
+// Whether ZeRO-Offload's CPU Adam overlaps backward (runtime/offload_pipeline.h) for sanitized
+// `options` on a device whose state the device path holds: offload_optimizer cpu, no
+// offload_param, Adam(W), no gradient clipping, no fp16 loss scale, EngineOptions::offload_overlap.
+// It then keeps a rollback copy of master weights and moments (the memory plan counts it).
+bool offload_overlaps_backward(const EngineOptions& options);
+
 class Engine {
  public:
   // `comm` is the data-parallel group (not owned; must outlive the engine); null = a world of one.
@@ -149,8 +160,22 @@ class Engine {
   Device device() const { return model_->device(); }
   int64_t staging_device_bytes() const;
   // Whether the ZeRO state (working parameters, gradients, master weights, moments) lives in the
-  // device's memory and the optimizer runs there (memory().device_bytes counts it).
+  // device's memory and the optimizer runs there (memory().device_bytes counts it). With
+  // offload_optimizer the working parameters and gradients do, and master weights and moments stay
+  // in host memory (or NVMe): see offload_on_device().
   bool state_on_device() const { return state_device_ != nullptr; }
+  // ZeRO-Offload on the device path: the CPU Adam updates the host state from gradients copied
+  // off the device, and the new weights are copied back (runtime/offload_pipeline.h).
+  bool offload_on_device() const { return offload_ != nullptr; }
+  // Whether its CPU Adam overlaps backward (EngineOptions::offload_overlap, where exact).
+  bool offload_overlaps() const { return overlap_adam_; }
+  // Units whose early (overlapped) update was undone because the step turned out non-finite.
+  int64_t offload_rolled_back_units() const { return rolled_back_units_; }
+  // The pipeline's host times so far (none without it).
+  std::optional<OffloadTimes> offload_times() const {
+    if (offload_ == nullptr) return std::nullopt;
+    return offload_->times();
+  }
   // This rank's partition of unit u's fp32 master weights: elements
   // [partition_begin(u), partition_begin(u) + partition_numel(u)) of the padded unit.
   // Null when the unit's state lives on NVMe (see state_on_nvme()) or on the device: use
@@ -209,8 +234,16 @@ class Engine {
   // Updates one unit's partition in place (the optimizer math, shared by every placement; the
   // pointers are device memory when the state is on the device).
   void update_unit(int u, double lr, float grad_multiplier,
-                   const std::optional<optim::Betas>& betas, float* master, float* exp_avg,
-                   float* exp_avg_sq);
+                   const std::optional<optim::Betas>& betas, int64_t step, const float* grad,
+                   float* master, float* exp_avg, float* exp_avg_sq);
+  // ZeRO-Offload's overlap (OffloadPipeline): decided once after the store exists; each step
+  // begins it before backward, and either finishes it (apply_overlapped_update: the units left,
+  // the uploads) or, on a skipped step, restores the units updated early.
+  void setup_overlap();
+  void begin_overlapped_update();
+  Status apply_overlapped_update(double lr, float grad_multiplier,
+                                 const std::optional<optim::Betas>& betas);
+  void roll_back_overlapped_update();
   // The one decision of where the ZeRO state lives: the context to keep it on, or null for host
   // memory (see EngineOptions::device).
   device::ExecutionContext* choose_state_device(int world_size) const;
@@ -231,6 +264,15 @@ class Engine {
   std::unique_ptr<StagedParams> staged_params_;  // device model only
   std::unique_ptr<StagedGrads> staged_grads_;
   std::unique_ptr<OptimizerStateStore> state_;  // master weights and moments, where they live
+  // offload_optimizer with the rest of the state on the device; null otherwise.
+  std::unique_ptr<OffloadPipeline> offload_;
+  bool overlap_adam_ = false;  // the CPU Adam overlaps backward (setup_overlap)
+  int64_t rolled_back_units_ = 0;
+  double overlap_lr_ = 0.0;  // the rate the overlapped updates of this step use
+  // Overlap: each unit's master | exp_avg | exp_avg_sq before this step's early update, at
+  // rollback_offset_[u] (restored when the step turns out non-finite and is skipped).
+  std::vector<float> rollback_;
+  std::vector<int64_t> rollback_offset_;
   std::unique_ptr<optim::LossScaler> scaler_;
   int64_t global_step_ = 0;
   int64_t optimizer_updates_ = 0;  // successful updates (Adam's step counter)

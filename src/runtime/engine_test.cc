@@ -344,7 +344,11 @@ struct OffloadRun {
   std::vector<std::vector<float>> master, exp_avg, exp_avg_sq;  // final partitions
   sharding::MemoryAccounting memory;
   bool state_on_device = false;
+  bool offload_on_device = false;
   int64_t staging_device_bytes = 0;
+  int skipped = 0;                // skipped steps
+  int64_t overlapped_units = 0;   // unit updates the offload worker ran during backward
+  int64_t rolled_back_units = 0;  // of those, undone on a skipped step
 };
 
 StatusOr<std::unique_ptr<Engine>> make_offload_engine(
@@ -426,6 +430,7 @@ OffloadRun run_offload(int stage, const OffloadOptions& offload, int steps = 60,
     EXPECT_TRUE(r.ok()) << r.status().to_string();
     if (!r.ok()) return out;
     out.losses.push_back(r->loss);
+    out.skipped += r->skipped ? 1 : 0;
   }
   for (int u = 0; u < e.layout().num_units(); ++u) {
     const size_t n = static_cast<size_t>(e.partition_numel(u));
@@ -438,6 +443,9 @@ OffloadRun run_offload(int stage, const OffloadOptions& offload, int steps = 60,
   }
   out.memory = e.memory();
   out.state_on_device = e.state_on_device();
+  out.offload_on_device = e.offload_on_device();
+  if (auto t = e.offload_times()) out.overlapped_units = t->overlapped_units;
+  out.rolled_back_units = e.offload_rolled_back_units();
   out.staging_device_bytes = e.staging_device_bytes();
   return out;
 }
@@ -637,9 +645,10 @@ TEST(OptimizerOffload, FastInitAndPinMemoryAreBitwise) {
 // stream where a device model's kernels would be ordered after the copies.
 class HostModelOnStream final : public model::Model {
  public:
+  // poison_backward >= 0: that backward call (0-based) writes a NaN into unit 0's gradient.
   HostModelOnStream(const model::ModelConfig& config, const model::TransformerOptions& options,
-                    device::Stream& stream)
-      : inner_(config, options), stream_(stream) {}
+                    device::Stream& stream, int poison_backward = -1)
+      : inner_(config, options), stream_(stream), poison_backward_(poison_backward) {}
   const model::ModelLayout& layout() const override { return inner_.layout(); }
   Device device() const override { return Device::kCpu; }
   float forward(model::ParamAccess& params, const int32_t* tokens, const int32_t* targets,
@@ -650,7 +659,7 @@ class HostModelOnStream final : public model::Model {
   int64_t counted_targets() const override { return inner_.counted_targets(); }
   void backward(model::ParamAccess& params, model::GradSink& grads, float d) override {
     Params p(params, stream_);
-    Grads g(grads, stream_);
+    Grads g(grads, stream_, backward_calls_++ == poison_backward_);
     inner_.backward(p, g, d);
   }
   void logits_at(int64_t b, int64_t t, float* out) const override { inner_.logits_at(b, t, out); }
@@ -669,47 +678,161 @@ class HostModelOnStream final : public model::Model {
     device::Stream& s;
   };
   struct Grads final : model::GradSink {
-    Grads(model::GradSink& in, device::Stream& s) : in(in), s(s) {}
+    Grads(model::GradSink& in, device::Stream& s, bool poison) : in(in), s(s), poison(poison) {}
     float* grad_buffer(int u) override {
       float* g = in.grad_buffer(u);
       EXPECT_TRUE(s.synchronize().ok());
+      if (u == 0) unit0 = g;
       return g;
     }
-    void grad_ready(int u) override { in.grad_ready(u); }
+    void grad_ready(int u) override {
+      if (poison && u == 0) unit0[0] = std::nanf("");
+      in.grad_ready(u);
+    }
     model::GradSink& in;
     device::Stream& s;
+    bool poison;
+    float* unit0 = nullptr;
   };
   model::Transformer inner_;
   device::Stream& stream_;
+  int poison_backward_;
+  int backward_calls_ = 0;
 };
 
-ModelFactory host_model_on_stream() {
-  return [](const model::ModelConfig& config, const model::TransformerOptions& options,
-            device::ExecutionContext& ctx) -> StatusOr<std::unique_ptr<model::Model>> {
-    EXPECT_EQ(ctx.device(), Device::kCpu);
-    return std::unique_ptr<model::Model>(
-        std::make_unique<HostModelOnStream>(config, options, ctx.compute()));
-  };
+ModelFactory host_model_on_stream(int poison_backward = -1) {
+  return
+      [poison_backward](const model::ModelConfig& config, const model::TransformerOptions& options,
+                        device::ExecutionContext& ctx) -> StatusOr<std::unique_ptr<model::Model>> {
+        EXPECT_EQ(ctx.device(), Device::kCpu);
+        return std::unique_ptr<model::Model>(
+            std::make_unique<HostModelOnStream>(config, options, ctx.compute(), poison_backward));
+      };
 }
 
-// The path of a device model with the optimizer offloaded: units copied to its device, gradients
-// copied back (runtime/device_staging.h), here with the CPU backend as the device and random delays
-// before every stream operation, so a copy not ordered before its reader, or a host buffer handed
-// back before the copy out of it ran, would show. The curve must be bitwise the host engine's.
+// The path of a device model whose state the device path does not hold (parameter offload at
+// stage 3; Lamb below it): units copied to its device, gradients copied back
+// (runtime/device_staging.h), here with the CPU backend as the device and random delays before
+// every stream operation, so a copy not ordered before its reader, or a host buffer handed back
+// before the copy out of it ran, would show. The curve must be bitwise the host engine's.
 TEST(DeviceStaging, ModelBehindStagingCopiesIsBitwiseTheHostCurve) {
   ::setenv("ZERO_STREAM_DELAY_US", "20", 1);
   OffloadOptions cpu;
   cpu.optimizer = OptimizerOffload::kCpu;
+  cpu.param.device = sharding::ParamOffload::kCpu;  // ignored (with a warning) below stage 3
+  auto lamb_below_3 = [](EngineOptions& o) {
+    if (o.zero.stage < 3) o.optimizer.kind = optim::OptimizerKind::kLamb;
+  };
   for (DType dtype : {DType::kF32, DType::kBF16}) {
     for (int stage = 1; stage <= 3; ++stage) {
       SCOPED_TRACE(::testing::Message() << dtype_name(dtype) << " stage " << stage);
-      OffloadRun want = run_offload(stage, cpu, 8, dtype);
-      OffloadRun got = run_offload(stage, cpu, 8, dtype, host_model_on_stream());
+      OffloadRun want = run_offload(stage, cpu, 8, dtype, nullptr, lamb_below_3);
+      OffloadRun got = run_offload(stage, cpu, 8, dtype, host_model_on_stream(), lamb_below_3);
       expect_bitwise(got, want);
       EXPECT_FALSE(got.state_on_device);
       EXPECT_GT(got.staging_device_bytes, 0);
       EXPECT_EQ(got.memory.device_bytes, 0);
     }
+  }
+  ::unsetenv("ZERO_STREAM_DELAY_US");
+}
+
+// ZeRO-Offload on the device path (runtime/offload_pipeline.h): working parameters and gradients
+// on the device (the CPU backend, random delays before every stream operation), master weights
+// and moments in host memory or NVMe, each unit's gradient partition copied to a pinned slot on a
+// copy stream, the CPU Adam, the new master copied back and cast by set_values. Bitwise the host
+// engine with the same offload: fp32 / bf16 / fp16 (loss scaling, skipped steps), clipping on and
+// off, accumulation, stages 1-3; NVMe at stage 3 with and without pipelined swaps.
+TEST(DeviceStaging, OffloadOnTheDeviceIsBitwiseTheHostCurve) {
+  ::setenv("ZERO_STREAM_DELAY_US", "20", 1);
+  struct Variant {
+    DType dtype;
+    int micro_batches;
+    bool clip;
+  };
+  OffloadOptions cpu;
+  cpu.optimizer = OptimizerOffload::kCpu;
+  for (Variant v : {Variant{DType::kF32, 1, true}, Variant{DType::kBF16, 1, false},
+                    Variant{DType::kBF16, 2, true}, Variant{DType::kF16, 2, true},
+                    Variant{DType::kF16, 1, false}}) {
+    auto tweak = [v](EngineOptions& o) {
+      if (!v.clip) o.gradient_clipping = 0.0;
+      o.zero.overlap_comm = v.micro_batches > 1;
+      o.zero.reduce_bucket_numel = 5000;
+      if (v.dtype == DType::kF16) {
+        // 2^19: the first two steps skip (overflow; hysteresis 2), the rest update.
+        o.loss_scaler = *optim::loss_scaler_config_from_fp16_json(
+            {{"enabled", true}, {"initial_scale_power", 19}});
+      }
+    };
+    for (int stage = 1; stage <= 3; ++stage) {
+      SCOPED_TRACE(::testing::Message() << dtype_name(v.dtype) << " gas " << v.micro_batches
+                                        << " clip " << v.clip << " stage " << stage);
+      OffloadRun want = run_offload(stage, cpu, 8, v.dtype, nullptr, tweak, v.micro_batches);
+      OffloadRun got =
+          run_offload(stage, cpu, 8, v.dtype, host_model_on_stream(), tweak, v.micro_batches);
+      expect_bitwise(got, want);
+      EXPECT_TRUE(got.state_on_device);
+      EXPECT_TRUE(got.offload_on_device);
+      EXPECT_EQ(got.staging_device_bytes, 0);
+      // Without clipping or a loss scale every unit's CPU Adam ran on the worker as its gradient
+      // arrived (8 updates); otherwise none did.
+      const bool overlap = !v.clip && v.dtype != DType::kF16;
+      const int64_t units = static_cast<int64_t>(got.master.size());
+      EXPECT_EQ(got.overlapped_units, overlap ? 8 * units : 0);
+      EXPECT_EQ(got.rolled_back_units, 0);
+      // Master weights and moments in host memory, as the host engine's; the overlap keeps a
+      // rollback copy of them.
+      EXPECT_EQ(got.memory.master_bytes, want.memory.master_bytes * (overlap ? 2 : 1));
+      EXPECT_EQ(got.memory.optimizer_state_bytes,
+                want.memory.optimizer_state_bytes * (overlap ? 2 : 1));
+      EXPECT_GE(got.memory.device_bytes, got.memory.grad_bytes + got.memory.param_bytes);
+    }
+  }
+  for (bool pipelined : {false, true}) {
+    SCOPED_TRACE(::testing::Message() << "nvme stage 3 pipelined " << pipelined);
+    const auto dir_a = temp_dir("devnvme_a"), dir_b = temp_dir("devnvme_b");
+    OffloadRun want = run_offload(3, nvme_options(dir_a, pipelined, pipelined), 6, DType::kBF16);
+    OffloadRun got = run_offload(3, nvme_options(dir_b, pipelined, pipelined), 6, DType::kBF16,
+                                 host_model_on_stream());
+    expect_bitwise(got, want);
+    EXPECT_TRUE(got.offload_on_device);
+    EXPECT_GT(got.memory.offloaded_bytes, 0);
+    std::filesystem::remove_all(dir_a);
+    std::filesystem::remove_all(dir_b);
+  }
+  ::unsetenv("ZERO_STREAM_DELAY_US");
+}
+
+// The overlap's exactness on a skipped step: bf16 without clipping, and step 3's backward writes
+// a NaN into unit 0's gradient, after the worker has already run the CPU Adam of units whose
+// gradients came earlier. The step must be skipped with their state restored: the curve and
+// final state bitwise those of the same run with the CPU Adam after backward (no overlap).
+TEST(DeviceStaging, OffloadOverlapRollsBackASkippedStep) {
+  ::setenv("ZERO_STREAM_DELAY_US", "20", 1);
+  OffloadOptions cpu;
+  cpu.optimizer = OptimizerOffload::kCpu;
+  for (int stage = 1; stage <= 3; ++stage) {
+    SCOPED_TRACE(::testing::Message() << "stage " << stage);
+    auto tweak = [](bool overlap) {
+      return [overlap](EngineOptions& o) {
+        o.gradient_clipping = 0.0;
+        o.offload_overlap = overlap;
+      };
+    };
+    OffloadRun want =
+        run_offload(stage, cpu, 6, DType::kBF16, host_model_on_stream(2), tweak(false));
+    OffloadRun got = run_offload(stage, cpu, 6, DType::kBF16, host_model_on_stream(2), tweak(true));
+    expect_bitwise(got, want);
+    EXPECT_EQ(want.skipped, 1);
+    EXPECT_EQ(got.skipped, 1);
+    EXPECT_EQ(want.overlapped_units, 0);
+    const int64_t units = static_cast<int64_t>(got.master.size());
+    EXPECT_EQ(got.overlapped_units, 6 * units);
+    EXPECT_EQ(got.rolled_back_units, units);  // every unit is handed over once per step
+    // With the state kept as it was, the run must still be the clean curve's first two steps.
+    OffloadRun clean = run_offload(stage, cpu, 2, DType::kBF16, nullptr, tweak(true));
+    for (size_t s = 0; s < 2; ++s) EXPECT_EQ(got.losses[s], clean.losses[s]) << "step " << s + 1;
   }
   ::unsetenv("ZERO_STREAM_DELAY_US");
 }
@@ -852,20 +975,78 @@ INSTANTIATE_TEST_SUITE_P(Worlds, DeviceStagingWorlds, ::testing::Values(2, 3, 4)
                            return "world" + std::to_string(info.param);
                          });
 
+// ZeRO-Offload on the device path with two ranks (threads; the CPU backend's memory, random
+// stream delays): reductions and gathers on device buffers, each rank's partition copied to its
+// host state and back. Bitwise the host engine with the same offload on both ranks.
+TEST(DeviceStaging, OffloadOnTheDeviceAtWorld2IsBitwiseTheHostCurve) {
+  ::setenv("ZERO_STREAM_DELAY_US", "20", 1);
+  ::setenv("ZERO_CPU_BF16_GEMM", "0", 1);  // see StateOnTheDeviceAtWorld2IsBitwiseTheHostCurve
+  struct Variant {
+    DType dtype;
+    int micro_batches;
+    bool clip;
+  };
+  OffloadOptions cpu;
+  cpu.optimizer = OptimizerOffload::kCpu;
+  for (Variant v : {Variant{DType::kF32, 1, false}, Variant{DType::kBF16, 2, true}}) {
+    auto tweak = [v](EngineOptions& o) {
+      if (!v.clip) o.gradient_clipping = 0.0;
+      o.zero.overlap_comm = v.micro_batches > 1;
+      o.zero.param_persistence_threshold_numel = 2000;
+      o.zero.reduce_bucket_numel = 5000;
+    };
+    for (int stage = 1; stage <= 3; ++stage) {
+      SCOPED_TRACE(::testing::Message() << dtype_name(v.dtype) << " gas " << v.micro_batches
+                                        << " clip " << v.clip << " stage " << stage);
+      OffloadRun want[2], got[2];
+      ThreadCommunicator::run(2, [&](Communicator& comm) {
+        want[comm.rank()] =
+            run_offload(stage, cpu, 5, v.dtype, nullptr, tweak, v.micro_batches, &comm);
+      });
+      ThreadCommunicator::run(2, [&](Communicator& comm) {
+        got[comm.rank()] = run_offload(stage, cpu, 5, v.dtype, host_model_on_stream(), tweak,
+                                       v.micro_batches, &comm);
+      });
+      for (int r = 0; r < 2; ++r) {
+        SCOPED_TRACE(::testing::Message() << "rank " << r);
+        expect_bitwise(got[r], want[r]);
+        EXPECT_TRUE(got[r].offload_on_device);
+        EXPECT_EQ(got[r].staging_device_bytes, 0);
+      }
+    }
+  }
+  ::unsetenv("ZERO_CPU_BF16_GEMM");
+  ::unsetenv("ZERO_STREAM_DELAY_US");
+}
+
 // A checkpoint of state on the device: read_partition_state copies it to the host (the format of
 // the host path's), restore() copies it back; training on from there is bitwise the host engine's
-// uninterrupted curve.
+// uninterrupted curve. With offload_optimizer (cpu at stage 2, nvme at stage 3) the store's host
+// or swap-file reads serve the checkpoint, and restore uploads the new weights to the device.
 TEST(DeviceStaging, StateOnTheDeviceSavesAndRestoresBitwise) {
   ::setenv("ZERO_STREAM_DELAY_US", "20", 1);
-  for (int stage : {0, 2, 3}) {
-    SCOPED_TRACE(::testing::Message() << "stage " << stage);
+  OffloadOptions cpu;
+  cpu.optimizer = OptimizerOffload::kCpu;
+  const auto nvme_dir = temp_dir("devckpt");
+  const OffloadOptions nvme = nvme_options(nvme_dir, true, true);
+  struct Variant {
+    int stage;
+    OffloadOptions offload;
+  };
+  for (const Variant& v :
+       {Variant{0, {}}, Variant{2, {}}, Variant{3, {}}, Variant{2, cpu}, Variant{3, nvme}}) {
+    const int stage = v.stage;
+    const bool offloaded = v.offload.optimizer != OptimizerOffload::kNone;
+    SCOPED_TRACE(::testing::Message() << "stage " << stage << " offload " << offloaded);
     const DType dtype = DType::kBF16;
-    OffloadRun want = run_offload(stage, {}, 8, dtype);
+    OffloadRun want = run_offload(stage, v.offload, 8, dtype);
     std::unique_ptr<model::HfWeightReader> r1, r2;
-    auto first = make_offload_engine(stage, {}, r1, dtype, host_model_on_stream());
+    auto first = make_offload_engine(stage, v.offload, r1, dtype, host_model_on_stream());
     ASSERT_TRUE(first.ok()) << first.status().to_string();
     ASSERT_TRUE((*first)->state_on_device());
-    EXPECT_EQ((*first)->master(0), nullptr);  // device memory: read_partition_state
+    ASSERT_EQ((*first)->offload_on_device(), offloaded);
+    // Device memory or NVMe: read_partition_state; host RAM: the store's own buffers.
+    EXPECT_EQ((*first)->master(0) == nullptr, v.offload.optimizer != OptimizerOffload::kCpu);
     std::vector<double> losses = train_steps_on(**first, 0, 4);
     Engine& a = **first;
     std::vector<std::vector<float>> saved;  // per unit: master | exp_avg | exp_avg_sq
@@ -889,7 +1070,7 @@ TEST(DeviceStaging, StateOnTheDeviceSavesAndRestoresBitwise) {
       return ok_status();
     };
     first->reset();
-    auto second = make_offload_engine(stage, {}, r2, dtype, host_model_on_stream());
+    auto second = make_offload_engine(stage, v.offload, r2, dtype, host_model_on_stream());
     ASSERT_TRUE(second.ok()) << second.status().to_string();
     ASSERT_TRUE((*second)->restore(rs).ok());
     for (double l : train_steps_on(**second, 4, 4)) losses.push_back(l);
@@ -907,6 +1088,7 @@ TEST(DeviceStaging, StateOnTheDeviceSavesAndRestoresBitwise) {
     }
     expect_bitwise(got, want);
   }
+  std::filesystem::remove_all(nvme_dir);
   ::unsetenv("ZERO_STREAM_DELAY_US");
 }
 

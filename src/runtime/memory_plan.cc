@@ -140,6 +140,11 @@ MemoryNeeds plan_memory(const EngineOptions& o, const sharding::ShardLayout& lay
   } else {
     n.master_weights = partition * kFloat;
     n.optimizer_state = 2 * partition * kFloat;
+    // ZeRO-Offload overlapping backward keeps a rollback copy of both (Engine::setup_overlap).
+    if (offload_overlaps_backward(o)) {
+      n.master_weights *= 2;
+      n.optimizer_state *= 2;
+    }
   }
   if (micro_batch > 0 && seq_len > 0 && o.device == Device::kCpu) {
     n.activations =
@@ -241,7 +246,17 @@ DeviceMemoryNeeds plan_device_memory(const EngineOptions& o, const sharding::Sha
       params = params + CheckedInt64(stage == 3 ? shard : padded) * working;
       const int64_t accum = stage <= 1 ? padded : shard, reduced = stage == 1 ? shard : 0;
       grads = grads + CheckedInt64(accum + reduced + padded) * kFloat;  // + the micro-step buffer
-      state = state + CheckedInt64(stage == 0 ? padded : shard) * (3 * kFloat);
+      // offload_optimizer: master weights and moments stay in host memory (OffloadPipeline);
+      // the device holds its two fp32 upload slots (below).
+      if (o.offload.optimizer == OptimizerOffload::kNone)
+        state = state + CheckedInt64(stage == 0 ? padded : shard) * (3 * kFloat);
+    }
+    if (o.offload.optimizer != OptimizerOffload::kNone) {
+      int64_t max_partition = 0;
+      for (int u = 0; u < layout.num_units(); ++u)
+        max_partition = std::max(
+            max_partition, stage == 0 ? layout.unit(u).padded_numel : layout.unit(u).shard_numel);
+      state = state + CheckedInt64(max_partition) * (2 * kFloat);
     }
     if (stage == 3 && layout.world_size() > 1) {
       // Gathered units alive at once, as plan_memory counts them on the host.

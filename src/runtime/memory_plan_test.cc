@@ -104,6 +104,18 @@ TEST(DeviceMemoryPlan, CountsTheStateOnTheDeviceByStage) {
       EXPECT_EQ(s.message().find("staged"), std::string::npos) << s.message();
       EXPECT_EQ(needs.total(),
                 7000 + 300 + needs.parameters + needs.gradients + needs.optimizer_state);
+      if (stage == 0) continue;
+      // offload_optimizer (OffloadPipeline): master weights and moments stay in host memory; the
+      // device holds two fp32 upload slots of the largest partition. Parameters and gradients
+      // are planned as without offload.
+      int64_t max_shard = 0;
+      for (int u = 0; u < layout.num_units(); ++u)
+        max_shard = std::max(max_shard, layout.unit(u).shard_numel);
+      o.offload.optimizer = OptimizerOffload::kCpu;
+      const DeviceMemoryNeeds off = plan_device_memory(o, layout, model, true);
+      EXPECT_EQ(off.optimizer_state, 2 * 4 * max_shard);
+      EXPECT_EQ(off.parameters, needs.parameters);
+      EXPECT_EQ(off.gradients, needs.gradients);
     }
   }
 }
@@ -177,6 +189,30 @@ TEST(HostMemoryPlan, AModelOnADeviceNeedsHostMemoryOnlyForCpuCheckpoints) {
   o.device = Device::kCpu;
   EXPECT_EQ(plan_memory(o, layout, B, T).activations,
             model::Transformer::activation_bytes(o.model_config, o.transformer, B, T));
+}
+
+// ZeRO-Offload on a device overlapping backward (no clipping, bf16) keeps a rollback copy of the
+// offloaded master weights and moments in host memory: the plan counts both twice then, once with
+// clipping (the CPU Adam after backward) or on the CPU.
+TEST(HostMemoryPlan, OffloadOverlappingBackwardCountsTheRollbackCopy) {
+  EngineOptions o = cuda_options(DType::kBF16);
+  o.zero.stage = 2;
+  o.offload.optimizer = OptimizerOffload::kCpu;
+  const model::ModelLayout model_layout(o.model_config);
+  const sharding::ShardLayout layout(model_layout, 2, 0);
+  int64_t shard = 0;
+  for (int u = 0; u < layout.num_units(); ++u) shard += layout.unit(u).shard_numel;
+  o.gradient_clipping = 1.0;
+  EXPECT_FALSE(offload_overlaps_backward(o));
+  EXPECT_EQ(plan_memory(o, layout, 0, 0).master_weights, 4 * shard);
+  EXPECT_EQ(plan_memory(o, layout, 0, 0).optimizer_state, 8 * shard);
+  o.gradient_clipping = 0.0;
+  EXPECT_TRUE(offload_overlaps_backward(o));
+  EXPECT_EQ(plan_memory(o, layout, 0, 0).master_weights, 2 * 4 * shard);
+  EXPECT_EQ(plan_memory(o, layout, 0, 0).optimizer_state, 2 * 8 * shard);
+  o.device = Device::kCpu;
+  EXPECT_FALSE(offload_overlaps_backward(o));
+  EXPECT_EQ(plan_memory(o, layout, 0, 0).master_weights, 4 * shard);
 }
 
 // The engine's glue on the CPU: nothing to check, whatever the resources say.

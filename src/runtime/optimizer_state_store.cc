@@ -256,6 +256,13 @@ Status OptimizerStateStore::wait_tickets(offload::NvmeSwapper& swapper,
   return first;
 }
 
+OptimizerStateStore::RamState OptimizerStateStore::ram_state(int u) {
+  ZERO_CHECK(swapper_ == nullptr && device_ == nullptr,
+             "ram_state: the optimizer state is not in RAM");
+  UnitState& s = units_[static_cast<size_t>(u)];
+  return RamState{s.master.f32(), s.exp_avg.f32(), s.exp_avg_sq.f32()};
+}
+
 Status OptimizerStateStore::update_all(const UpdateFn& update, const InstallFn& install) {
   if (swapper_) return update_nvme_units(update, install);
   if (device_ != nullptr) {

@@ -70,6 +70,16 @@ class OptimizerStateStore {
   const float* exp_avg(int u) const { return units_[static_cast<size_t>(u)].exp_avg.f32(); }
   const float* exp_avg_sq(int u) const { return units_[static_cast<size_t>(u)].exp_avg_sq.f32(); }
 
+  // Unit u's state in RAM, for an update outside update_all (ZeRO-Offload's overlapped CPU Adam,
+  // one unit at a time on the pipeline's worker). REQUIRES: !on_nvme(), !on_device(); not
+  // concurrent with update_all, load_all or read_partition.
+  struct RamState {
+    float* master;
+    float* exp_avg;
+    float* exp_avg_sq;
+  };
+  RamState ram_state(int u);
+
   // One optimizer step: `update` runs on every unit's state where the update can reach it (NVMe
   // units streamed through the staging sets, first; then the units in RAM, in order), then
   // `install` gets the new master weights and NVMe state is written back. On an error no I/O is

@@ -229,6 +229,7 @@ class TrainingRun {
   std::vector<MicroBatch> micro_;
   std::chrono::steady_clock::time_point start_, window_start_;
   double window_tokens_ = 0;
+  OffloadTimes offload_window_;  // the offload pipeline's times at the last breakdown line
   int64_t last_saved_step_ = 0;
   int64_t nonfinite_steps_ = 0;  // consecutive steps whose loss was NaN / Inf
   bool stdout_closed_ = false;
@@ -496,15 +497,22 @@ Exit TrainingRun::create_engine() {
   engine_ = std::move(*engine_or);
   if (lead_ && engine_->device() != Device::kCpu) {
     const std::string device(device_name(engine_->device()));
-    if (engine_->state_on_device()) {
+    if (engine_->offload_on_device()) {
+      std::printf(
+          "zero train: parameters and gradients on the %s device (%.1f MiB); master weights and "
+          "Adam moments offloaded (offload_optimizer), the CPU Adam %s\n",
+          device.c_str(), static_cast<double>(engine_->memory().device_bytes) / (1024.0 * 1024.0),
+          engine_->offload_overlaps() ? "overlapping backward"
+                                      : "after backward (clipping or fp16)");
+    } else if (engine_->state_on_device()) {
       std::printf("zero train: ZeRO state and optimizer on the %s device (%.1f MiB)\n",
                   device.c_str(),
                   static_cast<double>(engine_->memory().device_bytes) / (1024.0 * 1024.0));
     } else {
       std::printf(
           "zero train: ZeRO state in host memory, each unit staged to the %s device (the "
-          "device-resident state covers Adam without offload, with several ranks only where "
-          "NCCL is built)\n",
+          "device-resident state covers Adam without offload_param, with several ranks only "
+          "where NCCL is built)\n",
           device.c_str());
     }
   }
@@ -753,7 +761,12 @@ Exit TrainingRun::log_step(int64_t step, const StepResult& result,
     progress_.progress(line, persist);
     // DeepSpeed's wall_clock_breakdown line: rank 0's own phase times (no collective).
     if (persist && engine_->timers().enabled()) {
+      const int64_t window_steps = engine_->timers().steps();
       progress_.message("[Rank 0] " + engine_->timers().log_line_and_reset());
+      if (std::optional<OffloadTimes> t = engine_->offload_times()) {
+        progress_.message("[Rank 0] " + offload_log_line(*t, offload_window_, window_steps));
+        offload_window_ = *t;
+      }
     }
     flush_stdout();
     if (persist) {

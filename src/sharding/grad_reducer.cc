@@ -241,6 +241,9 @@ void GradReducer::flush_open() {
 void GradReducer::issue(Bucket b) {
   const int world = layout_.world_size();
   if (device_ != nullptr) {
+    // Stage 1 reduces once per step; stages 2-3 every micro-step, the last one final.
+    b.final_for_step =
+        options_.stage >= 1 && (options_.stage == 1 || micro_step_ == num_micro_steps_ - 1);
     if (world == 1) {
       reduce_alone_on_device(b);
     } else {
@@ -393,6 +396,7 @@ void GradReducer::reduce_alone_on_device(const Bucket& b) {
       backend.accumulate(stream, unit.accum_dev.view(), result);
       unit.micro_open = false;
     }
+    if (b.final_for_step && on_partition_final_) on_partition_final_(u, stream);
   }
 }
 
@@ -555,6 +559,8 @@ void GradReducer::queue_result_on_device(Bucket& b, const device::Event& collect
       }
       backend.accumulate(stream, accum, part);
     }
+    // `stream` is the comm stream: the partition is final there, not yet on compute.
+    if (b.final_for_step && on_partition_final_) on_partition_final_(u, stream);
     poff += info.padded_numel;
     soff += info.shard_numel;
   }

@@ -35,6 +35,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -91,6 +92,14 @@ class GradReducer : public model::GradSink {
   // Partition offset in unit-flat coordinates (0 at stage 0, shard_begin otherwise).
   int64_t partition_begin(int u) const;
   int64_t partition_numel(int u) const;
+  // On a device, stages 1-3: `hook(u, ready)` is called (on the thread driving the reducer) once
+  // per step as soon as the ops producing unit u's final partition(u) of the step are queued on
+  // stream `ready` (ctx.comm() behind a collective, ctx.compute() for a world of one), often during
+  // backward (ZeRO-Offload copies it to the host from there: its copy waits for an event recorded
+  // on `ready` now).
+  void set_on_partition_final(std::function<void(int u, device::Stream& ready)> hook) {
+    on_partition_final_ = std::move(hook);
+  }
 
  private:
   struct Unit {
@@ -119,6 +128,7 @@ class GradReducer : public model::GradSink {
     device::DeviceBuffer in_dev, out_dev, wire_in_dev, wire_out_dev;
     std::unique_ptr<device::Event> done;
     CommHandle pending;
+    bool final_for_step = false;  // issued on the last micro-step (on_partition_final_)
   };
   GradReducer(const ShardLayout& layout, Communicator& comm, const ZeroOptions& options,
               MemoryAccounting& memory, device::ExecutionContext* device);
@@ -172,6 +182,7 @@ class GradReducer : public model::GradSink {
   int num_micro_steps_ = 1;
   int micro_step_ = 0;
   int64_t transient_bytes_ = 0;
+  std::function<void(int u, device::Stream& ready)> on_partition_final_;
   BufferPool pool_{64};  // the same sizes recur every micro-step
   Status status_;
 };

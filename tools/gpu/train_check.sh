@@ -21,13 +21,13 @@ torch_step=$here/torch_step.py  # beside this script in the pack; in the reposit
 [[ "${4:-}" == "--no-bench" ]] && bench=0
 mkdir -p "$work"
 
-config() {  # stage dtype offload micro accumulation -> ds_config JSON on stdout
-  local stage=$1 dtype=$2 offload=$3 micro=$4 accum=$5 prec="" off=""
+config() {  # stage dtype offload micro accumulation [clip] -> ds_config JSON on stdout
+  local stage=$1 dtype=$2 offload=$3 micro=$4 accum=$5 clip=${6:-1.0} prec="" off=""
   [[ $dtype == bf16 ]] && prec='"bf16": {"enabled": true},'
   [[ $offload == cpu ]] && off=', "offload_optimizer": {"device": "cpu"}'
   cat <<EOF
 {"train_micro_batch_size_per_gpu": $micro, "gradient_accumulation_steps": $accum,
- "gradient_clipping": 1.0, $prec
+ "gradient_clipping": $clip, $prec
  "optimizer": {"type": "AdamW", "params": {"lr": 1e-3, "weight_decay": 0.1}},
  "zero_optimization": {"stage": $stage $off}}
 EOF
@@ -200,12 +200,15 @@ fi
 
 ((bench)) || { san_train; profile_step; exit $status; }
 # The step benchmark: ZERO_GPU_BENCH_GRID entries MODEL:MICRO:STAGES[:MODES] (a stage followed by
-# "o" has the optimizer offloaded to the CPU; MODES joined by "+"), T=1024, bf16, world 1;
+# "o" has the optimizer offloaded to the CPU, clipping 1.0: its CPU Adam runs after backward; "on"
+# offloaded without clipping: the CPU Adam overlaps backward; MODES joined by "+"), T=1024, bf16,
+# world 1; each run's last wall_clock_breakdown lines (and the offload pipeline's) are printed under
+# the table;
 # ZERO_GPU_TORCH_MODES the PyTorch baselines (eager / compile / fsdp2) run beside entries without
 # their own. Ratios are against each entry's first mode; an offloaded stage is also compared with the
 # same stage without offload when the entry has it (issue 11: offload 1.5B >= 0.9x no-offload).
 # Memory: PyTorch's max_memory_allocated; ours cudaMemGetInfo after the last step (context included).
-grid=${ZERO_GPU_BENCH_GRID:-gpt2-124m:8:0,1,2,3,2o:eager+compile+fsdp2 gpt2-350m:8:0,3:eager gpt2-1558m:4:2,2o:eager llama-1b:4:0,3:eager}
+grid=${ZERO_GPU_BENCH_GRID:-gpt2-124m:8:0,1,2,3,2o,2on:eager+compile+fsdp2 gpt2-350m:8:0,3:eager gpt2-1558m:4:2,2o,2on:eager llama-1b:4:0,3:eager}
 modes=${ZERO_GPU_TORCH_MODES:-eager}
 seq=${ZERO_GPU_BENCH_SEQ:-1024}
 echo
@@ -231,13 +234,17 @@ for entry in $grid; do
     fi
   done
   for st in ${stages//,/ }; do
-    stage=${st%o} offload=none
-    [[ $st == *o ]] && offload=cpu
+    stage=${st%%o*} offload=none clip=1.0
+    [[ $st == *o* ]] && offload=cpu
+    [[ $st == *on ]] && clip=0
     label="stage $stage"
     [[ $offload == cpu ]] && label+=" offload cpu"
+    [[ $offload == cpu && $clip == 0 ]] && label+=" no clipping (overlap)"
     d=$work/bench-$model-s$st
     mkdir -p "$d"
-    config "$stage" bf16 "$offload" "$micro" 1 >"$d/ds.json"
+    # wall_clock_breakdown (host timers, no added syncs): its lines are printed under the table.
+    config "$stage" bf16 "$offload" "$micro" 1 "$clip" |
+      sed 's/"gradient_clipping"/"wall_clock_breakdown": true, "steps_per_print": 4, "gradient_clipping"/' >"$d/ds.json"
     if timeout 300 "$zero" train --deepspeed "$d/ds.json" --model "preset:$model" --train_file "$corpus" \
       --data_dtype uint8 --block_size "$seq" --max_steps 8 --output_dir "$d/out" --quiet --device "$device" \
       >"$d/log" 2>&1; then
@@ -263,8 +270,12 @@ EOF2
       echo "| $model | zero.cpp stage $st | FAILED: $(tail -2 "$d/log" | tr '\n' ' ' | cut -c1-150) | | | | |"
       status=1
     fi
+    breakdown+=$(grep -E '\[Rank 0\] (time|offload)' "$d/log" | tail -2 | sed "s/^/    $model s$st: /")$'\n'
   done
 done
+echo
+echo "wall_clock_breakdown (last window of each run; offload: the pipeline's host times per step):"
+echo "${breakdown:-    none}"
 san_train
 profile_step
 exit $status

@@ -1,0 +1,151 @@
+// OffloadPipeline: ZeRO-Offload with the model on a device (issue 11 item 5). The parameter
+// coordinator's working values and the gradient reducer's buffers live in device memory, as with
+// nothing offloaded; master weights and moments stay where offload_optimizer puts them (host RAM or
+// NVMe, OptimizerStateStore) and the CPU Adam updates them. This class moves one step's data
+// between the two, on two copy streams of its own, through page-locked double buffers:
+//
+//   compute: backward, reduction, norm ──record grads_final──┐
+//   d2h:     wait grads_final; partition(u) → grad slot u%2 ──record downloaded[slot]
+//   host:    wait downloaded[slot]; CPU Adam of unit u; the slot takes unit u+2
+//   host:    master(u) → upload slot k%2 (after uploaded[slot] of unit k-2: the host rewrites it)
+//   h2d:     wait cast_done[slot]; upload slot → device fp32 slot ──record uploaded[slot]
+//   compute: wait uploaded[slot]; set_values casts into the coordinator's unit ──record cast_done
+//
+// The copies of unit u+1 (down) and u-1 (up) run while the host updates unit u. The host waits
+// only on a download it is about to read, on an upload slot it is about to rewrite, and once at
+// the end of a step (finish(): a failed copy is the step's error). One host thread drives a
+// pipeline.
+//
+// Overlap (begin_overlap .. end_overlap): when a unit's update needs only its own gradient (no
+// clipping, no loss scale), the host thread hands each unit over as soon as the reducer has queued
+// its final partition (partition_final, usually during backward); the pipeline's worker thread
+// queues its download on the d2h stream behind an event of the compute stream, and runs the
+// caller's host update on it when it arrives, while backward goes on. Only the worker touches the
+// d2h stream and the gradient slots then; uploads stay with the host thread (set_values may start
+// collectives, whose order must be every rank's).
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/status.h"
+#include "core/tensor.h"
+#include "device/backend.h"
+#include "sharding/zero_options.h"
+
+namespace zero::runtime {
+
+// Host wall time the pipeline's parts took, summed since construction (milliseconds).
+struct OffloadTimes {
+  double download_wait_ms = 0.0;  // host waiting for a gradient partition's copy to the host
+  double cpu_adam_ms = 0.0;       // the host updates (CPU Adam), on the host or worker thread
+  double overlap_wait_ms = 0.0;   // end_overlap(): the host waiting for the worker after backward
+  int64_t overlapped_units = 0;   // units the worker updated (overlap)
+  double upload_ms = 0.0;         // copying masters into upload slots, their waits included
+  double finish_wait_ms = 0.0;    // finish(): the last uploads landing
+};
+
+// The wall_clock_breakdown companion line, per step over `steps` steps since `before`:
+//   offload (ms) | d2h wait: W | cpu adam: A | upload: U | after bwd wait: O | finish: F |
+//   overlapped units: N
+std::string offload_log_line(const OffloadTimes& now, const OffloadTimes& before, int64_t steps);
+
+class OffloadPipeline {
+ public:
+  // Partitions hold at most `max_partition_numel` floats. Allocates two page-locked gradient
+  // slots and two upload slots of that size, and two device fp32 slots (counted in `memory`:
+  // pinned_bytes, device_bytes). `ctx` (not owned) outlives the pipeline.
+  static StatusOr<std::unique_ptr<OffloadPipeline>> create(device::ExecutionContext& ctx,
+                                                           int64_t max_partition_numel,
+                                                           sharding::MemoryAccounting& memory);
+  // Waits for its copies (the slots are freed after).
+  ~OffloadPipeline();
+  OffloadPipeline(const OffloadPipeline&) = delete;
+  OffloadPipeline& operator=(const OffloadPipeline&) = delete;
+
+  // Unit u's reduced fp32 gradient partition in device memory (partition_numel(u) floats).
+  using DeviceGradFn = std::function<TensorView(int u)>;
+
+  // The step's gradients are final in stream order on ctx.compute() (everything queued so far):
+  // downloads of the units in `order` start, two in flight (the double buffer).
+  void begin_downloads(std::vector<int> order, DeviceGradFn device_grad);
+  // The host copy of unit u's gradient partition (waits for its download). REQUIRES: u is the next
+  // unit of begin_downloads' order.
+  const float* host_grad(int u);
+  // The host is done reading unit u's gradient: its slot takes the next unit of the order.
+  void release_grad(int u);
+
+  // Copies `master` (numel host floats, e.g. a unit's new master weights) to a device slot and
+  // calls `install` with that device copy; `install` queues its reads of it on ctx.compute()
+  // (ParamCoordinator::set_values), which waits for the copy. `master` may be rewritten on return.
+  Status upload(const float* master, int64_t numel,
+                const std::function<Status(const float* device_master)>& install);
+
+  // End of a step (or of a restore): every copy has run; returns the first copy error. Leaves no
+  // download in flight (a step that failed half-way included).
+  Status finish();
+
+  // Overlap (see the file comment). `update(u, grad)` runs on the worker thread with unit u's
+  // host gradient; it must touch only what no other thread uses until end_overlap (unit u's host
+  // state). REQUIRES: no begin_downloads in progress.
+  using HostUpdateFn = std::function<void(int u, const float* grad)>;
+  void begin_overlap(HostUpdateFn update);
+  // Hands unit u over: its final partition is `device_grad`, in stream order on `ready` (the
+  // reducer's comm stream behind a collective, or compute) after the work queued there so far.
+  // Never blocks. Between begin_overlap and end_overlap.
+  void partition_final(int u, TensorView device_grad, device::Stream& ready);
+  // Waits until the worker has updated every unit handed over; returns them, in update order.
+  std::vector<int> end_overlap();
+  bool overlapping() const { return overlapping_; }
+
+  void add_adam_ms(double ms);
+  OffloadTimes times() const;
+
+ private:
+  explicit OffloadPipeline(device::ExecutionContext& ctx);
+  void start_download(int slot);
+  void worker_loop();
+
+  device::ExecutionContext& ctx_;
+  std::unique_ptr<device::Stream> d2h_, h2d_;
+  std::unique_ptr<device::Event> grads_final_;
+  // Gradient slots (page-locked host) and the unit each holds (-1: free).
+  device::DeviceBuffer grad_host_[2];
+  std::unique_ptr<device::Event> downloaded_[2];
+  int grad_unit_[2] = {-1, -1};
+  // Upload slots: page-locked host, the device fp32 copy, and their events.
+  device::DeviceBuffer upload_host_[2], upload_dev_[2];
+  std::unique_ptr<device::Event> uploaded_[2], cast_done_[2];
+  int next_upload_slot_ = 0;
+  std::vector<int> order_;
+  size_t next_download_ = 0;  // the index in order_ of the next unit to download
+  size_t next_read_ = 0;      // the index in order_ of the next unit host_grad may return
+  DeviceGradFn device_grad_;
+
+  // Overlap. mu_ guards everything below and times_.
+  struct Handed {
+    int u;
+    TensorView device_grad;
+    device::Event* final;  // recorded on the compute stream after the partition's ops
+  };
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool overlapping_ = false;  // host thread only
+  HostUpdateFn update_;
+  std::deque<Handed> handed_;  // handed over, download not queued yet
+  int64_t handed_count_ = 0;   // this overlap: units handed over
+  std::vector<int> done_;      // this overlap: units the worker updated, in order
+  std::vector<std::unique_ptr<device::Event>> final_events_;  // by unit (host thread grows it)
+  bool stop_ = false;
+  OffloadTimes times_;
+  std::thread worker_;  // started by the first begin_overlap
+};
+
+}  // namespace zero::runtime
