@@ -169,6 +169,10 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(EngineOptions options, const Un
       if (off.optimizer == OptimizerOffload::kNone)
         needs.master_weights = needs.optimizer_state = 0;
     }
+    // No OffloadPipeline on the staging path (choose_state_device declined, or no collectives
+    // on device memory in this build).
+    if (e->state_device_ == nullptr || off.optimizer == OptimizerOffload::kNone)
+      needs.offload_buffers = 0;
     const HostResources have = o.resources ? *o.resources : probe_host_resources();
     Status fits = check_memory(needs, comm->local_world_size(), have);
     if (fits.ok() && e->exec_ != nullptr)
@@ -208,7 +212,8 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(EngineOptions options, const Un
       e->state_device_ != nullptr && off.optimizer != OptimizerOffload::kNone;
   if (offload_on_device) {
     ZERO_ASSIGN_OR_RETURN(
-        e->offload_, OffloadPipeline::create(*e->state_device_, max_partition_numel, e->memory_));
+        e->offload_,
+        OffloadPipeline::create(*e->state_device_, max_partition_numel, o.dtype, e->memory_));
   }
   Engine* engine = e.get();
   auto fill = [engine, &init, &layout](int u, float* master) {
@@ -315,10 +320,11 @@ void Engine::roll_back_overlapped_update() {
 
 OptimizerStateStore::InstallFn Engine::install_fn() {
   if (offload_ != nullptr) {
-    // Host master weights: through a pinned upload slot to the device, cast there by set_values.
+    // Host master weights: rounded to the model dtype into a pinned upload slot, copied to the
+    // device and installed there as they are.
     return [this](int u, const float* master) {
-      return offload_->upload(master, partition_numel(u), [this, u](const float* device_master) {
-        return params_->set_values(u, device_master);
+      return offload_->upload(master, partition_numel(u), [this, u](const void* device_values) {
+        return params_->set_model_dtype_values(u, device_values);
       });
     };
   }

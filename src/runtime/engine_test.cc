@@ -349,6 +349,8 @@ struct OffloadRun {
   int skipped = 0;                // skipped steps
   int64_t overlapped_units = 0;   // unit updates the offload worker ran during backward
   int64_t rolled_back_units = 0;  // of those, undone on a skipped step
+  int64_t upload_values = 0;      // new weights the offload pipeline copied to the device
+  int64_t upload_bytes = 0;       // their bytes
 };
 
 StatusOr<std::unique_ptr<Engine>> make_offload_engine(
@@ -444,7 +446,11 @@ OffloadRun run_offload(int stage, const OffloadOptions& offload, int steps = 60,
   out.memory = e.memory();
   out.state_on_device = e.state_on_device();
   out.offload_on_device = e.offload_on_device();
-  if (auto t = e.offload_times()) out.overlapped_units = t->overlapped_units;
+  if (auto t = e.offload_times()) {
+    out.overlapped_units = t->overlapped_units;
+    out.upload_values = t->upload_values;
+    out.upload_bytes = t->upload_bytes;
+  }
   out.rolled_back_units = e.offload_rolled_back_units();
   out.staging_device_bytes = e.staging_device_bytes();
   return out;
@@ -781,6 +787,10 @@ TEST(DeviceStaging, OffloadOnTheDeviceIsBitwiseTheHostCurve) {
       const int64_t units = static_cast<int64_t>(got.master.size());
       EXPECT_EQ(got.overlapped_units, overlap ? 8 * units : 0);
       EXPECT_EQ(got.rolled_back_units, 0);
+      // The new weights crossed in the model dtype, rounded on the host: 2 bytes a value for
+      // bf16 / fp16 (half an fp32 master's), still bitwise (above).
+      EXPECT_GT(got.upload_values, 0);
+      EXPECT_EQ(got.upload_bytes, got.upload_values * static_cast<int64_t>(dtype_bytes(v.dtype)));
       // Master weights and moments in host memory, as the host engine's; the overlap keeps a
       // rollback copy of them.
       EXPECT_EQ(got.memory.master_bytes, want.memory.master_bytes * (overlap ? 2 : 1));
@@ -1012,6 +1022,8 @@ TEST(DeviceStaging, OffloadOnTheDeviceAtWorld2IsBitwiseTheHostCurve) {
         expect_bitwise(got[r], want[r]);
         EXPECT_TRUE(got[r].offload_on_device);
         EXPECT_EQ(got[r].staging_device_bytes, 0);
+        EXPECT_EQ(got[r].upload_bytes,
+                  got[r].upload_values * static_cast<int64_t>(dtype_bytes(v.dtype)));
       }
     }
   }

@@ -11,6 +11,7 @@
 #include "model/transformer.h"
 #include "offload/nvme_swapper.h"
 #include "runtime/engine.h"
+#include "runtime/offload_pipeline.h"
 
 namespace zero::runtime {
 namespace {
@@ -146,6 +147,14 @@ MemoryNeeds plan_memory(const EngineOptions& o, const sharding::ShardLayout& lay
       n.optimizer_state *= 2;
     }
   }
+  // ZeRO-Offload with the model on a device (Engine::choose_state_device): the pipeline's pinned
+  // double buffers, sized by the largest partition.
+  const bool device_model = o.device != Device::kCpu || static_cast<bool>(o.model_factory);
+  if (device_model && off.optimizer != OptimizerOffload::kNone &&
+      o.offload.param.device == sharding::ParamOffload::kNone &&
+      o.optimizer.kind == optim::OptimizerKind::kAdam) {
+    n.offload_buffers = OffloadPipeline::pinned_host_bytes(max_partition, o.dtype);
+  }
   if (micro_batch > 0 && seq_len > 0 && o.device == Device::kCpu) {
     n.activations =
         model::Transformer::activation_bytes(o.model_config, o.transformer, micro_batch, seq_len);
@@ -193,6 +202,9 @@ Status check_memory(const MemoryNeeds& needs, int ranks_on_node, const HostResou
         {"token batches of one step", needs.step_batches,
          "lower gradient_accumulation_steps (or train_batch_size), "
          "train_micro_batch_size_per_gpu or --block_size"},
+        {"pinned offload buffers", needs.offload_buffers,
+         "raise zero_optimization.stage or shard over more ranks (the buffers hold the largest "
+         "partition)"},
     };
     const std::string breakdown = sorted_breakdown(parts);
     return resource_exhausted(

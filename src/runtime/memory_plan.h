@@ -31,10 +31,12 @@ struct MemoryNeeds {
   int64_t activations = 0;      // the planned micro-batch (0 when not known)
   int64_t step_batches = 0;     // one step's micro-batches of tokens and targets, held at once
                                 // (INT64_MAX when the count overflows)
+  int64_t offload_buffers = 0;  // ZeRO-Offload on a device: the OffloadPipeline's page-locked
+                                // gradient and upload slots (OffloadPipeline::pinned_host_bytes)
   // The sum, saturating at INT64_MAX (absurd batch settings must read as "too much", not wrap).
   int64_t ram() const {
-    return checked_sum(
-               {parameters, gradients, master_weights, optimizer_state, activations, step_batches})
+    return checked_sum({parameters, gradients, master_weights, optimizer_state, activations,
+                        step_batches, offload_buffers})
         .value_or(INT64_MAX);
   }
   // Swap files, per directory (the optimizer's and the parameters' may differ).
@@ -58,7 +60,9 @@ HostResources probe_host_resources();
 
 // `micro_batch` and `seq_len` (0: unknown) size the activations: the CPU model's, or for a model on
 // a device (options.device) the pinned host copies of its checkpoints (cpu_checkpointing), as
-// model::CudaTransformer::host_checkpoint_bytes sizes them.
+// model::CudaTransformer::host_checkpoint_bytes sizes them. A device model (options.device) with
+// offload_optimizer and without offload_param also counts the OffloadPipeline's pinned slots
+// (offload_buffers; the engine drops them when it takes the staging path instead).
 MemoryNeeds plan_memory(const EngineOptions& options, const sharding::ShardLayout& layout,
                         int64_t micro_batch, int64_t seq_len);
 

@@ -13,6 +13,7 @@
 #include "model/param_layout.h"
 #include "model/transformer.h"
 #include "runtime/engine.h"
+#include "runtime/offload_pipeline.h"
 
 namespace zero::runtime {
 namespace {
@@ -213,6 +214,51 @@ TEST(HostMemoryPlan, OffloadOverlappingBackwardCountsTheRollbackCopy) {
   o.device = Device::kCpu;
   EXPECT_FALSE(offload_overlaps_backward(o));
   EXPECT_EQ(plan_memory(o, layout, 0, 0).master_weights, 4 * shard);
+}
+
+// ZeRO-Offload on a device: the OffloadPipeline's page-locked slots (two fp32 gradient slots and
+// two upload slots in the model dtype, each the largest partition) are host memory the plan
+// counts, exactly what the pipeline allocates; none without offload_optimizer, with offload_param
+// (staging path) or for the CPU model.
+TEST(HostMemoryPlan, OffloadOnADeviceCountsThePipelinesPinnedSlots) {
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
+    for (int stage : {0, 1, 3}) {
+      SCOPED_TRACE(::testing::Message() << dtype_name(dtype) << " stage " << stage);
+      EngineOptions o = cuda_options(dtype);
+      o.zero.stage = stage;
+      o.offload.optimizer = OptimizerOffload::kCpu;
+      const model::ModelLayout model_layout(o.model_config);
+      const sharding::ShardLayout layout(model_layout, 2, 1);
+      int64_t max_partition = 0;
+      for (int u = 0; u < layout.num_units(); ++u)
+        max_partition = std::max(
+            max_partition, stage == 0 ? layout.unit(u).padded_numel : layout.unit(u).shard_numel);
+      const int64_t want =
+          2 * max_partition * 4 + 2 * max_partition * (dtype == DType::kF32 ? 4 : 2);
+      const MemoryNeeds needs = plan_memory(o, layout, 0, 0);
+      EXPECT_EQ(needs.offload_buffers, want);
+      EXPECT_EQ(needs.ram(), needs.parameters + needs.gradients + needs.master_weights +
+                                 needs.optimizer_state + want);
+      // What the pipeline itself allocates and accounts (CPU backend: ordinary host memory).
+      StatusOr<std::unique_ptr<device::ExecutionContext>> ctx =
+          device::ExecutionContext::create(Device::kCpu);
+      ASSERT_TRUE(ctx.ok()) << ctx.status().to_string();
+      sharding::MemoryAccounting memory;
+      auto pipeline = OffloadPipeline::create(**ctx, max_partition, dtype, memory);
+      ASSERT_TRUE(pipeline.ok()) << pipeline.status().to_string();
+      EXPECT_EQ(memory.pinned_bytes, want);
+
+      EngineOptions staging = o;
+      staging.offload.param.device = sharding::ParamOffload::kCpu;
+      EXPECT_EQ(plan_memory(staging, layout, 0, 0).offload_buffers, 0);
+      EngineOptions none = o;
+      none.offload.optimizer = OptimizerOffload::kNone;
+      EXPECT_EQ(plan_memory(none, layout, 0, 0).offload_buffers, 0);
+      EngineOptions cpu_model = o;
+      cpu_model.device = Device::kCpu;
+      EXPECT_EQ(plan_memory(cpu_model, layout, 0, 0).offload_buffers, 0);
+    }
+  }
 }
 
 // The engine's glue on the CPU: nothing to check, whatever the resources say.

@@ -3,10 +3,10 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <utility>
 
 #include "core/check.h"
+#include "kernels/elementwise/elementwise.h"
 
 namespace zero::runtime {
 namespace {
@@ -22,36 +22,44 @@ std::string offload_log_line(const OffloadTimes& now, const OffloadTimes& before
   return fmt::format(
       "offload (ms) | d2h wait: {:.2f} | cpu adam: {:.2f} | upload: {:.2f} | after bwd wait: "
       "{:.2f} "
-      "| finish: {:.2f} | overlapped units: {:.1f}",
+      "| finish: {:.2f} | overlapped units: {:.1f} | h2d MB: {:.2f}",
       (now.download_wait_ms - before.download_wait_ms) / n,
       (now.cpu_adam_ms - before.cpu_adam_ms) / n, (now.upload_ms - before.upload_ms) / n,
       (now.overlap_wait_ms - before.overlap_wait_ms) / n,
       (now.finish_wait_ms - before.finish_wait_ms) / n,
-      static_cast<double>(now.overlapped_units - before.overlapped_units) / n);
+      static_cast<double>(now.overlapped_units - before.overlapped_units) / n,
+      static_cast<double>(now.upload_bytes - before.upload_bytes) / n / 1e6);
 }
 
-OffloadPipeline::OffloadPipeline(device::ExecutionContext& ctx) : ctx_(ctx) {}
+OffloadPipeline::OffloadPipeline(device::ExecutionContext& ctx, DType model_dtype)
+    : ctx_(ctx), model_dtype_(model_dtype) {}
+
+int64_t OffloadPipeline::pinned_host_bytes(int64_t max_partition_numel, DType model_dtype) {
+  const int64_t numel = std::max<int64_t>(max_partition_numel, 1);
+  // Two fp32 gradient slots and two upload slots in the model dtype.
+  return 2 * numel * static_cast<int64_t>(sizeof(float) + dtype_bytes(model_dtype));
+}
 
 StatusOr<std::unique_ptr<OffloadPipeline>> OffloadPipeline::create(
-    device::ExecutionContext& ctx, int64_t max_partition_numel,
+    device::ExecutionContext& ctx, int64_t max_partition_numel, DType model_dtype,
     sharding::MemoryAccounting& memory) {
-  std::unique_ptr<OffloadPipeline> p(new OffloadPipeline(ctx));
+  std::unique_ptr<OffloadPipeline> p(new OffloadPipeline(ctx, model_dtype));
   device::Backend& backend = ctx.backend();
   const int64_t numel = std::max<int64_t>(max_partition_numel, 1);
   p->d2h_ = backend.create_stream("offload_d2h");
   p->h2d_ = backend.create_stream("offload_h2d");
   p->grads_final_ = backend.create_event();
   for (int s = 0; s < 2; ++s) {
-    auto host = [&](device::DeviceBuffer& buf, const char* what) -> Status {
-      StatusOr<device::DeviceBuffer> b = backend.allocate_host(DType::kF32, numel);
+    auto host = [&](device::DeviceBuffer& buf, DType dtype, const char* what) -> Status {
+      StatusOr<device::DeviceBuffer> b = backend.allocate_host(dtype, numel);
       if (!b.ok()) return b.status().with_context(fmt::format("offload pipeline: {}", what));
       buf = std::move(*b);
-      memory.pinned_bytes += numel * static_cast<int64_t>(sizeof(float));
+      memory.pinned_bytes += static_cast<int64_t>(buf.view().nbytes());
       return ok_status();
     };
-    ZERO_RETURN_IF_ERROR(host(p->grad_host_[s], "gradient slot"));
-    ZERO_RETURN_IF_ERROR(host(p->upload_host_[s], "upload slot"));
-    StatusOr<device::DeviceBuffer> d = backend.allocate(DType::kF32, numel);
+    ZERO_RETURN_IF_ERROR(host(p->grad_host_[s], DType::kF32, "gradient slot"));
+    ZERO_RETURN_IF_ERROR(host(p->upload_host_[s], model_dtype, "upload slot"));
+    StatusOr<device::DeviceBuffer> d = backend.allocate(model_dtype, numel);
     if (!d.ok()) return d.status().with_context("offload pipeline: device upload slot");
     p->upload_dev_[s] = std::move(*d);
     p->downloaded_[s] = backend.create_event();
@@ -128,7 +136,7 @@ void OffloadPipeline::release_grad(int u) {
 }
 
 Status OffloadPipeline::upload(const float* master, int64_t numel,
-                               const std::function<Status(const float* device_master)>& install) {
+                               const std::function<Status(const void* device_values)>& install) {
   const int slot = next_upload_slot_;
   next_upload_slot_ = 1 - next_upload_slot_;
   ZERO_CHECK(numel <= upload_host_[slot].numel(), "offload pipeline: upload of ", numel,
@@ -137,20 +145,24 @@ Status OffloadPipeline::upload(const float* master, int64_t numel,
   // Why a host wait: the slot is rewritten below; the copy out of it (two uploads ago) must have
   // run. It has normally finished during the CPU Adam of the unit in between.
   uploaded_[slot]->synchronize();
-  float* host = static_cast<float*>(upload_host_[slot].data());
-  std::memcpy(host, master, static_cast<size_t>(numel) * sizeof(float));
-  // The device slot is rewritten only after the compute stream's cast out of it (two uploads ago).
+  void* host = upload_host_[slot].data();
+  // Rounded here, not on the device: a 16-bit model's values cross in half the bytes (the same
+  // round-to-nearest-even as the device cast; fp32 is a plain copy).
+  kernels::cpu::cast_from_f32(master, host, model_dtype_, numel);
+  // The device slot is rewritten only after the compute stream's copy out of it (two uploads ago).
   h2d_->wait(*cast_done_[slot]);
-  const TensorView dev{upload_dev_[slot].data(), DType::kF32, Shape{numel}, ctx_.device()};
-  ctx_.backend().transfer(*h2d_, dev, TensorView{host, DType::kF32, Shape{numel}, Device::kCpu});
+  const TensorView dev{upload_dev_[slot].data(), model_dtype_, Shape{numel}, ctx_.device()};
+  ctx_.backend().transfer(*h2d_, dev, TensorView{host, model_dtype_, Shape{numel}, Device::kCpu});
   h2d_->record(*uploaded_[slot]);
   // The casts install queues on the compute stream read the copy.
   ctx_.compute().wait(*uploaded_[slot]);
   {
     std::lock_guard<std::mutex> lock(mu_);
     times_.upload_ms += ms_since(t0);
+    times_.upload_values += numel;
+    times_.upload_bytes += static_cast<int64_t>(dev.nbytes());
   }
-  Status s = install(static_cast<const float*>(dev.data));
+  Status s = install(dev.data);
   ctx_.compute().record(*cast_done_[slot]);
   return s;
 }

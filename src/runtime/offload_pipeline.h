@@ -7,9 +7,14 @@
 //   compute: backward, reduction, norm ──record grads_final──┐
 //   d2h:     wait grads_final; partition(u) → grad slot u%2 ──record downloaded[slot]
 //   host:    wait downloaded[slot]; CPU Adam of unit u; the slot takes unit u+2
-//   host:    master(u) → upload slot k%2 (after uploaded[slot] of unit k-2: the host rewrites it)
-//   h2d:     wait cast_done[slot]; upload slot → device fp32 slot ──record uploaded[slot]
-//   compute: wait uploaded[slot]; set_values casts into the coordinator's unit ──record cast_done
+//   host:    master(u) rounded to the model dtype → upload slot k%2 (after uploaded[slot] of unit
+//            k-2: the host rewrites it)
+//   h2d:     wait cast_done[slot]; upload slot → device slot ──record uploaded[slot]
+//   compute: wait uploaded[slot]; set_model_dtype_values copies into the coordinator's unit
+//            ──record cast_done
+//
+// A bf16/fp16 model's new weights cross in 16 bits (half an fp32 master's bytes), rounded on the
+// host by the CPU cast (round-to-nearest-even, bitwise the device cast set_values would run).
 //
 // The copies of unit u+1 (down) and u-1 (up) run while the host updates unit u. The host waits
 // only on a download it is about to read, on an upload slot it is about to rewrite, and once at
@@ -50,21 +55,27 @@ struct OffloadTimes {
   int64_t overlapped_units = 0;   // units the worker updated (overlap)
   double upload_ms = 0.0;         // copying masters into upload slots, their waits included
   double finish_wait_ms = 0.0;    // finish(): the last uploads landing
+  int64_t upload_values = 0;      // values copied host -> device by upload()
+  int64_t upload_bytes = 0;       // their bytes (in the model dtype: 2 per value for bf16/fp16)
 };
 
 // The wall_clock_breakdown companion line, per step over `steps` steps since `before`:
 //   offload (ms) | d2h wait: W | cpu adam: A | upload: U | after bwd wait: O | finish: F |
-//   overlapped units: N
+//   overlapped units: N | h2d MB: M
 std::string offload_log_line(const OffloadTimes& now, const OffloadTimes& before, int64_t steps);
 
 class OffloadPipeline {
  public:
-  // Partitions hold at most `max_partition_numel` floats. Allocates two page-locked gradient
-  // slots and two upload slots of that size, and two device fp32 slots (counted in `memory`:
-  // pinned_bytes, device_bytes). `ctx` (not owned) outlives the pipeline.
+  // Partitions hold at most `max_partition_numel` floats. Allocates two page-locked fp32 gradient
+  // slots and two page-locked upload slots of that size in `model_dtype`, and two device slots in
+  // `model_dtype` (counted in `memory`: pinned_bytes as pinned_host_bytes says, device_bytes).
+  // `ctx` (not owned) outlives the pipeline.
   static StatusOr<std::unique_ptr<OffloadPipeline>> create(device::ExecutionContext& ctx,
                                                            int64_t max_partition_numel,
+                                                           DType model_dtype,
                                                            sharding::MemoryAccounting& memory);
+  // The page-locked host bytes create() allocates (the memory plan counts them).
+  static int64_t pinned_host_bytes(int64_t max_partition_numel, DType model_dtype);
   // Waits for its copies (the slots are freed after).
   ~OffloadPipeline();
   OffloadPipeline(const OffloadPipeline&) = delete;
@@ -82,11 +93,13 @@ class OffloadPipeline {
   // The host is done reading unit u's gradient: its slot takes the next unit of the order.
   void release_grad(int u);
 
-  // Copies `master` (numel host floats, e.g. a unit's new master weights) to a device slot and
-  // calls `install` with that device copy; `install` queues its reads of it on ctx.compute()
-  // (ParamCoordinator::set_values), which waits for the copy. `master` may be rewritten on return.
+  // Rounds `master` (numel host floats, e.g. a unit's new master weights) to the model dtype into
+  // an upload slot, copies that to a device slot and calls `install` with the device copy (numel
+  // values in the model dtype); `install` queues its reads of it on ctx.compute()
+  // (ParamCoordinator::set_model_dtype_values), which waits for the copy. `master` may be
+  // rewritten on return.
   Status upload(const float* master, int64_t numel,
-                const std::function<Status(const float* device_master)>& install);
+                const std::function<Status(const void* device_values)>& install);
 
   // End of a step (or of a restore): every copy has run; returns the first copy error. Leaves no
   // download in flight (a step that failed half-way included).
@@ -109,18 +122,19 @@ class OffloadPipeline {
   OffloadTimes times() const;
 
  private:
-  explicit OffloadPipeline(device::ExecutionContext& ctx);
+  OffloadPipeline(device::ExecutionContext& ctx, DType model_dtype);
   void start_download(int slot);
   void worker_loop();
 
   device::ExecutionContext& ctx_;
+  DType model_dtype_;  // of the upload slots
   std::unique_ptr<device::Stream> d2h_, h2d_;
   std::unique_ptr<device::Event> grads_final_;
   // Gradient slots (page-locked host) and the unit each holds (-1: free).
   device::DeviceBuffer grad_host_[2];
   std::unique_ptr<device::Event> downloaded_[2];
   int grad_unit_[2] = {-1, -1};
-  // Upload slots: page-locked host, the device fp32 copy, and their events.
+  // Upload slots (model dtype): page-locked host, the device copy, and their events.
   device::DeviceBuffer upload_host_[2], upload_dev_[2];
   std::unique_ptr<device::Event> uploaded_[2], cast_done_[2];
   int next_upload_slot_ = 0;

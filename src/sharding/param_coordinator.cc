@@ -98,7 +98,7 @@ Status ParamCoordinator::set_values(int u, const float* values) {
   Unit& unit = units_[static_cast<size_t>(u)];
   const UnitShardInfo& info = layout_.unit(u);
   if (unit.has_pending) wait_pending(u);
-  if (device_ != nullptr) return set_device_values(u, values);
+  if (device_ != nullptr) return set_device_values(u, values, DType::kF32);
   if (options_.stage == 0) {
     // Rounds to the model dtype (round-to-nearest-even: the values round_to_dtype gives).
     kernels::cpu::cast_from_f32(values, unit.full.data(), options_.model_dtype, info.padded_numel);
@@ -123,20 +123,28 @@ Status ParamCoordinator::set_values(int u, const float* values) {
   return status_;
 }
 
-Status ParamCoordinator::set_device_values(int u, const float* values) {
+Status ParamCoordinator::set_model_dtype_values(int u, const void* values) {
+  ZERO_CHECK(device_ != nullptr, "set_model_dtype_values of unit ", u,
+             ": only for a coordinator on a device");
+  Unit& unit = units_[static_cast<size_t>(u)];
+  if (unit.has_pending) wait_pending(u);
+  return set_device_values(u, values, options_.model_dtype);
+}
+
+Status ParamCoordinator::set_device_values(int u, const void* values, DType values_dtype) {
   Unit& unit = units_[static_cast<size_t>(u)];
   const UnitShardInfo& info = layout_.unit(u);
   device::Backend& backend = device_->backend();
   // The partition: the whole padded unit at stage 0 (and at any stage in a world of one), the own
-  // block at stages 1-2. Rounded to the model dtype (round-to-nearest-even, bitwise the host cast),
-  // queued on the compute stream after the update that wrote `values` and before the kernels that
-  // read the unit.
+  // block at stages 1-2. Rounded to the model dtype (round-to-nearest-even, bitwise the host cast;
+  // values already in the model dtype are copied as they are), queued on the compute stream after
+  // the update that wrote `values` and before the kernels that read the unit.
   const bool whole = options_.stage == 0 || layout_.world_size() == 1;
   const int64_t numel = whole ? info.padded_numel : info.shard_numel;
   void* dst = whole || options_.stage == 3 ? unit.on_device.data() : own_block(u);
   backend.copy(
       device_->compute(), TensorView{dst, options_.model_dtype, Shape{numel}, device_->device()},
-      TensorView{const_cast<float*>(values), DType::kF32, Shape{numel}, device_->device()});
+      TensorView{const_cast<void*>(values), values_dtype, Shape{numel}, device_->device()});
   if (!whole && options_.stage == 3) {
     // As the host path: gathered copies are stale; the gather of the unit the next forward starts
     // with starts now. The shard is written on the compute stream: the next gather waits for it.

@@ -56,6 +56,11 @@ class ParamCoordinator : public model::ParamAccess {
   // marks gathered copies stale and, once the access trace is known, starts gathering the units the
   // next forward begins with (see leads_trace). Stage 0 passes the full unit (every rank holds it).
   Status set_values(int u, const float* values);
+  // set_values with `values` already rounded to the model dtype (the caller cast them, e.g. on
+  // the host before uploading half the bytes: runtime/offload_pipeline.h): installed as they are
+  // (a plain copy), everything else as set_values. REQUIRES: created with a device (`values` in
+  // its memory). For an fp32 model the same as set_values.
+  Status set_model_dtype_values(int u, const void* values);
   // Completes the gathers set_values started (stages 1–2 with overlap issue them asynchronously);
   // stage 3's are prefetches, left in flight for acquire() to wait on.
   Status finish_updates();
@@ -101,8 +106,9 @@ class ParamCoordinator : public model::ParamAccess {
     int refcount = 0;
     int64_t gathers = 0;
   };
-  // set_values on a device (world of one): the cast into the device unit.
-  Status set_device_values(int u, const float* values);
+  // set_values on a device: the cast (or, `values_dtype` the model dtype, the copy) into the
+  // device unit, then the gathers.
+  Status set_device_values(int u, const void* values, DType values_dtype);
   void gather_async(int u);
   // gather_async on a device, several ranks: the all-gather of the device shard into a gathered
   // buffer (kept ones reused).
