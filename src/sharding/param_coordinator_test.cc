@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 
 #include "comm/thread_communicator.h"
 #include "core/dtype.h"
+#include "device/backend.h"
 #include "model/model_config.h"
 #include "model/param_layout.h"
 
@@ -308,6 +310,65 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, ParamCoordinatorWorldOfOne,
                          [](const ::testing::TestParamInfo<DType>& i) {
                            return std::string(dtype_name(i.param));
                          });
+
+// On a device (the CPU backend's streams), values already rounded to the model dtype
+// (set_model_dtype_values: ZeRO-Offload rounds on the host before uploading) install the unit
+// bitwise as set_values' cast of the fp32 master does, at every stage (world of one; world 2 runs
+// in the engine's DeviceStaging offload tests).
+TEST(ParamCoordinatorOnADevice, ModelDtypeValuesInstallAsTheCastOfTheMaster) {
+  auto config = model::preset_model_config("gpt2-tiny");
+  ASSERT_TRUE(config.ok());
+  const model::ModelLayout layout(*config);
+  for (int stage = 0; stage <= 3; ++stage) {
+    for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
+      SCOPED_TRACE(::testing::Message() << "stage " << stage << " " << dtype_name(dtype));
+      auto ctx = device::ExecutionContext::create(Device::kCpu);
+      ASSERT_TRUE(ctx.ok()) << ctx.status().to_string();
+      ThreadCommunicator::run(1, [&](Communicator& comm) {
+        const ShardLayout shards(layout, 1, 0);
+        ZeroOptions o;
+        o.stage = stage;
+        o.model_dtype = dtype;
+        MemoryAccounting mem_a, mem_b;
+        auto cast = ParamCoordinator::create(shards, comm, o, {}, mem_a, ctx->get());
+        auto plain = ParamCoordinator::create(shards, comm, o, {}, mem_b, ctx->get());
+        ASSERT_TRUE(cast.ok() && plain.ok());
+        std::vector<std::vector<float>> masters;
+        std::vector<std::vector<char>> rounded;
+        for (int u = 0; u < shards.num_units(); ++u) {
+          const int64_t n = shards.unit(u).padded_numel;
+          masters.emplace_back(static_cast<size_t>(n));
+          // Values that round differently at every bit position (odd thirds), and padding.
+          for (int64_t i = 0; i < n; ++i)
+            masters.back()[static_cast<size_t>(i)] = master_value(u, i) / 3.0f;
+          rounded.emplace_back(static_cast<size_t>(n) * dtype_bytes(dtype));
+          convert_from_f32(masters.back().data(), rounded.back().data(), dtype,
+                           static_cast<size_t>(n));
+          ASSERT_TRUE((*cast)->set_values(u, masters.back().data()).ok());
+          ASSERT_TRUE((*plain)->set_model_dtype_values(u, rounded.back().data()).ok());
+        }
+        ASSERT_TRUE((*cast)->finish_updates().ok());
+        ASSERT_TRUE((*plain)->finish_updates().ok());
+        for (ParamCoordinator* pc : {cast->get(), plain->get()}) pc->begin_micro_step();
+        for (int u = 0; u < shards.num_units(); ++u) {
+          const model::ParamView a = (*cast)->acquire(u);
+          const model::ParamView b = (*plain)->acquire(u);
+          // Why a host wait: the casts and copies run on the compute stream.
+          ASSERT_TRUE((*ctx)->compute().synchronize().ok());
+          ASSERT_EQ(a.numel, b.numel);
+          ASSERT_EQ(a.dtype, dtype);
+          const size_t bytes = static_cast<size_t>(shards.unit(u).numel) * dtype_bytes(dtype);
+          EXPECT_EQ(std::memcmp(a.data, b.data, bytes), 0) << "unit " << u;
+          EXPECT_EQ(std::memcmp(b.data, rounded[static_cast<size_t>(u)].data(), bytes), 0);
+          (*cast)->release(u);
+          (*plain)->release(u);
+          EXPECT_EQ((*cast)->gathers(u), (*plain)->gathers(u));
+        }
+        ASSERT_TRUE((*ctx)->compute().synchronize().ok());
+      });
+    }
+  }
+}
 
 // Working parameters take the model dtype's bytes: a bf16 model's resident units (stages 0-2),
 // host shards and gathered units (stage 3) are half an fp32 model's.
