@@ -400,6 +400,46 @@ TEST(CudaTransformer, SixteenBitBuffersAreTheGemmOperandCopies) {
   EXPECT_EQ(CudaTransformer::widen_bytes(c, DType::kF32), 0);
 }
 
+// The 16-bit head's backward in chunks (of 5 rows, of 1) against one chunk of all N rows: the same
+// loss and logits, and gradients that differ only by fp32 summation order (dweight is summed over
+// the chunks, each chunk's d(input) rows by GEMMs of other shapes); the tied head (Llama f16,
+// the embedding's gradient) and GPT-2's own head (bf16).
+TEST(CudaTransformer, HeadChunksChangeOnlyTheSummationOrder) {
+  ZERO_SKIP_WITHOUT_GPU();
+  const int64_t N = kB * kT;
+  for (const auto& [config, dtype] : {std::pair{gpt2_config(), DType::kBF16},
+                                      std::pair{llama_config(/*tied=*/true), DType::kF16}}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    zero::cuda::CudaStream stream;
+    auto whole = CudaTransformer::create(config, {.lm_head_chunk_rows = N}, stream);
+    ASSERT_TRUE(whole.ok()) << whole.status().to_string();
+    const ModelLayout& layout = (*whole)->layout();
+    TestParams params(layout, dtype, 99);
+    TestParams::Access access(params, Device::kCuda);
+    const Batch batch = make_batch(5);
+    DeviceGrads want_grads(layout);
+    const float want_loss =
+        (*whole)->forward(access, batch.tokens.data(), batch.targets.data(), kB, kT);
+    const float dloss = 1.0f / static_cast<float>((*whole)->counted_targets());
+    (*whole)->backward(access, want_grads, dloss);
+    for (const int64_t rows : {int64_t{5}, int64_t{1}}) {
+      SCOPED_TRACE("chunks of " + std::to_string(rows));
+      auto chunked = CudaTransformer::create(config, {.lm_head_chunk_rows = rows}, stream);
+      ASSERT_TRUE(chunked.ok()) << chunked.status().to_string();
+      DeviceGrads got_grads(layout);
+      EXPECT_EQ((*chunked)->forward(access, batch.tokens.data(), batch.targets.data(), kB, kT),
+                want_loss);
+      (*chunked)->backward(access, got_grads, dloss);
+      for (int u = 0; u < layout.num_units(); ++u) {
+        EXPECT_TRUE(norm_close(got_grads.grads[static_cast<size_t>(u)]->download(),
+                               want_grads.grads[static_cast<size_t>(u)]->download(),
+                               kernels::norm_rtol_for(DType::kF32)))
+            << "unit " << layout.unit(u).name;
+      }
+    }
+  }
+}
+
 // GPT-2 124M in bf16 at 8 x 1024: the head's backward in chunks of 2048 rows makes its 16-bit
 // gradient copy (2048, 50264) instead of (8192, 50264), 617,644,032 bytes less (one chunk of all
 // rows gives the size the unchunked head had).
