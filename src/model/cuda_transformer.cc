@@ -177,13 +177,21 @@ size_t CudaTransformer::carve_slab(const ModelConfig& c, const CudaTransformerOp
   bf.x16 = bf.dout16 = nullptr;
   if (dtype != DType::kF32) {
     // The GEMM operand copies (dense_forward / dense_backward): the widest input and the widest
-    // output, the LM head's (N, V) gradient included.
+    // output gradient, that of a block's dense layer (N rows) or the LM head's (one chunk of
+    // lm_head_rows rows, head_backward).
     const int64_t widest_in = std::max({C, F, Hq * D});
-    const int64_t widest_out = std::max({V, F, C, gpt2 ? 3 * C : Hq * D});
+    const int64_t widest_out = std::max({F, C, gpt2 ? 3 * C : Hq * D});
     bf.x16 = cv.take<uint16_t>(N * round_up_8(widest_in));
-    bf.dout16 = cv.take<uint16_t>(N * round_up_8(widest_out));
+    bf.dout16 = cv.take<uint16_t>(
+        std::max(N * round_up_8(widest_out), lm_head_rows(options, N) * round_up_8(V)));
   }
   return cv.bytes();
+}
+
+int64_t CudaTransformer::lm_head_rows(const CudaTransformerOptions& options, int64_t N) {
+  ZERO_CHECK(options.lm_head_chunk_rows > 0, "CudaTransformerOptions::lm_head_chunk_rows ",
+             options.lm_head_chunk_rows, " <= 0");
+  return std::min(N, options.lm_head_chunk_rows);
 }
 
 int64_t CudaTransformer::activation_bytes(const ModelConfig& config,
@@ -377,9 +385,8 @@ void CudaTransformer::backward(ParamAccess& params, GradSink& grads, float dloss
   ZERO_CHECK(N > 0, "backward called before forward");
   const size_t nc_bytes = static_cast<size_t>(N * C) * sizeof(float);
 
-  // Loss -> logits, in place (the logits buffer becomes dlogits).
+  // Loss -> logits -> the head (head_backward).
   cuda_glue::fill(bf.dloss, dloss_per_token, N, stream_);
-  kc::cross_entropy_backward<float>(bf.logits, bf.logits, bf.targets, bf.dloss, N, V, stream_);
 
   // Final unit: head then norm.
   const int emb = layout_.embedding_unit();
@@ -391,15 +398,13 @@ void CudaTransformer::backward(ParamAccess& params, GradSink& grads, float dloss
   float* dnorm = bf.dresidual_b;
   CUDA_ABORT_IF_ERROR(cudaMemsetAsync(dnorm, 0, nc_bytes, stream_));
   if (const ParamSpec* lm = fu.find(ParamKind::kLmHead)) {
-    dense_backward(dnorm, fdw + lm->offset, nullptr, bf.logits, bf.final_norm, *fw,
-                   ParamKind::kLmHead, N, C, V);
+    head_backward(dnorm, fdw + lm->offset, *fw, ParamKind::kLmHead);
   } else {
     const UnitSpec& eu = layout_.unit(emb);
     AcquiredDeviceUnit ew(params, emb, eu, bf.widened_embedding, stream_);
     check_dtype(*ew);
     const int64_t off = eu.param(ParamKind::kTokenEmbedding).offset;
-    dense_backward(dnorm, grads.grad_buffer(emb) + off, nullptr, bf.logits, bf.final_norm, *ew,
-                   ParamKind::kTokenEmbedding, N, C, V);
+    head_backward(dnorm, grads.grad_buffer(emb) + off, *ew, ParamKind::kTokenEmbedding);
   }
   float* dx = bf.dresidual_a;
   CUDA_ABORT_IF_ERROR(cudaMemsetAsync(dx, 0, nc_bytes, stream_));

@@ -33,6 +33,10 @@ struct CudaTransformerOptions {
   // live in pinned host memory (cuda_host_checkpoints.h), the device keeps a ring of two plus the
   // last block's output. Bitwise the same results; ignored without activation_checkpointing.
   bool checkpoints_in_host_memory = false;
+  // 16-bit models: the LM head's backward runs over this many rows (positions) at a time, so its
+  // 16-bit gradient copy is (rows, V) rather than (N, V) (gpt2-124m at 8x1024: 206 MB instead of
+  // 823 MB); each chunk adds a read and write of the fp32 head gradient (V, C). REQUIRES: > 0.
+  int64_t lm_head_chunk_rows = 2048;
 };
 
 class CudaKvDecoder;
@@ -152,6 +156,14 @@ class CudaTransformer final : public Model {
   void dense_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                       const float* inp, const DeviceUnit& w, ParamKind weight, int64_t N, int64_t C,
                       int64_t OC);
+  // The loss's gradient through the LM head (weight `weight` of unit w, (V, C)): dlogits (N, V) =
+  // the cross-entropy gradient of the logits scaled by dloss, then dnorm (N, C) += dlogits · W and
+  // dweight (V, C) += dlogits^T · final_norm. fp32: dlogits overwrite the logits (in place), one
+  // dense_backward. 16-bit: in chunks of lm_head_rows rows, the gradient is written already
+  // rounded into dout16 (the same values dense_backward's cast gives) and the logits are kept.
+  void head_backward(float* dnorm, float* dweight, const DeviceUnit& w, ParamKind weight);
+  // Rows per chunk of a 16-bit model's head backward at N rows.
+  static int64_t lm_head_rows(const CudaTransformerOptions& options, int64_t N);
 
   ModelLayout layout_;
   CudaTransformerOptions options_;

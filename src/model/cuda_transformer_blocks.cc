@@ -12,6 +12,7 @@
 #include "core/cuda/cuda_check.h"
 #include "core/dtype.h"
 #include "kernels/attention/attention_cuda.h"
+#include "kernels/cross_entropy/cross_entropy_cuda.h"
 #include "kernels/elementwise/elementwise_cuda.h"
 #include "kernels/gelu/gelu_cuda.h"
 #include "kernels/layernorm/layernorm_cuda.h"
@@ -356,6 +357,37 @@ void CudaTransformer::dense_backward(float* dinp, float* dweight, float* dbias, 
     if (dweight != nullptr) cuda_glue::cast_rows(inp16, inp_ld, inp, C, N, C, stream_);
     kc::matmul_backward_16(mm, dinp, dweight, dbias, dout, dout16, dout_ld, inp16, inp_ld,
                            static_cast<const T16*>(w.stored(weight)), N, C, OC, stream_);
+  });
+}
+
+void CudaTransformer::head_backward(float* dnorm, float* dweight, const DeviceUnit& w,
+                                    ParamKind weight) {
+  Buffers& bf = *buffers_;
+  const ModelConfig& c = layout_.config();
+  const int64_t N = B_ * T_, C = c.hidden_size, V = c.vocab_size;
+  if (w.dtype == DType::kF32) {
+    kc::cross_entropy_backward<float>(bf.logits, bf.logits, bf.targets, bf.dloss, N, V, stream_);
+    dense_backward(dnorm, dweight, nullptr, bf.logits, bf.final_norm, w, weight, N, C, V);
+    return;
+  }
+  // inp16 (N, C) whole; dout16 one chunk (rows, V), rows padded to 16 bytes. The chunks share
+  // dout16: stream order puts each chunk's GEMMs before the next chunk's gradient overwrites it.
+  // dweight accumulates chunk by chunk (fp32 sums of the same products in another order).
+  const int64_t inp_ld = round_up_8(C), dout_ld = round_up_8(V);
+  const int64_t chunk_rows = lm_head_rows(options_, N);
+  kc::MatmulContext& mm = *bf.matmul;
+  with_16bit(w.dtype, [&]<typename T16>() {
+    T16* inp16 = static_cast<T16*>(bf.x16);
+    T16* dout16 = static_cast<T16*>(bf.dout16);
+    const auto* weight16 = static_cast<const T16*>(w.stored(weight));
+    cuda_glue::cast_rows(inp16, inp_ld, bf.final_norm, C, N, C, stream_);
+    for (int64_t row0 = 0; row0 < N; row0 += chunk_rows) {
+      const int64_t rows = std::min(chunk_rows, N - row0);
+      kc::cross_entropy_backward_16<T16>(dout16, dout_ld, bf.logits + row0 * V, bf.targets + row0,
+                                         bf.dloss + row0, rows, V, stream_);
+      kc::matmul_backward_16(mm, dnorm + row0 * C, dweight, nullptr, nullptr, dout16, dout_ld,
+                             inp16 + row0 * inp_ld, inp_ld, weight16, rows, C, V, stream_);
+    }
   });
 }
 

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <ostream>
 #include <random>
 #include <string>
@@ -40,6 +41,7 @@ using kernels::testing::norm_close;
 // runs every CUDA thread as a host thread and attention is nearly all of its time (one block of
 // 256 threads per (batch, head)): 2 query heads over 1 kv head there, still grouped.
 constexpr int64_t kB = 2, kT = 8, kVocab = 97;
+constexpr int64_t kHeadChunkRows = 5;
 #if defined(ZERO_CUDA_EMU)
 constexpr int64_t kQueryHeads = 2, kKvHeads = 1;
 #else
@@ -273,8 +275,10 @@ TEST_P(CudaTransformerVsCpu, LossLogitsAndGradientsMatchTheCpuModel) {
 
   Transformer cpu(tc.config, {.activation_checkpointing = tc.checkpointing});
   zero::cuda::CudaStream stream;
-  auto created =
-      CudaTransformer::create(tc.config, {.activation_checkpointing = tc.checkpointing}, stream);
+  // 16-bit: the head's backward in chunks of 5 rows, the last one short (N = 16).
+  const CudaTransformerOptions options{.activation_checkpointing = tc.checkpointing,
+                                       .lm_head_chunk_rows = kHeadChunkRows};
+  auto created = CudaTransformer::create(tc.config, options, stream);
   ASSERT_TRUE(created.ok()) << created.status().to_string();
   CudaTransformer& gpu = **created;
   const ModelLayout& layout = cpu.layout();
@@ -319,8 +323,7 @@ TEST_P(CudaTransformerVsCpu, LossLogitsAndGradientsMatchTheCpuModel) {
   EXPECT_EQ(gpu_grads.ready, cpu_grads.ready);
   // buffer_bytes, what the model allocated: exactly what memory planning counts for it (the slab
   // activation_bytes sizes, plus the widen buffers and attention's copies of 16-bit units).
-  const int64_t slab = CudaTransformer::activation_bytes(
-      tc.config, {.activation_checkpointing = tc.checkpointing}, kB, kT, tc.dtype);
+  const int64_t slab = CudaTransformer::activation_bytes(tc.config, options, kB, kT, tc.dtype);
   EXPECT_GT(slab, 0);
   EXPECT_EQ(gpu.buffer_bytes(),
             slab + CudaTransformer::widen_bytes(tc.config, tc.dtype) +
@@ -360,27 +363,99 @@ INSTANTIATE_TEST_SUITE_P(Models, CudaTransformerVsCpu, ::testing::ValuesIn(cases
                          });
 
 // A 16-bit model's extra device memory is exactly its GEMM operand copies — one (N, in) input and
-// one (N, out) output gradient, 16-bit, rows padded to 8 elements, the widest of every dense layer
-// and the LM head — and its widen buffers hold only the small parameters (GPT-2 block: ln_1, ln_2
-// weight and bias, the four biases, 9C + F, the largest unit's; final: ln_f, 2C; embedding:
-// nothing).
+// one output gradient, 16-bit, rows padded to 8 elements, the widest of every dense layer's (N,
+// out) and the LM head's (chunk rows, V) — and its widen buffers hold only the small parameters
+// (GPT-2 block: ln_1, ln_2 weight and bias, the four biases, 9C + F, the largest unit's; final:
+// ln_f, 2C; embedding: nothing).
 TEST(CudaTransformer, SixteenBitBuffersAreTheGemmOperandCopies) {
   ZERO_SKIP_WITHOUT_GPU();
-  const ModelConfig c = gpt2_config();
+  // A vocabulary wider than F, as real ones are (sizes only: nothing is allocated).
+  ModelConfig c = gpt2_config();
+  c.vocab_size = 997;
   const int64_t N = kB * kT, C = c.hidden_size, F = c.intermediate_size, V = c.vocab_size;
   auto round_up = [](int64_t n, int64_t m) { return (n + m - 1) / m * m; };
-  const int64_t copies = round_up(2 * N * round_up(std::max(C, F), 8), 256) +
-                         round_up(2 * N * round_up(std::max({V, 3 * C, F}), 8), 256);
+  auto copies = [&](int64_t head_rows) {
+    return round_up(2 * N * round_up(std::max(C, F), 8), 256) +
+           round_up(2 * std::max(N * round_up(std::max(3 * C, F), 8), head_rows * round_up(V, 8)),
+                    256);
+  };
+  // The default chunk (2048 rows) holds the whole batch: the head's (N, V) copy sets the size;
+  // chunks of 5 rows: (5, V); of 2 rows: the MLP's (N, F) is wider.
+  EXPECT_GT(copies(N), copies(5));
+  EXPECT_GT(copies(5), copies(2));
+  EXPECT_EQ(copies(2), copies(1));
   for (const DType dtype : {DType::kBF16, DType::kF16}) {
     for (const bool checkpointing : {false, true}) {
-      const CudaTransformerOptions o{.activation_checkpointing = checkpointing};
-      EXPECT_EQ(CudaTransformer::activation_bytes(c, o, kB, kT, dtype) -
-                    CudaTransformer::activation_bytes(c, o, kB, kT, DType::kF32),
-                copies);
+      for (const int64_t head_rows : {int64_t{2048}, int64_t{5}, int64_t{2}}) {
+        const CudaTransformerOptions o{.activation_checkpointing = checkpointing,
+                                       .lm_head_chunk_rows = head_rows};
+        EXPECT_EQ(CudaTransformer::activation_bytes(c, o, kB, kT, dtype) -
+                      CudaTransformer::activation_bytes(c, o, kB, kT, DType::kF32),
+                  copies(std::min(N, head_rows)))
+            << "head rows " << head_rows;
+      }
     }
     EXPECT_EQ(CudaTransformer::widen_bytes(c, dtype), (9 * C + F) * 4);
   }
   EXPECT_EQ(CudaTransformer::widen_bytes(c, DType::kF32), 0);
+}
+
+// The 16-bit head's backward in chunks (of 5 rows, of 1) against one chunk of all N rows: the same
+// loss and logits, and gradients that differ only by fp32 summation order (dweight is summed over
+// the chunks, each chunk's d(input) rows by GEMMs of other shapes); the tied head (Llama f16,
+// the embedding's gradient) and GPT-2's own head (bf16).
+TEST(CudaTransformer, HeadChunksChangeOnlyTheSummationOrder) {
+  ZERO_SKIP_WITHOUT_GPU();
+  const int64_t N = kB * kT;
+  for (const auto& [config, dtype] : {std::pair{gpt2_config(), DType::kBF16},
+                                      std::pair{llama_config(/*tied=*/true), DType::kF16}}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    zero::cuda::CudaStream stream;
+    auto whole = CudaTransformer::create(config, {.lm_head_chunk_rows = N}, stream);
+    ASSERT_TRUE(whole.ok()) << whole.status().to_string();
+    const ModelLayout& layout = (*whole)->layout();
+    TestParams params(layout, dtype, 99);
+    TestParams::Access access(params, Device::kCuda);
+    const Batch batch = make_batch(5);
+    DeviceGrads want_grads(layout);
+    const float want_loss =
+        (*whole)->forward(access, batch.tokens.data(), batch.targets.data(), kB, kT);
+    const float dloss = 1.0f / static_cast<float>((*whole)->counted_targets());
+    (*whole)->backward(access, want_grads, dloss);
+    for (const int64_t rows : {int64_t{5}, int64_t{1}}) {
+      SCOPED_TRACE("chunks of " + std::to_string(rows));
+      auto chunked = CudaTransformer::create(config, {.lm_head_chunk_rows = rows}, stream);
+      ASSERT_TRUE(chunked.ok()) << chunked.status().to_string();
+      DeviceGrads got_grads(layout);
+      EXPECT_EQ((*chunked)->forward(access, batch.tokens.data(), batch.targets.data(), kB, kT),
+                want_loss);
+      (*chunked)->backward(access, got_grads, dloss);
+      for (int u = 0; u < layout.num_units(); ++u) {
+        EXPECT_TRUE(norm_close(got_grads.grads[static_cast<size_t>(u)]->download(),
+                               want_grads.grads[static_cast<size_t>(u)]->download(),
+                               kernels::norm_rtol_for(DType::kF32)))
+            << "unit " << layout.unit(u).name;
+      }
+    }
+  }
+}
+
+// GPT-2 124M in bf16 at 8 x 1024: the head's backward in chunks of 2048 rows makes its 16-bit
+// gradient copy (2048, 50264) instead of (8192, 50264), 617,644,032 bytes less (one chunk of all
+// rows gives the size the unchunked head had).
+TEST(CudaTransformer, Gpt2HeadChunksShrinkTheGradientCopy) {
+  ZERO_SKIP_WITHOUT_GPU();
+  auto config = preset_model_config("gpt2-124m");
+  ASSERT_TRUE(config.ok()) << config.status().to_string();
+  const int64_t B = 8, T = 1024, N = B * T, padded_V = 50264;
+  const int64_t chunked = CudaTransformer::activation_bytes(*config, {}, B, T, DType::kBF16);
+  const int64_t whole =
+      CudaTransformer::activation_bytes(*config, {.lm_head_chunk_rows = N}, B, T, DType::kBF16);
+  std::printf(
+      "gpt2-124m bf16 8x1024 activation_bytes: %lld with the head in one chunk, %lld in "
+      "chunks of 2048 rows\n",
+      static_cast<long long>(whole), static_cast<long long>(chunked));
+  EXPECT_EQ(whole - chunked, 2 * (N - 2048) * padded_V);
 }
 
 // cuBLASLt's tensor-core algorithms want 16-byte aligned operands. A 16-bit model's GEMMs read

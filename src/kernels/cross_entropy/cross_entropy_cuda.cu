@@ -79,6 +79,7 @@ __device__ __forceinline__ void load_pack(const T* p, float (&x)[kPack]) {
   for (int k = 0; k < kPack; ++k) x[k] = to_f32(pack.v[k]);
 }
 
+// REQUIRES: p aligned to sizeof(T) * kPack (a narrower T than the logits' is aligned less).
 template <int kPack, typename T>
 __device__ __forceinline__ void store_pack(T* p, const float (&x)[kPack]) {
   Pack<T, kPack> pack;
@@ -88,19 +89,21 @@ __device__ __forceinline__ void store_pack(T* p, const float (&x)[kPack]) {
 }
 
 // One block per row n = blockIdx.x. Writes losses[n] when losses != nullptr; writes the gradient
-// row into dlogits when dlogits != nullptr, scaled by dloss_N[n] (or dloss_const when dloss_N is
-// null). dlogits may alias logits: every logit of the row is read (pass 1 and the target logit)
-// before block_merge's barrier, and in pass 2 each thread reads only the elements it writes.
-// REQUIRES: V % kPack == 0 and logits / dlogits aligned to kPack elements.
-template <typename T, int kPack>
-__global__ void cross_entropy_kernel(float* losses, T* dlogits, const T* logits,
-                                     const int32_t* targets, const float* dloss_N,
+// row, rounded to TOut (the fp32 value, then one round to nearest even), into dlogits (rows
+// dlogits_ld elements apart) when dlogits != nullptr, scaled by dloss_N[n] (or dloss_const when
+// dloss_N is null). dlogits may alias logits (TOut = T, dlogits_ld = V): every logit of the row is
+// read (pass 1 and the target logit) before block_merge's barrier, and in pass 2 each thread reads
+// only the elements it writes.
+// REQUIRES: V % kPack == 0 and dlogits_ld % kPack == 0; logits / dlogits aligned to kPack elements.
+template <typename T, typename TOut, int kPack>
+__global__ void cross_entropy_kernel(float* losses, TOut* dlogits, int64_t dlogits_ld,
+                                     const T* logits, const int32_t* targets, const float* dloss_N,
                                      float dloss_const, int64_t V) {
   __shared__ MaxSum warp_s[kMaxWarps];
   const int64_t n = blockIdx.x;
   const int32_t target = targets[n];
   const T* logits_V = logits + n * V;
-  T* dlogits_V = dlogits == nullptr ? nullptr : dlogits + n * V;
+  TOut* dlogits_V = dlogits == nullptr ? nullptr : dlogits + n * dlogits_ld;
   const int64_t stride = static_cast<int64_t>(blockDim.x) * kPack;
 
   const bool ignored = target == cpu::kIgnoreIndex;
@@ -152,31 +155,34 @@ __global__ void cross_entropy_kernel(float* losses, T* dlogits, const T* logits,
   }
 }
 
-bool aligned_16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+bool aligned_to(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
-// Picks 16-byte vector accesses when every row starts 16-byte aligned (V a multiple of the pack and
-// aligned base pointers), scalar ones otherwise, and one block per row.
-template <typename T>
-void launch_cross_entropy(float* losses, T* dlogits, const T* logits, const int32_t* targets,
-                          const float* dloss_N, float dloss_const, int64_t N, int64_t V,
-                          cudaStream_t stream) {
+// Picks 16-byte vector accesses of the logits when every row starts 16-byte aligned (V a multiple
+// of the pack and aligned base pointers, dlogits' rows aligned for as many TOut elements), scalar
+// ones otherwise, and one block per row.
+template <typename T, typename TOut = T>
+void launch_cross_entropy(float* losses, TOut* dlogits, int64_t dlogits_ld, const T* logits,
+                          const int32_t* targets, const float* dloss_N, float dloss_const,
+                          int64_t N, int64_t V, cudaStream_t stream) {
   ZERO_CHECK(V > 0, "cross_entropy: empty vocabulary");
   ZERO_CHECK(N >= 0 && N <= std::numeric_limits<int>::max(), "cross_entropy: bad row count ", N);
+  ZERO_CHECK(dlogits_ld >= V, "cross_entropy: gradient row stride ", dlogits_ld, " < V ", V);
   if (N == 0) return;
   constexpr int kVec = static_cast<int>(16 / sizeof(T));
   const bool vectorized =
-      V % kVec == 0 && aligned_16(logits) && (dlogits == nullptr || aligned_16(dlogits));
+      V % kVec == 0 && aligned_to(logits, 16) &&
+      (dlogits == nullptr || (dlogits_ld % kVec == 0 && aligned_to(dlogits, sizeof(TOut) * kVec)));
   const int64_t packs_per_row = vectorized ? V / kVec : V;
   // Whole warps, enough to give each thread a few packs of a large row, one warp for tiny rows.
   const int threads =
       static_cast<int>(std::min<int64_t>(kMaxThreads, (packs_per_row + 31) / 32 * 32));
   const auto grid = static_cast<unsigned>(N);
   if (vectorized) {
-    ZERO_LAUNCH(grid, threads, 0, stream, cross_entropy_kernel<T, kVec>)
-    (losses, dlogits, logits, targets, dloss_N, dloss_const, V);
+    ZERO_LAUNCH(grid, threads, 0, stream, cross_entropy_kernel<T, TOut, kVec>)
+    (losses, dlogits, dlogits_ld, logits, targets, dloss_N, dloss_const, V);
   } else {
-    ZERO_LAUNCH(grid, threads, 0, stream, cross_entropy_kernel<T, 1>)
-    (losses, dlogits, logits, targets, dloss_N, dloss_const, V);
+    ZERO_LAUNCH(grid, threads, 0, stream, cross_entropy_kernel<T, TOut, 1>)
+    (losses, dlogits, dlogits_ld, logits, targets, dloss_N, dloss_const, V);
   }
   CUDA_CHECK_LAUNCH();
 }
@@ -186,20 +192,28 @@ void launch_cross_entropy(float* losses, T* dlogits, const T* logits, const int3
 template <typename T>
 void cross_entropy_forward(float* losses, const T* logits, const int32_t* targets, int64_t N,
                            int64_t V, cudaStream_t stream) {
-  launch_cross_entropy<T>(losses, nullptr, logits, targets, nullptr, 0.0f, N, V, stream);
+  launch_cross_entropy<T, T>(losses, nullptr, V, logits, targets, nullptr, 0.0f, N, V, stream);
 }
 
 template <typename T>
 void cross_entropy_backward(T* dlogits, const T* logits, const int32_t* targets, const float* dloss,
                             int64_t N, int64_t V, cudaStream_t stream) {
-  launch_cross_entropy<T>(nullptr, dlogits, logits, targets, dloss, 0.0f, N, V, stream);
+  launch_cross_entropy<T>(nullptr, dlogits, V, logits, targets, dloss, 0.0f, N, V, stream);
+}
+
+template <typename T16>
+void cross_entropy_backward_16(T16* dlogits16, int64_t dlogits_ld, const float* logits,
+                               const int32_t* targets, const float* dloss, int64_t N, int64_t V,
+                               cudaStream_t stream) {
+  launch_cross_entropy<float, T16>(nullptr, dlogits16, dlogits_ld, logits, targets, dloss, 0.0f, N,
+                                   V, stream);
 }
 
 template <typename T>
 void cross_entropy_fused(float* losses, T* logits_inout, const int32_t* targets,
                          float dloss_per_token, int64_t N, int64_t V, cudaStream_t stream) {
-  launch_cross_entropy<T>(losses, logits_inout, logits_inout, targets, nullptr, dloss_per_token, N,
-                          V, stream);
+  launch_cross_entropy<T>(losses, logits_inout, V, logits_inout, targets, nullptr, dloss_per_token,
+                          N, V, stream);
 }
 
 #define ZERO_INSTANTIATE_CROSS_ENTROPY_CUDA(T)                                                 \
@@ -213,5 +227,10 @@ ZERO_INSTANTIATE_CROSS_ENTROPY_CUDA(float)
 ZERO_INSTANTIATE_CROSS_ENTROPY_CUDA(__nv_bfloat16)
 ZERO_INSTANTIATE_CROSS_ENTROPY_CUDA(__half)
 #undef ZERO_INSTANTIATE_CROSS_ENTROPY_CUDA
+template void cross_entropy_backward_16<__nv_bfloat16>(__nv_bfloat16*, int64_t, const float*,
+                                                       const int32_t*, const float*, int64_t,
+                                                       int64_t, cudaStream_t);
+template void cross_entropy_backward_16<__half>(__half*, int64_t, const float*, const int32_t*,
+                                                const float*, int64_t, int64_t, cudaStream_t);
 
 }  // namespace zero::kernels::cuda

@@ -31,6 +31,16 @@ template <typename T>
 void cross_entropy_backward(T* dlogits, const T* logits, const int32_t* targets, const float* dloss,
                             int64_t N, int64_t V, cudaStream_t stream);
 
+// The gradient of fp32 logits straight into a 16-bit copy (T16 = __nv_bfloat16 or __half), for a
+// 16-bit model's LM head GEMMs: dlogits16[n, 0:V] = T16(cross_entropy_backward<float>'s value), one
+// round to nearest even of the same fp32 number, so bitwise what the fp32 write and a cast pass
+// give, without the fp32 (N, V) write and its re-read. Rows dlogits_ld >= V elements apart; the
+// padding [V, dlogits_ld) of each row is left as it is. logits is only read.
+template <typename T16>
+void cross_entropy_backward_16(T16* dlogits16, int64_t dlogits_ld, const float* logits,
+                               const int32_t* targets, const float* dloss, int64_t N, int64_t V,
+                               cudaStream_t stream);
+
 // llm.c's fused form: losses(N) as cross_entropy_forward, and logits_inout(N, V) overwritten by
 // their gradient (softmax - onehot) * dloss_per_token, in one kernel (the logits are read twice and
 // written once). dloss_per_token is usually 1 / (number of counted tokens in the batch).

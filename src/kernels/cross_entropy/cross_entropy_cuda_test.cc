@@ -6,9 +6,11 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <ostream>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "core/cuda/cuda_stream.h"
@@ -139,6 +141,47 @@ void check_fused(const CeShape& s, int64_t offset) {
   EXPECT_TRUE(all_close(got, want_dlogits, tolerance_for(dtype_of<T>())));
 }
 
+// The 16-bit gradient of fp32 logits (a 16-bit model's LM head) is bitwise the fp32 kernel's
+// output rounded to nearest even, as the two-pass path (fp32 write, then a cast) gives it; rows
+// dlogits_ld elements apart keep their padding. `offset` shifts the 16-bit rows off their 16-byte
+// alignment (the scalar path).
+template <typename T16>
+void check_backward_16(const CeShape& s, int64_t dlogits_ld, int64_t offset) {
+  const CeCase<float> c(s);
+  DeviceArray<float> logits(c.logits);
+  DeviceArray<float> dlogits(static_cast<size_t>(s.N * s.V));
+  DeviceArray<int32_t> targets(c.targets);
+  DeviceArray<float> dloss(c.dloss);
+  const float kSentinel = 12345.0f;  // exactly representable in both 16-bit types
+  const size_t numel16 = static_cast<size_t>(offset + s.N * dlogits_ld);
+  DeviceArray<T16> dlogits16(to_storage<T16>(std::vector<float>(numel16, kSentinel)));
+  zero::cuda::CudaStream stream;
+  // Why: uploads ran on the legacy stream, which the non-blocking test stream does not wait for.
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  cuda::cross_entropy_backward<float>(dlogits.get(), logits.get(), targets.get(), dloss.get(), s.N,
+                                      s.V, stream);
+  cuda::cross_entropy_backward_16<T16>(dlogits16.get() + offset, dlogits_ld, logits.get(),
+                                       targets.get(), dloss.get(), s.N, s.V, stream);
+  const std::vector<T16> want = to_storage<T16>(dlogits.download());
+  const std::vector<T16> got = dlogits16.download();
+  auto bits = [](T16 x) {
+    uint16_t b;
+    std::memcpy(&b, &x, sizeof(b));
+    return b;
+  };
+  int64_t mismatches = 0;
+  for (int64_t n = 0; n < s.N; ++n) {
+    for (int64_t v = 0; v < dlogits_ld; ++v) {
+      const uint16_t g = bits(got[static_cast<size_t>(offset + n * dlogits_ld + v)]);
+      const uint16_t w = v < s.V ? bits(want[static_cast<size_t>(n * s.V + v)])
+                                 : bits(to_storage<T16>({kSentinel})[0]);
+      if (g != w && mismatches++ < 5)
+        ADD_FAILURE() << "n " << n << " v " << v << ": " << g << " != " << w;
+    }
+  }
+  EXPECT_EQ(mismatches, 0);
+}
+
 #define ZERO_DISPATCH_DTYPE(dtype, fn, ...)                   \
   switch (dtype) {                                            \
     case DType::kF32: fn<float>(__VA_ARGS__); break;          \
@@ -176,8 +219,22 @@ TEST_P(CrossEntropyCuda, FusedMisalignedRowsMatchCpu) {
   ZERO_DISPATCH_DTYPE(dtype, check_fused, shape, /*offset=*/1);
 }
 
+// Rows padded to 8 elements (what the model's operand copy uses), unpadded, and misaligned.
+TEST_P(CrossEntropyCuda, Backward16IsTheRoundedFp32Gradient) {
+  ZERO_SKIP_WITHOUT_GPU();
+  const auto& [dtype, shape] = GetParam();
+  if (dtype == DType::kF32) GTEST_SKIP() << "16-bit outputs only";
+  const int64_t padded_ld = (shape.V + 7) / 8 * 8;
+  for (const auto& [ld, offset] : {std::pair{padded_ld, int64_t{0}}, std::pair{shape.V, int64_t{0}},
+                                   std::pair{padded_ld + 8, int64_t{1}}}) {
+    SCOPED_TRACE("ld " + std::to_string(ld) + " offset " + std::to_string(offset));
+    if (dtype == DType::kBF16) check_backward_16<__nv_bfloat16>(shape, ld, offset);
+    if (dtype == DType::kF16) check_backward_16<__half>(shape, ld, offset);
+  }
+}
+
 // 1-element and 1xN rows, primes, multiples of the 16-byte pack (4096, 50304, 128256: the
-// vectorised path), GPT-2's 50257 and Llama 3's 128256.
+// vectorised path; 64 on the emulator too), GPT-2's 50257 and Llama 3's 128256.
 const std::vector<CeShape> kShapes = testing::gpu_or_emulated<CeShape>(
     {
         {1, 1},
@@ -185,6 +242,7 @@ const std::vector<CeShape> kShapes = testing::gpu_or_emulated<CeShape>(
         {1, 2},
         {7, 31},
         {5, 127},
+        {3, 64},
         {4, 257},
         {1, 1031},
         {9, 4096},
@@ -193,7 +251,7 @@ const std::vector<CeShape> kShapes = testing::gpu_or_emulated<CeShape>(
         {1, 128256},
         {3, 128256},
     },
-    {{1, 1}, {3, 1}, {1, 2}, {7, 31}, {5, 127}, {4, 257}, {1, 1031}});
+    {{1, 1}, {3, 1}, {1, 2}, {7, 31}, {5, 127}, {3, 64}, {4, 257}, {1, 1031}});
 
 std::string param_name(const ::testing::TestParamInfo<CeParam>& info) {
   const auto& [dtype, s] = info.param;
