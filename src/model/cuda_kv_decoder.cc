@@ -24,27 +24,6 @@ namespace zero::model {
 
 namespace kc = kernels::cuda;
 
-namespace {
-
-// Hands out 256-byte-aligned arrays of one allocation (null base: only counts the bytes).
-class Carver {
- public:
-  explicit Carver(char* base) : base_(base) {}
-  template <typename T>
-  T* take(int64_t n) {
-    T* p = base_ ? reinterpret_cast<T*>(base_ + offset_) : nullptr;
-    offset_ += (static_cast<size_t>(n) * sizeof(T) + 255) / 256 * 256;
-    return p;
-  }
-  size_t bytes() const { return offset_; }
-
- private:
-  char* base_;
-  size_t offset_ = 0;
-};
-
-}  // namespace
-
 // RAII acquire of one unit as the model reads it: as stored, with a 16-bit unit's small parameters
 // widened into the model's buffer (CudaTransformer's own acquire, on its buffers).
 class CudaKvDecoder::AcquiredUnit {

@@ -32,28 +32,6 @@ namespace zero::model {
 
 namespace kc = kernels::cuda;
 
-namespace {
-
-// One cudaMalloc carved into 256-byte-aligned arrays: carve_slab runs once without memory to size
-// the slab, then again to hand out the pointers.
-class Carver {
- public:
-  explicit Carver(char* base) : base_(base) {}
-  template <typename T>
-  T* take(int64_t n) {
-    T* p = base_ ? reinterpret_cast<T*>(base_ + offset_) : nullptr;
-    offset_ += (static_cast<size_t>(n) * sizeof(T) + 255) / 256 * 256;
-    return p;
-  }
-  size_t bytes() const { return offset_; }
-
- private:
-  char* base_;
-  size_t offset_ = 0;
-};
-
-}  // namespace
-
 // RAII acquire of one unit as the kernels read it (AcquiredUnit's device twin).
 class CudaTransformer::AcquiredDeviceUnit {
  public:

@@ -156,6 +156,24 @@ class CudaTransformer::DeviceWiden {
   int64_t numel_ = 0;
 };
 
+// One allocation carved into 256-byte-aligned arrays (CudaTransformer's slab, CudaKvDecoder's
+// cache): run once with a null base to size it, then again on the memory to hand out the pointers.
+class Carver {
+ public:
+  explicit Carver(char* base) : base_(base) {}
+  template <typename T>
+  T* take(int64_t n) {
+    T* p = base_ ? reinterpret_cast<T*>(base_ + offset_) : nullptr;
+    offset_ += (static_cast<size_t>(n) * sizeof(T) + 255) / 256 * 256;
+    return p;
+  }
+  size_t bytes() const { return offset_; }
+
+ private:
+  char* base_;
+  size_t offset_ = 0;
+};
+
 // Device bytes grown on demand to the largest request (attention's 16-bit copies).
 class DeviceScratch {
  public:
