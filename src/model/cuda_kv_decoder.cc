@@ -283,12 +283,13 @@ void CudaKvDecoder::append(ParamAccess& params, const int32_t* tokens, int64_t n
       kc::rmsnorm_forward<float>(final_norm_, final_rstd_, last,
                                  fw->f32(ParamKind::kFinalNormWeight), 1, C, eps, s);
     }
+    const int64_t logits_ld = CudaTransformer::logits_row_stride(fw->dtype, V);
     if (fu.find(ParamKind::kLmHead) != nullptr) {
-      model_.dense_forward(logits_, final_norm_, *fw, ParamKind::kLmHead, nullptr, 1, C, V, x16_);
+      model_.head_forward(logits_, logits_ld, final_norm_, *fw, ParamKind::kLmHead, 1, x16_);
     } else {
       AcquiredUnit ew(params, emb, layout.unit(emb), mb.widened_embedding, s);
-      model_.dense_forward(logits_, final_norm_, *ew, ParamKind::kTokenEmbedding, nullptr, 1, C, V,
-                           x16_);
+      model_.head_forward(logits_, logits_ld, final_norm_, *ew, ParamKind::kTokenEmbedding, 1,
+                          x16_);
     }
   }
   CUDA_ABORT_IF_ERROR(cudaMemcpyAsync(logits, logits_, static_cast<size_t>(V) * sizeof(float),

@@ -143,7 +143,8 @@ size_t CudaTransformer::carve_slab(const ModelConfig& c, const CudaTransformerOp
   bf.final_norm = f(N * C);
   bf.final_mean = f(N);
   bf.final_rstd = f(N);
-  bf.logits = f(N * V);
+  bf.logits_ld = logits_row_stride(dtype, V);
+  bf.logits = f(N * bf.logits_ld);
   bf.losses = f(N);
   bf.dloss = f(N);
   bf.loss_sum = cv.take<double>(1);
@@ -164,6 +165,10 @@ size_t CudaTransformer::carve_slab(const ModelConfig& c, const CudaTransformerOp
         std::max(N * round_up_8(widest_out), lm_head_rows(options, N) * round_up_8(V)));
   }
   return cv.bytes();
+}
+
+int64_t CudaTransformer::logits_row_stride(DType dtype, int64_t V) {
+  return dtype == DType::kF32 ? V : round_up_8(V);
 }
 
 int64_t CudaTransformer::lm_head_rows(const CudaTransformerOptions& options, int64_t N) {
@@ -336,15 +341,15 @@ float CudaTransformer::forward(ParamAccess& params, const int32_t* tokens, const
                                fw->f32(ParamKind::kFinalNormWeight), N, C, eps, stream_);
   }
   if (fu.find(ParamKind::kLmHead) != nullptr) {
-    dense_forward(bf.logits, bf.final_norm, *fw, ParamKind::kLmHead, nullptr, N, C, V);
+    head_forward(bf.logits, bf.logits_ld, bf.final_norm, *fw, ParamKind::kLmHead, N);
   } else {
     AcquiredDeviceUnit ew(params, emb, layout_.unit(emb), bf.widened_embedding, stream_);
-    dense_forward(bf.logits, bf.final_norm, *ew, ParamKind::kTokenEmbedding, nullptr, N, C, V);
+    head_forward(bf.logits, bf.logits_ld, bf.final_norm, *ew, ParamKind::kTokenEmbedding, N);
   }
   fw.release();
 
   if (!targets) return 0.0f;
-  kc::cross_entropy_forward<float>(bf.losses, bf.logits, bf.targets, N, V, stream_);
+  kc::cross_entropy_forward<float>(bf.losses, bf.logits, bf.logits_ld, bf.targets, N, V, stream_);
   cuda_glue::sum_to_f64(bf.loss_sum, bf.losses, N, stream_);
   CUDA_ABORT_IF_ERROR(cudaMemcpyAsync(&bf.host_loss_sum, bf.loss_sum, sizeof(double),
                                       cudaMemcpyDeviceToHost, stream_));
@@ -446,7 +451,7 @@ void CudaTransformer::backward(ParamAccess& params, GradSink& grads, float dloss
 
 void CudaTransformer::logits_at(int64_t b, int64_t t, float* out) const {
   const int64_t V = layout_.config().vocab_size;
-  CUDA_ABORT_IF_ERROR(cudaMemcpyAsync(out, buffers_->logits + (b * T_ + t) * V,
+  CUDA_ABORT_IF_ERROR(cudaMemcpyAsync(out, buffers_->logits + (b * T_ + t) * buffers_->logits_ld,
                                       static_cast<size_t>(V) * sizeof(float),
                                       cudaMemcpyDeviceToHost, stream_));
   // Why: the caller reads `out` on return.

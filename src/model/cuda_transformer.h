@@ -156,12 +156,22 @@ class CudaTransformer final : public Model {
   void dense_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                       const float* inp, const DeviceUnit& w, ParamKind weight, int64_t N, int64_t C,
                       int64_t OC);
+  // logits (N, V), rows logits_ld apart (logits_row_stride) = norm (N, C) · W^T for the LM head
+  // weight `weight` of unit w, (V, C). 16-bit: the vocabulary split at V rounded down to 8, so
+  // that the large GEMM has every extent and row stride a multiple of 16 bytes (what cuBLASLt's
+  // fast kernels need: GPT-2's V = 50257 otherwise takes align1 kernels, a fifth of an H200 step),
+  // and the < 8 rows left their own small GEMM. inp16: as dense_forward.
+  void head_forward(float* logits, int64_t logits_ld, const float* norm, const DeviceUnit& w,
+                    ParamKind weight, int64_t N, void* inp16 = nullptr);
   // The loss's gradient through the LM head (weight `weight` of unit w, (V, C)): dlogits (N, V) =
   // the cross-entropy gradient of the logits scaled by dloss, then dnorm (N, C) += dlogits · W and
   // dweight (V, C) += dlogits^T · final_norm. fp32: dlogits overwrite the logits (in place), one
   // dense_backward. 16-bit: in chunks of lm_head_rows rows, the gradient is written already
   // rounded into dout16 (the same values dense_backward's cast gives) and the logits are kept.
   void head_backward(float* dnorm, float* dweight, const DeviceUnit& w, ParamKind weight);
+  // Row stride of the logits: V for fp32 (the in-place gradient keeps dense rows), V rounded up
+  // to 8 for a 16-bit model (16-byte aligned rows for the GEMM that writes them).
+  static int64_t logits_row_stride(DType dtype, int64_t V);
   // Rows per chunk of a 16-bit model's head backward at N rows.
   static int64_t lm_head_rows(const CudaTransformerOptions& options, int64_t N);
 

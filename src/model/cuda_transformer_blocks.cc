@@ -333,8 +333,8 @@ void CudaTransformer::dense_forward(float* out, const float* inp, const DeviceUn
   with_16bit(w.dtype, [&]<typename T16>() {
     T16* x16 = static_cast<T16*>(inp16 != nullptr ? inp16 : buffers_->x16);
     cuda_glue::cast_rows(x16, inp_ld, inp, C, N, C, stream_);
-    kc::matmul_forward_16(mm, out, x16, inp_ld, static_cast<const T16*>(w.stored(weight)), bias, N,
-                          C, OC, stream_);
+    kc::matmul_forward_16(mm, out, OC, x16, inp_ld, static_cast<const T16*>(w.stored(weight)), bias,
+                          N, C, OC, stream_);
   });
 }
 
@@ -360,6 +360,32 @@ void CudaTransformer::dense_backward(float* dinp, float* dweight, float* dbias, 
   });
 }
 
+void CudaTransformer::head_forward(float* logits, int64_t logits_ld, const float* norm,
+                                   const DeviceUnit& w, ParamKind weight, int64_t N, void* inp16) {
+  const ModelConfig& c = layout_.config();
+  const int64_t C = c.hidden_size, V = c.vocab_size;
+  if (w.dtype == DType::kF32) {
+    ZERO_CHECK(logits_ld == V, "fp32 logits are dense: row stride ", logits_ld, " != V ", V);
+    dense_forward(logits, norm, w, weight, nullptr, N, C, V);
+    return;
+  }
+  kc::MatmulContext& mm = *buffers_->matmul;
+  const int64_t inp_ld = round_up_8(C), V_main = V / 8 * 8;
+  with_16bit(w.dtype, [&]<typename T16>() {
+    T16* x16 = static_cast<T16*>(inp16 != nullptr ? inp16 : buffers_->x16);
+    const auto* weight16 = static_cast<const T16*>(w.stored(weight));
+    cuda_glue::cast_rows(x16, inp_ld, norm, C, N, C, stream_);
+    if (V_main > 0) {
+      kc::matmul_forward_16(mm, logits, logits_ld, x16, inp_ld, weight16, nullptr, N, C, V_main,
+                            stream_);
+    }
+    if (V > V_main) {
+      kc::matmul_forward_16(mm, logits + V_main, logits_ld, x16, inp_ld, weight16 + V_main * C,
+                            nullptr, N, C, V - V_main, stream_);
+    }
+  });
+}
+
 void CudaTransformer::head_backward(float* dnorm, float* dweight, const DeviceUnit& w,
                                     ParamKind weight) {
   Buffers& bf = *buffers_;
@@ -372,8 +398,11 @@ void CudaTransformer::head_backward(float* dnorm, float* dweight, const DeviceUn
   }
   // inp16 (N, C) whole; dout16 one chunk (rows, V), rows padded to 16 bytes. The chunks share
   // dout16: stream order puts each chunk's GEMMs before the next chunk's gradient overwrites it.
-  // dweight accumulates chunk by chunk (fp32 sums of the same products in another order).
-  const int64_t inp_ld = round_up_8(C), dout_ld = round_up_8(V);
+  // dweight accumulates chunk by chunk (fp32 sums of the same products in another order). The
+  // vocabulary is split as in head_forward: the dnorm GEMM sums over V in two parts (main, then
+  // the < 8 left), the dweight rows of each part are their own GEMM.
+  const int64_t inp_ld = round_up_8(C), dout_ld = round_up_8(V), V_main = V / 8 * 8;
+  const int64_t logits_ld = bf.logits_ld;
   const int64_t chunk_rows = lm_head_rows(options_, N);
   kc::MatmulContext& mm = *bf.matmul;
   with_16bit(w.dtype, [&]<typename T16>() {
@@ -383,10 +412,17 @@ void CudaTransformer::head_backward(float* dnorm, float* dweight, const DeviceUn
     cuda_glue::cast_rows(inp16, inp_ld, bf.final_norm, C, N, C, stream_);
     for (int64_t row0 = 0; row0 < N; row0 += chunk_rows) {
       const int64_t rows = std::min(chunk_rows, N - row0);
-      kc::cross_entropy_backward_16<T16>(dout16, dout_ld, bf.logits + row0 * V, bf.targets + row0,
-                                         bf.dloss + row0, rows, V, stream_);
-      kc::matmul_backward_16(mm, dnorm + row0 * C, dweight, nullptr, nullptr, dout16, dout_ld,
-                             inp16 + row0 * inp_ld, inp_ld, weight16, rows, C, V, stream_);
+      kc::cross_entropy_backward_16<T16>(dout16, dout_ld, bf.logits + row0 * logits_ld, logits_ld,
+                                         bf.targets + row0, bf.dloss + row0, rows, V, stream_);
+      if (V_main > 0) {
+        kc::matmul_backward_16(mm, dnorm + row0 * C, dweight, nullptr, nullptr, dout16, dout_ld,
+                               inp16 + row0 * inp_ld, inp_ld, weight16, rows, C, V_main, stream_);
+      }
+      if (V > V_main) {
+        kc::matmul_backward_16(mm, dnorm + row0 * C, dweight + V_main * C, nullptr, nullptr,
+                               dout16 + V_main, dout_ld, inp16 + row0 * inp_ld, inp_ld,
+                               weight16 + V_main * C, rows, C, V - V_main, stream_);
+      }
     }
   });
 }

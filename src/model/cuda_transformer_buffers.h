@@ -213,12 +213,13 @@ struct CudaTransformer::Buffers {
   // Gradient scratch shared by the blocks.
   float *dnorm, *dq, *dk, *dv, *dqkv, *dattn_y, *dact, *dup, *dgate;
   float *final_norm, *final_mean, *final_rstd;  // (N, C), (N), (N)
-  float* logits;                                // (N, V); holds dlogits after backward
-  float *losses, *dloss;                        // (N)
-  double* loss_sum;                             // (1)
-  float *dresidual_a, *dresidual_b;             // (N, C) ping-pong gradient buffers
-  float *rope_cos, *rope_sin;                   // Llama (T, D/2)
-  void* kernel_scratch = nullptr;               // norms', attention's and encoder's backward
+  float* logits;  // (N, V), rows logits_ld apart; fp32: holds dlogits after backward
+  int64_t logits_ld = 0;
+  float *losses, *dloss;             // (N)
+  double* loss_sum;                  // (1)
+  float *dresidual_a, *dresidual_b;  // (N, C) ping-pong gradient buffers
+  float *rope_cos, *rope_sin;        // Llama (T, D/2)
+  void* kernel_scratch = nullptr;    // norms', attention's and encoder's backward
   size_t kernel_scratch_bytes = 0;
   // Host staging: the batch and the tables are read by copies queued on the stream; upload_done
   // marks when the last batch copy ran.

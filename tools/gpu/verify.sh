@@ -85,11 +85,28 @@ sanitize() {  # tool binary -> one line ; full log in $work/log
   local api=all
   [[ $name == device_arena_cuda_test ]] && api=no
   start=$(date +%s)
-  timeout "${ZERO_GPU_SAN_TIMEOUT:-380}" "${shard[@]}" compute-sanitizer --tool "$tool" --error-exitcode 99 --print-limit 30 --report-api-errors $api \
-    --target-processes all "$t" --gtest_color=no --gtest_brief=1 >"$log" 2>&1
+  run_sanitizer() {
+    timeout "${ZERO_GPU_SAN_TIMEOUT:-380}" "${shard[@]}" compute-sanitizer --tool "$tool" --error-exitcode 99 --print-limit 200 --report-api-errors $api \
+      --target-processes all "$t" --gtest_color=no --gtest_brief=1
+  }
+  run_sanitizer >"$log" 2>&1
   rc=$?
-  printf '%s %s %ss rc=%s %s\n' "$tool" "$name" "$(($(date +%s) - start))" "$rc" \
-    "$(grep -E '(ERROR SUMMARY|RACECHECK SUMMARY)' "$log" | tail -1)"
+  local line
+  line=$(printf '%s %s %ss rc=%s %s' "$tool" "$name" "$(($(date +%s) - start))" "$rc" \
+    "$(grep -E '(ERROR SUMMARY|RACECHECK SUMMARY)' "$log" | tail -1)")
+  if ((rc != 0)); then
+    # Where the reports point (kernel and line, counted), the first three.
+    line+=" | sites: $(grep -E '^=========     at ' "$log" | sed -E 's/^=========     at //; s/\+0x[0-9a-f]+//' |
+      sort | uniq -c | sort -rn | head -3 | awk '{$1 = $1; print}' | paste -sd ';')"
+    if [[ $tool == initcheck ]]; then
+      # The same run with every GEMM on our reference kernel: tells reads of memory nothing wrote
+      # from reads of cuBLASLt outputs whose writes initcheck does not see.
+      ZERO_CUDA_REFERENCE_GEMM=1 run_sanitizer >"$log.refgemm" 2>&1
+      line+=" | with ZERO_CUDA_REFERENCE_GEMM=1: rc=$? $(grep -E 'ERROR SUMMARY' "$log.refgemm" | tail -1)"
+      { echo "=== the same with ZERO_CUDA_REFERENCE_GEMM=1"; cat "$log.refgemm"; } >>"$log"
+    fi
+  fi
+  echo "$line"
 }
 export -f run_test sanitize
 export work repeat

@@ -79,30 +79,39 @@ __device__ __forceinline__ void load_pack(const T* p, float (&x)[kPack]) {
   for (int k = 0; k < kPack; ++k) x[k] = to_f32(pack.v[k]);
 }
 
-// REQUIRES: p aligned to sizeof(T) * kPack (a narrower T than the logits' is aligned less).
-template <int kPack, typename T>
+// One vector access when kVector (REQUIRES: p aligned to sizeof(T) * kPack; a narrower T than the
+// logits' is aligned less), element by element otherwise.
+template <bool kVector, int kPack, typename T>
 __device__ __forceinline__ void store_pack(T* p, const float (&x)[kPack]) {
-  Pack<T, kPack> pack;
+  if constexpr (kVector) {
+    Pack<T, kPack> pack;
 #pragma unroll
-  for (int k = 0; k < kPack; ++k) pack.v[k] = from_f32<T>(x[k]);
-  *reinterpret_cast<Pack<T, kPack>*>(p) = pack;
+    for (int k = 0; k < kPack; ++k) pack.v[k] = from_f32<T>(x[k]);
+    *reinterpret_cast<Pack<T, kPack>*>(p) = pack;
+  } else {
+#pragma unroll
+    for (int k = 0; k < kPack; ++k) p[k] = from_f32<T>(x[k]);
+  }
 }
 
-// One block per row n = blockIdx.x. Writes losses[n] when losses != nullptr; writes the gradient
-// row, rounded to TOut (the fp32 value, then one round to nearest even), into dlogits (rows
-// dlogits_ld elements apart) when dlogits != nullptr, scaled by dloss_N[n] (or dloss_const when
-// dloss_N is null). dlogits may alias logits (TOut = T, dlogits_ld = V): every logit of the row is
-// read (pass 1 and the target logit) before block_merge's barrier, and in pass 2 each thread reads
-// only the elements it writes.
-// REQUIRES: V % kPack == 0 and dlogits_ld % kPack == 0; logits / dlogits aligned to kPack elements.
-template <typename T, typename TOut, int kPack>
+// One block per row n = blockIdx.x (logits rows logits_ld elements apart). Writes losses[n] when
+// losses != nullptr; writes the gradient row, rounded to TOut (the fp32 value, then one round to
+// nearest even), into dlogits (rows dlogits_ld elements apart) when dlogits != nullptr, scaled by
+// dloss_N[n] (or dloss_const when dloss_N is null). dlogits may alias logits (TOut = T, dlogits_ld
+// = V): every logit of the row is read (pass 1 and the target logit) before block_merge's barrier,
+// and in pass 2 each thread reads only the elements it writes. The logits' layout alone picks
+// kPack, so the summation order, hence every bit of the loss and gradient, does not depend on where
+// the gradient goes: a misaligned dlogits only stores element by element (kVectorStore false).
+// REQUIRES: V % kPack == 0, logits_ld % kPack == 0, logits aligned to kPack elements; with
+// kVectorStore also dlogits_ld % kPack == 0 and dlogits aligned to kPack elements.
+template <typename T, typename TOut, int kPack, bool kVectorStore>
 __global__ void cross_entropy_kernel(float* losses, TOut* dlogits, int64_t dlogits_ld,
-                                     const T* logits, const int32_t* targets, const float* dloss_N,
-                                     float dloss_const, int64_t V) {
+                                     const T* logits, int64_t logits_ld, const int32_t* targets,
+                                     const float* dloss_N, float dloss_const, int64_t V) {
   __shared__ MaxSum warp_s[kMaxWarps];
   const int64_t n = blockIdx.x;
   const int32_t target = targets[n];
-  const T* logits_V = logits + n * V;
+  const T* logits_V = logits + n * logits_ld;
   TOut* dlogits_V = dlogits == nullptr ? nullptr : dlogits + n * dlogits_ld;
   const int64_t stride = static_cast<int64_t>(blockDim.x) * kPack;
 
@@ -116,7 +125,7 @@ __global__ void cross_entropy_kernel(float* losses, TOut* dlogits, int64_t dlogi
         float g[kPack];
 #pragma unroll
         for (int k = 0; k < kPack; ++k) g[k] = fill;
-        store_pack<kPack>(dlogits_V + i, g);
+        store_pack<kVectorStore>(dlogits_V + i, g);
       }
     }
     return;
@@ -151,38 +160,42 @@ __global__ void cross_entropy_kernel(float* losses, TOut* dlogits, int64_t dlogi
       x[k] = expf(x[k] - row.max) * scale;
       if (i + k == target) x[k] -= dloss;
     }
-    store_pack<kPack>(dlogits_V + i, x);
+    store_pack<kVectorStore>(dlogits_V + i, x);
   }
 }
 
 bool aligned_to(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
-// Picks 16-byte vector accesses of the logits when every row starts 16-byte aligned (V a multiple
-// of the pack and aligned base pointers, dlogits' rows aligned for as many TOut elements), scalar
-// ones otherwise, and one block per row.
+// Picks 16-byte vector loads of the logits when every row starts 16-byte aligned (V a multiple of
+// the pack and an aligned base pointer), scalar ones otherwise; vector stores of the gradient when
+// its rows are aligned for as many TOut elements too. One block per row.
 template <typename T, typename TOut = T>
 void launch_cross_entropy(float* losses, TOut* dlogits, int64_t dlogits_ld, const T* logits,
-                          const int32_t* targets, const float* dloss_N, float dloss_const,
-                          int64_t N, int64_t V, cudaStream_t stream) {
+                          int64_t logits_ld, const int32_t* targets, const float* dloss_N,
+                          float dloss_const, int64_t N, int64_t V, cudaStream_t stream) {
   ZERO_CHECK(V > 0, "cross_entropy: empty vocabulary");
   ZERO_CHECK(N >= 0 && N <= std::numeric_limits<int>::max(), "cross_entropy: bad row count ", N);
   ZERO_CHECK(dlogits_ld >= V, "cross_entropy: gradient row stride ", dlogits_ld, " < V ", V);
+  ZERO_CHECK(logits_ld >= V, "cross_entropy: logits row stride ", logits_ld, " < V ", V);
   if (N == 0) return;
   constexpr int kVec = static_cast<int>(16 / sizeof(T));
-  const bool vectorized =
-      V % kVec == 0 && aligned_to(logits, 16) &&
-      (dlogits == nullptr || (dlogits_ld % kVec == 0 && aligned_to(dlogits, sizeof(TOut) * kVec)));
+  const bool vectorized = V % kVec == 0 && logits_ld % kVec == 0 && aligned_to(logits, 16);
+  const bool vector_store =
+      dlogits == nullptr || (dlogits_ld % kVec == 0 && aligned_to(dlogits, sizeof(TOut) * kVec));
   const int64_t packs_per_row = vectorized ? V / kVec : V;
   // Whole warps, enough to give each thread a few packs of a large row, one warp for tiny rows.
   const int threads =
       static_cast<int>(std::min<int64_t>(kMaxThreads, (packs_per_row + 31) / 32 * 32));
   const auto grid = static_cast<unsigned>(N);
-  if (vectorized) {
-    ZERO_LAUNCH(grid, threads, 0, stream, cross_entropy_kernel<T, TOut, kVec>)
-    (losses, dlogits, dlogits_ld, logits, targets, dloss_N, dloss_const, V);
+  if (vectorized && vector_store) {
+    ZERO_LAUNCH(grid, threads, 0, stream, cross_entropy_kernel<T, TOut, kVec, true>)
+    (losses, dlogits, dlogits_ld, logits, logits_ld, targets, dloss_N, dloss_const, V);
+  } else if (vectorized) {
+    ZERO_LAUNCH(grid, threads, 0, stream, cross_entropy_kernel<T, TOut, kVec, false>)
+    (losses, dlogits, dlogits_ld, logits, logits_ld, targets, dloss_N, dloss_const, V);
   } else {
-    ZERO_LAUNCH(grid, threads, 0, stream, cross_entropy_kernel<T, TOut, 1>)
-    (losses, dlogits, dlogits_ld, logits, targets, dloss_N, dloss_const, V);
+    ZERO_LAUNCH(grid, threads, 0, stream, cross_entropy_kernel<T, TOut, 1, true>)
+    (losses, dlogits, dlogits_ld, logits, logits_ld, targets, dloss_N, dloss_const, V);
   }
   CUDA_CHECK_LAUNCH();
 }
@@ -190,35 +203,36 @@ void launch_cross_entropy(float* losses, TOut* dlogits, int64_t dlogits_ld, cons
 }  // namespace
 
 template <typename T>
-void cross_entropy_forward(float* losses, const T* logits, const int32_t* targets, int64_t N,
-                           int64_t V, cudaStream_t stream) {
-  launch_cross_entropy<T, T>(losses, nullptr, V, logits, targets, nullptr, 0.0f, N, V, stream);
+void cross_entropy_forward(float* losses, const T* logits, int64_t logits_ld,
+                           const int32_t* targets, int64_t N, int64_t V, cudaStream_t stream) {
+  launch_cross_entropy<T, T>(losses, nullptr, V, logits, logits_ld, targets, nullptr, 0.0f, N, V,
+                             stream);
 }
 
 template <typename T>
 void cross_entropy_backward(T* dlogits, const T* logits, const int32_t* targets, const float* dloss,
                             int64_t N, int64_t V, cudaStream_t stream) {
-  launch_cross_entropy<T>(nullptr, dlogits, V, logits, targets, dloss, 0.0f, N, V, stream);
+  launch_cross_entropy<T>(nullptr, dlogits, V, logits, V, targets, dloss, 0.0f, N, V, stream);
 }
 
 template <typename T16>
 void cross_entropy_backward_16(T16* dlogits16, int64_t dlogits_ld, const float* logits,
-                               const int32_t* targets, const float* dloss, int64_t N, int64_t V,
-                               cudaStream_t stream) {
-  launch_cross_entropy<float, T16>(nullptr, dlogits16, dlogits_ld, logits, targets, dloss, 0.0f, N,
-                                   V, stream);
+                               int64_t logits_ld, const int32_t* targets, const float* dloss,
+                               int64_t N, int64_t V, cudaStream_t stream) {
+  launch_cross_entropy<float, T16>(nullptr, dlogits16, dlogits_ld, logits, logits_ld, targets,
+                                   dloss, 0.0f, N, V, stream);
 }
 
 template <typename T>
 void cross_entropy_fused(float* losses, T* logits_inout, const int32_t* targets,
                          float dloss_per_token, int64_t N, int64_t V, cudaStream_t stream) {
-  launch_cross_entropy<T>(losses, logits_inout, V, logits_inout, targets, nullptr, dloss_per_token,
-                          N, V, stream);
+  launch_cross_entropy<T>(losses, logits_inout, V, logits_inout, V, targets, nullptr,
+                          dloss_per_token, N, V, stream);
 }
 
 #define ZERO_INSTANTIATE_CROSS_ENTROPY_CUDA(T)                                                 \
-  template void cross_entropy_forward<T>(float*, const T*, const int32_t*, int64_t, int64_t,   \
-                                         cudaStream_t);                                        \
+  template void cross_entropy_forward<T>(float*, const T*, int64_t, const int32_t*, int64_t,   \
+                                         int64_t, cudaStream_t);                               \
   template void cross_entropy_backward<T>(T*, const T*, const int32_t*, const float*, int64_t, \
                                           int64_t, cudaStream_t);                              \
   template void cross_entropy_fused<T>(float*, T*, const int32_t*, float, int64_t, int64_t,    \
@@ -228,9 +242,10 @@ ZERO_INSTANTIATE_CROSS_ENTROPY_CUDA(__nv_bfloat16)
 ZERO_INSTANTIATE_CROSS_ENTROPY_CUDA(__half)
 #undef ZERO_INSTANTIATE_CROSS_ENTROPY_CUDA
 template void cross_entropy_backward_16<__nv_bfloat16>(__nv_bfloat16*, int64_t, const float*,
-                                                       const int32_t*, const float*, int64_t,
-                                                       int64_t, cudaStream_t);
-template void cross_entropy_backward_16<__half>(__half*, int64_t, const float*, const int32_t*,
-                                                const float*, int64_t, int64_t, cudaStream_t);
+                                                       int64_t, const int32_t*, const float*,
+                                                       int64_t, int64_t, cudaStream_t);
+template void cross_entropy_backward_16<__half>(__half*, int64_t, const float*, int64_t,
+                                                const int32_t*, const float*, int64_t, int64_t,
+                                                cudaStream_t);
 
 }  // namespace zero::kernels::cuda

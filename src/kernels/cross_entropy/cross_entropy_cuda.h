@@ -18,12 +18,13 @@
 
 namespace zero::kernels::cuda {
 
-// losses(N) = logsumexp(logits[n]) - logits[n, target[n]] (0 for ignored targets). Overwrites
+// losses(N) = logsumexp(logits[n]) - logits[n, target[n]] (0 for ignored targets); logits rows
+// logits_ld >= V elements apart (a padded row stride; the padding is not read). Overwrites
 // losses. A target outside [0, V) other than -100 is a data bug: its row's loss is NaN (no
 // out-of-bounds read; the NaN shows in the loss and trips the overflow check).
 template <typename T>
-void cross_entropy_forward(float* losses, const T* logits, const int32_t* targets, int64_t N,
-                           int64_t V, cudaStream_t stream);
+void cross_entropy_forward(float* losses, const T* logits, int64_t logits_ld,
+                           const int32_t* targets, int64_t N, int64_t V, cudaStream_t stream);
 
 // dlogits(N, V) = (softmax(logits[n]) - onehot(target[n])) * dloss[n]. Overwrites dlogits (zero
 // rows for ignored targets, NaN rows for out-of-range ones); dlogits may alias logits (in place).
@@ -35,11 +36,13 @@ void cross_entropy_backward(T* dlogits, const T* logits, const int32_t* targets,
 // 16-bit model's LM head GEMMs: dlogits16[n, 0:V] = T16(cross_entropy_backward<float>'s value), one
 // round to nearest even of the same fp32 number, so bitwise what the fp32 write and a cast pass
 // give, without the fp32 (N, V) write and its re-read. Rows dlogits_ld >= V elements apart; the
-// padding [V, dlogits_ld) of each row is left as it is. logits is only read.
+// padding [V, dlogits_ld) of each row is left as it is. logits (rows logits_ld >= V elements
+// apart) is only read. The summation order depends on the logits' layout alone, so the bits do not
+// depend on the alignment of dlogits16 (a misaligned one is written element by element).
 template <typename T16>
 void cross_entropy_backward_16(T16* dlogits16, int64_t dlogits_ld, const float* logits,
-                               const int32_t* targets, const float* dloss, int64_t N, int64_t V,
-                               cudaStream_t stream);
+                               int64_t logits_ld, const int32_t* targets, const float* dloss,
+                               int64_t N, int64_t V, cudaStream_t stream);
 
 // llm.c's fused form: losses(N) as cross_entropy_forward, and logits_inout(N, V) overwritten by
 // their gradient (softmax - onehot) * dloss_per_token, in one kernel (the logits are read twice and

@@ -4,6 +4,7 @@
 // Legend: N positions, V vocab. logits/dlogits (N, V); targets, losses, dloss (N).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -91,7 +92,7 @@ void check_forward(const CeShape& s) {
   zero::cuda::CudaStream stream;
   // Why: uploads ran on the legacy stream, which the non-blocking test stream does not wait for.
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  cuda::cross_entropy_forward<T>(losses.get(), logits.get(), targets.get(), s.N, s.V, stream);
+  cuda::cross_entropy_forward<T>(losses.get(), logits.get(), s.V, targets.get(), s.N, s.V, stream);
   EXPECT_TRUE(all_close(losses.download(), c.want_losses, kLossTol));
 }
 
@@ -144,11 +145,18 @@ void check_fused(const CeShape& s, int64_t offset) {
 // The 16-bit gradient of fp32 logits (a 16-bit model's LM head) is bitwise the fp32 kernel's
 // output rounded to nearest even, as the two-pass path (fp32 write, then a cast) gives it; rows
 // dlogits_ld elements apart keep their padding. `offset` shifts the 16-bit rows off their 16-byte
-// alignment (the scalar path).
+// alignment (element-by-element stores: the same bits). With `pad_logits` the logits rows are
+// 8 elements apart more than V, the padding NaN (never read): the same bits again.
 template <typename T16>
-void check_backward_16(const CeShape& s, int64_t dlogits_ld, int64_t offset) {
+void check_backward_16(const CeShape& s, int64_t dlogits_ld, int64_t offset, bool pad_logits) {
   const CeCase<float> c(s);
+  const int64_t logits_ld = pad_logits ? s.V + 8 : s.V;
+  std::vector<float> logits_host(static_cast<size_t>(s.N * logits_ld), NAN);
+  for (int64_t n = 0; n < s.N; ++n) {
+    std::copy_n(c.logits.begin() + n * s.V, s.V, logits_host.begin() + n * logits_ld);
+  }
   DeviceArray<float> logits(c.logits);
+  DeviceArray<float> logits_padded(logits_host);
   DeviceArray<float> dlogits(static_cast<size_t>(s.N * s.V));
   DeviceArray<int32_t> targets(c.targets);
   DeviceArray<float> dloss(c.dloss);
@@ -160,8 +168,8 @@ void check_backward_16(const CeShape& s, int64_t dlogits_ld, int64_t offset) {
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   cuda::cross_entropy_backward<float>(dlogits.get(), logits.get(), targets.get(), dloss.get(), s.N,
                                       s.V, stream);
-  cuda::cross_entropy_backward_16<T16>(dlogits16.get() + offset, dlogits_ld, logits.get(),
-                                       targets.get(), dloss.get(), s.N, s.V, stream);
+  cuda::cross_entropy_backward_16<T16>(dlogits16.get() + offset, dlogits_ld, logits_padded.get(),
+                                       logits_ld, targets.get(), dloss.get(), s.N, s.V, stream);
   const std::vector<T16> want = to_storage<T16>(dlogits.download());
   const std::vector<T16> got = dlogits16.download();
   auto bits = [](T16 x) {
@@ -182,6 +190,34 @@ void check_backward_16(const CeShape& s, int64_t dlogits_ld, int64_t offset) {
   EXPECT_EQ(mismatches, 0);
 }
 
+// Logits rows padded (a 16-bit model's LM head output, rows rounded up to 8 elements; the padding
+// NaN here, never read) give the unpadded losses bit for bit.
+template <typename T>
+void check_forward_padded(const CeShape& s) {
+  const CeCase<T> c(s);
+  const int64_t ld = s.V + 8;
+  std::vector<float> padded(static_cast<size_t>(s.N * ld), NAN);
+  for (int64_t n = 0; n < s.N; ++n) {
+    std::copy_n(c.logits.begin() + n * s.V, s.V, padded.begin() + n * ld);
+  }
+  DeviceArray<T> logits(to_storage<T>(c.logits));
+  DeviceArray<T> logits_padded(to_storage<T>(padded));
+  DeviceArray<int32_t> targets(c.targets);
+  DeviceArray<float> losses(static_cast<size_t>(s.N)), losses_padded(static_cast<size_t>(s.N));
+  zero::cuda::CudaStream stream;
+  // Why: uploads ran on the legacy stream, which the non-blocking test stream does not wait for.
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  cuda::cross_entropy_forward<T>(losses.get(), logits.get(), s.V, targets.get(), s.N, s.V, stream);
+  cuda::cross_entropy_forward<T>(losses_padded.get(), logits_padded.get(), ld, targets.get(), s.N,
+                                 s.V, stream);
+  const std::vector<float> want = losses.download(), got = losses_padded.download();
+  for (int64_t n = 0; n < s.N; ++n) {
+    EXPECT_EQ(std::memcmp(&want[static_cast<size_t>(n)], &got[static_cast<size_t>(n)], 4), 0)
+        << "row " << n << ": " << got[static_cast<size_t>(n)]
+        << " != " << want[static_cast<size_t>(n)];
+  }
+}
+
 #define ZERO_DISPATCH_DTYPE(dtype, fn, ...)                   \
   switch (dtype) {                                            \
     case DType::kF32: fn<float>(__VA_ARGS__); break;          \
@@ -193,6 +229,12 @@ TEST_P(CrossEntropyCuda, ForwardMatchesCpu) {
   ZERO_SKIP_WITHOUT_GPU();
   const auto& [dtype, shape] = GetParam();
   ZERO_DISPATCH_DTYPE(dtype, check_forward, shape);
+}
+
+TEST_P(CrossEntropyCuda, ForwardOnPaddedRowsIsBitwiseUnpadded) {
+  ZERO_SKIP_WITHOUT_GPU();
+  const auto& [dtype, shape] = GetParam();
+  ZERO_DISPATCH_DTYPE(dtype, check_forward_padded, shape);
 }
 
 TEST_P(CrossEntropyCuda, BackwardMatchesCpu) {
@@ -219,17 +261,22 @@ TEST_P(CrossEntropyCuda, FusedMisalignedRowsMatchCpu) {
   ZERO_DISPATCH_DTYPE(dtype, check_fused, shape, /*offset=*/1);
 }
 
-// Rows padded to 8 elements (what the model's operand copy uses), unpadded, and misaligned.
+// Rows padded to 8 elements (what the model's operand copy uses), unpadded, and misaligned; the
+// logits unpadded and padded.
 TEST_P(CrossEntropyCuda, Backward16IsTheRoundedFp32Gradient) {
   ZERO_SKIP_WITHOUT_GPU();
   const auto& [dtype, shape] = GetParam();
   if (dtype == DType::kF32) GTEST_SKIP() << "16-bit outputs only";
   const int64_t padded_ld = (shape.V + 7) / 8 * 8;
-  for (const auto& [ld, offset] : {std::pair{padded_ld, int64_t{0}}, std::pair{shape.V, int64_t{0}},
-                                   std::pair{padded_ld + 8, int64_t{1}}}) {
-    SCOPED_TRACE("ld " + std::to_string(ld) + " offset " + std::to_string(offset));
-    if (dtype == DType::kBF16) check_backward_16<__nv_bfloat16>(shape, ld, offset);
-    if (dtype == DType::kF16) check_backward_16<__half>(shape, ld, offset);
+  for (const bool pad_logits : {false, true}) {
+    for (const auto& [ld, offset] :
+         {std::pair{padded_ld, int64_t{0}}, std::pair{shape.V, int64_t{0}},
+          std::pair{padded_ld + 8, int64_t{1}}}) {
+      SCOPED_TRACE("ld " + std::to_string(ld) + " offset " + std::to_string(offset) +
+                   (pad_logits ? " padded logits" : ""));
+      if (dtype == DType::kBF16) check_backward_16<__nv_bfloat16>(shape, ld, offset, pad_logits);
+      if (dtype == DType::kF16) check_backward_16<__half>(shape, ld, offset, pad_logits);
+    }
   }
 }
 
@@ -309,7 +356,7 @@ TEST(CrossEntropyCudaTargets, LargeLogitsKeepTheirDigits) {
   zero::cuda::CudaStream stream;
   // Why: uploads ran on the legacy stream, which the non-blocking test stream does not wait for.
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  cuda::cross_entropy_forward<float>(losses.get(), logits.get(), targets.get(), N, V, stream);
+  cuda::cross_entropy_forward<float>(losses.get(), logits.get(), V, targets.get(), N, V, stream);
   EXPECT_TRUE(all_close(losses.download(), std::vector<float>(want_d.begin(), want_d.end()),
                         tolerance_for(DType::kF32)));
 }

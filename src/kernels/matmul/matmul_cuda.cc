@@ -15,9 +15,11 @@
 #include <compare>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 
@@ -262,6 +264,11 @@ StatusOr<std::unique_ptr<MatmulContext>> MatmulContext::create() {
     return resource_exhausted("cudaMalloc of the {}-byte cuBLASLt workspace failed: {}",
                               kWorkspaceBytes, cudaGetErrorString(err));
   }
+  // A sanitizer aid (tools/gpu/verify.sh): every GEMM through reference_gemm, whose writes
+  // compute-sanitizer's initcheck sees, unlike some cuBLASLt kernels' (its Hopper kernels' bulk
+  // tensor stores, by the evidence of bench/results/gpu_verify_stop23.md).
+  const char* reference = std::getenv("ZERO_CUDA_REFERENCE_GEMM");
+  impl->reference_only = reference != nullptr && std::string_view(reference) == "1";
   return std::unique_ptr<MatmulContext>(new MatmulContext(std::move(impl)));
 }
 
@@ -389,10 +396,13 @@ void matmul_backward(MatmulContext& ctx, T* dinp, float* dweight, float* dbias, 
 }
 
 template <typename T16>
-void matmul_forward_16(MatmulContext& ctx, float* out, const T16* inp, int64_t inp_ld,
-                       const T16* weight, const float* bias, int64_t N, int64_t C, int64_t OC,
-                       cudaStream_t stream) {
+void matmul_forward_16(MatmulContext& ctx, float* out, int64_t out_ld, const T16* inp,
+                       int64_t inp_ld, const T16* weight, const float* bias, int64_t N, int64_t C,
+                       int64_t OC, cudaStream_t stream) {
   if (N == 0 || OC == 0) return;
+  ZERO_CHECK(out_ld >= OC, "matmul_forward_16: out_ld ", out_ld, " < OC ", OC);
+  ZERO_CHECK(bias == nullptr || out_ld == OC, "matmul_forward_16: a padded output (out_ld ", out_ld,
+             ", OC ", OC, ") takes no bias");
   if (C == 0) {
     broadcast_bias(out, bias, N, OC, stream);
     return;
@@ -405,6 +415,7 @@ void matmul_forward_16(MatmulContext& ctx, float* out, const T16* inp, int64_t i
                 .b = inp,
                 .d = out};
   args.shape.ldb = inp_ld;
+  args.shape.ldd = out_ld;
   if (bias != nullptr) {
     // As matmul_forward: the BIAS epilogue (fp32 bias, D's type) only for a 16-byte aligned bias.
     if (alignment_bytes(bias) >= 16) {
@@ -456,11 +467,12 @@ void matmul_backward_16(MatmulContext& ctx, float* dinp, float* dweight, float* 
   }
 }
 
-#define ZERO_INSTANTIATE_MATMUL_16(T16)                                                         \
-  template void matmul_forward_16<T16>(MatmulContext&, float*, const T16*, int64_t, const T16*, \
-                                       const float*, int64_t, int64_t, int64_t, cudaStream_t);  \
-  template void matmul_backward_16<T16>(MatmulContext&, float*, float*, float*, const float*,   \
-                                        const T16*, int64_t, const T16*, int64_t, const T16*,   \
+#define ZERO_INSTANTIATE_MATMUL_16(T16)                                                       \
+  template void matmul_forward_16<T16>(MatmulContext&, float*, int64_t, const T16*, int64_t,  \
+                                       const T16*, const float*, int64_t, int64_t, int64_t,   \
+                                       cudaStream_t);                                         \
+  template void matmul_backward_16<T16>(MatmulContext&, float*, float*, float*, const float*, \
+                                        const T16*, int64_t, const T16*, int64_t, const T16*, \
                                         int64_t, int64_t, int64_t, cudaStream_t);
 ZERO_INSTANTIATE_MATMUL_16(__nv_bfloat16)
 ZERO_INSTANTIATE_MATMUL_16(__half)

@@ -129,11 +129,13 @@ void matmul_backward(MatmulContext& ctx, T* dinp, float* dweight, float* dbias, 
 // elements, >= the row's width) so that the caller can pad rows to 16 bytes, which cuBLASLt's
 // tensor-core algorithms need.
 //
-// out(N, OC) = inp16(N, C) · weight(OC, C)^T + bias(OC); bias (fp32) may be null. Overwrites out.
+// out(N, OC) = inp16(N, C) · weight(OC, C)^T + bias(OC); bias (fp32) may be null. Overwrites out,
+// whose rows are out_ld >= OC elements apart (the padding is not written); a padded out takes no
+// bias.
 template <typename T16>
-void matmul_forward_16(MatmulContext& ctx, float* out, const T16* inp, int64_t inp_ld,
-                       const T16* weight, const float* bias, int64_t N, int64_t C, int64_t OC,
-                       cudaStream_t stream);
+void matmul_forward_16(MatmulContext& ctx, float* out, int64_t out_ld, const T16* inp,
+                       int64_t inp_ld, const T16* weight, const float* bias, int64_t N, int64_t C,
+                       int64_t OC, cudaStream_t stream);
 
 // Accumulates dinp(N, C) += dout16 · weight and dweight(OC, C) += dout16^T · inp16 (fp32 sums
 // of 16-bit products), and dbias(OC) += Σ_rows dout over the fp32 gradient `dout` (N, OC) that

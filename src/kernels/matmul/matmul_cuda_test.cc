@@ -561,10 +561,25 @@ TEST_P(Matmul16CudaTest, MatchesDoubleReferenceOnRoundedInputs) {
           bound[n * OC + o] = static_cast<double>(C + 2) * kU32 * magnitude;
         }
       }
-      DeviceArray<float> d_out(std::vector<float>(static_cast<size_t>(N * OC), 123.0f));
-      cuda::matmul_forward_16<T>(context(), d_out.get(), d_inp.get(), inp_ld, d_weight.get(),
-                                 with_bias ? d_bias.get() : nullptr, N, C, OC, stream);
-      EXPECT_TRUE(within(d_out.download(), want, bound));
+      // Without bias the output rows are `ld` apart too; the padding keeps its values.
+      const int64_t out_ld = with_bias ? OC : ld_for(OC, ld_kind);
+      DeviceArray<float> d_out(std::vector<float>(static_cast<size_t>(N * out_ld), 123.0f));
+      cuda::matmul_forward_16<T>(context(), d_out.get(), out_ld, d_inp.get(), inp_ld,
+                                 d_weight.get(), with_bias ? d_bias.get() : nullptr, N, C, OC,
+                                 stream);
+      const std::vector<float> got_padded = d_out.download();
+      std::vector<float> got(static_cast<size_t>(N * OC));
+      for (int64_t n = 0; n < N; ++n) {
+        for (int64_t o = 0; o < out_ld; ++o) {
+          const float g = got_padded[static_cast<size_t>(n * out_ld + o)];
+          if (o < OC) {
+            got[static_cast<size_t>(n * OC + o)] = g;
+          } else {
+            EXPECT_EQ(g, 123.0f) << "padding of row " << n << " column " << o;
+          }
+        }
+      }
+      EXPECT_TRUE(within(got, want, bound));
     }
 
     // Backward: dinp, dweight and dbias accumulated onto nonzero values.
