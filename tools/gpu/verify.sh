@@ -84,27 +84,23 @@ sanitize() {  # tool binary -> one line ; full log in $work/log
   # The arena's out-of-memory test makes cudaMalloc fail on purpose: API errors are its subject.
   local api=all
   [[ $name == device_arena_cuda_test ]] && api=no
+  # initcheck: every GEMM on our reference kernel (ZERO_CUDA_REFERENCE_GEMM=1). initcheck does not
+  # see the stores of cuBLASLt's Hopper kernels: on the H100 (bench/results/gpu_verify_stop24.md)
+  # cuda_transformer_test gave 15160 "uninitialized" reads, all of GEMM outputs (rope reading q),
+  # and 0 with the reference GEMM. Our own kernels' every read is still checked.
+  local env_gemm=()
+  [[ $tool == initcheck ]] && env_gemm=(env ZERO_CUDA_REFERENCE_GEMM=1)
   start=$(date +%s)
-  run_sanitizer() {
-    timeout "${ZERO_GPU_SAN_TIMEOUT:-380}" "${shard[@]}" compute-sanitizer --tool "$tool" --error-exitcode 99 --print-limit 200 --report-api-errors $api \
-      --target-processes all "$t" --gtest_color=no --gtest_brief=1
-  }
-  run_sanitizer >"$log" 2>&1
+  timeout "${ZERO_GPU_SAN_TIMEOUT:-380}" "${shard[@]}" "${env_gemm[@]}" compute-sanitizer --tool "$tool" --error-exitcode 99 --print-limit 200 --report-api-errors $api \
+    --target-processes all "$t" --gtest_color=no --gtest_brief=1 >"$log" 2>&1
   rc=$?
   local line
   line=$(printf '%s %s %ss rc=%s %s' "$tool" "$name" "$(($(date +%s) - start))" "$rc" \
     "$(grep -E '(ERROR SUMMARY|RACECHECK SUMMARY)' "$log" | tail -1)")
   if ((rc != 0)); then
-    # Where the reports point (kernel and line, counted), the first three.
+    # Where the reports point (kernel and source line, counted), the first three.
     line+=" | sites: $(grep -E '^=========     at ' "$log" | sed -E 's/^=========     at //; s/\+0x[0-9a-f]+//' |
       sort | uniq -c | sort -rn | head -3 | awk '{$1 = $1; print}' | paste -sd ';')"
-    if [[ $tool == initcheck ]]; then
-      # The same run with every GEMM on our reference kernel: tells reads of memory nothing wrote
-      # from reads of cuBLASLt outputs whose writes initcheck does not see.
-      ZERO_CUDA_REFERENCE_GEMM=1 run_sanitizer >"$log.refgemm" 2>&1
-      line+=" | with ZERO_CUDA_REFERENCE_GEMM=1: rc=$? $(grep -E 'ERROR SUMMARY' "$log.refgemm" | tail -1)"
-      { echo "=== the same with ZERO_CUDA_REFERENCE_GEMM=1"; cat "$log.refgemm"; } >>"$log"
-    fi
   fi
   echo "$line"
 }
@@ -161,7 +157,7 @@ echo "## compute-sanitizer" >>"$summary"
   done
 } | xargs -P "$jobs" -L 1 bash -c 'sanitize "$0" "$1"' | sort >"$work/san.txt"
 sed 's/^/- /' "$work/san.txt" >>"$summary"
-grep -v -q -E 'rc=0 ' "$work/san.txt" && fail=1
+grep -q -E ' rc=[1-9]' "$work/san.txt" && fail=1
 for tool in memcheck racecheck synccheck initcheck; do
   for f in "$work"/log/*."$tool"; do echo "=== $(basename "$f")"; cat "$f"; done | head -c 4000000 >"$out/$tool.log"
 done
