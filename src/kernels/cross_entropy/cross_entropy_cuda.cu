@@ -102,8 +102,10 @@ __device__ __forceinline__ void store_pack(T* p, const float (&x)[kPack]) {
 // and in pass 2 each thread reads only the elements it writes. The logits' layout alone picks
 // kPack, so the summation order, hence every bit of the loss and gradient, does not depend on where
 // the gradient goes: a misaligned dlogits only stores element by element (kVectorStore false).
-// REQUIRES: V % kPack == 0, logits_ld % kPack == 0, logits aligned to kPack elements; with
-// kVectorStore also dlogits_ld % kPack == 0 and dlogits aligned to kPack elements.
+// The row is read in packs up to V rounded down to kPack; the < kPack elements left are one per
+// thread (threads 0.., scalar), added after its packs.
+// REQUIRES: logits_ld % kPack == 0, logits aligned to kPack elements; with kVectorStore also
+// dlogits_ld % kPack == 0 and dlogits aligned to kPack elements.
 template <typename T, typename TOut, int kPack, bool kVectorStore>
 __global__ void cross_entropy_kernel(float* losses, TOut* dlogits, int64_t dlogits_ld,
                                      const T* logits, int64_t logits_ld, const int32_t* targets,
@@ -114,6 +116,8 @@ __global__ void cross_entropy_kernel(float* losses, TOut* dlogits, int64_t dlogi
   const T* logits_V = logits + n * logits_ld;
   TOut* dlogits_V = dlogits == nullptr ? nullptr : dlogits + n * dlogits_ld;
   const int64_t stride = static_cast<int64_t>(blockDim.x) * kPack;
+  const int64_t V_main = V / kPack * kPack;
+  const int64_t tail = V_main + threadIdx.x;  // this thread's element past the packs, if < V
 
   const bool ignored = target == cpu::kIgnoreIndex;
   const bool valid = target >= 0 && target < V;
@@ -121,24 +125,26 @@ __global__ void cross_entropy_kernel(float* losses, TOut* dlogits, int64_t dlogi
     const float fill = ignored ? 0.0f : NAN;
     if (losses != nullptr && threadIdx.x == 0) losses[n] = fill;
     if (dlogits_V != nullptr) {
-      for (int64_t i = threadIdx.x * int64_t{kPack}; i < V; i += stride) {
+      for (int64_t i = threadIdx.x * int64_t{kPack}; i < V_main; i += stride) {
         float g[kPack];
 #pragma unroll
         for (int k = 0; k < kPack; ++k) g[k] = fill;
         store_pack<kVectorStore>(dlogits_V + i, g);
       }
+      if (tail < V) dlogits_V[tail] = from_f32<TOut>(fill);
     }
     return;
   }
 
   // Pass 1: per-thread online statistics over a strided slice of the row, then the whole row.
   MaxSum acc{-INFINITY, 0.0f};
-  for (int64_t i = threadIdx.x * int64_t{kPack}; i < V; i += stride) {
+  for (int64_t i = threadIdx.x * int64_t{kPack}; i < V_main; i += stride) {
     float x[kPack];
     load_pack<kPack>(logits_V + i, x);
 #pragma unroll
     for (int k = 0; k < kPack; ++k) add_logit(acc, x[k]);
   }
+  if (tail < V) add_logit(acc, to_f32(logits_V[tail]));
   // Read before block_merge's barrier, i.e. before any thread overwrites the row in place.
   const float target_logit = threadIdx.x == 0 ? to_f32(logits_V[target]) : 0.0f;
   const MaxSum row = block_merge(acc, warp_s);
@@ -152,7 +158,7 @@ __global__ void cross_entropy_kernel(float* losses, TOut* dlogits, int64_t dlogi
   // Pass 2: dlogits = softmax * dloss - onehot * dloss.
   const float dloss = dloss_N != nullptr ? dloss_N[n] : dloss_const;
   const float scale = dloss / row.sum;
-  for (int64_t i = threadIdx.x * int64_t{kPack}; i < V; i += stride) {
+  for (int64_t i = threadIdx.x * int64_t{kPack}; i < V_main; i += stride) {
     float x[kPack];
     load_pack<kPack>(logits_V + i, x);
 #pragma unroll
@@ -162,12 +168,18 @@ __global__ void cross_entropy_kernel(float* losses, TOut* dlogits, int64_t dlogi
     }
     store_pack<kVectorStore>(dlogits_V + i, x);
   }
+  if (tail < V) {
+    float x = expf(to_f32(logits_V[tail]) - row.max) * scale;
+    if (tail == target) x -= dloss;
+    dlogits_V[tail] = from_f32<TOut>(x);
+  }
 }
 
 bool aligned_to(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
-// Picks 16-byte vector loads of the logits when every row starts 16-byte aligned (V a multiple of
-// the pack and an aligned base pointer), scalar ones otherwise; vector stores of the gradient when
+// Picks 16-byte vector loads of the logits when every row starts 16-byte aligned (a row stride
+// that is a multiple of the pack and an aligned base pointer; a V that is not gets a scalar tail),
+// scalar ones otherwise; vector stores of the gradient when
 // its rows are aligned for as many TOut elements too. One block per row.
 template <typename T, typename TOut = T>
 void launch_cross_entropy(float* losses, TOut* dlogits, int64_t dlogits_ld, const T* logits,
@@ -179,10 +191,10 @@ void launch_cross_entropy(float* losses, TOut* dlogits, int64_t dlogits_ld, cons
   ZERO_CHECK(logits_ld >= V, "cross_entropy: logits row stride ", logits_ld, " < V ", V);
   if (N == 0) return;
   constexpr int kVec = static_cast<int>(16 / sizeof(T));
-  const bool vectorized = V % kVec == 0 && logits_ld % kVec == 0 && aligned_to(logits, 16);
+  const bool vectorized = logits_ld % kVec == 0 && aligned_to(logits, 16);
   const bool vector_store =
       dlogits == nullptr || (dlogits_ld % kVec == 0 && aligned_to(dlogits, sizeof(TOut) * kVec));
-  const int64_t packs_per_row = vectorized ? V / kVec : V;
+  const int64_t packs_per_row = vectorized ? (V + kVec - 1) / kVec : V;
   // Whole warps, enough to give each thread a few packs of a large row, one warp for tiny rows.
   const int threads =
       static_cast<int>(std::min<int64_t>(kMaxThreads, (packs_per_row + 31) / 32 * 32));

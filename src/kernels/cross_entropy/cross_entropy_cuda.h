@@ -5,9 +5,9 @@
 // Performance: memory bound. The gradient kernels read a row twice (online max/sum, then the
 // softmax) and write it once: 3x the logits' bytes at worst, less when the second read hits L2
 // (unlikely at Llama's V: ~500 resident 256 KB rows exceed an H100's 50 MB L2). Accesses are
-// 16-byte vectors when every row starts 16-byte aligned (V * sizeof(T) a multiple of 16 and aligned
-// base pointers, e.g. GPT-2's vocabulary padded to 50304 as llm.c does, or Llama 3's 128256),
-// scalar otherwise.
+// 16-byte vectors when every row starts 16-byte aligned (a row stride whose bytes are a multiple of
+// 16 and aligned base pointers: Llama 3's 128256, or a 16-bit model's logits, whose rows are padded
+// to 8 elements; a V that is not a multiple of the vector ends in a scalar tail), scalar otherwise.
 #pragma once
 
 #include <cuda_bf16.h>
