@@ -130,6 +130,12 @@ size_t CudaTransformer::carve_slab(const ModelConfig& c, const CudaTransformerOp
     a.gate = gpt2 ? nullptr : f(N * F);
     a.up = f(N * F);
     a.act = f(N * F);
+    if (dtype != DType::kF32) {
+      a.norm1_16 = cv.take<uint16_t>(N * round_up_8(C));
+      a.attn_y16 = cv.take<uint16_t>(N * round_up_8(Hq * D));
+      a.norm2_16 = cv.take<uint16_t>(N * round_up_8(C));
+      a.act16 = cv.take<uint16_t>(N * round_up_8(F));
+    }
   }
   bf.dnorm = f(N * C);
   bf.dq = f(N * Hq * D);

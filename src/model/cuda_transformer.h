@@ -150,12 +150,16 @@ class CudaTransformer final : public Model {
   // The dense layer with weight `weight` of unit w (matmul.h's contract: out overwritten; dinp,
   // dweight, dbias accumulated, any may be null; bias may be null): fp32 GEMMs for an fp32 unit,
   // 16-bit operands (inp and dout rounded into x16 / dout16) with fp32 outputs for a 16-bit one.
-  // inp16: room for inp's 16-bit copy (CudaForwardContext::x16); null: the slab's x16.
+  // inp16: room for inp's 16-bit copy (BlockActs' saved copies, CudaForwardContext::x16); null:
+  // the slab's x16. inp16_ready: it holds inp's copy already (a second GEMM on the same input).
   void dense_forward(float* out, const float* inp, const DeviceUnit& w, ParamKind weight,
-                     const float* bias, int64_t N, int64_t C, int64_t OC, void* inp16 = nullptr);
+                     const float* bias, int64_t N, int64_t C, int64_t OC, void* inp16 = nullptr,
+                     bool inp16_ready = false);
+  // inp16_saved: inp's 16-bit copy (rows padded to 8) made in the forward, for the weight
+  // gradient; null: inp is rounded again into the slab's x16.
   void dense_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                       const float* inp, const DeviceUnit& w, ParamKind weight, int64_t N, int64_t C,
-                      int64_t OC);
+                      int64_t OC, const void* inp16_saved = nullptr);
   // logits (N, V), rows logits_ld apart (logits_row_stride) = norm (N, C) · W^T for the LM head
   // weight `weight` of unit w, (V, C). 16-bit: the vocabulary split at V rounded down to 8, so
   // that the large GEMM has every extent and row stride a multiple of 16 bytes (what cuBLASLt's

@@ -170,21 +170,24 @@ void CudaTransformer::gpt2_block_forward(const CudaForwardContext& ctx, const De
 
   kc::layernorm_forward<float>(a.norm1, a.mean1, a.rstd1, x, W(ParamKind::kAttnNormWeight),
                                W(ParamKind::kAttnNormBias), N, C, eps, s);
-  auto dense = [&](float* out_, const float* inp, ParamKind weight, const float* bias, int64_t C_,
-                   int64_t OC) { dense_forward(out_, inp, w, weight, bias, N, C_, OC, ctx.x16); };
-  dense(a.qkv, a.norm1, ParamKind::kQkvWeight, W(ParamKind::kQkvBias), C, 3 * C);
+  // inp16: the input's saved 16-bit copy (or the context's scratch), cast here.
+  auto dense = [&](float* out_, const float* inp, void* inp16, ParamKind weight, const float* bias,
+                   int64_t C_, int64_t OC) {
+    dense_forward(out_, inp, w, weight, bias, N, C_, OC, inp16 != nullptr ? inp16 : ctx.x16);
+  };
+  dense(a.qkv, a.norm1, a.norm1_16, ParamKind::kQkvWeight, W(ParamKind::kQkvBias), C, 3 * C);
   // Split the fused projection: attention reads dense (N, C) q, k, v.
   cuda_glue::copy_columns(a.q, C, a.qkv, 3 * C, N, C, s);
   cuda_glue::copy_columns(a.k, C, a.qkv + C, 3 * C, N, C, s);
   cuda_glue::copy_columns(a.v, C, a.qkv + 2 * C, 3 * C, N, C, s);
   attention.forward(u.block_index, a.q, a.k, a.v, a.attn_y);
-  dense(a.x2, a.attn_y, ParamKind::kAttnOutWeight, W(ParamKind::kAttnOutBias), C, C);
+  dense(a.x2, a.attn_y, a.attn_y16, ParamKind::kAttnOutWeight, W(ParamKind::kAttnOutBias), C, C);
   kc::add<float>(a.x2, a.x2, x, N * C, s);
   kc::layernorm_forward<float>(a.norm2, a.mean2, a.rstd2, a.x2, W(ParamKind::kMlpNormWeight),
                                W(ParamKind::kMlpNormBias), N, C, eps, s);
-  dense(a.up, a.norm2, ParamKind::kMlpUpWeight, W(ParamKind::kMlpUpBias), C, F);
+  dense(a.up, a.norm2, a.norm2_16, ParamKind::kMlpUpWeight, W(ParamKind::kMlpUpBias), C, F);
   kc::gelu_forward<float>(a.act, a.up, N * F, s);
-  dense(out, a.act, ParamKind::kMlpDownWeight, W(ParamKind::kMlpDownBias), F, C);
+  dense(out, a.act, a.act16, ParamKind::kMlpDownWeight, W(ParamKind::kMlpDownBias), F, C);
   kc::add<float>(out, out, a.x2, N * C, s);
 }
 
@@ -202,19 +205,19 @@ void CudaTransformer::gpt2_block_backward(const DeviceUnit& w, float* dw, const 
   // MLP: dx holds d(out); it is also d(x2) through the residual.
   zero_fill(s.dact, N * F, st);
   dense_backward(s.dact, dW(ParamKind::kMlpDownWeight), dW(ParamKind::kMlpDownBias), dx, a.act, w,
-                 ParamKind::kMlpDownWeight, N, F, C);
+                 ParamKind::kMlpDownWeight, N, F, C, a.act16);
   zero_fill(s.dup, N * F, st);
   kc::gelu_backward<float>(s.dup, a.up, s.dact, N * F, st);
   zero_fill(s.dnorm, N * C, st);
   dense_backward(s.dnorm, dW(ParamKind::kMlpUpWeight), dW(ParamKind::kMlpUpBias), s.dup, a.norm2, w,
-                 ParamKind::kMlpUpWeight, N, C, F);
+                 ParamKind::kMlpUpWeight, N, C, F, a.norm2_16);
   kc::layernorm_backward<float>(dx, dW(ParamKind::kMlpNormWeight), dW(ParamKind::kMlpNormBias),
                                 s.dnorm, a.x2, W(ParamKind::kMlpNormWeight), a.mean2, a.rstd2, N, C,
                                 s.kernel_scratch, s.kernel_scratch_bytes, st);
   // Attention: dx now holds d(x2), which is also d(x) through the residual.
   zero_fill(s.dattn_y, N * C, st);
   dense_backward(s.dattn_y, dW(ParamKind::kAttnOutWeight), dW(ParamKind::kAttnOutBias), dx,
-                 a.attn_y, w, ParamKind::kAttnOutWeight, N, C, C);
+                 a.attn_y, w, ParamKind::kAttnOutWeight, N, C, C, a.attn_y16);
   zero_fill(s.dq, N * C, st);
   zero_fill(s.dk, N * C, st);
   zero_fill(s.dv, N * C, st);
@@ -226,7 +229,7 @@ void CudaTransformer::gpt2_block_backward(const DeviceUnit& w, float* dw, const 
   cuda_glue::copy_columns(s.dqkv + 2 * C, 3 * C, s.dv, C, N, C, st);
   zero_fill(s.dnorm, N * C, st);
   dense_backward(s.dnorm, dW(ParamKind::kQkvWeight), dW(ParamKind::kQkvBias), s.dqkv, a.norm1, w,
-                 ParamKind::kQkvWeight, N, C, 3 * C);
+                 ParamKind::kQkvWeight, N, C, 3 * C, a.norm1_16);
   kc::layernorm_backward<float>(dx, dW(ParamKind::kAttnNormWeight), dW(ParamKind::kAttnNormBias),
                                 s.dnorm, x, W(ParamKind::kAttnNormWeight), a.mean1, a.rstd1, N, C,
                                 s.kernel_scratch, s.kernel_scratch_bytes, st);
@@ -246,23 +249,30 @@ void CudaTransformer::llama_block_forward(const CudaForwardContext& ctx, const D
   auto W = [&](ParamKind kind) { return w.f32(kind); };
   auto Wopt = [&](ParamKind kind) { return w.f32_opt(kind); };
 
-  auto dense = [&](float* out_, const float* inp, ParamKind weight, const float* bias, int64_t C_,
-                   int64_t OC) { dense_forward(out_, inp, w, weight, bias, N, C_, OC, ctx.x16); };
+  // inp16: the input's saved 16-bit copy (or the context's scratch); ready: already cast by the
+  // GEMM before it on the same input (q/k/v, gate/up share one rounding).
+  auto dense = [&](float* out_, const float* inp, void* inp16, bool ready, ParamKind weight,
+                   const float* bias, int64_t C_, int64_t OC) {
+    dense_forward(out_, inp, w, weight, bias, N, C_, OC, inp16 != nullptr ? inp16 : ctx.x16, ready);
+  };
 
   kc::rmsnorm_forward<float>(a.norm1, a.rstd1, x, W(ParamKind::kAttnNormWeight), N, C, eps, s);
-  dense(a.q, a.norm1, ParamKind::kQWeight, Wopt(ParamKind::kQBias), C, Hq * D);
-  dense(a.k, a.norm1, ParamKind::kKWeight, Wopt(ParamKind::kKBias), C, Hkv * D);
-  dense(a.v, a.norm1, ParamKind::kVWeight, Wopt(ParamKind::kVBias), C, Hkv * D);
+  dense(a.q, a.norm1, a.norm1_16, false, ParamKind::kQWeight, Wopt(ParamKind::kQBias), C, Hq * D);
+  dense(a.k, a.norm1, a.norm1_16, true, ParamKind::kKWeight, Wopt(ParamKind::kKBias), C, Hkv * D);
+  dense(a.v, a.norm1, a.norm1_16, true, ParamKind::kVWeight, Wopt(ParamKind::kVBias), C, Hkv * D);
   kc::rope_forward<float>(a.q_rot, a.q, ctx.rope_cos, ctx.rope_sin, B, T, Hq, D, s);
   kc::rope_forward<float>(a.k_rot, a.k, ctx.rope_cos, ctx.rope_sin, B, T, Hkv, D, s);
   attention.forward(u.block_index, a.q_rot, a.k_rot, a.v, a.attn_y);
-  dense(a.x2, a.attn_y, ParamKind::kAttnOutWeight, Wopt(ParamKind::kAttnOutBias), Hq * D, C);
+  dense(a.x2, a.attn_y, a.attn_y16, false, ParamKind::kAttnOutWeight, Wopt(ParamKind::kAttnOutBias),
+        Hq * D, C);
   kc::add<float>(a.x2, a.x2, x, N * C, s);
   kc::rmsnorm_forward<float>(a.norm2, a.rstd2, a.x2, W(ParamKind::kMlpNormWeight), N, C, eps, s);
-  dense(a.gate, a.norm2, ParamKind::kMlpGateWeight, Wopt(ParamKind::kMlpGateBias), C, F);
-  dense(a.up, a.norm2, ParamKind::kMlpUpWeight, Wopt(ParamKind::kMlpUpBias), C, F);
+  dense(a.gate, a.norm2, a.norm2_16, false, ParamKind::kMlpGateWeight,
+        Wopt(ParamKind::kMlpGateBias), C, F);
+  dense(a.up, a.norm2, a.norm2_16, true, ParamKind::kMlpUpWeight, Wopt(ParamKind::kMlpUpBias), C,
+        F);
   kc::swiglu_forward<float>(a.act, a.gate, a.up, N * F, s);
-  dense(out, a.act, ParamKind::kMlpDownWeight, Wopt(ParamKind::kMlpDownBias), F, C);
+  dense(out, a.act, a.act16, false, ParamKind::kMlpDownWeight, Wopt(ParamKind::kMlpDownBias), F, C);
   kc::add<float>(out, out, a.x2, N * C, s);
 }
 
@@ -284,22 +294,22 @@ void CudaTransformer::llama_block_backward(const DeviceUnit& w, float* dw, const
   // MLP (dx holds d(out) = d(x2) through the residual).
   zero_fill(s.dact, N * F, st);
   dense_backward(s.dact, dW(ParamKind::kMlpDownWeight), dWopt(ParamKind::kMlpDownBias), dx, a.act,
-                 w, ParamKind::kMlpDownWeight, N, F, C);
+                 w, ParamKind::kMlpDownWeight, N, F, C, a.act16);
   zero_fill(s.dgate, N * F, st);
   zero_fill(s.dup, N * F, st);
   kc::swiglu_backward<float>(s.dgate, s.dup, s.dact, a.gate, a.up, N * F, st);
   zero_fill(s.dnorm, N * C, st);
   dense_backward(s.dnorm, dW(ParamKind::kMlpGateWeight), dWopt(ParamKind::kMlpGateBias), s.dgate,
-                 a.norm2, w, ParamKind::kMlpGateWeight, N, C, F);
+                 a.norm2, w, ParamKind::kMlpGateWeight, N, C, F, a.norm2_16);
   dense_backward(s.dnorm, dW(ParamKind::kMlpUpWeight), dWopt(ParamKind::kMlpUpBias), s.dup, a.norm2,
-                 w, ParamKind::kMlpUpWeight, N, C, F);
+                 w, ParamKind::kMlpUpWeight, N, C, F, a.norm2_16);
   kc::rmsnorm_backward<float>(dx, dW(ParamKind::kMlpNormWeight), s.dnorm, a.x2,
                               W(ParamKind::kMlpNormWeight), a.rstd2, N, C, s.kernel_scratch,
                               s.kernel_scratch_bytes, st);
   // Attention (dx holds d(x2) = d(x) through the residual).
   zero_fill(s.dattn_y, N * Hq * D, st);
   dense_backward(s.dattn_y, dW(ParamKind::kAttnOutWeight), dWopt(ParamKind::kAttnOutBias), dx,
-                 a.attn_y, w, ParamKind::kAttnOutWeight, N, Hq * D, C);
+                 a.attn_y, w, ParamKind::kAttnOutWeight, N, Hq * D, C, a.attn_y16);
   zero_fill(s.dq, N * Hq * D, st);
   zero_fill(s.dk, N * Hkv * D, st);
   zero_fill(s.dv, N * Hkv * D, st);
@@ -310,11 +320,11 @@ void CudaTransformer::llama_block_backward(const DeviceUnit& w, float* dw, const
   kc::rope_backward<float>(s.dk, s.dk, s.rope_cos, s.rope_sin, B, T, Hkv, D, st);
   zero_fill(s.dnorm, N * C, st);
   dense_backward(s.dnorm, dW(ParamKind::kQWeight), dWopt(ParamKind::kQBias), s.dq, a.norm1, w,
-                 ParamKind::kQWeight, N, C, Hq * D);
+                 ParamKind::kQWeight, N, C, Hq * D, a.norm1_16);
   dense_backward(s.dnorm, dW(ParamKind::kKWeight), dWopt(ParamKind::kKBias), s.dk, a.norm1, w,
-                 ParamKind::kKWeight, N, C, Hkv * D);
+                 ParamKind::kKWeight, N, C, Hkv * D, a.norm1_16);
   dense_backward(s.dnorm, dW(ParamKind::kVWeight), dWopt(ParamKind::kVBias), s.dv, a.norm1, w,
-                 ParamKind::kVWeight, N, C, Hkv * D);
+                 ParamKind::kVWeight, N, C, Hkv * D, a.norm1_16);
   kc::rmsnorm_backward<float>(dx, dW(ParamKind::kAttnNormWeight), s.dnorm, x,
                               W(ParamKind::kAttnNormWeight), a.rstd1, N, C, s.kernel_scratch,
                               s.kernel_scratch_bytes, st);
@@ -322,7 +332,7 @@ void CudaTransformer::llama_block_backward(const DeviceUnit& w, float* dw, const
 
 void CudaTransformer::dense_forward(float* out, const float* inp, const DeviceUnit& w,
                                     ParamKind weight, const float* bias, int64_t N, int64_t C,
-                                    int64_t OC, void* inp16) {
+                                    int64_t OC, void* inp16, bool inp16_ready) {
   kc::MatmulContext& mm = *buffers_->matmul;
   if (w.dtype == DType::kF32) {
     kc::matmul_forward<float>(mm, out, inp, w.f32(weight), bias, N, C, OC, stream_);
@@ -332,7 +342,7 @@ void CudaTransformer::dense_forward(float* out, const float* inp, const DeviceUn
   const int64_t inp_ld = round_up_8(C);
   with_16bit(w.dtype, [&]<typename T16>() {
     T16* x16 = static_cast<T16*>(inp16 != nullptr ? inp16 : buffers_->x16);
-    cuda_glue::cast_rows(x16, inp_ld, inp, C, N, C, stream_);
+    if (!inp16_ready) cuda_glue::cast_rows(x16, inp_ld, inp, C, N, C, stream_);
     kc::matmul_forward_16(mm, out, OC, x16, inp_ld, static_cast<const T16*>(w.stored(weight)), bias,
                           N, C, OC, stream_);
   });
@@ -340,21 +350,25 @@ void CudaTransformer::dense_forward(float* out, const float* inp, const DeviceUn
 
 void CudaTransformer::dense_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                                      const float* inp, const DeviceUnit& w, ParamKind weight,
-                                     int64_t N, int64_t C, int64_t OC) {
+                                     int64_t N, int64_t C, int64_t OC, const void* inp16_saved) {
   kc::MatmulContext& mm = *buffers_->matmul;
   if (w.dtype == DType::kF32) {
     kc::matmul_backward<float>(mm, dinp, dweight, dbias, dout, inp, w.f32(weight), N, C, OC,
                                stream_);
     return;
   }
-  // dout16 (N, OC) and, for dweight, inp16 (N, C), rows padded to 16 bytes. The forward's inp16
-  // is not kept: rounding the saved fp32 input again gives the same values.
+  // dout16 (N, OC) and, for dweight, inp16 (N, C), rows padded to 16 bytes: the forward's saved
+  // copy, or the fp32 input rounded again (the same values).
   const int64_t inp_ld = round_up_8(C), dout_ld = round_up_8(OC);
   with_16bit(w.dtype, [&]<typename T16>() {
-    T16* inp16 = static_cast<T16*>(buffers_->x16);
+    const T16* inp16 = static_cast<const T16*>(inp16_saved);
     T16* dout16 = static_cast<T16*>(buffers_->dout16);
     cuda_glue::cast_rows(dout16, dout_ld, dout, OC, N, OC, stream_);
-    if (dweight != nullptr) cuda_glue::cast_rows(inp16, inp_ld, inp, C, N, C, stream_);
+    if (dweight != nullptr && inp16 == nullptr) {
+      T16* x16 = static_cast<T16*>(buffers_->x16);
+      cuda_glue::cast_rows(x16, inp_ld, inp, C, N, C, stream_);
+      inp16 = x16;
+    }
     kc::matmul_backward_16(mm, dinp, dweight, dbias, dout, dout16, dout_ld, inp16, inp_ld,
                            static_cast<const T16*>(w.stored(weight)), N, C, OC, stream_);
   });

@@ -38,6 +38,13 @@ struct CudaTransformer::BlockActs {
   float* gate;                   // Llama (N, F)
   float* up;                     // (N, F)
   float* act;                    // (N, F) gelu(up) / silu(gate) * up
+  // 16-bit models: the GEMM inputs' 16-bit copies (norm1, attn_y, norm2, act; rows padded to 8
+  // elements), made once in the forward and read again by the backward's weight gradients (as
+  // autocast saves them). Null (the KV decoder): cast into the context's x16 scratch instead.
+  void* norm1_16 = nullptr;
+  void* attn_y16 = nullptr;
+  void* norm2_16 = nullptr;
+  void* act16 = nullptr;
 };
 
 // Whether a 16-bit model reads parameter `kind` as stored in its unit: the GEMM weights (16-bit

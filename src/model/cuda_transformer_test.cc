@@ -384,14 +384,20 @@ TEST(CudaTransformer, SixteenBitBuffersAreTheGemmOperandCopies) {
   EXPECT_GT(copies(N), copies(5));
   EXPECT_GT(copies(5), copies(2));
   EXPECT_EQ(copies(2), copies(1));
+  // Kept per block (one set when checkpointing): the 16-bit copies of the four GEMM inputs
+  // (norm1, attn_y, norm2: C wide; act: F); and the logits' rows padded to 8.
+  const int64_t saved =
+      3 * round_up(2 * N * round_up(C, 8), 256) + round_up(2 * N * round_up(F, 8), 256);
+  const int64_t logits_padding = round_up(4 * N * round_up(V, 8), 256) - round_up(4 * N * V, 256);
   for (const DType dtype : {DType::kBF16, DType::kF16}) {
     for (const bool checkpointing : {false, true}) {
+      const int64_t blocks = checkpointing ? 1 : c.num_layers;
       for (const int64_t head_rows : {int64_t{2048}, int64_t{5}, int64_t{2}}) {
         const CudaTransformerOptions o{.activation_checkpointing = checkpointing,
                                        .lm_head_chunk_rows = head_rows};
         EXPECT_EQ(CudaTransformer::activation_bytes(c, o, kB, kT, dtype) -
                       CudaTransformer::activation_bytes(c, o, kB, kT, DType::kF32),
-                  copies(std::min(N, head_rows)))
+                  copies(std::min(N, head_rows)) + blocks * saved + logits_padding)
             << "head rows " << head_rows;
       }
     }
