@@ -297,12 +297,11 @@ void Engine::begin_overlapped_update() {
   offload_->begin_overlap([this, step, lr, betas, threads](int u, const float* grad) {
     omp_set_num_threads(threads);
     const OptimizerStateStore::RamState st = state_->ram_state(u);
-    const size_t n = static_cast<size_t>(partition_numel(u));
+    // The rollback copy is written by the CPU Adam in the same pass (it reads the old values
+    // anyway): three more streamed writes, not a second sweep. As separate single-threaded
+    // memcpys it cost gpt2-1558m 2.7 s a step on an H200 host (bench/results/gpu_verify_stop23.md).
     float* keep = rollback_.data() + rollback_offset_[static_cast<size_t>(u)];
-    std::memcpy(keep, st.master, n * sizeof(float));
-    std::memcpy(keep + n, st.exp_avg, n * sizeof(float));
-    std::memcpy(keep + 2 * n, st.exp_avg_sq, n * sizeof(float));
-    update_unit(u, lr, 1.0f, betas, step, grad, st.master, st.exp_avg, st.exp_avg_sq);
+    update_unit(u, lr, 1.0f, betas, step, grad, st.master, st.exp_avg, st.exp_avg_sq, keep);
   });
 }
 
@@ -311,9 +310,18 @@ void Engine::roll_back_overlapped_update() {
     const OptimizerStateStore::RamState st = state_->ram_state(u);
     const size_t n = static_cast<size_t>(partition_numel(u));
     const float* keep = rollback_.data() + rollback_offset_[static_cast<size_t>(u)];
-    std::memcpy(st.master, keep, n * sizeof(float));
-    std::memcpy(st.exp_avg, keep + n, n * sizeof(float));
-    std::memcpy(st.exp_avg_sq, keep + 2 * n, n * sizeof(float));
+    // Parallel: the copy is memory-bound and 12 bytes per element (a skipped step only).
+    float* const dst[3] = {st.master, st.exp_avg, st.exp_avg_sq};
+    const int64_t chunk = int64_t{1} << 16;
+    const int64_t chunks = (static_cast<int64_t>(n) + chunk - 1) / chunk;
+#pragma omp parallel for schedule(static) collapse(2)
+    for (int k = 0; k < 3; ++k) {
+      for (int64_t c = 0; c < chunks; ++c) {
+        const int64_t lo = c * chunk, hi = std::min<int64_t>(static_cast<int64_t>(n), lo + chunk);
+        std::memcpy(dst[k] + lo, keep + static_cast<int64_t>(k) * static_cast<int64_t>(n) + lo,
+                    static_cast<size_t>(hi - lo) * sizeof(float));
+      }
+    }
     ++rolled_back_units_;
   }
 }
@@ -520,9 +528,12 @@ Status Engine::global_norm(double* norm_scaled, bool* nonfinite) {
 
 void Engine::update_unit(int u, double lr, float grad_multiplier,
                          const std::optional<optim::Betas>& betas, int64_t step, const float* grad,
-                         float* master, float* exp_avg, float* exp_avg_sq) {
+                         float* master, float* exp_avg, float* exp_avg_sq, float* prev) {
   const optim::OptimizerSpec& spec = options_.optimizer;
   const int64_t pbegin = grads_->partition_begin(u), pend = pbegin + grads_->partition_numel(u);
+  ZERO_CHECK(prev == nullptr || (spec.kind == optim::OptimizerKind::kAdam && !state_->on_device()),
+             "update_unit: a rollback copy needs the host Adam");
+  const int64_t pnumel = pend - pbegin;
   // Each parameter's piece inside the partition, with its own weight-decay group.
   for (const auto& p : model_->layout().unit(u).params) {
     const int64_t lo = std::max(pbegin, p.offset), hi = std::min(pend, p.offset + p.numel());
@@ -534,6 +545,11 @@ void Engine::update_unit(int u, double lr, float grad_multiplier,
     shard.exp_avg = exp_avg + (lo - pbegin);
     shard.exp_avg_sq = exp_avg_sq + (lo - pbegin);
     shard.numel = hi - lo;
+    if (prev != nullptr) {
+      shard.prev_param = prev + (lo - pbegin);
+      shard.prev_exp_avg = prev + pnumel + (lo - pbegin);
+      shard.prev_exp_avg_sq = prev + 2 * pnumel + (lo - pbegin);
+    }
     if (spec.kind == optim::OptimizerKind::kAdam) {
       optim::AdamArgs args = spec.adam_args(lr, step, wd);
       if (betas) {

@@ -232,10 +232,12 @@ class Engine {
   // Hands a unit's new master weights to the parameter coordinator.
   OptimizerStateStore::InstallFn install_fn();
   // Updates one unit's partition in place (the optimizer math, shared by every placement; the
-  // pointers are device memory when the state is on the device).
+  // pointers are device memory when the state is on the device). `prev` (optional, host Adam
+  // only): 3 * partition_numel(u) floats that receive master, exp_avg and exp_avg_sq as they were
+  // before the update, in that order, written by the CPU Adam in the same pass (a rollback copy).
   void update_unit(int u, double lr, float grad_multiplier,
                    const std::optional<optim::Betas>& betas, int64_t step, const float* grad,
-                   float* master, float* exp_avg, float* exp_avg_sq);
+                   float* master, float* exp_avg, float* exp_avg_sq, float* prev = nullptr);
   // ZeRO-Offload's overlap (OffloadPipeline): decided once after the store exists; each step
   // begins it before backward, and either finishes it (apply_overlapped_update: the units left,
   // the uploads) or, on a skipped step, restores the units updated early.

@@ -37,27 +37,40 @@ struct Consts {
         l2(V::set1(c.l2_decay)) {}
 };
 
+// The optional outputs of a vector: the 16-bit copy and the values before the update (prev_*).
+struct Outputs {
+  uint16_t* out;
+  float *prev_p, *prev_m, *prev_v;
+};
+
 // One vector of V::kLanes elements, in adam_update's operation order.
-template <class V, bool kL2, bool kDecoupled, Out kOut>
+template <class V, bool kL2, bool kDecoupled, Out kOut, bool kSave>
 inline void step_vector(const Consts<V>& k, float* p, const float* g, float* m, float* v,
-                        uint16_t* out) {
+                        const Outputs& o) {
   using R = typename V::reg;
   R gv = V::mul(V::load(g), k.gs);
   R pv = V::load(p);
+  const R m0 = V::load(m);
+  const R v0 = V::load(v);
+  if constexpr (kSave) {
+    V::store(o.prev_p, pv);
+    V::store(o.prev_m, m0);
+    V::store(o.prev_v, v0);
+  }
   if constexpr (kL2) gv = V::add(gv, V::mul(k.l2, pv));
-  const R mv = V::add(V::mul(k.b1, V::load(m)), V::mul(k.omb1, gv));
-  const R vv = V::add(V::mul(k.b2, V::load(v)), V::mul(k.omb2, V::mul(gv, gv)));
+  const R mv = V::add(V::mul(k.b1, m0), V::mul(k.omb1, gv));
+  const R vv = V::add(V::mul(k.b2, v0), V::mul(k.omb2, V::mul(gv, gv)));
   const R denom = V::add(V::mul(V::sqrt(vv), k.isbc2), k.eps);
   if constexpr (kDecoupled) pv = V::add(pv, V::mul(k.dd, pv));
   pv = V::add(pv, V::mul(k.step, V::div(mv, denom)));
   V::store(p, pv);
   V::store(m, mv);
   V::store(v, vv);
-  if constexpr (kOut == kBf16) V::store_bf16(out, pv);
-  if constexpr (kOut == kF16) V::store_f16(out, pv);
+  if constexpr (kOut == kBf16) V::store_bf16(o.out, pv);
+  if constexpr (kOut == kF16) V::store_f16(o.out, pv);
 }
 
-template <class V, bool kL2, bool kDecoupled, Out kOut>
+template <class V, bool kL2, bool kDecoupled, Out kOut, bool kSave>
 void tile_loop(const Consts<V>& k, const AdamShard& s, int64_t begin, int64_t end) {
   constexpr int64_t kLanes = V::kLanes;
   float* p = s.param;
@@ -67,46 +80,64 @@ void tile_loop(const Consts<V>& k, const AdamShard& s, int64_t begin, int64_t en
   auto* out = static_cast<uint16_t*>(s.param_16bit);
   int64_t i = begin;
   for (; i + kLanes <= end; i += kLanes) {
-    step_vector<V, kL2, kDecoupled, kOut>(k, p + i, g + i, m + i, v + i,
-                                          kOut == kNone ? nullptr : out + i);
+    const Outputs o{kOut == kNone ? nullptr : out + i, kSave ? s.prev_param + i : nullptr,
+                    kSave ? s.prev_exp_avg + i : nullptr, kSave ? s.prev_exp_avg_sq + i : nullptr};
+    step_vector<V, kL2, kDecoupled, kOut, kSave>(k, p + i, g + i, m + i, v + i, o);
   }
   if (i == end) return;
   // Ragged tail: run the same vector code on zero-padded copies (the padding lanes are discarded).
   const size_t n = static_cast<size_t>(end - i);
   alignas(64) float tp[kLanes] = {}, tg[kLanes] = {}, tm[kLanes] = {}, tv[kLanes] = {};
+  alignas(64) float sp[kLanes], sm[kLanes], sv[kLanes];
   alignas(64) uint16_t to[kLanes];
   std::memcpy(tp, p + i, n * 4);
   std::memcpy(tg, g + i, n * 4);
   std::memcpy(tm, m + i, n * 4);
   std::memcpy(tv, v + i, n * 4);
-  step_vector<V, kL2, kDecoupled, kOut>(k, tp, tg, tm, tv, to);
+  step_vector<V, kL2, kDecoupled, kOut, kSave>(k, tp, tg, tm, tv, Outputs{to, sp, sm, sv});
   std::memcpy(p + i, tp, n * 4);
   std::memcpy(m + i, tm, n * 4);
   std::memcpy(v + i, tv, n * 4);
   if constexpr (kOut != kNone) std::memcpy(out + i, to, n * 2);
-}
-
-template <class V, bool kL2, bool kDecoupled>
-void by_out(const Consts<V>& k, const AdamShard& s, int64_t begin, int64_t end) {
-  if (s.param_16bit == nullptr) {
-    tile_loop<V, kL2, kDecoupled, kNone>(k, s, begin, end);
-  } else if (s.param_16bit_dtype == DType::kBF16) {
-    tile_loop<V, kL2, kDecoupled, kBf16>(k, s, begin, end);
-  } else {
-    tile_loop<V, kL2, kDecoupled, kF16>(k, s, begin, end);
+  if constexpr (kSave) {
+    std::memcpy(s.prev_param + i, sp, n * 4);
+    std::memcpy(s.prev_exp_avg + i, sm, n * 4);
+    std::memcpy(s.prev_exp_avg_sq + i, sv, n * 4);
   }
 }
 
-// Elements [begin, end) of `s`: the decay variant picked once, compiled out when unused.
+template <class V, bool kL2, bool kDecoupled, bool kSave>
+void by_out(const Consts<V>& k, const AdamShard& s, int64_t begin, int64_t end) {
+  if (s.param_16bit == nullptr) {
+    tile_loop<V, kL2, kDecoupled, kNone, kSave>(k, s, begin, end);
+  } else if (s.param_16bit_dtype == DType::kBF16) {
+    tile_loop<V, kL2, kDecoupled, kBf16, kSave>(k, s, begin, end);
+  } else {
+    tile_loop<V, kL2, kDecoupled, kF16, kSave>(k, s, begin, end);
+  }
+}
+
+template <class V, bool kSave>
+void by_decay(const AdamConstants& c, const Consts<V>& k, const AdamShard& s, int64_t begin,
+              int64_t end) {
+  if (c.l2) {
+    by_out<V, true, false, kSave>(k, s, begin, end);
+  } else if (c.decoupled) {
+    by_out<V, false, true, kSave>(k, s, begin, end);
+  } else {
+    by_out<V, false, false, kSave>(k, s, begin, end);
+  }
+}
+
+// Elements [begin, end) of `s`: the decay, 16-bit copy and prev_* variants picked once, compiled
+// out when unused.
 template <class V>
 void adam_tile(const AdamConstants& c, const AdamShard& s, int64_t begin, int64_t end) {
   const Consts<V> k(c);
-  if (c.l2) {
-    by_out<V, true, false>(k, s, begin, end);
-  } else if (c.decoupled) {
-    by_out<V, false, true>(k, s, begin, end);
+  if (s.saves_prev()) {
+    by_decay<V, true>(c, k, s, begin, end);
   } else {
-    by_out<V, false, false>(k, s, begin, end);
+    by_decay<V, false>(c, k, s, begin, end);
   }
 }
 

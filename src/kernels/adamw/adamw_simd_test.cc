@@ -233,6 +233,62 @@ TEST(AdamWSimd, MultiStepTrajectory) {
   expect_same(ref, got, true, "10 steps");
 }
 
+// The prev_* outputs (the overlapped offload update's rollback copy) receive the state as it was
+// before the update, bitwise (NaN payloads included), and change nothing else: the update and the
+// 16-bit copy equal a run without them. Every path, odd sizes, misaligned starts, many tiles.
+TEST(AdamWSimd, PrevCopyHoldsTheStateBeforeTheUpdate) {
+  const int64_t sizes[] = {0, 1, 7, 16, 17, 33, 1000, 65537};
+  for (CpuIsa isa : supported_isas()) {
+    for (int64_t n : sizes) {
+      for (bool with_out : {false, true}) {
+        for (bool adam_w : {true, false}) {
+          const int64_t offset = n % 3;
+          AdamArgs args;
+          args.lr = 3e-3f;
+          args.weight_decay = 0.01f;
+          args.adam_w_mode = adam_w;
+          args.step = 2;
+          const State before = make_state(n, offset, static_cast<uint32_t>(n * 5 + with_out));
+          State ref = before;
+          adam_update(args, ref.shard(DType::kBF16, with_out), 1.f / 1024.f);
+          for (bool reference : {true, false}) {
+            State got = before;
+            State prev = make_state(n, offset, 12345);  // overwritten where it matters
+            AdamShard s = got.shard(DType::kBF16, with_out);
+            s.prev_param = prev.p.data() + offset;
+            s.prev_exp_avg = prev.m.data() + offset;
+            s.prev_exp_avg_sq = prev.v.data() + offset;
+            AdamSimdOptions opts;
+            opts.isa = isa;
+            opts.tile_numel = 64;
+            if (reference) {
+              adam_update(args, s, 1.f / 1024.f);
+            } else {
+              adam_update_simd(args, s, 1.f / 1024.f, opts);
+            }
+            const std::string what = std::string(reference ? "reference" : cpu_isa_name(isa)) +
+                                     " n=" + std::to_string(n) +
+                                     " out=" + std::to_string(with_out) +
+                                     " adamw=" + std::to_string(adam_w);
+            expect_same(ref, got, with_out, what.c_str());
+            const size_t o = static_cast<size_t>(offset);
+            const size_t bytes = static_cast<size_t>(n) * 4;
+            if (n > 0) {
+              EXPECT_EQ(std::memcmp(prev.p.data() + o, before.p.data() + o, bytes), 0) << what;
+              EXPECT_EQ(std::memcmp(prev.m.data() + o, before.m.data() + o, bytes), 0) << what;
+              EXPECT_EQ(std::memcmp(prev.v.data() + o, before.v.data() + o, bytes), 0) << what;
+            }
+            // Nothing before the shard is written.
+            const State untouched = make_state(n, offset, 12345);
+            for (size_t i = 0; i < o; ++i) EXPECT_EQ(prev.p[i], untouched.p[i]) << what;
+            if (HasFailure()) return;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(AdamWSimd, RejectsUnsupportedIsaAndBadArgs) {
   State st = make_state(8, 0, 1);
   AdamArgs args;
@@ -248,6 +304,13 @@ TEST(AdamWSimd, RejectsUnsupportedIsaAndBadArgs) {
     opts.isa = isa;
     EXPECT_DEATH(adam_update_simd(args, st.shard(DType::kBF16, false), 1.f, opts), "supported");
   }
+  // prev_*: all three or none.
+  State prev = make_state(8, 0, 2);
+  AdamShard partial = st.shard(DType::kBF16, false);
+  partial.prev_param = prev.p.data();
+  partial.prev_exp_avg = prev.m.data();
+  EXPECT_DEATH(adam_update_simd(args, partial, 1.f), "prev_");
+  EXPECT_DEATH(adam_update(args, partial, 1.f), "prev_");
 }
 
 }  // namespace
