@@ -763,6 +763,7 @@ TEST(DeviceStaging, OffloadOnTheDeviceIsBitwiseTheHostCurve) {
                     Variant{DType::kF16, 1, false}}) {
     auto tweak = [v](EngineOptions& o) {
       if (!v.clip) o.gradient_clipping = 0.0;
+      o.offload_overlap = true;  // opt-in (--offload_overlap); acts where exact
       o.zero.overlap_comm = v.micro_batches > 1;
       o.zero.reduce_bucket_numel = 5000;
       if (v.dtype == DType::kF16) {
@@ -845,6 +846,23 @@ TEST(DeviceStaging, OffloadOverlapRollsBackASkippedStep) {
     for (size_t s = 0; s < 2; ++s) EXPECT_EQ(got.losses[s], clean.losses[s]) << "step " << s + 1;
   }
   ::unsetenv("ZERO_STREAM_DELAY_US");
+}
+
+// The overlap is opt-in (EngineOptions::offload_overlap, `zero train --offload_overlap`): by
+// default the CPU Adam runs after backward even where overlapping would be exact, and no rollback
+// copy is kept.
+TEST(DeviceStaging, OffloadOverlapIsOptIn) {
+  OffloadOptions cpu;
+  cpu.optimizer = OptimizerOffload::kCpu;
+  EXPECT_FALSE(EngineOptions{}.offload_overlap);
+  auto no_clip = [](EngineOptions& o) { o.gradient_clipping = 0.0; };
+  OffloadRun want = run_offload(2, cpu, 3, DType::kBF16, nullptr, no_clip);
+  OffloadRun got = run_offload(2, cpu, 3, DType::kBF16, host_model_on_stream(), no_clip);
+  expect_bitwise(got, want);
+  EXPECT_TRUE(got.offload_on_device);
+  EXPECT_EQ(got.overlapped_units, 0);
+  EXPECT_EQ(got.memory.master_bytes, want.memory.master_bytes);
+  EXPECT_EQ(got.memory.optimizer_state_bytes, want.memory.optimizer_state_bytes);
 }
 
 // Nothing offloaded, a world of one: the ZeRO state lives in the device's memory (the CPU backend
@@ -1001,6 +1019,7 @@ TEST(DeviceStaging, OffloadOnTheDeviceAtWorld2IsBitwiseTheHostCurve) {
   for (Variant v : {Variant{DType::kF32, 1, false}, Variant{DType::kBF16, 2, true}}) {
     auto tweak = [v](EngineOptions& o) {
       if (!v.clip) o.gradient_clipping = 0.0;
+      o.offload_overlap = true;  // opt-in; acts without clipping
       o.zero.overlap_comm = v.micro_batches > 1;
       o.zero.param_persistence_threshold_numel = 2000;
       o.zero.reduce_bucket_numel = 5000;
