@@ -12,6 +12,7 @@
 
 #include "comm/self_communicator.h"
 #include "kernels/cross_entropy/cross_entropy.h"
+#include "kernels/elementwise/elementwise.h"
 #include "kernels/matmul/bf16_gemm.h"
 #include "kernels/norm/norm.h"
 #include "model/param_layout.h"
@@ -301,7 +302,8 @@ void Engine::begin_overlapped_update() {
     // anyway): three more streamed writes, not a second sweep. As separate single-threaded
     // memcpys it cost gpt2-1558m 2.7 s a step on an H200 host (bench/results/gpu_verify_stop23.md).
     float* keep = rollback_.data() + rollback_offset_[static_cast<size_t>(u)];
-    update_unit(u, lr, 1.0f, betas, step, grad, st.master, st.exp_avg, st.exp_avg_sq, keep);
+    update_unit(u, lr, 1.0f, betas, step, grad, st.master, st.exp_avg, st.exp_avg_sq,
+                UnitUpdateOutputs{keep, nullptr});
   });
 }
 
@@ -528,12 +530,19 @@ Status Engine::global_norm(double* norm_scaled, bool* nonfinite) {
 
 void Engine::update_unit(int u, double lr, float grad_multiplier,
                          const std::optional<optim::Betas>& betas, int64_t step, const float* grad,
-                         float* master, float* exp_avg, float* exp_avg_sq, float* prev) {
+                         float* master, float* exp_avg, float* exp_avg_sq,
+                         const UnitUpdateOutputs& outputs) {
   const optim::OptimizerSpec& spec = options_.optimizer;
   const int64_t pbegin = grads_->partition_begin(u), pend = pbegin + grads_->partition_numel(u);
-  ZERO_CHECK(prev == nullptr || (spec.kind == optim::OptimizerKind::kAdam && !state_->on_device()),
-             "update_unit: a rollback copy needs the host Adam");
+  float* const prev = outputs.prev;
+  ZERO_CHECK((prev == nullptr && outputs.master_rounded == nullptr) ||
+                 (spec.kind == optim::OptimizerKind::kAdam && !state_->on_device()),
+             "update_unit: outputs of the host Adam asked for another update");
+  ZERO_CHECK(outputs.master_rounded == nullptr || options_.dtype != DType::kF32,
+             "update_unit: a rounded master needs a 16-bit model");
   const int64_t pnumel = pend - pbegin;
+  const size_t rounded_bytes = dtype_bytes(options_.dtype);
+  int64_t rounded_upto = 0;  // partition elements [0, rounded_upto) of master_rounded written
   // Each parameter's piece inside the partition, with its own weight-decay group.
   for (const auto& p : model_->layout().unit(u).params) {
     const int64_t lo = std::max(pbegin, p.offset), hi = std::min(pend, p.offset + p.numel());
@@ -549,6 +558,17 @@ void Engine::update_unit(int u, double lr, float grad_multiplier,
       shard.prev_param = prev + (lo - pbegin);
       shard.prev_exp_avg = prev + pnumel + (lo - pbegin);
       shard.prev_exp_avg_sq = prev + 2 * pnumel + (lo - pbegin);
+    }
+    if (outputs.master_rounded != nullptr) {
+      auto* rounded = static_cast<char*>(outputs.master_rounded);
+      // Elements no parameter covers (padding) are rounded as upload() would, before this piece.
+      ZERO_CHECK(lo - pbegin >= rounded_upto, "update_unit: unit ", u,
+                 "'s parameters are not in ascending order");
+      kernels::cpu::cast_from_f32(master + rounded_upto, rounded + rounded_upto * rounded_bytes,
+                                  options_.dtype, lo - pbegin - rounded_upto);
+      shard.param_16bit = rounded + (lo - pbegin) * rounded_bytes;
+      shard.param_16bit_dtype = options_.dtype;
+      rounded_upto = hi - pbegin;
     }
     if (spec.kind == optim::OptimizerKind::kAdam) {
       optim::AdamArgs args = spec.adam_args(lr, step, wd);
@@ -585,6 +605,12 @@ void Engine::update_unit(int u, double lr, float grad_multiplier,
       optim::lamb_update(args, shard, offsets, grad_multiplier);
     }
   }
+  if (outputs.master_rounded != nullptr) {
+    kernels::cpu::cast_from_f32(
+        master + rounded_upto,
+        static_cast<char*>(outputs.master_rounded) + rounded_upto * rounded_bytes, options_.dtype,
+        pnumel - rounded_upto);
+  }
 }
 
 Status Engine::apply_update(double lr, float grad_multiplier) {
@@ -611,9 +637,12 @@ Status Engine::apply_update(double lr, float grad_multiplier) {
           return;
         }
         const float* grad = offload_->host_grad(u);
+        // A 16-bit model's new weights are rounded by the CPU Adam straight into the upload slot
+        // that install_fn's upload() sends next (nullptr for fp32: upload() copies the master).
+        void* rounded = offload_->next_upload_host(partition_numel(u));
         const auto t0 = std::chrono::steady_clock::now();
         update_unit(u, lr, grad_multiplier, betas, optimizer_updates_, grad, master, exp_avg,
-                    exp_avg_sq);
+                    exp_avg_sq, UnitUpdateOutputs{nullptr, rounded});
         offload_->add_adam_ms(
             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
                 .count());

@@ -135,6 +135,16 @@ StatusOr<std::vector<std::string>> sanitize_engine_options(EngineOptions& option
 // It then keeps a rollback copy of master weights and moments (the memory plan counts it).
 bool offload_overlaps_backward(const EngineOptions& options);
 
+// Optional outputs of Engine::update_unit's host Adam, written in the same pass over the state.
+struct UnitUpdateOutputs {
+  // 3 * partition_numel(u) floats: master, exp_avg and exp_avg_sq as they were before the update,
+  // in that order (the overlapped offload update's rollback copy).
+  float* prev = nullptr;
+  // partition_numel(u) values in the model dtype (bf16 / fp16): the updated master rounded to
+  // nearest even, bitwise kernels::cpu::cast_from_f32 of it (an offload upload slot).
+  void* master_rounded = nullptr;
+};
+
 class Engine {
  public:
   // `comm` is the data-parallel group (not owned; must outlive the engine); null = a world of one.
@@ -235,12 +245,11 @@ class Engine {
   // Hands a unit's new master weights to the parameter coordinator.
   OptimizerStateStore::InstallFn install_fn();
   // Updates one unit's partition in place (the optimizer math, shared by every placement; the
-  // pointers are device memory when the state is on the device). `prev` (optional, host Adam
-  // only): 3 * partition_numel(u) floats that receive master, exp_avg and exp_avg_sq as they were
-  // before the update, in that order, written by the CPU Adam in the same pass (a rollback copy).
+  // pointers are device memory when the state is on the device). `outputs`: host Adam only.
   void update_unit(int u, double lr, float grad_multiplier,
                    const std::optional<optim::Betas>& betas, int64_t step, const float* grad,
-                   float* master, float* exp_avg, float* exp_avg_sq, float* prev = nullptr);
+                   float* master, float* exp_avg, float* exp_avg_sq,
+                   const UnitUpdateOutputs& outputs = {});
   // ZeRO-Offload's overlap (OffloadPipeline): decided once after the store exists; each step
   // begins it before backward, and either finishes it (apply_overlapped_update: the units left,
   // the uploads) or, on a skipped step, restores the units updated early.

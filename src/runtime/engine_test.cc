@@ -346,11 +346,12 @@ struct OffloadRun {
   bool state_on_device = false;
   bool offload_on_device = false;
   int64_t staging_device_bytes = 0;
-  int skipped = 0;                // skipped steps
-  int64_t overlapped_units = 0;   // unit updates the offload worker ran during backward
-  int64_t rolled_back_units = 0;  // of those, undone on a skipped step
-  int64_t upload_values = 0;      // new weights the offload pipeline copied to the device
-  int64_t upload_bytes = 0;       // their bytes
+  int skipped = 0;                    // skipped steps
+  int64_t overlapped_units = 0;       // unit updates the offload worker ran during backward
+  int64_t rolled_back_units = 0;      // of those, undone on a skipped step
+  int64_t upload_values = 0;          // new weights the offload pipeline copied to the device
+  int64_t caller_rounded_values = 0;  // of those, rounded by the CPU Adam into the upload slot
+  int64_t upload_bytes = 0;           // their bytes
 };
 
 StatusOr<std::unique_ptr<Engine>> make_offload_engine(
@@ -449,6 +450,7 @@ OffloadRun run_offload(int stage, const OffloadOptions& offload, int steps = 60,
   if (auto t = e.offload_times()) {
     out.overlapped_units = t->overlapped_units;
     out.upload_values = t->upload_values;
+    out.caller_rounded_values = t->caller_rounded_values;
     out.upload_bytes = t->upload_bytes;
   }
   out.rolled_back_units = e.offload_rolled_back_units();
@@ -792,6 +794,14 @@ TEST(DeviceStaging, OffloadOnTheDeviceIsBitwiseTheHostCurve) {
       // bf16 / fp16 (half an fp32 master's), still bitwise (above).
       EXPECT_GT(got.upload_values, 0);
       EXPECT_EQ(got.upload_bytes, got.upload_values * static_cast<int64_t>(dtype_bytes(v.dtype)));
+      // After backward a 16-bit model's new weights are rounded by the CPU Adam itself, straight
+      // into the upload slot (every upload but the initial one); overlapped, upload() rounds.
+      if (v.dtype == DType::kF32 || overlap) {
+        EXPECT_EQ(got.caller_rounded_values, 0);
+      } else {
+        EXPECT_GT(got.caller_rounded_values, 0);
+        EXPECT_LT(got.caller_rounded_values, got.upload_values);
+      }
       // Master weights and moments in host memory, as the host engine's; the overlap keeps a
       // rollback copy of them.
       EXPECT_EQ(got.memory.master_bytes, want.memory.master_bytes * (overlap ? 2 : 1));

@@ -17,6 +17,7 @@
 #include "core/build_info.h"
 #include "core/tensor.h"
 #include "kernels/adamw/adamw.h"
+#include "kernels/elementwise/elementwise.h"
 
 namespace zero::kernels::cpu {
 namespace {
@@ -180,6 +181,16 @@ int run_adam_benchmark(const AdamBenchOptions& o) {
   if (!no_copy) {
     rows.push_back({"adam_update_simd " + std::string(cpu_isa_name(isa)) + " " + copy_name,
                     ours(with_copy), 30});
+    // The same copy as a second pass over the updated params (what the offload pipeline's
+    // upload did before the Adam wrote its slot).
+    rows.push_back({"adam_update_simd " + std::string(cpu_isa_name(isa)) + " then cast_from_f32",
+                    time_steps(o.iters,
+                               [&](int) {
+                                 args.step = ++step;
+                                 adam_update_simd(args, shard, grad_scale, copts);
+                                 cast_from_f32(shard.param, half.get(), *copy_dtype, n);
+                               }),
+                    30});
   }
   // The overlapped offload update's rollback copy of param, exp_avg and exp_avg_sq (12 B/param
   // more written): as three single-threaded memcpys before the update (what runtime/engine.cc
