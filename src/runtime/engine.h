@@ -137,9 +137,12 @@ bool offload_overlaps_backward(const EngineOptions& options);
 
 // Optional outputs of Engine::update_unit's host Adam, written in the same pass over the state.
 struct UnitUpdateOutputs {
-  // 3 * partition_numel(u) floats: master, exp_avg and exp_avg_sq as they were before the update,
-  // in that order (the overlapped offload update's rollback copy).
-  float* prev = nullptr;
+  // partition_numel(u) floats each (all three or none): master, exp_avg and exp_avg_sq as they
+  // were before the update (the overlapped offload update's rollback copy). Streamed past the
+  // caches when the three share their alignment modulo 64 bytes.
+  float* prev_master = nullptr;
+  float* prev_exp_avg = nullptr;
+  float* prev_exp_avg_sq = nullptr;
   // partition_numel(u) values in the model dtype (bf16 / fp16): the updated master rounded to
   // nearest even, bitwise kernels::cpu::cast_from_f32 of it (an offload upload slot).
   void* master_rounded = nullptr;
@@ -283,10 +286,14 @@ class Engine {
   bool overlap_adam_ = false;  // the CPU Adam overlaps backward (setup_overlap)
   int64_t rolled_back_units_ = 0;
   double overlap_lr_ = 0.0;  // the rate the overlapped updates of this step use
-  // Overlap: each unit's master | exp_avg | exp_avg_sq before this step's early update, at
-  // rollback_offset_[u] (restored when the step turns out non-finite and is skipped).
-  std::vector<float> rollback_;
+  // Overlap: each unit's master | exp_avg | exp_avg_sq before this step's early update (restored
+  // when the step turns out non-finite and is skipped), from rollback_offset_[u] floats into
+  // rollback_, each copy rounded up to 16 floats so all three start on a 64-byte boundary (the
+  // CPU Adam streams them: rollback_copy).
+  AlignedBuffer rollback_;
   std::vector<int64_t> rollback_offset_;
+  // Unit u's copy k (0: master, 1: exp_avg, 2: exp_avg_sq).
+  float* rollback_copy(int u, int k);
   std::unique_ptr<optim::LossScaler> scaler_;
   int64_t global_step_ = 0;
   int64_t optimizer_updates_ = 0;  // successful updates (Adam's step counter)
