@@ -88,7 +88,19 @@ void add_step(CLI::App* bench, int& exit_code) {
   step->add_option("--max_in_cpu,--max-in-cpu", opts->max_in_cpu,
                    "--offload_param nvme: shard elements kept in memory (default 0: every shard "
                    "but the persistent ones on NVMe)");
+  step->add_option("--offload_optimizer,--offload-optimizer", opts->offload_optimizer,
+                   "zero_optimization.offload_optimizer device: none (default) or cpu (with "
+                   "--device cuda the offload pipeline; its host times are printed per stage)")
+      ->check(CLI::IsMember({"none", "cpu"}));
+  step->add_flag("--offload_overlap,--offload-overlap", opts->offload_overlap,
+                 "with --offload_optimizer cpu: the CPU Adam during backward where exact "
+                 "(zero train --offload_overlap; gradient_clipping 0 instead of 1.0)");
   step->callback([opts, &exit_code] {
+    if (opts->offload_overlap && opts->offload_optimizer != "cpu") {
+      std::fprintf(stderr, "error: --offload_overlap needs --offload_optimizer cpu\n");
+      exit_code = 2;
+      return;
+    }
     auto world = make_world();
     if (!world.ok()) {
       std::fprintf(stderr, "error: %s\n", world.status().message().c_str());

@@ -114,6 +114,11 @@ void add_train_command(CLI::App& app, int& exit_code) {
   add_value(t, "device", a->device,
             "cpu (default) | cuda: the model on this rank's GPU; the ZeRO state and optimizer "
             "there too without offload, else in host memory");
+  add_bool_flag(t, "offload_overlap", a->offload_overlap,
+                "with --device cuda and offload_optimizer cpu: run each unit's CPU Adam during "
+                "backward (exact only without gradient_clipping and fp16; elsewhere after "
+                "backward, as without the flag). Keeps a rollback copy of the offloaded state; "
+                "pays off only when backward is long next to the CPU Adam");
   add_bool_flag(t, "quiet", a->quiet, "no live progress line");
   add_bool_flag(t, "verbose", a->verbose,
                 "print the whole effective DeepSpeed config (always written to "

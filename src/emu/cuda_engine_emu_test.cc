@@ -33,7 +33,8 @@ struct Case {
   int world;
   DType dtype;
   bool offload;          // offload_optimizer cpu
-  bool no_clip = false;  // gradient_clipping 0: with offload, the CPU Adam overlaps backward
+  bool no_clip = false;  // gradient_clipping 0: with offload (and offload_overlap), the CPU Adam
+                         // overlaps backward
 };
 
 void PrintTo(const Case& c, std::ostream* os) {
@@ -69,6 +70,7 @@ Curve run(const Case& c, Device device, const model::TransformerOptions& transfo
     o.zero.stage = c.stage;
     o.zero.param_persistence_threshold_numel = 0;  // stage 3 gathers every unit
     if (c.offload) o.offload.optimizer = OptimizerOffload::kCpu;
+    o.offload_overlap = true;  // opt-in; acts without clipping (checked below)
     o.check_memory = false;
     model::ModelLayout layout(o.model_config);
     auto reader = model::HfWeightReader::open(*default_storage(), kGolden + c.model, layout);

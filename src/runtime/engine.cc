@@ -12,6 +12,7 @@
 
 #include "comm/self_communicator.h"
 #include "kernels/cross_entropy/cross_entropy.h"
+#include "kernels/elementwise/elementwise.h"
 #include "kernels/matmul/bf16_gemm.h"
 #include "kernels/norm/norm.h"
 #include "model/param_layout.h"
@@ -103,6 +104,14 @@ StatusOr<std::vector<std::string>> sanitize_engine_options(EngineOptions& o, int
   }
   return warnings;
 }
+
+namespace {
+
+// Floats between a unit's rollback copies: its partition rounded up to whole 64-byte lines, so
+// the three copies share their alignment (the CPU Adam streams them when they do).
+int64_t rollback_stride(int64_t partition_numel) { return (partition_numel + 15) / 16 * 16; }
+
+}  // namespace
 
 bool offload_overlaps_backward(const EngineOptions& o) {
   // A device model (the CPU backend counts when a model factory puts the model on its streams).
@@ -266,12 +275,14 @@ void Engine::setup_overlap() {
   if (!overlap_adam_) return;
   const int num_units = shard_layout_->num_units();
   rollback_offset_.resize(static_cast<size_t>(num_units) + 1, 0);
+  int64_t rollback_numel = 0;  // without the padding (what the memory plan counts)
   for (int u = 0; u < num_units; ++u) {
     rollback_offset_[static_cast<size_t>(u) + 1] =
-        rollback_offset_[static_cast<size_t>(u)] + 3 * partition_numel(u);
+        rollback_offset_[static_cast<size_t>(u)] + 3 * rollback_stride(partition_numel(u));
+    rollback_numel += 3 * partition_numel(u);
   }
-  rollback_.resize(static_cast<size_t>(rollback_offset_.back()));
-  const int64_t bytes = rollback_offset_.back() * static_cast<int64_t>(sizeof(float));
+  rollback_ = aligned_alloc_bytes(static_cast<size_t>(rollback_offset_.back()) * sizeof(float));
+  const int64_t bytes = rollback_numel * static_cast<int64_t>(sizeof(float));
   memory_.master_bytes += bytes / 3;
   memory_.optimizer_state_bytes += bytes - bytes / 3;
   grads_->set_on_partition_final([this](int u, device::Stream& ready) {
@@ -282,6 +293,11 @@ void Engine::setup_overlap() {
                                 ready);
     }
   });
+}
+
+float* Engine::rollback_copy(int u, int k) {
+  return reinterpret_cast<float*>(rollback_.get()) + rollback_offset_[static_cast<size_t>(u)] +
+         k * rollback_stride(partition_numel(u));
 }
 
 void Engine::begin_overlapped_update() {
@@ -297,12 +313,14 @@ void Engine::begin_overlapped_update() {
   offload_->begin_overlap([this, step, lr, betas, threads](int u, const float* grad) {
     omp_set_num_threads(threads);
     const OptimizerStateStore::RamState st = state_->ram_state(u);
-    const size_t n = static_cast<size_t>(partition_numel(u));
-    float* keep = rollback_.data() + rollback_offset_[static_cast<size_t>(u)];
-    std::memcpy(keep, st.master, n * sizeof(float));
-    std::memcpy(keep + n, st.exp_avg, n * sizeof(float));
-    std::memcpy(keep + 2 * n, st.exp_avg_sq, n * sizeof(float));
-    update_unit(u, lr, 1.0f, betas, step, grad, st.master, st.exp_avg, st.exp_avg_sq);
+    // The rollback copy is written by the CPU Adam in the same pass (it reads the old values
+    // anyway): three more streamed writes, not a second sweep. As separate single-threaded
+    // memcpys it cost gpt2-1558m 2.7 s a step on an H200 host (bench/results/gpu_verify_stop23.md).
+    UnitUpdateOutputs keep;
+    keep.prev_master = rollback_copy(u, 0);
+    keep.prev_exp_avg = rollback_copy(u, 1);
+    keep.prev_exp_avg_sq = rollback_copy(u, 2);
+    update_unit(u, lr, 1.0f, betas, step, grad, st.master, st.exp_avg, st.exp_avg_sq, keep);
   });
 }
 
@@ -310,10 +328,18 @@ void Engine::roll_back_overlapped_update() {
   for (int u : offload_->end_overlap()) {
     const OptimizerStateStore::RamState st = state_->ram_state(u);
     const size_t n = static_cast<size_t>(partition_numel(u));
-    const float* keep = rollback_.data() + rollback_offset_[static_cast<size_t>(u)];
-    std::memcpy(st.master, keep, n * sizeof(float));
-    std::memcpy(st.exp_avg, keep + n, n * sizeof(float));
-    std::memcpy(st.exp_avg_sq, keep + 2 * n, n * sizeof(float));
+    // Parallel: the copy is memory-bound and 12 bytes per element (a skipped step only).
+    float* const dst[3] = {st.master, st.exp_avg, st.exp_avg_sq};
+    const float* const keep[3] = {rollback_copy(u, 0), rollback_copy(u, 1), rollback_copy(u, 2)};
+    const int64_t chunk = int64_t{1} << 16;
+    const int64_t chunks = (static_cast<int64_t>(n) + chunk - 1) / chunk;
+#pragma omp parallel for schedule(static) collapse(2)
+    for (int k = 0; k < 3; ++k) {
+      for (int64_t c = 0; c < chunks; ++c) {
+        const int64_t lo = c * chunk, hi = std::min<int64_t>(static_cast<int64_t>(n), lo + chunk);
+        std::memcpy(dst[k] + lo, keep[k] + lo, static_cast<size_t>(hi - lo) * sizeof(float));
+      }
+    }
     ++rolled_back_units_;
   }
 }
@@ -520,9 +546,19 @@ Status Engine::global_norm(double* norm_scaled, bool* nonfinite) {
 
 void Engine::update_unit(int u, double lr, float grad_multiplier,
                          const std::optional<optim::Betas>& betas, int64_t step, const float* grad,
-                         float* master, float* exp_avg, float* exp_avg_sq) {
+                         float* master, float* exp_avg, float* exp_avg_sq,
+                         const UnitUpdateOutputs& outputs) {
   const optim::OptimizerSpec& spec = options_.optimizer;
   const int64_t pbegin = grads_->partition_begin(u), pend = pbegin + grads_->partition_numel(u);
+  const bool prev = outputs.prev_master != nullptr;
+  ZERO_CHECK((!prev && outputs.master_rounded == nullptr) ||
+                 (spec.kind == optim::OptimizerKind::kAdam && !state_->on_device()),
+             "update_unit: outputs of the host Adam asked for another update");
+  ZERO_CHECK(outputs.master_rounded == nullptr || options_.dtype != DType::kF32,
+             "update_unit: a rounded master needs a 16-bit model");
+  const int64_t pnumel = pend - pbegin;
+  const size_t rounded_bytes = dtype_bytes(options_.dtype);
+  int64_t rounded_upto = 0;  // partition elements [0, rounded_upto) of master_rounded written
   // Each parameter's piece inside the partition, with its own weight-decay group.
   for (const auto& p : model_->layout().unit(u).params) {
     const int64_t lo = std::max(pbegin, p.offset), hi = std::min(pend, p.offset + p.numel());
@@ -534,6 +570,22 @@ void Engine::update_unit(int u, double lr, float grad_multiplier,
     shard.exp_avg = exp_avg + (lo - pbegin);
     shard.exp_avg_sq = exp_avg_sq + (lo - pbegin);
     shard.numel = hi - lo;
+    if (prev) {
+      shard.prev_param = outputs.prev_master + (lo - pbegin);
+      shard.prev_exp_avg = outputs.prev_exp_avg + (lo - pbegin);
+      shard.prev_exp_avg_sq = outputs.prev_exp_avg_sq + (lo - pbegin);
+    }
+    if (outputs.master_rounded != nullptr) {
+      auto* rounded = static_cast<char*>(outputs.master_rounded);
+      // Elements no parameter covers (padding) are rounded as upload() would, before this piece.
+      ZERO_CHECK(lo - pbegin >= rounded_upto, "update_unit: unit ", u,
+                 "'s parameters are not in ascending order");
+      kernels::cpu::cast_from_f32(master + rounded_upto, rounded + rounded_upto * rounded_bytes,
+                                  options_.dtype, lo - pbegin - rounded_upto);
+      shard.param_16bit = rounded + (lo - pbegin) * rounded_bytes;
+      shard.param_16bit_dtype = options_.dtype;
+      rounded_upto = hi - pbegin;
+    }
     if (spec.kind == optim::OptimizerKind::kAdam) {
       optim::AdamArgs args = spec.adam_args(lr, step, wd);
       if (betas) {
@@ -569,6 +621,12 @@ void Engine::update_unit(int u, double lr, float grad_multiplier,
       optim::lamb_update(args, shard, offsets, grad_multiplier);
     }
   }
+  if (outputs.master_rounded != nullptr) {
+    kernels::cpu::cast_from_f32(
+        master + rounded_upto,
+        static_cast<char*>(outputs.master_rounded) + rounded_upto * rounded_bytes, options_.dtype,
+        pnumel - rounded_upto);
+  }
 }
 
 Status Engine::apply_update(double lr, float grad_multiplier) {
@@ -595,9 +653,12 @@ Status Engine::apply_update(double lr, float grad_multiplier) {
           return;
         }
         const float* grad = offload_->host_grad(u);
+        // A 16-bit model's new weights are rounded by the CPU Adam straight into the upload slot
+        // that install_fn's upload() sends next (nullptr for fp32: upload() copies the master).
+        void* rounded = offload_->next_upload_host(partition_numel(u));
         const auto t0 = std::chrono::steady_clock::now();
         update_unit(u, lr, grad_multiplier, betas, optimizer_updates_, grad, master, exp_avg,
-                    exp_avg_sq);
+                    exp_avg_sq, UnitUpdateOutputs{.master_rounded = rounded});
         offload_->add_adam_ms(
             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
                 .count());

@@ -77,8 +77,11 @@ struct EngineOptions {
   std::optional<HostResources> resources;
   // offload_optimizer on the device path: let each unit's CPU Adam start as soon as its gradient
   // is final, during backward, where that is exact (no clipping, no fp16 loss scale, state in RAM;
-  // runtime/offload_pipeline.h). Off: the CPU Adam runs after backward (tests compare the two).
-  bool offload_overlap = true;
+  // runtime/offload_pipeline.h). Off (the default; `zero train --offload_overlap` turns it on):
+  // the CPU Adam runs after backward. Opt-in because a GPU's backward is far shorter than the host
+  // Adam (gpt2-1558m on an H200: 92 ms vs 310 ms), so the overlap saves at most the backward, and
+  // the rollback copy it needs (12 more bytes written per element) costs about as much.
+  bool offload_overlap = false;
   // ds_config wall_clock_breakdown: time the step phases (timers()).
   bool wall_clock_breakdown = false;
   // Loss masks (targets -100, prepared data): the loss is the mean over the unmasked targets of
@@ -131,6 +134,19 @@ StatusOr<std::vector<std::string>> sanitize_engine_options(EngineOptions& option
 // offload_param, Adam(W), no gradient clipping, no fp16 loss scale, EngineOptions::offload_overlap.
 // It then keeps a rollback copy of master weights and moments (the memory plan counts it).
 bool offload_overlaps_backward(const EngineOptions& options);
+
+// Optional outputs of Engine::update_unit's host Adam, written in the same pass over the state.
+struct UnitUpdateOutputs {
+  // partition_numel(u) floats each (all three or none): master, exp_avg and exp_avg_sq as they
+  // were before the update (the overlapped offload update's rollback copy). Streamed past the
+  // caches when the three share their alignment modulo 64 bytes.
+  float* prev_master = nullptr;
+  float* prev_exp_avg = nullptr;
+  float* prev_exp_avg_sq = nullptr;
+  // partition_numel(u) values in the model dtype (bf16 / fp16): the updated master rounded to
+  // nearest even, bitwise kernels::cpu::cast_from_f32 of it (an offload upload slot).
+  void* master_rounded = nullptr;
+};
 
 class Engine {
  public:
@@ -232,10 +248,11 @@ class Engine {
   // Hands a unit's new master weights to the parameter coordinator.
   OptimizerStateStore::InstallFn install_fn();
   // Updates one unit's partition in place (the optimizer math, shared by every placement; the
-  // pointers are device memory when the state is on the device).
+  // pointers are device memory when the state is on the device). `outputs`: host Adam only.
   void update_unit(int u, double lr, float grad_multiplier,
                    const std::optional<optim::Betas>& betas, int64_t step, const float* grad,
-                   float* master, float* exp_avg, float* exp_avg_sq);
+                   float* master, float* exp_avg, float* exp_avg_sq,
+                   const UnitUpdateOutputs& outputs = {});
   // ZeRO-Offload's overlap (OffloadPipeline): decided once after the store exists; each step
   // begins it before backward, and either finishes it (apply_overlapped_update: the units left,
   // the uploads) or, on a skipped step, restores the units updated early.
@@ -269,10 +286,14 @@ class Engine {
   bool overlap_adam_ = false;  // the CPU Adam overlaps backward (setup_overlap)
   int64_t rolled_back_units_ = 0;
   double overlap_lr_ = 0.0;  // the rate the overlapped updates of this step use
-  // Overlap: each unit's master | exp_avg | exp_avg_sq before this step's early update, at
-  // rollback_offset_[u] (restored when the step turns out non-finite and is skipped).
-  std::vector<float> rollback_;
+  // Overlap: each unit's master | exp_avg | exp_avg_sq before this step's early update (restored
+  // when the step turns out non-finite and is skipped), from rollback_offset_[u] floats into
+  // rollback_, each copy rounded up to 16 floats so all three start on a 64-byte boundary (the
+  // CPU Adam streams them: rollback_copy).
+  AlignedBuffer rollback_;
   std::vector<int64_t> rollback_offset_;
+  // Unit u's copy k (0: master, 1: exp_avg, 2: exp_avg_sq).
+  float* rollback_copy(int u, int k);
   std::unique_ptr<optim::LossScaler> scaler_;
   int64_t global_step_ = 0;
   int64_t optimizer_updates_ = 0;  // successful updates (Adam's step counter)

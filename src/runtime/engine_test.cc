@@ -346,11 +346,12 @@ struct OffloadRun {
   bool state_on_device = false;
   bool offload_on_device = false;
   int64_t staging_device_bytes = 0;
-  int skipped = 0;                // skipped steps
-  int64_t overlapped_units = 0;   // unit updates the offload worker ran during backward
-  int64_t rolled_back_units = 0;  // of those, undone on a skipped step
-  int64_t upload_values = 0;      // new weights the offload pipeline copied to the device
-  int64_t upload_bytes = 0;       // their bytes
+  int skipped = 0;                    // skipped steps
+  int64_t overlapped_units = 0;       // unit updates the offload worker ran during backward
+  int64_t rolled_back_units = 0;      // of those, undone on a skipped step
+  int64_t upload_values = 0;          // new weights the offload pipeline copied to the device
+  int64_t caller_rounded_values = 0;  // of those, rounded by the CPU Adam into the upload slot
+  int64_t upload_bytes = 0;           // their bytes
 };
 
 StatusOr<std::unique_ptr<Engine>> make_offload_engine(
@@ -449,6 +450,7 @@ OffloadRun run_offload(int stage, const OffloadOptions& offload, int steps = 60,
   if (auto t = e.offload_times()) {
     out.overlapped_units = t->overlapped_units;
     out.upload_values = t->upload_values;
+    out.caller_rounded_values = t->caller_rounded_values;
     out.upload_bytes = t->upload_bytes;
   }
   out.rolled_back_units = e.offload_rolled_back_units();
@@ -763,6 +765,7 @@ TEST(DeviceStaging, OffloadOnTheDeviceIsBitwiseTheHostCurve) {
                     Variant{DType::kF16, 1, false}}) {
     auto tweak = [v](EngineOptions& o) {
       if (!v.clip) o.gradient_clipping = 0.0;
+      o.offload_overlap = true;  // opt-in (--offload_overlap); acts where exact
       o.zero.overlap_comm = v.micro_batches > 1;
       o.zero.reduce_bucket_numel = 5000;
       if (v.dtype == DType::kF16) {
@@ -791,6 +794,14 @@ TEST(DeviceStaging, OffloadOnTheDeviceIsBitwiseTheHostCurve) {
       // bf16 / fp16 (half an fp32 master's), still bitwise (above).
       EXPECT_GT(got.upload_values, 0);
       EXPECT_EQ(got.upload_bytes, got.upload_values * static_cast<int64_t>(dtype_bytes(v.dtype)));
+      // After backward a 16-bit model's new weights are rounded by the CPU Adam itself, straight
+      // into the upload slot (every upload but the initial one); overlapped, upload() rounds.
+      if (v.dtype == DType::kF32 || overlap) {
+        EXPECT_EQ(got.caller_rounded_values, 0);
+      } else {
+        EXPECT_GT(got.caller_rounded_values, 0);
+        EXPECT_LT(got.caller_rounded_values, got.upload_values);
+      }
       // Master weights and moments in host memory, as the host engine's; the overlap keeps a
       // rollback copy of them.
       EXPECT_EQ(got.memory.master_bytes, want.memory.master_bytes * (overlap ? 2 : 1));
@@ -845,6 +856,23 @@ TEST(DeviceStaging, OffloadOverlapRollsBackASkippedStep) {
     for (size_t s = 0; s < 2; ++s) EXPECT_EQ(got.losses[s], clean.losses[s]) << "step " << s + 1;
   }
   ::unsetenv("ZERO_STREAM_DELAY_US");
+}
+
+// The overlap is opt-in (EngineOptions::offload_overlap, `zero train --offload_overlap`): by
+// default the CPU Adam runs after backward even where overlapping would be exact, and no rollback
+// copy is kept.
+TEST(DeviceStaging, OffloadOverlapIsOptIn) {
+  OffloadOptions cpu;
+  cpu.optimizer = OptimizerOffload::kCpu;
+  EXPECT_FALSE(EngineOptions{}.offload_overlap);
+  auto no_clip = [](EngineOptions& o) { o.gradient_clipping = 0.0; };
+  OffloadRun want = run_offload(2, cpu, 3, DType::kBF16, nullptr, no_clip);
+  OffloadRun got = run_offload(2, cpu, 3, DType::kBF16, host_model_on_stream(), no_clip);
+  expect_bitwise(got, want);
+  EXPECT_TRUE(got.offload_on_device);
+  EXPECT_EQ(got.overlapped_units, 0);
+  EXPECT_EQ(got.memory.master_bytes, want.memory.master_bytes);
+  EXPECT_EQ(got.memory.optimizer_state_bytes, want.memory.optimizer_state_bytes);
 }
 
 // Nothing offloaded, a world of one: the ZeRO state lives in the device's memory (the CPU backend
@@ -1001,6 +1029,7 @@ TEST(DeviceStaging, OffloadOnTheDeviceAtWorld2IsBitwiseTheHostCurve) {
   for (Variant v : {Variant{DType::kF32, 1, false}, Variant{DType::kBF16, 2, true}}) {
     auto tweak = [v](EngineOptions& o) {
       if (!v.clip) o.gradient_clipping = 0.0;
+      o.offload_overlap = true;  // opt-in; acts without clipping
       o.zero.overlap_comm = v.micro_batches > 1;
       o.zero.param_persistence_threshold_numel = 2000;
       o.zero.reduce_bucket_numel = 5000;

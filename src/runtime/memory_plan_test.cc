@@ -192,9 +192,9 @@ TEST(HostMemoryPlan, AModelOnADeviceNeedsHostMemoryOnlyForCpuCheckpoints) {
             model::Transformer::activation_bytes(o.model_config, o.transformer, B, T));
 }
 
-// ZeRO-Offload on a device overlapping backward (no clipping, bf16) keeps a rollback copy of the
-// offloaded master weights and moments in host memory: the plan counts both twice then, once with
-// clipping (the CPU Adam after backward) or on the CPU.
+// ZeRO-Offload on a device overlapping backward (offload_overlap, no clipping, bf16) keeps a
+// rollback copy of the offloaded master weights and moments in host memory: the plan counts both
+// twice then, once without the option, with clipping (the CPU Adam after backward) or on the CPU.
 TEST(HostMemoryPlan, OffloadOverlappingBackwardCountsTheRollbackCopy) {
   EngineOptions o = cuda_options(DType::kBF16);
   o.zero.stage = 2;
@@ -208,6 +208,9 @@ TEST(HostMemoryPlan, OffloadOverlappingBackwardCountsTheRollbackCopy) {
   EXPECT_EQ(plan_memory(o, layout, 0, 0).master_weights, 4 * shard);
   EXPECT_EQ(plan_memory(o, layout, 0, 0).optimizer_state, 8 * shard);
   o.gradient_clipping = 0.0;
+  EXPECT_FALSE(offload_overlaps_backward(o));  // opt-in (--offload_overlap)
+  EXPECT_EQ(plan_memory(o, layout, 0, 0).master_weights, 4 * shard);
+  o.offload_overlap = true;
   EXPECT_TRUE(offload_overlaps_backward(o));
   EXPECT_EQ(plan_memory(o, layout, 0, 0).master_weights, 2 * 4 * shard);
   EXPECT_EQ(plan_memory(o, layout, 0, 0).optimizer_state, 2 * 8 * shard);

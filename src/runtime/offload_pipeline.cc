@@ -142,13 +142,20 @@ Status OffloadPipeline::upload(const float* master, int64_t numel,
   ZERO_CHECK(numel <= upload_host_[slot].numel(), "offload pipeline: upload of ", numel,
              " values, slots hold ", upload_host_[slot].numel());
   const auto t0 = std::chrono::steady_clock::now();
-  // Why a host wait: the slot is rewritten below; the copy out of it (two uploads ago) must have
-  // run. It has normally finished during the CPU Adam of the unit in between.
-  uploaded_[slot]->synchronize();
   void* host = upload_host_[slot].data();
-  // Rounded here, not on the device: a 16-bit model's values cross in half the bytes (the same
-  // round-to-nearest-even as the device cast; fp32 is a plain copy).
-  kernels::cpu::cast_from_f32(master, host, model_dtype_, numel);
+  if (filled_numel_ >= 0) {
+    // next_upload_host waited for the slot, and the caller wrote the rounded values.
+    ZERO_CHECK(filled_numel_ == numel, "offload pipeline: upload of ", numel,
+               " values after next_upload_host(", filled_numel_, ")");
+    filled_numel_ = -1;
+  } else {
+    // Why a host wait: the slot is rewritten below; the copy out of it (two uploads ago) must
+    // have run. It has normally finished during the CPU Adam of the unit in between.
+    uploaded_[slot]->synchronize();
+    // Rounded here, not on the device: a 16-bit model's values cross in half the bytes (the same
+    // round-to-nearest-even as the device cast; fp32 is a plain copy).
+    kernels::cpu::cast_from_f32(master, host, model_dtype_, numel);
+  }
   // The device slot is rewritten only after the compute stream's copy out of it (two uploads ago).
   h2d_->wait(*cast_done_[slot]);
   const TensorView dev{upload_dev_[slot].data(), model_dtype_, Shape{numel}, ctx_.device()};
@@ -167,6 +174,23 @@ Status OffloadPipeline::upload(const float* master, int64_t numel,
   return s;
 }
 
+void* OffloadPipeline::next_upload_host(int64_t numel) {
+  if (model_dtype_ == DType::kF32) return nullptr;
+  const int slot = next_upload_slot_;
+  ZERO_CHECK(filled_numel_ < 0, "offload pipeline: next_upload_host twice without an upload");
+  ZERO_CHECK(numel <= upload_host_[slot].numel(), "offload pipeline: upload of ", numel,
+             " values, slots hold ", upload_host_[slot].numel());
+  const auto t0 = std::chrono::steady_clock::now();
+  // Why a host wait: the caller rewrites the slot next; the copy out of it (two uploads ago) must
+  // have run (as in upload()).
+  uploaded_[slot]->synchronize();
+  filled_numel_ = numel;
+  std::lock_guard<std::mutex> lock(mu_);
+  times_.upload_ms += ms_since(t0);
+  times_.caller_rounded_values += numel;
+  return upload_host_[slot].data();
+}
+
 Status OffloadPipeline::finish() {
   const auto t0 = std::chrono::steady_clock::now();
   // Why host waits: a failed copy is this step's error, reported now; after an error half-way the
@@ -180,6 +204,7 @@ Status OffloadPipeline::finish() {
   }
   next_read_ = order_.size();
   grad_unit_[0] = grad_unit_[1] = -1;
+  filled_numel_ = -1;  // a step that failed between next_upload_host and upload
   if (!down.ok()) return down.with_context("copying gradients to the host (offload_optimizer)");
   if (!up.ok()) return up.with_context("copying master weights to the device (offload_optimizer)");
   return ok_status();

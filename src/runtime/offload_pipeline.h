@@ -8,7 +8,7 @@
 //   d2h:     wait grads_final; partition(u) → grad slot u%2 ──record downloaded[slot]
 //   host:    wait downloaded[slot]; CPU Adam of unit u; the slot takes unit u+2
 //   host:    master(u) rounded to the model dtype → upload slot k%2 (after uploaded[slot] of unit
-//            k-2: the host rewrites it)
+//            k-2: the host rewrites it); after backward the CPU Adam writes it there itself
 //   h2d:     wait cast_done[slot]; upload slot → device slot ──record uploaded[slot]
 //   compute: wait uploaded[slot]; set_model_dtype_values copies into the coordinator's unit
 //            ──record cast_done
@@ -56,7 +56,8 @@ struct OffloadTimes {
   double upload_ms = 0.0;         // copying masters into upload slots, their waits included
   double finish_wait_ms = 0.0;    // finish(): the last uploads landing
   int64_t upload_values = 0;      // values copied host -> device by upload()
-  int64_t upload_bytes = 0;       // their bytes (in the model dtype: 2 per value for bf16/fp16)
+  int64_t caller_rounded_values = 0;  // of those, rounded by the caller (next_upload_host)
+  int64_t upload_bytes = 0;           // their bytes (in the model dtype: 2 per value for bf16/fp16)
 };
 
 // The wall_clock_breakdown companion line, per step over `steps` steps since `before`:
@@ -100,6 +101,13 @@ class OffloadPipeline {
   // rewritten on return.
   Status upload(const float* master, int64_t numel,
                 const std::function<Status(const void* device_values)>& install);
+  // For a caller that rounds the next upload's values itself, in the pass that computes them (the
+  // CPU Adam's 16-bit output, bitwise this class's cast): the page-locked host slot the next
+  // upload() sends, room for `numel` values in the model dtype, once the copy out of it (two
+  // uploads ago) has run. That upload() then sends the slot as it is and does not read `master`.
+  // nullptr for an fp32 model (nothing to round: upload() copies the master). REQUIRES: the next
+  // call is upload() with the same numel, every value of the slot written before it.
+  void* next_upload_host(int64_t numel);
 
   // End of a step (or of a restore): every copy has run; returns the first copy error. Leaves no
   // download in flight (a step that failed half-way included).
@@ -138,6 +146,7 @@ class OffloadPipeline {
   device::DeviceBuffer upload_host_[2], upload_dev_[2];
   std::unique_ptr<device::Event> uploaded_[2], cast_done_[2];
   int next_upload_slot_ = 0;
+  int64_t filled_numel_ = -1;  // next_upload_host's numel until upload() sends it; -1: none
   std::vector<int> order_;
   size_t next_download_ = 0;  // the index in order_ of the next unit to download
   size_t next_read_ = 0;      // the index in order_ of the next unit host_grad may return

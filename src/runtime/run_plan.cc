@@ -316,6 +316,7 @@ Status make_engine_options(const TrainArgs& args, const model::ModelConfig& mode
   EngineOptions& o = plan.engine;
   o.model_config = model;
   ZERO_ASSIGN_OR_RETURN(o.device, parse_device_flag(args.device));
+  o.offload_overlap = args.offload_overlap;
   o.transformer.activation_checkpointing = args.gradient_checkpointing;
   o.transformer.checkpoints_in_host_memory = ds.activation_checkpointing.cpu_checkpointing.value;
   if (o.transformer.checkpoints_in_host_memory && !o.transformer.activation_checkpointing) {

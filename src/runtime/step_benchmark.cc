@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <random>
 
 #include <fmt/format.h>
@@ -13,6 +14,7 @@
 #include "core/device.h"
 #include "runtime/engine.h"
 #include "runtime/model_source.h"
+#include "runtime/offload_pipeline.h"
 
 namespace zero::runtime {
 
@@ -33,6 +35,7 @@ struct Measured {
   // it (cudaMemGetInfo: the CUDA context and other processes included).
   int64_t staging_bytes = 0;
   int64_t gpu_used_bytes = 0;
+  std::string offload_line;  // the OffloadPipeline's host times per timed step (device offload)
 };
 
 StatusOr<Measured> measure(const StepBenchOptions& o, const ModelSource& source, Device device,
@@ -44,7 +47,10 @@ StatusOr<Measured> measure(const StepBenchOptions& o, const ModelSource& source,
   ZERO_ASSIGN_OR_RETURN(eo.optimizer, optim::optimizer_spec_from_json(
                                           "AdamW", {{"lr", 1e-4}, {"weight_decay", 0.1}}));
   eo.schedule = optim::LrSchedule::constant(1e-4);
-  eo.gradient_clipping = 1.0;
+  // The overlapped CPU Adam needs no clipping (the global norm would scale every unit).
+  eo.gradient_clipping = o.offload_overlap ? 0.0 : 1.0;
+  eo.offload_overlap = o.offload_overlap;
+  if (o.offload_optimizer == "cpu") eo.offload.optimizer = OptimizerOffload::kCpu;
   eo.zero.stage = stage;
   eo.zero.overlap_comm = overlap;
   eo.zero.comm_dtype = eo.dtype;  // DeepSpeed's default communication_data_type
@@ -74,6 +80,7 @@ StatusOr<Measured> measure(const StepBenchOptions& o, const ModelSource& source,
   // Why: start the timed window together on every rank.
   ZERO_RETURN_IF_ERROR(comm.barrier());
   const double wait0 = engine->memory().comm_wait_s;
+  const std::optional<OffloadTimes> offload0 = engine->offload_times();
   comm.reset_stats();
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < o.steps; ++i) ZERO_RETURN_IF_ERROR(engine->train_step(micro).status());
@@ -94,6 +101,9 @@ StatusOr<Measured> measure(const StepBenchOptions& o, const ModelSource& source,
   m.model_buffer_bytes = engine->model().buffer_bytes();
   m.swap_bytes = mem.offloaded_param_bytes;
   m.staging_bytes = engine->staging_device_bytes();
+  if (const std::optional<OffloadTimes> offload1 = engine->offload_times(); offload0 && offload1) {
+    m.offload_line = offload_log_line(*offload1, *offload0, o.steps);
+  }
   if (device == Device::kCuda) {
     ZERO_ASSIGN_OR_RETURN(CudaMemoryInfo gpu, cuda_memory_info());
     m.gpu_used_bytes = gpu.used_bytes;
@@ -138,6 +148,12 @@ int run_step_benchmark(const StepBenchOptions& o, Communicator& comm) {
         static_cast<long long>(o.grad_accum), static_cast<long long>(block),
         static_cast<long long>(tokens_per_step), o.bf16 ? "bf16" : "fp32",
         cuda ? probe_cuda().description.c_str() : "cpu");
+    if (o.offload_optimizer == "cpu") {
+      std::printf("offload_optimizer cpu: the CPU Adam %s\n",
+                  o.offload_overlap ? "overlapping backward where exact (--offload_overlap; "
+                                      "gradient_clipping 0)"
+                                    : "after backward (gradient_clipping 1.0)");
+    }
     std::printf("%-6s %-8s %10s %10s %12s %14s %12s %14s %10s %12s %10s%s\n", "stage", "overlap",
                 "step ms", "tokens/s", "comm wait ms", "hidden ms/step", "state MiB",
                 "wire MiB/step", "param MiB", "model MiB", "swap MiB",
@@ -171,6 +187,13 @@ int run_step_benchmark(const StepBenchOptions& o, Communicator& comm) {
                   m.wire_bytes / (1 << 20), static_cast<double>(m.param_bytes) / (1 << 20),
                   static_cast<double>(m.model_buffer_bytes) / (1 << 20),
                   static_cast<double>(m.swap_bytes) / (1 << 20), gpu_columns.c_str());
+    }
+    for (bool overlap : {false, true}) {
+      const Measured& m = overlap ? on : off;
+      if (!m.offload_line.empty()) {
+        std::printf("  stage %d overlap_comm %s: %s\n", stage, overlap ? "on" : "off",
+                    m.offload_line.c_str());
+      }
     }
   }
   if (lead) {

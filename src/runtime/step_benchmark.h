@@ -29,6 +29,11 @@ struct StepBenchOptions {
   std::string offload_param = "none";
   std::string nvme_path;
   int64_t max_in_cpu = 0;
+  // zero_optimization.offload_optimizer: "none" or "cpu" (with device cuda, the OffloadPipeline:
+  // its host times per step are printed under each stage's rows). offload_overlap: the CPU Adam
+  // during backward (EngineOptions::offload_overlap; gradient clipping 0 then, else 1.0 as always).
+  std::string offload_optimizer = "none";
+  bool offload_overlap = false;
 };
 
 // Prints a table on rank 0; returns 0, 2 on bad input (--model, --device), or 1 on failure.

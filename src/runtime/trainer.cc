@@ -495,6 +495,11 @@ Exit TrainingRun::create_engine() {
   auto engine_or = Engine::create(std::move(engine_options), source_->init_fn(), &comm_);
   if (!engine_or.ok()) return bad(engine_or.status());
   engine_ = std::move(*engine_or);
+  if (lead_ && args_.offload_overlap && !engine_->offload_on_device()) {
+    std::printf(
+        "zero train: note: --offload_overlap has no effect here (it needs --device cuda and "
+        "zero_optimization.offload_optimizer.device cpu)\n");
+  }
   if (lead_ && engine_->device() != Device::kCpu) {
     const std::string device(device_name(engine_->device()));
     if (engine_->offload_on_device()) {
@@ -502,8 +507,10 @@ Exit TrainingRun::create_engine() {
           "zero train: parameters and gradients on the %s device (%.1f MiB); master weights and "
           "Adam moments offloaded (offload_optimizer), the CPU Adam %s\n",
           device.c_str(), static_cast<double>(engine_->memory().device_bytes) / (1024.0 * 1024.0),
-          engine_->offload_overlaps() ? "overlapping backward"
-                                      : "after backward (clipping or fp16)");
+          engine_->offload_overlaps() ? "overlapping backward (--offload_overlap)"
+          : args_.offload_overlap
+              ? "after backward (--offload_overlap acts only without gradient_clipping and fp16)"
+              : "after backward");
     } else if (engine_->state_on_device()) {
       std::printf("zero train: ZeRO state and optimizer on the %s device (%.1f MiB)\n",
                   device.c_str(),

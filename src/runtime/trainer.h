@@ -41,6 +41,9 @@ struct TrainArgs {
   std::optional<int64_t> save_total_limit;
   bool save_on_interrupt = false;  // SIGINT / SIGTERM: save a checkpoint before exiting
   std::string device = "cpu";
+  // offload_optimizer on a device: run each unit's CPU Adam during backward where that is exact
+  // (EngineOptions::offload_overlap).
+  bool offload_overlap = false;
   bool quiet = false;                  // no live progress line (tests, logs)
   int64_t max_nonfinite_steps = 10;    // consecutive NaN / Inf losses before stopping; 0: never
   std::vector<std::string> cli_notes;  // notes about accepted no-op flags, printed on rank 0

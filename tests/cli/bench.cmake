@@ -40,3 +40,15 @@ add_test(NAME cli.bench.step_device_cuda
 set_tests_properties(cli.bench.step_device_cuda PROPERTIES LABELS unit
                      ENVIRONMENT "OMP_NUM_THREADS=2;OMP_WAIT_POLICY=passive"
                      PASS_REGULAR_EXPRESSION "ran-on-gpu|refused-first")
+
+# --offload_optimizer cpu (+ --offload_overlap): runs (on the CPU the host engine's CPU Adam; with
+# --device cuda the offload pipeline, whose host times are printed per stage) and says which mode;
+# --offload_overlap alone is exit 2 naming both flags.
+add_test(NAME cli.bench.step_offload_optimizer
+         COMMAND sh -c "'$<TARGET_FILE:zero>' bench step ${_bs_common} --stages 2 --offload_optimizer cpu --offload_overlap")
+set_tests_properties(cli.bench.step_offload_optimizer PROPERTIES LABELS unit
+                     PASS_REGULAR_EXPRESSION "offload_optimizer cpu: the CPU Adam overlapping backward.*\n2 +off ")
+add_test(NAME cli.bench.step_offload_overlap_needs_offload
+         COMMAND sh -c "'$<TARGET_FILE:zero>' bench step --offload_overlap 2>&1; test $? -eq 2")
+set_tests_properties(cli.bench.step_offload_overlap_needs_offload PROPERTIES LABELS unit
+                     PASS_REGULAR_EXPRESSION "--offload_overlap needs --offload_optimizer cpu")

@@ -37,6 +37,20 @@ add_test(NAME cli.train.device_cuda
 set_tests_properties(cli.train.device_cuda PROPERTIES LABELS unit
                      PASS_REGULAR_EXPRESSION "trained-on-gpu|refused-clearly")
 
+# --offload_overlap (opt-in): with --device cuda, offload_optimizer cpu, no clipping and bf16 the
+# CPU Adam overlaps backward and the banner says so (or, without a GPU, exit 2 saying which); on
+# the CPU it is a note that the flag has no effect there, and training runs as without it.
+file(WRITE ${CMAKE_BINARY_DIR}/test_out/offload_overlap.json
+     "{\"bf16\": {\"enabled\": true}, \"gradient_clipping\": 0, \"zero_optimization\": {\"stage\": 2, \"offload_optimizer\": {\"device\": \"cpu\"}}}")
+add_test(NAME cli.train.offload_overlap_cuda
+         COMMAND sh -c "out=$($<TARGET_FILE:zero> train ${_zt_common} --max_steps 2 --device cuda --offload_overlap --deepspeed ${CMAKE_BINARY_DIR}/test_out/offload_overlap.json --output_dir ${_zt_out}/overlap_cuda 2>&1); rc=$?; echo \"$out\" | tail -3; if test $rc -eq 0 && echo \"$out\" | grep -q 'CPU Adam overlapping backward (--offload_overlap)'; then echo overlapped-on-gpu; elif test $rc -eq 2 && echo \"$out\" | grep -q 'no usable GPU\\|no CUDA backend'; then echo refused-clearly; fi")
+set_tests_properties(cli.train.offload_overlap_cuda PROPERTIES LABELS unit
+                     PASS_REGULAR_EXPRESSION "overlapped-on-gpu|refused-clearly")
+add_test(NAME cli.train.offload_overlap_on_cpu_is_a_note
+         COMMAND sh -c "$<TARGET_FILE:zero> train ${_zt_common} --max_steps 2 --offload_overlap --deepspeed ${CMAKE_BINARY_DIR}/test_out/offload_overlap.json --output_dir ${_zt_out}/overlap_cpu 2>&1 && test $(wc -l < ${_zt_out}/overlap_cpu/metrics.jsonl) -eq 2 && echo trained")
+set_tests_properties(cli.train.offload_overlap_on_cpu_is_a_note PROPERTIES LABELS unit
+                     PASS_REGULAR_EXPRESSION "--offload_overlap has no effect here.*trained")
+
 # The refusal comes first: without a usable GPU nothing else is printed (no banner before the
 # error, as there was), exit 2.
 add_test(NAME cli.train.device_cuda_refuses_first

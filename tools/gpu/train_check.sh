@@ -201,7 +201,8 @@ fi
 ((bench)) || { san_train; profile_step; exit $status; }
 # The step benchmark: ZERO_GPU_BENCH_GRID entries MODEL:MICRO:STAGES[:MODES] (a stage followed by
 # "o" has the optimizer offloaded to the CPU, clipping 1.0: its CPU Adam runs after backward; "on"
-# offloaded without clipping: the CPU Adam overlaps backward; MODES joined by "+"), T=1024, bf16,
+# offloaded without clipping and with --offload_overlap: the CPU Adam overlaps backward; MODES
+# joined by "+"), T=1024, bf16,
 # world 1; each run's last wall_clock_breakdown lines (and the offload pipeline's) are printed under
 # the table;
 # ZERO_GPU_TORCH_MODES the PyTorch baselines (eager / compile / fsdp2) run beside entries without
@@ -234,9 +235,9 @@ for entry in $grid; do
     fi
   done
   for st in ${stages//,/ }; do
-    stage=${st%%o*} offload=none clip=1.0
+    stage=${st%%o*} offload=none clip=1.0 overlap=()
     [[ $st == *o* ]] && offload=cpu
-    [[ $st == *on ]] && clip=0
+    [[ $st == *on ]] && clip=0 overlap=(--offload_overlap)
     label="stage $stage"
     [[ $offload == cpu ]] && label+=" offload cpu"
     [[ $offload == cpu && $clip == 0 ]] && label+=" no clipping (overlap)"
@@ -247,7 +248,7 @@ for entry in $grid; do
       sed 's/"gradient_clipping"/"wall_clock_breakdown": true, "steps_per_print": 4, "gradient_clipping"/' >"$d/ds.json"
     if timeout 300 "$zero" train --deepspeed "$d/ds.json" --model "preset:$model" --train_file "$corpus" \
       --data_dtype uint8 --block_size "$seq" --max_steps 8 --output_dir "$d/out" --quiet --device "$device" \
-      >"$d/log" 2>&1; then
+      "${overlap[@]}" >"$d/log" 2>&1; then
       mib=$(sed -n 's/.*GPU memory in use after training: \([0-9]*\) MiB.*/\1/p' "$d/log")
       row=$(python3 - "$d/out/metrics.jsonl" "$model" "$label" "$fpt" "${base:-0}" "${mib:--}" \
         "${stage_tps[$stage]:-0}" <<'EOF2'

@@ -26,6 +26,9 @@ struct AdamArgs {
 // The buffers of one contiguous shard. All fp32 arrays have `numel` elements and must not alias.
 // `param_16bit` (optional, may be null) receives the updated params rounded to `param_16bit_dtype`
 // (bf16 or f16, round to nearest even) in the same pass, so no second sweep over memory is needed.
+// `prev_*` (optional: all three or none) receive param, exp_avg and exp_avg_sq as they were before
+// the update, also in the same pass: a rollback copy (the overlapped ZeRO-Offload update,
+// runtime/engine.cc) that costs three streamed writes instead of a separate read-and-write sweep.
 struct AdamShard {
   float* param = nullptr;       // fp32 master weights, updated in place
   const float* grad = nullptr;  // fp32 gradients, still multiplied by loss scale (see grad_scale)
@@ -34,6 +37,11 @@ struct AdamShard {
   int64_t numel = 0;
   void* param_16bit = nullptr;
   DType param_16bit_dtype = DType::kBF16;
+  float* prev_param = nullptr;
+  float* prev_exp_avg = nullptr;
+  float* prev_exp_avg_sq = nullptr;
+
+  bool saves_prev() const { return prev_param != nullptr; }
 };
 
 // Per-update scalars derived once from AdamArgs (exposed so tests and other backends share them).
@@ -57,7 +65,8 @@ struct AdamConstants {
 AdamConstants adam_constants(const AdamArgs& args, float grad_scale);
 
 // The REQUIRES every version checks (ZERO_CHECK, `who` names the version): step >= 1, numel >= 0,
-// and when numel > 0 non-null fp32 buffers and a 16-bit copy, if any, in bf16 or f16.
+// and when numel > 0 non-null fp32 buffers, a 16-bit copy, if any, in bf16 or f16, and all three
+// prev_* buffers or none.
 void check_adam_call(const AdamArgs& args, const AdamShard& shard, const char* who);
 
 namespace cpu {

@@ -56,6 +56,8 @@ struct Avx2 {
   static constexpr int64_t kLanes = 8;
   static reg load(const float* p) { return _mm256_loadu_ps(p); }
   static void store(float* p, reg x) { _mm256_storeu_ps(p, x); }
+  static void stream(float* p, reg x) { _mm256_stream_ps(p, x); }  // p 32-byte aligned
+  static void fence() { _mm_sfence(); }
   static reg set1(float x) { return _mm256_set1_ps(x); }
   static reg add(reg a, reg b) { return _mm256_add_ps(a, b); }
   static reg mul(reg a, reg b) { return _mm256_mul_ps(a, b); }

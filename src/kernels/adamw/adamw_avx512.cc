@@ -22,6 +22,7 @@
 // GCC 12 reports its own _mm*_undefined_*() helpers as maybe-uninitialized (GCC PR 105593).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"  // the same PR, where the helper is inlined twice
 #include <immintrin.h>
 
 namespace zero::kernels::cpu::detail {
@@ -58,6 +59,8 @@ struct Avx512 {
   static constexpr int64_t kLanes = 16;
   static reg load(const float* p) { return _mm512_loadu_ps(p); }
   static void store(float* p, reg x) { _mm512_storeu_ps(p, x); }
+  static void stream(float* p, reg x) { _mm512_stream_ps(p, x); }  // p 64-byte aligned
+  static void fence() { _mm_sfence(); }
   static reg set1(float x) { return _mm512_set1_ps(x); }
   static reg add(reg a, reg b) { return _mm512_add_ps(a, b); }
   static reg mul(reg a, reg b) { return _mm512_mul_ps(a, b); }

@@ -52,6 +52,10 @@ void check_adam_call(const AdamArgs& args, const AdamShard& shard, const char* w
   ZERO_CHECK(shard.param && shard.grad && shard.exp_avg && shard.exp_avg_sq, who, ": null buffer");
   ZERO_CHECK(shard.param_16bit == nullptr || shard.param_16bit_dtype != DType::kF32,
              "param_16bit must be bf16 or f16");
+  const int prev = (shard.prev_param != nullptr) + (shard.prev_exp_avg != nullptr) +
+                   (shard.prev_exp_avg_sq != nullptr);
+  ZERO_CHECK(prev == 0 || prev == 3, who, ": ", prev,
+             " of the three prev_* buffers set (all three or none)");
 }
 
 namespace cpu {
@@ -72,7 +76,7 @@ void store_16bit(const float* param, void* dst, DType dtype, int64_t begin, int6
 
 // The reference: one element at a time in DeepSpeedCPUAdam's order, each operation rounded to fp32
 // (the baseline x86-64 build has no FMA to contract into; omp simd only widens the loop).
-template <bool kL2, bool kDecoupled>
+template <bool kL2, bool kDecoupled, bool kSave>
 void scalar_loop(const AdamConstants& c, const AdamShard& shard, int64_t begin, int64_t end) {
   const float beta1 = c.beta1;
   const float beta2 = c.beta2;
@@ -88,10 +92,18 @@ void scalar_loop(const AdamConstants& c, const AdamShard& shard, int64_t begin, 
   const float* __restrict__ g_in = shard.grad;
   float* __restrict__ m = shard.exp_avg;
   float* __restrict__ v = shard.exp_avg_sq;
+  float* __restrict__ prev_p = shard.prev_param;
+  float* __restrict__ prev_m = shard.prev_exp_avg;
+  float* __restrict__ prev_v = shard.prev_exp_avg_sq;
 #pragma omp simd
   for (int64_t i = begin; i < end; ++i) {
     float g = g_in[i] * grad_scale;
     float pi = p[i];
+    if constexpr (kSave) {
+      prev_p[i] = pi;
+      prev_m[i] = m[i];
+      prev_v[i] = v[i];
+    }
     if constexpr (kL2) g = g + l2_decay * pi;
     const float mi = beta1 * m[i] + one_minus_beta1 * g;
     const float vi = beta2 * v[i] + one_minus_beta2 * (g * g);
@@ -106,15 +118,24 @@ void scalar_loop(const AdamConstants& c, const AdamShard& shard, int64_t begin, 
   }
 }
 
+template <bool kSave>
+void scalar_by_decay(const AdamConstants& c, const AdamShard& s, int64_t begin, int64_t end) {
+  if (c.l2) {
+    scalar_loop<true, false, kSave>(c, s, begin, end);
+  } else if (c.decoupled) {
+    scalar_loop<false, true, kSave>(c, s, begin, end);
+  } else {
+    scalar_loop<false, false, kSave>(c, s, begin, end);
+  }
+}
+
 }  // namespace
 
 void adam_tile_scalar(const AdamConstants& c, const AdamShard& s, int64_t begin, int64_t end) {
-  if (c.l2) {
-    scalar_loop<true, false>(c, s, begin, end);
-  } else if (c.decoupled) {
-    scalar_loop<false, true>(c, s, begin, end);
+  if (s.saves_prev()) {
+    scalar_by_decay<true>(c, s, begin, end);
   } else {
-    scalar_loop<false, false>(c, s, begin, end);
+    scalar_by_decay<false>(c, s, begin, end);
   }
 }
 

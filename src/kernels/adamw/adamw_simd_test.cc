@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -233,6 +234,80 @@ TEST(AdamWSimd, MultiStepTrajectory) {
   expect_same(ref, got, true, "10 steps");
 }
 
+// The prev_* outputs (the overlapped offload update's rollback copy) receive the state as it was
+// before the update, bitwise (NaN payloads included), and change nothing else: the update and the
+// 16-bit copy equal a run without them. Every path, odd sizes, misaligned starts, many tiles; the
+// three copies in separate buffers (plain stores) and in one 64-byte aligned block at a common
+// misalignment, as the engine lays them out (streaming stores after a ragged head).
+TEST(AdamWSimd, PrevCopyHoldsTheStateBeforeTheUpdate) {
+  const int64_t sizes[] = {0, 1, 7, 16, 17, 33, 100, 1000, 65537};
+  constexpr float kUntouched = -1234.5f;
+  for (CpuIsa isa : supported_isas()) {
+    for (int64_t n : sizes) {
+      for (bool with_out : {false, true}) {
+        for (bool adam_w : {true, false}) {
+          for (bool block : {false, true}) {
+            const int64_t offset = (n + block) % 5;
+            AdamArgs args;
+            args.lr = 3e-3f;
+            args.weight_decay = 0.01f;
+            args.adam_w_mode = adam_w;
+            args.step = 2;
+            const State before = make_state(n, offset, static_cast<uint32_t>(n * 5 + with_out));
+            State ref = before;
+            adam_update(args, ref.shard(DType::kBF16, with_out), 1.f / 1024.f);
+            for (bool reference : {true, false}) {
+              State got = before;
+              // Three sections of `stride` floats (a multiple of 16) from a 64-byte boundary, or
+              // three separate buffers; each copy starts `offset` floats into its section.
+              const int64_t stride = (offset + n + 1 + 15) / 16 * 16;
+              std::vector<float> store(static_cast<size_t>(3 * stride + 16 + 2 * stride),
+                                       kUntouched);
+              float* base = store.data();
+              while (reinterpret_cast<uintptr_t>(base) % 64 != 0) ++base;
+              float* section[3];
+              for (int k = 0; k < 3; ++k) {
+                // Separate: sections apart by a stride plus k floats (no common misalignment).
+                section[k] = base + k * (block ? stride : stride + 1);
+              }
+              AdamShard s = got.shard(DType::kBF16, with_out);
+              s.prev_param = section[0] + offset;
+              s.prev_exp_avg = section[1] + offset;
+              s.prev_exp_avg_sq = section[2] + offset;
+              AdamSimdOptions opts;
+              opts.isa = isa;
+              opts.tile_numel = 64;
+              if (reference) {
+                adam_update(args, s, 1.f / 1024.f);
+              } else {
+                adam_update_simd(args, s, 1.f / 1024.f, opts);
+              }
+              const std::string what =
+                  std::string(reference ? "reference" : cpu_isa_name(isa)) +
+                  " n=" + std::to_string(n) + " out=" + std::to_string(with_out) +
+                  " adamw=" + std::to_string(adam_w) + " block=" + std::to_string(block);
+              expect_same(ref, got, with_out, what.c_str());
+              const std::vector<float>* want[3] = {&before.p, &before.m, &before.v};
+              for (int k = 0; k < 3; ++k) {
+                const float* sec = section[k];
+                for (int64_t i = 0; i < offset; ++i) ASSERT_EQ(sec[i], kUntouched) << what;
+                if (n > 0) {
+                  EXPECT_EQ(std::memcmp(sec + offset, want[k]->data() + offset,
+                                        static_cast<size_t>(n) * 4),
+                            0)
+                      << what << " copy " << k;
+                }
+                ASSERT_EQ(sec[offset + n], kUntouched) << what << " copy " << k;
+              }
+              if (HasFailure()) return;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(AdamWSimd, RejectsUnsupportedIsaAndBadArgs) {
   State st = make_state(8, 0, 1);
   AdamArgs args;
@@ -248,6 +323,13 @@ TEST(AdamWSimd, RejectsUnsupportedIsaAndBadArgs) {
     opts.isa = isa;
     EXPECT_DEATH(adam_update_simd(args, st.shard(DType::kBF16, false), 1.f, opts), "supported");
   }
+  // prev_*: all three or none.
+  State prev = make_state(8, 0, 2);
+  AdamShard partial = st.shard(DType::kBF16, false);
+  partial.prev_param = prev.p.data();
+  partial.prev_exp_avg = prev.m.data();
+  EXPECT_DEATH(adam_update_simd(args, partial, 1.f), "prev_");
+  EXPECT_DEATH(adam_update(args, partial, 1.f), "prev_");
 }
 
 }  // namespace
