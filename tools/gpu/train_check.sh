@@ -199,7 +199,9 @@ fi
 }
 
 ((bench)) || { san_train; profile_step; exit $status; }
-# The step benchmark: ZERO_GPU_BENCH_GRID entries MODEL:MICRO:STAGES[:MODES] (a stage followed by
+# The step benchmark: ZERO_GPU_BENCH_GRID entries MODEL:MICRO[xACCUM]:STAGES[:MODES] (ACCUM
+# micro-steps of gradient accumulation per step, default 1: PyTorch's baselines run without it, so
+# an entry with ACCUM > 1 compares offload with our own no-offload only; a stage followed by
 # "o" has the optimizer offloaded to the CPU, clipping 1.0: its CPU Adam runs after backward; "on"
 # offloaded without clipping and with --offload_overlap: the CPU Adam overlaps backward; MODES
 # joined by "+"), T=1024, bf16,
@@ -219,10 +221,13 @@ echo "| model | run | tok/s | ms/step | MFU | GPU MiB | ratio |"
 echo "| --- | --- | --- | --- | --- | --- | --- |"
 for entry in $grid; do
   IFS=: read -r model micro stages entry_modes <<<"$entry"
+  accum=1
+  [[ $micro == *x* ]] && accum=${micro#*x} micro=${micro%%x*}
   fpt=$(python3 "$torch_step" --model "$model" --seq "$seq" --flops-per-token)
   base=""
   declare -A stage_tps=()
   these_modes=${entry_modes:-$modes}
+  ((accum > 1)) && these_modes=""
   for mode in ${these_modes//+/ }; do
     line=$(timeout 300 python3 "$torch_step" --model "$model" --batch "$micro" --seq "$seq" \
       --steps 8 --mode "$mode" 2>&1 | grep -E "^torch-|Error|error" | tail -1)
@@ -239,12 +244,13 @@ for entry in $grid; do
     [[ $st == *o* ]] && offload=cpu
     [[ $st == *on ]] && clip=0 overlap=(--offload_overlap)
     label="stage $stage"
+    ((accum > 1)) && label="micro $micro x accumulation $accum, $label"
     [[ $offload == cpu ]] && label+=" offload cpu"
     [[ $offload == cpu && $clip == 0 ]] && label+=" no clipping (overlap)"
-    d=$work/bench-$model-s$st
+    d=$work/bench-$model-$micro-$accum-s$st
     mkdir -p "$d"
     # wall_clock_breakdown (host timers, no added syncs): its lines are printed under the table.
-    config "$stage" bf16 "$offload" "$micro" 1 "$clip" |
+    config "$stage" bf16 "$offload" "$micro" "$accum" "$clip" |
       sed 's/"gradient_clipping"/"wall_clock_breakdown": true, "steps_per_print": 4, "gradient_clipping"/' >"$d/ds.json"
     if timeout 300 "$zero" train --deepspeed "$d/ds.json" --model "preset:$model" --train_file "$corpus" \
       --data_dtype uint8 --block_size "$seq" --max_steps 8 --output_dir "$d/out" --quiet --device "$device" \
