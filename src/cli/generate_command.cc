@@ -106,47 +106,84 @@ StatusOr<std::vector<int32_t>> chat_prompt_ids(const text::Tokenizer& tok,
   return tok.encode(rendered, /*add_special_tokens=*/false);
 }
 
-int run_generate(GenerateArgs& a) {
+// One `zero generate` run's state, filled in by the steps below in order. Members are destroyed
+// in reverse: the generators before the communicator, the printer's stream decoder (which reads
+// the tokenizer) before the tokenizer.
+struct Generation {
+  Device device = Device::kCpu;
+  std::unique_ptr<runtime::ModelSource> source;
+  const model::ModelConfig* config = nullptr;  // source's
+  std::optional<text::Tokenizer> tokenizer;    // the model directory's, if it has one
+  Printer printer;
+  std::vector<int32_t> tokens;       // the prompt; generation appends the new tokens
+  int64_t prompt_tokens = 0;         // the prompt's length
+  std::vector<int32_t> end_of_turn;  // --chat: the template's end-of-turn token, if any
+  SelfCommunicator self;
+  std::unique_ptr<runtime::Engine> engine;
+  std::unique_ptr<runtime::DeviceGenerator> on_device;  // --device cuda
+  bool stopped = false;                                 // at a stop token
+  std::chrono::steady_clock::time_point end;
+};
+
+// Each step returns the exit code to end with after printing its error, or 0 to go on.
+
+// The prompt flags exclude each other; the device must be known and usable. Before anything is
+// printed.
+int check_flags_and_device(const GenerateArgs& a, Generation& g) {
   if (a.has_chat + a.has_prompt + a.has_prompt_tokens > 1) {
     std::fprintf(stderr,
                  "error: --chat, --prompt and --prompt_tokens exclude each other: give one\n");
     return 2;
   }
-  // Before anything is printed: an unknown device, or `--device cuda` without a usable GPU.
   const StatusOr<Device> device = parse_device_flag(a.device);
   const Status usable = device.ok() ? check_device_usable(*device) : device.status();
   if (!usable.ok()) {
     std::fprintf(stderr, "error: %s\n", usable.message().c_str());
     return 2;
   }
+  g.device = *device;
+  return 0;
+}
+
+// The model's config and weights source, and its tokenizer (no larger than the vocabulary).
+int open_model(const GenerateArgs& a, Generation& g) {
   auto source = runtime::ModelSource::open(a.model, a.sampling.seed);
   if (!source.ok()) {
     std::fprintf(stderr, "error: --model %s: %s\n", a.model.c_str(),
                  source.status().message().c_str());
     return 2;
   }
-  const model::ModelConfig& mc = (*source)->config();
+  g.source = std::move(*source);
+  g.config = &g.source->config();
+  const model::ModelConfig& mc = *g.config;
   auto tokenizer = open_tokenizer(a.model);
   if (!tokenizer.ok()) {
     std::fprintf(stderr, "error: --model %s: %s\n", a.model.c_str(),
                  tokenizer.status().message().c_str());
     return 2;
   }
-  if (*tokenizer && (*tokenizer)->vocab_size() > mc.vocab_size) {
+  g.tokenizer = std::move(*tokenizer);
+  if (g.tokenizer && g.tokenizer->vocab_size() > mc.vocab_size) {
     std::fprintf(stderr,
                  "error: --model %s: the tokenizer (%s) has %lld tokens, more than the model's "
                  "vocab_size %lld\n",
-                 a.model.c_str(), (*tokenizer)->source().c_str(),
-                 static_cast<long long>((*tokenizer)->vocab_size()),
+                 a.model.c_str(), g.tokenizer->source().c_str(),
+                 static_cast<long long>(g.tokenizer->vocab_size()),
                  static_cast<long long>(mc.vocab_size));
     return 2;
   }
-  Printer printer;
-  printer.bytes = !*tokenizer && mc.vocab_size == 256;
-  std::vector<int32_t> tokens;
-  std::vector<int32_t> end_of_turn;  // --chat: the template's end-of-turn token, if any
+  return 0;
+}
+
+// The prompt's token ids from --chat, --prompt_tokens or --prompt, and how the output is printed
+// (decoded text, bytes or ids).
+int encode_prompt(const GenerateArgs& a, Generation& g) {
+  const model::ModelConfig& mc = *g.config;
+  Printer& printer = g.printer;
+  std::vector<int32_t>& tokens = g.tokens;
+  printer.bytes = !g.tokenizer && mc.vocab_size == 256;
   if (a.has_chat) {
-    if (!*tokenizer) {
+    if (!g.tokenizer) {
       std::fprintf(stderr,
                    "error: --chat needs the model directory's tokenizer (tokenizer.json or "
                    "tokenizer.model, with a chat_template in tokenizer_config.json); --model %s "
@@ -154,13 +191,13 @@ int run_generate(GenerateArgs& a) {
                    a.model.c_str());
       return 2;
     }
-    auto ids = chat_prompt_ids(**tokenizer, a.chat, &end_of_turn);
+    auto ids = chat_prompt_ids(*g.tokenizer, a.chat, &g.end_of_turn);
     if (!ids.ok()) {
       std::fprintf(stderr, "error: --chat: %s\n", ids.status().message().c_str());
       return 2;
     }
     tokens = std::move(*ids);
-    printer.stream.emplace(**tokenizer, tokens);
+    printer.stream.emplace(*g.tokenizer, tokens);
   } else if (!a.prompt_tokens.empty()) {
     std::vector<int64_t> ids;
     const std::string err = parse_id_list(a.prompt_tokens, mc.vocab_size, "--prompt_tokens", &ids);
@@ -170,8 +207,8 @@ int run_generate(GenerateArgs& a) {
     }
     for (int64_t id : ids) tokens.push_back(static_cast<int32_t>(id));
     printer.bytes = false;
-  } else if (*tokenizer) {
-    const text::Tokenizer& tok = **tokenizer;
+  } else if (g.tokenizer) {
+    const text::Tokenizer& tok = *g.tokenizer;
     // HF's tokenizer(prompt): the special prefix (BOS) the tokenizer adds, not its suffix (an EOS
     // after the prompt would ask the model to start a new document).
     tokens = tok.special_prefix_ids();
@@ -196,55 +233,61 @@ int run_generate(GenerateArgs& a) {
     return 2;
   }
   if (tokens.empty()) tokens.push_back(printer.bytes ? '\n' : 0);
+  return 0;
+}
 
-  // The model's EOS ids (generation_config.json, else config.json): generation stops there.
-  if (!a.ignore_eos) {
-    const nlohmann::json gen = model::generation_config_to_json(mc);
-    auto eos = gen.find("eos_token_id");
-    if (eos != gen.end()) {
-      for (const nlohmann::json& id : eos->is_array() ? *eos : nlohmann::json::array({*eos})) {
-        if (id.is_number_integer() && id.get<int64_t>() >= 0 && id.get<int64_t>() < mc.vocab_size) {
-          a.sampling.stop_tokens.push_back(id.get<int32_t>());
-        }
+// The ids generation stops at, into a.sampling.stop_tokens (none with --ignore_eos): the model's
+// EOS ids (generation_config.json, else config.json), else the tokenizer's; with --chat also the
+// template's end of turn, said on stderr.
+void add_stop_tokens(GenerateArgs& a, const Generation& g) {
+  if (a.ignore_eos) return;
+  const model::ModelConfig& mc = *g.config;
+  const nlohmann::json gen = model::generation_config_to_json(mc);
+  auto eos = gen.find("eos_token_id");
+  if (eos != gen.end()) {
+    for (const nlohmann::json& id : eos->is_array() ? *eos : nlohmann::json::array({*eos})) {
+      if (id.is_number_integer() && id.get<int64_t>() >= 0 && id.get<int64_t>() < mc.vocab_size) {
+        a.sampling.stop_tokens.push_back(id.get<int32_t>());
       }
     }
-    // A model config without one (e.g. a small model trained from scratch): the tokenizer's EOS
-    // (tokenizer_config.json's eos_token), when the prompt is text. A chat turn also ends there
-    // (Mistral's and Zephyr's templates close replies with eos_token).
-    auto& stop = a.sampling.stop_tokens;
-    if ((stop.empty() || a.has_chat) && printer.stream && (*tokenizer)->eos_id() &&
-        std::find(stop.begin(), stop.end(), *(*tokenizer)->eos_id()) == stop.end()) {
-      stop.push_back(*(*tokenizer)->eos_id());
-    }
-    stop.insert(stop.end(), end_of_turn.begin(), end_of_turn.end());
-    if (a.has_chat) {
-      std::string ids;
-      for (int32_t id : stop) ids += (ids.empty() ? "" : ", ") + std::to_string(id);
-      std::fprintf(stderr, "zero generate: the reply stops at token id%s %s%s\n",
-                   stop.size() == 1 ? "" : "s", ids.empty() ? "(none)" : ids.c_str(),
-                   end_of_turn.empty() ? "" : " (end of turn and end of sequence)");
-    }
   }
+  // A model config without one (e.g. a small model trained from scratch): the tokenizer's EOS
+  // (tokenizer_config.json's eos_token), when the prompt is text. A chat turn also ends there
+  // (Mistral's and Zephyr's templates close replies with eos_token).
+  auto& stop = a.sampling.stop_tokens;
+  if ((stop.empty() || a.has_chat) && g.printer.stream && g.tokenizer->eos_id() &&
+      std::find(stop.begin(), stop.end(), *g.tokenizer->eos_id()) == stop.end()) {
+    stop.push_back(*g.tokenizer->eos_id());
+  }
+  stop.insert(stop.end(), g.end_of_turn.begin(), g.end_of_turn.end());
+  if (a.has_chat) {
+    std::string ids;
+    for (int32_t id : stop) ids += (ids.empty() ? "" : ", ") + std::to_string(id);
+    std::fprintf(stderr, "zero generate: the reply stops at token id%s %s%s\n",
+                 stop.size() == 1 ? "" : "s", ids.empty() ? "(none)" : ids.c_str(),
+                 g.end_of_turn.empty() ? "" : " (end of turn and end of sequence)");
+  }
+}
 
-  // Inference on one rank: the engine holds the weights in host memory (stage 0, no optimizer
-  // steps taken); a device model gets a copy of them.
+// Inference on one rank: the engine holds the weights in host memory (stage 0, no optimizer
+// steps taken); a device model gets a copy of them.
+int load_weights(const GenerateArgs& a, Generation& g) {
   runtime::EngineOptions o;
-  o.model_config = mc;
-  SelfCommunicator self;
-  auto engine = runtime::Engine::create(o, (*source)->init_fn(), &self);
+  o.model_config = *g.config;
+  auto engine = runtime::Engine::create(o, g.source->init_fn(), &g.self);
   if (!engine.ok()) {
     std::fprintf(stderr, "error: %s\n", engine.status().message().c_str());
     return 1;
   }
-  std::unique_ptr<runtime::DeviceGenerator> on_device;
-  if (*device != Device::kCpu) {
-    auto g = runtime::DeviceGenerator::create(*device, mc, (*engine)->params());
-    if (!g.ok()) {
+  g.engine = std::move(*engine);
+  if (g.device != Device::kCpu) {
+    auto on_device = runtime::DeviceGenerator::create(g.device, *g.config, g.engine->params());
+    if (!on_device.ok()) {
       std::fprintf(stderr, "error: --device %s: %s\n", a.device.c_str(),
-                   g.status().message().c_str());
+                   on_device.status().message().c_str());
       return 1;
     }
-    on_device = std::move(*g);
+    g.on_device = std::move(*on_device);
     std::fprintf(stderr, "zero generate: on %s; %s\n", probe_cuda().description.c_str(),
                  a.no_kv_cache ? "a whole forward per token (--no_kv_cache)"
                                : "a key/value cache on the GPU");
@@ -252,60 +295,83 @@ int run_generate(GenerateArgs& a) {
     std::fprintf(stderr, "error: --no_kv_cache is for --device cuda (the CPU always caches)\n");
     return 2;
   }
+  return 0;
+}
+
+// Prints the prompt (not a chat turn's rendered template: the reply alone), then every new token
+// as it comes, on the device or the CPU; the rest of the decoded text at the end.
+int generate_tokens(const GenerateArgs& a, Generation& g) {
+  Printer& printer = g.printer;
   if (a.has_chat) {
     // The reply alone: the rendered template is not echoed.
   } else if (printer.stream || printer.bytes) {
     std::fwrite(a.prompt.data(), 1, a.prompt.size(), stdout);
   } else {
-    for (int32_t t : tokens) std::printf(" %d", t);
+    for (int32_t t : g.tokens) std::printf(" %d", t);
   }
   std::fflush(stdout);
-  const int64_t prompt_tokens = static_cast<int64_t>(tokens.size());
+  g.prompt_tokens = static_cast<int64_t>(g.tokens.size());
   printer.start = std::chrono::steady_clock::now();
-  bool stopped = false;
-  if (on_device) {
+  if (g.on_device) {
     const auto decoding = a.no_kv_cache ? runtime::DeviceGenerator::Decoding::kRecompute
                                         : runtime::DeviceGenerator::Decoding::kCached;
-    auto done = on_device->generate(tokens, a.sampling, decoding, print_token, &printer);
+    auto done = g.on_device->generate(g.tokens, a.sampling, decoding, print_token, &printer);
     if (!done.ok()) {
       std::fprintf(stderr, "\nerror: --device %s: %s\n", a.device.c_str(),
                    done.status().message().c_str());
       return 1;
     }
-    stopped = *done;
+    g.stopped = *done;
   } else {
-    stopped = runtime::generate((*engine)->model(), (*engine)->params(), tokens, a.sampling,
-                                print_token, &printer);
+    g.stopped = runtime::generate(g.engine->model(), g.engine->params(), g.tokens, a.sampling,
+                                  print_token, &printer);
   }
-  const auto end = std::chrono::steady_clock::now();
+  g.end = std::chrono::steady_clock::now();
   if (printer.stream && printer.status.ok()) {
     auto rest = printer.stream->flush();
     if (rest.ok()) std::fwrite(rest->data(), 1, rest->size(), stdout);
     if (!rest.ok()) printer.status = rest.status();
   }
   std::printf("\n");
+  return 0;
+}
+
+// The speed line on stderr: new tokens per second, the first token's latency (the prompt's
+// prefill) apart from the decode steps after it.
+void report_speed(const Generation& g) {
   // Why: the speed line goes to stderr after the output's last line, also when both are one pipe.
   std::fflush(stdout);
-  if (printer.new_tokens > 0) {
-    using Seconds = std::chrono::duration<double>;
-    const double total_s = Seconds(end - printer.start).count();
-    const double first_s = Seconds(printer.first - printer.start).count();
-    const double after_s = total_s - first_s;
-    std::fprintf(stderr,
-                 "zero generate: %lld new tokens in %.3f s, %.1f tokens/s (the first after %.3f s "
-                 "with the %lld-token prompt, then %.1f tokens/s)\n",
-                 static_cast<long long>(printer.new_tokens), total_s,
-                 static_cast<double>(printer.new_tokens) / total_s, first_s,
-                 static_cast<long long>(prompt_tokens),
-                 printer.new_tokens > 1 && after_s > 0
-                     ? static_cast<double>(printer.new_tokens - 1) / after_s
-                     : 0.0);
-  }
-  if (!printer.status.ok()) {
-    std::fprintf(stderr, "error: decoding the output: %s\n", printer.status.message().c_str());
+  const Printer& printer = g.printer;
+  if (printer.new_tokens == 0) return;
+  using Seconds = std::chrono::duration<double>;
+  const double total_s = Seconds(g.end - printer.start).count();
+  const double first_s = Seconds(printer.first - printer.start).count();
+  const double after_s = total_s - first_s;
+  std::fprintf(stderr,
+               "zero generate: %lld new tokens in %.3f s, %.1f tokens/s (the first after %.3f s "
+               "with the %lld-token prompt, then %.1f tokens/s)\n",
+               static_cast<long long>(printer.new_tokens), total_s,
+               static_cast<double>(printer.new_tokens) / total_s, first_s,
+               static_cast<long long>(g.prompt_tokens),
+               printer.new_tokens > 1 && after_s > 0
+                   ? static_cast<double>(printer.new_tokens - 1) / after_s
+                   : 0.0);
+}
+
+int run_generate(GenerateArgs& a) {
+  Generation g;
+  if (int code = check_flags_and_device(a, g)) return code;
+  if (int code = open_model(a, g)) return code;
+  if (int code = encode_prompt(a, g)) return code;
+  add_stop_tokens(a, g);
+  if (int code = load_weights(a, g)) return code;
+  if (int code = generate_tokens(a, g)) return code;
+  report_speed(g);
+  if (!g.printer.status.ok()) {
+    std::fprintf(stderr, "error: decoding the output: %s\n", g.printer.status.message().c_str());
     return 1;
   }
-  if (stopped) {
+  if (g.stopped) {
     std::fprintf(stderr, "zero generate: stopped at the %s token\n",
                  a.has_chat ? "end-of-turn / end-of-sequence" : "end-of-sequence");
   }

@@ -3,6 +3,6 @@
 // reference (adamw_cpu.cc). Never linked together with the nvcc-built zero_kernel_adamw (same
 // symbols).
 #include "emu/cuda_emu.h"
-// The emulator header must come first: it redefines the CUDA keywords the sources use.
-#include "kernels/adamw/adamw_cuda.cu"
+// The emulator header must come first: it redefines the CUDA runtime calls the test makes. The
+// kernels are zero_emu_cuda's objects (src/emu/CMakeLists.txt), linked, not compiled here again.
 #include "kernels/adamw/adamw_cuda_test.cc"

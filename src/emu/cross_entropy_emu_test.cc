@@ -2,6 +2,6 @@
 // cross_entropy_cuda.cu built as plain C++: its small shapes (gpu_or_emulated), against the same
 // CPU twin. Never linked together with the nvcc-built zero_kernel_cross_entropy (same symbols).
 #include "emu/cuda_emu.h"
-// The emulator header must come first: it redefines the CUDA keywords the sources use.
-#include "kernels/cross_entropy/cross_entropy_cuda.cu"
+// The emulator header must come first: it redefines the CUDA runtime calls the test makes. The
+// kernels are zero_emu_cuda's objects (src/emu/CMakeLists.txt), linked, not compiled here again.
 #include "kernels/cross_entropy/cross_entropy_cuda_test.cc"

@@ -1,11 +1,9 @@
 // cuda_backend_test.cc, the CUDA backend against the Backend contract, run on the CPU emulator
 // (docs/emu.md): device/cuda_stream.cc and device/cuda_backend.cc built as plain C++ on the
 // emulated runtime (streams as worker threads with random delays, events, async copies, pinned
-// memory, host functions). The kernels are in cuda_backend_kernels_emu.cc. Never linked with the
-// nvcc-built zero_device (same symbols).
+// memory, host functions). The backend, the streams and the kernels (elementwise, sum of squares,
+// AdamW) are zero_emu_cuda's objects (src/emu/CMakeLists.txt), linked, not compiled here again.
+// Never linked with the nvcc-built zero_device (same symbols).
 #include "emu/cuda_emu.h"
-// The emulator header must come first: it redefines the CUDA runtime calls the sources make.
-#include "device/cuda_backend.cc"
-#include "device/cuda_stream.cc"
-
+// The emulator header must come first: it redefines the CUDA runtime calls the test makes.
 #include "device/cuda_backend_test.cc"

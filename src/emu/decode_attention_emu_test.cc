@@ -1,6 +1,6 @@
 // decode_attention_cuda_test.cc, the GPU test, run on the CPU emulator (docs/emu.md) with
 // decode_attention_cuda.cu built as plain C++: its small shapes (gpu_or_emulated).
 #include "emu/cuda_emu.h"
-// The emulator header must come first: it redefines the CUDA keywords the sources use.
-#include "kernels/attention/decode_attention_cuda.cu"
+// The emulator header must come first: it redefines the CUDA runtime calls the test makes. The
+// kernels are zero_emu_cuda's objects (src/emu/CMakeLists.txt), linked, not compiled here again.
 #include "kernels/attention/decode_attention_cuda_test.cc"

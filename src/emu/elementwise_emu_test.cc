@@ -2,6 +2,6 @@
 // elementwise_cuda.cu built as plain C++: its small shapes (gpu_or_emulated), against the same CPU
 // twin. Never linked together with the nvcc-built zero_kernel_elementwise (same symbols).
 #include "emu/cuda_emu.h"
-// The emulator header must come first: it redefines the CUDA keywords the sources use.
-#include "kernels/elementwise/elementwise_cuda.cu"
+// The emulator header must come first: it redefines the CUDA runtime calls the test makes. The
+// kernels are zero_emu_cuda's objects (src/emu/CMakeLists.txt), linked, not compiled here again.
 #include "kernels/elementwise/elementwise_cuda_test.cc"

@@ -1,4 +1,4 @@
-// The CUDA LayerNorm (layernorm_cuda.cu) run on the CPU emulator (layernorm_cuda_emu.cc) against
+// The CUDA LayerNorm (layernorm_cuda.cu) run on the CPU emulator (zero_emu_cuda's object) against
 // its CPU twin (run in double on the rounded inputs), within tolerance.h: fp32 (vectorised and
 // scalar paths, misaligned pointers), bf16 and fp16, small odd shapes (1x1, primes, partial last
 // blocks and warps of rows). Device memory is host memory here, so the kernels get host vectors.

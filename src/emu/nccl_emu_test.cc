@@ -4,14 +4,12 @@
 // collective the engine uses must reproduce bit for bit, for worlds 1-4 and fp32 / bf16 payloads.
 // Also: a missing stream wait before a collective shows as stale data; a peer that never arrives
 // is a deadline error, mismatched calls an error on every rank; bf16 sums round at every step.
+// NcclCommunicator and its id bootstrap are zero_emu_cuda's objects (src/emu/CMakeLists.txt),
+// linked, not compiled here again.
 #include "emu/cuda_emu.h"
 // The emulator header must come first; <nccl.h> is the stand-in (shadow/ is searched first).
 #include <nccl.h>
 
-#include "comm/nccl_bootstrap.cc"
-#include "comm/nccl_communicator.cc"
-
-// The test itself.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -26,6 +24,8 @@
 #include <tuple>
 #include <vector>
 
+#include "comm/nccl_bootstrap.h"
+#include "comm/nccl_communicator.h"
 #include "comm/reduce16.h"
 #include "comm/thread_communicator.h"
 #include "core/cuda/cuda_stream.h"

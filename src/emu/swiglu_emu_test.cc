@@ -2,6 +2,6 @@
 // built as plain C++: its small shapes (gpu_or_emulated), against the same CPU twin. Never linked
 // together with the nvcc-built zero_kernel_swiglu (same symbols).
 #include "emu/cuda_emu.h"
-// The emulator header must come first: it redefines the CUDA keywords the sources use.
-#include "kernels/swiglu/swiglu_cuda.cu"
+// The emulator header must come first: it redefines the CUDA runtime calls the test makes. The
+// kernels are zero_emu_cuda's objects (src/emu/CMakeLists.txt), linked, not compiled here again.
 #include "kernels/swiglu/swiglu_cuda_test.cc"

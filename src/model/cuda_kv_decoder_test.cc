@@ -22,6 +22,7 @@
 #include "core/cuda/cuda_stream.h"
 #include "core/dtype.h"
 #include "kernels/cuda_test_util.h"
+#include "model/cuda_test_configs.h"
 #include "model/cuda_transformer.h"
 #include "model/golden_testing.h"
 #include "model/kv_decoder.h"
@@ -41,67 +42,16 @@ double relative_error(const std::vector<float>& a, const std::vector<float>& b) 
   return err / scale;
 }
 
-// Tiny shapes: C = 32, 2 layers, an odd vocabulary, 16 positions; 4 query heads over 2 kv heads
-// (2 over 1 on the emulator, still grouped: it runs every CUDA thread as a host thread).
-constexpr int64_t kVocab = 97, kPositions = 16;
-#if defined(ZERO_CUDA_EMU)
-constexpr int64_t kQueryHeads = 2, kKvHeads = 1;
-#else
-constexpr int64_t kQueryHeads = 4, kKvHeads = 2;
-#endif
+// The shared tiny models (cuda_test_configs.h) with 16 positions.
+constexpr int64_t kPositions = 16;
 
-ModelConfig gpt2_config() {
-  ModelConfig c;
-  c.arch = Arch::kGpt2;
-  c.model_type = "gpt2";
-  c.vocab_size = kVocab;
-  c.max_position_embeddings = kPositions;
-  c.hidden_size = 32;
-  c.num_layers = 2;
-  c.num_heads = kQueryHeads;
-  c.num_kv_heads = kQueryHeads;
-  c.intermediate_size = 128;
-  c.hidden_act = "gelu_new";
-  c.scale_attn_by_inverse_layer_idx = true;  // the score divisor of layer 1
-  return c;
-}
+ModelConfig gpt2_config() { return testing::tiny_gpt2_config(kPositions); }
 
 // GQA, llama3 RoPE scaling, a tied head.
-ModelConfig llama_config() {
-  ModelConfig c;
-  c.arch = Arch::kLlama;
-  c.model_type = "llama";
-  c.vocab_size = kVocab;
-  c.max_position_embeddings = kPositions;
-  c.hidden_size = 32;
-  c.num_layers = 2;
-  c.num_heads = kQueryHeads;
-  c.num_kv_heads = kKvHeads;
-  c.intermediate_size = 48;
-  c.hidden_act = "silu";
-  c.rope_theta = 500000.0;
-  c.rope_scaling.type = "llama3";
-  c.rope_scaling.factor = 8.0;
-  c.rope_scaling.low_freq_factor = 1.0;
-  c.rope_scaling.high_freq_factor = 4.0;
-  c.rope_scaling.original_max_position_embeddings = 8;
-  c.tie_word_embeddings = true;
-  return c;
-}
+ModelConfig llama_config() { return testing::tiny_llama_config(kPositions, /*tied=*/true); }
 
 // Untied, q/k/v/o and MLP biases, linear RoPE scaling, a sliding window of 5 on layer 0.
-ModelConfig llama_sliding_config() {
-  ModelConfig c = llama_config();
-  c.tie_word_embeddings = false;
-  c.rope_scaling = {};
-  c.rope_scaling.type = "linear";
-  c.rope_scaling.factor = 2.0;
-  c.attention_bias = true;
-  c.mlp_bias = true;
-  c.sliding_window = 5;
-  c.sliding_layers = {true, false};
-  return c;
-}
+ModelConfig llama_sliding_config() { return testing::tiny_llama_biased_config(kPositions); }
 
 // Every unit's values, uniform around 0 (norm weights around 1), from a fixed seed.
 std::vector<std::vector<float>> random_units(const ModelLayout& layout) {

@@ -50,22 +50,7 @@ struct CudaTransformer::BlockActs {
 // Whether a 16-bit model reads parameter `kind` as stored in its unit: the GEMM weights (16-bit
 // GEMM operands) and the embedding tables (embed_16 widens the rows it reads). The others, the
 // norm weights and the biases, are widened into fp32 (DeviceWiden).
-inline bool read_in_unit_dtype(ParamKind kind) {
-  switch (kind) {
-    case ParamKind::kTokenEmbedding:
-    case ParamKind::kPositionEmbedding:
-    case ParamKind::kQkvWeight:
-    case ParamKind::kQWeight:
-    case ParamKind::kKWeight:
-    case ParamKind::kVWeight:
-    case ParamKind::kAttnOutWeight:
-    case ParamKind::kMlpUpWeight:
-    case ParamKind::kMlpGateWeight:
-    case ParamKind::kMlpDownWeight:
-    case ParamKind::kLmHead: return true;
-    default: return false;
-  }
-}
+inline bool read_in_unit_dtype(ParamKind kind) { return is_matrix_or_embedding(kind); }
 
 // Elements of unit `u` a 16-bit model widens (its parameters not read_in_unit_dtype).
 inline int64_t widened_numel(const UnitSpec& u) {

@@ -26,6 +26,7 @@
 #include "kernels/cuda_test_util.h"
 #include "kernels/tolerance.h"
 #include "model/cuda_host_checkpoints.h"
+#include "model/cuda_test_configs.h"
 #include "model/cuda_transformer_buffers.h"
 #include "model/model_config.h"
 #include "model/transformer.h"
@@ -37,69 +38,18 @@ using kernels::testing::all_close;
 using kernels::testing::DeviceArray;
 using kernels::testing::norm_close;
 
-// Tiny shapes: C = 32, 2 layers, an odd vocabulary; 4 query heads over 2 kv heads. The emulator
-// runs every CUDA thread as a host thread and attention is nearly all of its time (one block of
-// 256 threads per (batch, head)): 2 query heads over 1 kv head there, still grouped.
-constexpr int64_t kB = 2, kT = 8, kVocab = 97;
+// The shared tiny models (cuda_test_configs.h); B = 2 sequences of T = 8 tokens.
+using testing::kVocab;
+constexpr int64_t kB = 2, kT = 8;
 constexpr int64_t kHeadChunkRows = 5;
-#if defined(ZERO_CUDA_EMU)
-constexpr int64_t kQueryHeads = 2, kKvHeads = 1;
-#else
-constexpr int64_t kQueryHeads = 4, kKvHeads = 2;
-#endif
 
-ModelConfig gpt2_config() {
-  ModelConfig c;
-  c.arch = Arch::kGpt2;
-  c.model_type = "gpt2";
-  c.vocab_size = kVocab;
-  c.max_position_embeddings = 16;
-  c.hidden_size = 32;
-  c.num_layers = 2;
-  c.num_heads = kQueryHeads;
-  c.num_kv_heads = kQueryHeads;
-  c.intermediate_size = 128;
-  c.hidden_act = "gelu_new";
-  c.scale_attn_by_inverse_layer_idx = true;  // the score divisor of layer 1
-  return c;
-}
+ModelConfig gpt2_config() { return testing::tiny_gpt2_config(/*positions=*/16); }
 
-// GQA, llama3 RoPE scaling (an original context of 8 puts the frequencies of head dim 8 or 16 in
-// the kept, smoothed and scaled bands).
-ModelConfig llama_config(bool tied) {
-  ModelConfig c;
-  c.arch = Arch::kLlama;
-  c.model_type = "llama";
-  c.vocab_size = kVocab;
-  c.max_position_embeddings = 64;
-  c.hidden_size = 32;
-  c.num_layers = 2;
-  c.num_heads = kQueryHeads;
-  c.num_kv_heads = kKvHeads;
-  c.intermediate_size = 48;
-  c.hidden_act = "silu";
-  c.rope_theta = 500000.0;
-  c.rope_scaling.type = "llama3";
-  c.rope_scaling.factor = 8.0;
-  c.rope_scaling.low_freq_factor = 1.0;
-  c.rope_scaling.high_freq_factor = 4.0;
-  c.rope_scaling.original_max_position_embeddings = 8;
-  c.tie_word_embeddings = tied;
-  return c;
-}
+// GQA, llama3 RoPE scaling.
+ModelConfig llama_config(bool tied) { return testing::tiny_llama_config(/*positions=*/64, tied); }
 
 // Untied, q/k/v/o and MLP biases, linear RoPE scaling, a sliding window on layer 0.
-ModelConfig llama_biased_config() {
-  ModelConfig c = llama_config(/*tied=*/false);
-  c.rope_scaling = {};
-  c.rope_scaling.type = "linear";
-  c.rope_scaling.factor = 2.0;
-  c.attention_bias = true;
-  c.mlp_bias = true;
-  c.sliding_window = 5;
-  c.sliding_layers = {true, false};
-  return c;
-}
+ModelConfig llama_biased_config() { return testing::tiny_llama_biased_config(/*positions=*/64); }
 
 // Every unit's parameters on the host (fp32 values, and their 16-bit bits for a 16-bit model) and
 // on the device; the same values for both models. Logs acquire (u) and release (~u).

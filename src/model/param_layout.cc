@@ -7,7 +7,7 @@
 
 namespace zero::model {
 
-bool decays(ParamKind kind) {
+bool is_matrix_or_embedding(ParamKind kind) {
   switch (kind) {
     case ParamKind::kTokenEmbedding:
     case ParamKind::kPositionEmbedding:
@@ -23,6 +23,8 @@ bool decays(ParamKind kind) {
     default: return false;
   }
 }
+
+bool decays(ParamKind kind) { return is_matrix_or_embedding(kind); }
 
 bool is_residual_projection(ParamKind kind) {
   return kind == ParamKind::kAttnOutWeight || kind == ParamKind::kMlpDownWeight;

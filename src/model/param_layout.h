@@ -41,8 +41,11 @@ enum class ParamKind {
   kLmHead,  // untied (V, C)
 };
 
-// Weight decay applies to matrices and embeddings (≥ 2 dims), never to biases or norm weights
-// (the HF Trainer's grouping, which is what DeepSpeed receives).
+// True for the matrices (the GEMM weights, the untied LM head) and the embedding tables: the
+// parameters of ≥ 2 dims; false for the biases and the norm weights.
+bool is_matrix_or_embedding(ParamKind kind);
+// Weight decay applies to matrices and embeddings (is_matrix_or_embedding), never to biases or
+// norm weights (the HF Trainer's grouping, which is what DeepSpeed receives).
 bool decays(ParamKind kind);
 // True for the output projections that GPT-2 initialises with std 0.02 / sqrt(2 * n_layer).
 bool is_residual_projection(ParamKind kind);

@@ -324,6 +324,31 @@ size_t MatmulContext::num_plans() const {
 #endif
 }
 
+namespace {
+
+// Runs the GEMM of `args` (D = args.d, its columns out's N rows of OC; args.bias unset) plus
+// bias(OC) on every row, or none when bias is null. The BIAS epilogue only for a 16-byte aligned
+// bias: there is no alignment preference for the bias vector, and misaligned ones have been
+// reported to fault inside cuBLASLt. Else (or with no cuBLASLt plan) no BIAS epilogue: out is
+// seeded with the bias and the product accumulated onto it (beta 1), as the CPU twin does. Same
+// single rounding of the sum.
+template <typename T>
+void gemm_plus_bias(MatmulContext& ctx, GemmArgs args, T* out, const T* bias, int64_t N, int64_t OC,
+                    cudaStream_t stream) {
+  if (bias != nullptr) {
+    if (alignment_bytes(bias) >= 16) {
+      args.bias = bias;
+      if (ctx.try_gemm(args, stream)) return;
+    }
+    broadcast_bias(out, bias, N, OC, stream);
+    args.bias = nullptr;
+    args.beta = 1.0f;
+  }
+  ctx.gemm(args, stream);
+}
+
+}  // namespace
+
 template <typename T>
 void matmul_forward(MatmulContext& ctx, T* out, const T* inp, const T* weight, const T* bias,
                     int64_t N, int64_t C, int64_t OC, cudaStream_t stream) {
@@ -339,20 +364,7 @@ void matmul_forward(MatmulContext& ctx, T* out, const T* inp, const T* weight, c
                 .a = weight,
                 .b = inp,
                 .d = out};
-  if (bias != nullptr) {
-    // The BIAS epilogue only for a 16-byte aligned bias: there is no alignment preference for the
-    // bias vector, and misaligned ones have been reported to fault inside cuBLASLt.
-    if (alignment_bytes(bias) >= 16) {
-      args.bias = bias;
-      if (ctx.try_gemm(args, stream)) return;
-    }
-    // No BIAS epilogue here: seed out with the bias and accumulate the product onto it, as the
-    // CPU twin does. Same single rounding of the sum.
-    broadcast_bias(out, bias, N, OC, stream);
-    args.bias = nullptr;
-    args.beta = 1.0f;
-  }
-  ctx.gemm(args, stream);
+  gemm_plus_bias(ctx, args, out, bias, N, OC, stream);
 }
 
 template <typename T>
@@ -416,17 +428,8 @@ void matmul_forward_16(MatmulContext& ctx, float* out, int64_t out_ld, const T16
                 .d = out};
   args.shape.ldb = inp_ld;
   args.shape.ldd = out_ld;
-  if (bias != nullptr) {
-    // As matmul_forward: the BIAS epilogue (fp32 bias, D's type) only for a 16-byte aligned bias.
-    if (alignment_bytes(bias) >= 16) {
-      args.bias = bias;
-      if (ctx.try_gemm(args, stream)) return;
-    }
-    broadcast_bias(out, bias, N, OC, stream);
-    args.bias = nullptr;
-    args.beta = 1.0f;
-  }
-  ctx.gemm(args, stream);
+  // The bias is fp32, D's type (the BIAS epilogue's bias type); a padded output takes none.
+  gemm_plus_bias(ctx, args, out, bias, N, OC, stream);
 }
 
 template <typename T16>

@@ -1,0 +1,76 @@
+// Test support (header only, for the CUDA model's *_test.cc: cuda_transformer_test.cc,
+// cuda_kv_decoder_test.cc): the tiny GPT-2 and Llama configs both run on a GPU and on the CPU
+// emulator. C = 32, 2 layers, an odd vocabulary; 4 query heads over 2 kv heads. The emulator runs
+// every CUDA thread as a host thread and attention is nearly all of its time (one block of 256
+// threads per (batch, head)): 2 query heads over 1 kv head there, still grouped.
+#pragma once
+
+#include <cstdint>
+
+#include "model/model_config.h"
+
+namespace zero::model::testing {
+
+constexpr int64_t kVocab = 97;
+#if defined(ZERO_CUDA_EMU)
+constexpr int64_t kQueryHeads = 2, kKvHeads = 1;
+#else
+constexpr int64_t kQueryHeads = 4, kKvHeads = 2;
+#endif
+
+// GPT-2 with the per-layer score divisor, `positions` positions.
+inline ModelConfig tiny_gpt2_config(int64_t positions) {
+  ModelConfig c;
+  c.arch = Arch::kGpt2;
+  c.model_type = "gpt2";
+  c.vocab_size = kVocab;
+  c.max_position_embeddings = positions;
+  c.hidden_size = 32;
+  c.num_layers = 2;
+  c.num_heads = kQueryHeads;
+  c.num_kv_heads = kQueryHeads;
+  c.intermediate_size = 128;
+  c.hidden_act = "gelu_new";
+  c.scale_attn_by_inverse_layer_idx = true;  // the score divisor of layer 1
+  return c;
+}
+
+// Llama: GQA, llama3 RoPE scaling (an original context of 8 puts the frequencies of head dim 8 or
+// 16 in the kept, smoothed and scaled bands), `positions` positions, a tied head or not.
+inline ModelConfig tiny_llama_config(int64_t positions, bool tied) {
+  ModelConfig c;
+  c.arch = Arch::kLlama;
+  c.model_type = "llama";
+  c.vocab_size = kVocab;
+  c.max_position_embeddings = positions;
+  c.hidden_size = 32;
+  c.num_layers = 2;
+  c.num_heads = kQueryHeads;
+  c.num_kv_heads = kKvHeads;
+  c.intermediate_size = 48;
+  c.hidden_act = "silu";
+  c.rope_theta = 500000.0;
+  c.rope_scaling.type = "llama3";
+  c.rope_scaling.factor = 8.0;
+  c.rope_scaling.low_freq_factor = 1.0;
+  c.rope_scaling.high_freq_factor = 4.0;
+  c.rope_scaling.original_max_position_embeddings = 8;
+  c.tie_word_embeddings = tied;
+  return c;
+}
+
+// tiny_llama_config untied, with q/k/v/o and MLP biases, linear RoPE scaling and a sliding window
+// of 5 on layer 0.
+inline ModelConfig tiny_llama_biased_config(int64_t positions) {
+  ModelConfig c = tiny_llama_config(positions, /*tied=*/false);
+  c.rope_scaling = {};
+  c.rope_scaling.type = "linear";
+  c.rope_scaling.factor = 2.0;
+  c.attention_bias = true;
+  c.mlp_bias = true;
+  c.sliding_window = 5;
+  c.sliding_layers = {true, false};
+  return c;
+}
+
+}  // namespace zero::model::testing
