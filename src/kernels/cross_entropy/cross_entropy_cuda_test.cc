@@ -143,6 +143,16 @@ void check_fused(const CeShape& s, int64_t offset) {
   EXPECT_TRUE(all_close(got, want_dlogits, tolerance_for(dtype_of<T>())));
 }
 
+// The (N, V) logits as rows `ld` >= V elements apart, the padding NaN (a kernel that read it would
+// show it).
+std::vector<float> nan_padded_rows(const std::vector<float>& logits, const CeShape& s, int64_t ld) {
+  std::vector<float> padded(static_cast<size_t>(s.N * ld), NAN);
+  for (int64_t n = 0; n < s.N; ++n) {
+    std::copy_n(logits.begin() + n * s.V, s.V, padded.begin() + n * ld);
+  }
+  return padded;
+}
+
 // The 16-bit gradient of fp32 logits (a 16-bit model's LM head) is bitwise the fp32 kernel's
 // output rounded to nearest even, as the two-pass path (fp32 write, then a cast) gives it; rows
 // dlogits_ld elements apart keep their padding. `offset` shifts the 16-bit rows off their 16-byte
@@ -152,10 +162,7 @@ template <typename T16>
 void check_backward_16(const CeShape& s, int64_t dlogits_ld, int64_t offset, bool pad_logits) {
   const CeCase<float> c(s);
   const int64_t logits_ld = pad_logits ? s.V + 8 : s.V;
-  std::vector<float> logits_host(static_cast<size_t>(s.N * logits_ld), NAN);
-  for (int64_t n = 0; n < s.N; ++n) {
-    std::copy_n(c.logits.begin() + n * s.V, s.V, logits_host.begin() + n * logits_ld);
-  }
+  const std::vector<float> logits_host = nan_padded_rows(c.logits, s, logits_ld);
   DeviceArray<float> logits(c.logits);
   DeviceArray<float> logits_padded(logits_host);
   DeviceArray<float> dlogits(static_cast<size_t>(s.N * s.V));
@@ -197,10 +204,7 @@ template <typename T>
 void check_forward_padded(const CeShape& s) {
   const CeCase<T> c(s);
   const int64_t ld = s.V + 8;
-  std::vector<float> padded(static_cast<size_t>(s.N * ld), NAN);
-  for (int64_t n = 0; n < s.N; ++n) {
-    std::copy_n(c.logits.begin() + n * s.V, s.V, padded.begin() + n * ld);
-  }
+  const std::vector<float> padded = nan_padded_rows(c.logits, s, ld);
   DeviceArray<T> logits(to_storage<T>(c.logits));
   DeviceArray<T> logits_padded(to_storage<T>(padded));
   DeviceArray<int32_t> targets(c.targets);
@@ -227,10 +231,7 @@ template <typename T>
 void check_aligned_padded_rows(const CeShape& s) {
   const CeCase<float> c(s);
   const int64_t ld = (s.V + 7) / 8 * 8 + 8;
-  std::vector<float> padded(static_cast<size_t>(s.N * ld), NAN);
-  for (int64_t n = 0; n < s.N; ++n) {
-    std::copy_n(c.logits.begin() + n * s.V, s.V, padded.begin() + n * ld);
-  }
+  const std::vector<float> padded = nan_padded_rows(c.logits, s, ld);
   DeviceArray<float> logits(padded);
   DeviceArray<int32_t> targets(c.targets);
   DeviceArray<float> dloss(c.dloss);
