@@ -111,26 +111,36 @@ size_t CudaTransformer::carve_slab(const ModelConfig& c, const CudaTransformerOp
   bf.residual.assign(static_cast<size_t>(n_residual), nullptr);
   for (float*& r : bf.residual) r = f(N * C);
   bf.acts.assign(static_cast<size_t>(n_acts), BlockActs{});
-  for (BlockActs& a : bf.acts) {
-    a.norm1 = f(N * C);
+  // Arrays only the block's own forward reads are carved once and shared by every block: GPT-2's
+  // fused qkv (split into q, k, v), Llama's q and k before RoPE, and for a 16-bit model the fp32
+  // GEMM inputs whose 16-bit copies the backward reads instead (norm1, attn_y, norm2, act).
+  const bool sixteen = dtype != DType::kF32;
+  for (size_t i = 0; i < bf.acts.size(); ++i) {
+    BlockActs& a = bf.acts[i];
+    const BlockActs* first = i > 0 ? &bf.acts[0] : nullptr;
+    // `n` floats of its own, or block 0's array of `field` when shared.
+    auto own_or_shared = [&](bool shared, float* BlockActs::*field, int64_t n) {
+      return shared && first != nullptr ? first->*field : f(n);
+    };
+    a.norm1 = own_or_shared(sixteen, &BlockActs::norm1, N * C);
     a.mean1 = f(N);
     a.rstd1 = f(N);
-    a.qkv = gpt2 ? f(N * 3 * C) : nullptr;
-    a.q = f(N * Hq * D);
-    a.k = f(N * Hkv * D);
+    a.qkv = gpt2 ? own_or_shared(true, &BlockActs::qkv, N * 3 * C) : nullptr;
+    a.q = own_or_shared(!gpt2, &BlockActs::q, N * Hq * D);
+    a.k = own_or_shared(!gpt2, &BlockActs::k, N * Hkv * D);
     a.v = f(N * Hkv * D);
     a.q_rot = gpt2 ? nullptr : f(N * Hq * D);
     a.k_rot = gpt2 ? nullptr : f(N * Hkv * D);
     a.lse = f(B * Hq * T);
-    a.attn_y = f(N * Hq * D);
+    a.attn_y = own_or_shared(sixteen, &BlockActs::attn_y, N * Hq * D);
     a.x2 = f(N * C);
-    a.norm2 = f(N * C);
+    a.norm2 = own_or_shared(sixteen, &BlockActs::norm2, N * C);
     a.mean2 = f(N);
     a.rstd2 = f(N);
     a.gate = gpt2 ? nullptr : f(N * F);
     a.up = f(N * F);
-    a.act = f(N * F);
-    if (dtype != DType::kF32) {
+    a.act = own_or_shared(sixteen, &BlockActs::act, N * F);
+    if (sixteen) {
       a.norm1_16 = cv.take<uint16_t>(N * round_up_8(C));
       a.attn_y16 = cv.take<uint16_t>(N * round_up_8(Hq * D));
       a.norm2_16 = cv.take<uint16_t>(N * round_up_8(C));
