@@ -394,8 +394,7 @@ void CudaTransformer::backward(ParamAccess& params, GradSink& grads, float dloss
   AcquiredDeviceUnit fw(params, fin, fu, bf.widened_unit, stream_);
   check_dtype(*fw);
   float* fdw = grads.grad_buffer(fin);
-  float* dnorm = bf.dresidual_b;
-  CUDA_ABORT_IF_ERROR(cudaMemsetAsync(dnorm, 0, nc_bytes, stream_));
+  float* dnorm = bf.dresidual_b;  // overwritten by head_backward
   if (const ParamSpec* lm = fu.find(ParamKind::kLmHead)) {
     head_backward(dnorm, fdw + lm->offset, *fw, ParamKind::kLmHead);
   } else {

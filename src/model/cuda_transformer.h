@@ -156,10 +156,11 @@ class CudaTransformer final : public Model {
                      const float* bias, int64_t N, int64_t C, int64_t OC, void* inp16 = nullptr,
                      bool inp16_ready = false);
   // inp16_saved: inp's 16-bit copy (rows padded to 8) made in the forward, for the weight
-  // gradient; null: inp is rounded again into the slab's x16.
+  // gradient; null: inp is rounded again into the slab's x16. accumulate_dinp false: dinp is
+  // overwritten (the first product into a gradient scratch, which then needs no zeroing).
   void dense_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                       const float* inp, const DeviceUnit& w, ParamKind weight, int64_t N, int64_t C,
-                      int64_t OC, const void* inp16_saved = nullptr);
+                      int64_t OC, const void* inp16_saved = nullptr, bool accumulate_dinp = true);
   // logits (N, V), rows logits_ld apart (logits_row_stride) = norm (N, C) · W^T for the LM head
   // weight `weight` of unit w, (V, C). 16-bit: the vocabulary split at V rounded down to 8, so
   // that the large GEMM has every extent and row stride a multiple of 16 bytes (what cuBLASLt's
@@ -168,7 +169,7 @@ class CudaTransformer final : public Model {
   void head_forward(float* logits, int64_t logits_ld, const float* norm, const DeviceUnit& w,
                     ParamKind weight, int64_t N, void* inp16 = nullptr);
   // The loss's gradient through the LM head (weight `weight` of unit w, (V, C)): dlogits (N, V) =
-  // the cross-entropy gradient of the logits scaled by dloss, then dnorm (N, C) += dlogits · W and
+  // the cross-entropy gradient of the logits scaled by dloss, then dnorm (N, C) = dlogits · W and
   // dweight (V, C) += dlogits^T · final_norm. fp32: dlogits overwrite the logits (in place), one
   // dense_backward. 16-bit: in chunks of lm_head_rows rows, the gradient is written already
   // rounded into dout16 (the same values dense_backward's cast gives) and the logits are kept.

@@ -203,21 +203,19 @@ void CudaTransformer::gpt2_block_backward(const DeviceUnit& w, float* dw, const 
   auto dW = [&](ParamKind kind) { return dw + u.param(kind).offset; };
 
   // MLP: dx holds d(out); it is also d(x2) through the residual.
-  zero_fill(s.dact, N * F, st);
   dense_backward(s.dact, dW(ParamKind::kMlpDownWeight), dW(ParamKind::kMlpDownBias), dx, a.act, w,
-                 ParamKind::kMlpDownWeight, N, F, C, a.act16);
+                 ParamKind::kMlpDownWeight, N, F, C, a.act16, /*accumulate_dinp=*/false);
   zero_fill(s.dup, N * F, st);
   kc::gelu_backward<float>(s.dup, a.up, s.dact, N * F, st);
-  zero_fill(s.dnorm, N * C, st);
   dense_backward(s.dnorm, dW(ParamKind::kMlpUpWeight), dW(ParamKind::kMlpUpBias), s.dup, a.norm2, w,
-                 ParamKind::kMlpUpWeight, N, C, F, a.norm2_16);
+                 ParamKind::kMlpUpWeight, N, C, F, a.norm2_16, /*accumulate_dinp=*/false);
   kc::layernorm_backward<float>(dx, dW(ParamKind::kMlpNormWeight), dW(ParamKind::kMlpNormBias),
                                 s.dnorm, a.x2, W(ParamKind::kMlpNormWeight), a.mean2, a.rstd2, N, C,
                                 s.kernel_scratch, s.kernel_scratch_bytes, st);
   // Attention: dx now holds d(x2), which is also d(x) through the residual.
-  zero_fill(s.dattn_y, N * C, st);
   dense_backward(s.dattn_y, dW(ParamKind::kAttnOutWeight), dW(ParamKind::kAttnOutBias), dx,
-                 a.attn_y, w, ParamKind::kAttnOutWeight, N, C, C, a.attn_y16);
+                 a.attn_y, w, ParamKind::kAttnOutWeight, N, C, C, a.attn_y16,
+                 /*accumulate_dinp=*/false);
   zero_fill(s.dq, N * C, st);
   zero_fill(s.dk, N * C, st);
   zero_fill(s.dv, N * C, st);
@@ -227,9 +225,8 @@ void CudaTransformer::gpt2_block_backward(const DeviceUnit& w, float* dw, const 
   cuda_glue::copy_columns(s.dqkv, 3 * C, s.dq, C, N, C, st);
   cuda_glue::copy_columns(s.dqkv + C, 3 * C, s.dk, C, N, C, st);
   cuda_glue::copy_columns(s.dqkv + 2 * C, 3 * C, s.dv, C, N, C, st);
-  zero_fill(s.dnorm, N * C, st);
   dense_backward(s.dnorm, dW(ParamKind::kQkvWeight), dW(ParamKind::kQkvBias), s.dqkv, a.norm1, w,
-                 ParamKind::kQkvWeight, N, C, 3 * C, a.norm1_16);
+                 ParamKind::kQkvWeight, N, C, 3 * C, a.norm1_16, /*accumulate_dinp=*/false);
   kc::layernorm_backward<float>(dx, dW(ParamKind::kAttnNormWeight), dW(ParamKind::kAttnNormBias),
                                 s.dnorm, x, W(ParamKind::kAttnNormWeight), a.mean1, a.rstd1, N, C,
                                 s.kernel_scratch, s.kernel_scratch_bytes, st);
@@ -292,24 +289,23 @@ void CudaTransformer::llama_block_backward(const DeviceUnit& w, float* dw, const
   };
 
   // MLP (dx holds d(out) = d(x2) through the residual).
-  zero_fill(s.dact, N * F, st);
   dense_backward(s.dact, dW(ParamKind::kMlpDownWeight), dWopt(ParamKind::kMlpDownBias), dx, a.act,
-                 w, ParamKind::kMlpDownWeight, N, F, C, a.act16);
+                 w, ParamKind::kMlpDownWeight, N, F, C, a.act16, /*accumulate_dinp=*/false);
   zero_fill(s.dgate, N * F, st);
   zero_fill(s.dup, N * F, st);
   kc::swiglu_backward<float>(s.dgate, s.dup, s.dact, a.gate, a.up, N * F, st);
-  zero_fill(s.dnorm, N * C, st);
   dense_backward(s.dnorm, dW(ParamKind::kMlpGateWeight), dWopt(ParamKind::kMlpGateBias), s.dgate,
-                 a.norm2, w, ParamKind::kMlpGateWeight, N, C, F, a.norm2_16);
+                 a.norm2, w, ParamKind::kMlpGateWeight, N, C, F, a.norm2_16,
+                 /*accumulate_dinp=*/false);
   dense_backward(s.dnorm, dW(ParamKind::kMlpUpWeight), dWopt(ParamKind::kMlpUpBias), s.dup, a.norm2,
                  w, ParamKind::kMlpUpWeight, N, C, F, a.norm2_16);
   kc::rmsnorm_backward<float>(dx, dW(ParamKind::kMlpNormWeight), s.dnorm, a.x2,
                               W(ParamKind::kMlpNormWeight), a.rstd2, N, C, s.kernel_scratch,
                               s.kernel_scratch_bytes, st);
   // Attention (dx holds d(x2) = d(x) through the residual).
-  zero_fill(s.dattn_y, N * Hq * D, st);
   dense_backward(s.dattn_y, dW(ParamKind::kAttnOutWeight), dWopt(ParamKind::kAttnOutBias), dx,
-                 a.attn_y, w, ParamKind::kAttnOutWeight, N, Hq * D, C, a.attn_y16);
+                 a.attn_y, w, ParamKind::kAttnOutWeight, N, Hq * D, C, a.attn_y16,
+                 /*accumulate_dinp=*/false);
   zero_fill(s.dq, N * Hq * D, st);
   zero_fill(s.dk, N * Hkv * D, st);
   zero_fill(s.dv, N * Hkv * D, st);
@@ -318,9 +314,8 @@ void CudaTransformer::llama_block_backward(const DeviceUnit& w, float* dw, const
   // Undo the rotation in place: the gradients become d(q), d(k) before RoPE.
   kc::rope_backward<float>(s.dq, s.dq, s.rope_cos, s.rope_sin, B, T, Hq, D, st);
   kc::rope_backward<float>(s.dk, s.dk, s.rope_cos, s.rope_sin, B, T, Hkv, D, st);
-  zero_fill(s.dnorm, N * C, st);
   dense_backward(s.dnorm, dW(ParamKind::kQWeight), dWopt(ParamKind::kQBias), s.dq, a.norm1, w,
-                 ParamKind::kQWeight, N, C, Hq * D, a.norm1_16);
+                 ParamKind::kQWeight, N, C, Hq * D, a.norm1_16, /*accumulate_dinp=*/false);
   dense_backward(s.dnorm, dW(ParamKind::kKWeight), dWopt(ParamKind::kKBias), s.dk, a.norm1, w,
                  ParamKind::kKWeight, N, C, Hkv * D, a.norm1_16);
   dense_backward(s.dnorm, dW(ParamKind::kVWeight), dWopt(ParamKind::kVBias), s.dv, a.norm1, w,
@@ -350,11 +345,12 @@ void CudaTransformer::dense_forward(float* out, const float* inp, const DeviceUn
 
 void CudaTransformer::dense_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                                      const float* inp, const DeviceUnit& w, ParamKind weight,
-                                     int64_t N, int64_t C, int64_t OC, const void* inp16_saved) {
+                                     int64_t N, int64_t C, int64_t OC, const void* inp16_saved,
+                                     bool accumulate_dinp) {
   kc::MatmulContext& mm = *buffers_->matmul;
   if (w.dtype == DType::kF32) {
     kc::matmul_backward<float>(mm, dinp, dweight, dbias, dout, inp, w.f32(weight), N, C, OC,
-                               stream_);
+                               stream_, accumulate_dinp);
     return;
   }
   // dout16 (N, OC) and, for dweight, inp16 (N, C), rows padded to 16 bytes: the forward's saved
@@ -370,7 +366,8 @@ void CudaTransformer::dense_backward(float* dinp, float* dweight, float* dbias, 
       inp16 = x16;
     }
     kc::matmul_backward_16(mm, dinp, dweight, dbias, dout, dout16, dout_ld, inp16, inp_ld,
-                           static_cast<const T16*>(w.stored(weight)), N, C, OC, stream_);
+                           static_cast<const T16*>(w.stored(weight)), N, C, OC, stream_,
+                           accumulate_dinp);
   });
 }
 
@@ -407,7 +404,8 @@ void CudaTransformer::head_backward(float* dnorm, float* dweight, const DeviceUn
   const int64_t N = B_ * T_, C = c.hidden_size, V = c.vocab_size;
   if (w.dtype == DType::kF32) {
     kc::cross_entropy_backward<float>(bf.logits, bf.logits, bf.targets, bf.dloss, N, V, stream_);
-    dense_backward(dnorm, dweight, nullptr, bf.logits, bf.final_norm, w, weight, N, C, V);
+    dense_backward(dnorm, dweight, nullptr, bf.logits, bf.final_norm, w, weight, N, C, V,
+                   /*inp16_saved=*/nullptr, /*accumulate_dinp=*/false);
     return;
   }
   // inp16 (N, C) whole; dout16 one chunk (rows, V), rows padded to 16 bytes. The chunks share
@@ -428,14 +426,17 @@ void CudaTransformer::head_backward(float* dnorm, float* dweight, const DeviceUn
       const int64_t rows = std::min(chunk_rows, N - row0);
       kc::cross_entropy_backward_16<T16>(dout16, dout_ld, bf.logits + row0 * logits_ld, logits_ld,
                                          bf.targets + row0, bf.dloss + row0, rows, V, stream_);
+      // The chunk's dnorm rows: overwritten by the first GEMM, accumulated by the second.
       if (V_main > 0) {
         kc::matmul_backward_16(mm, dnorm + row0 * C, dweight, nullptr, nullptr, dout16, dout_ld,
-                               inp16 + row0 * inp_ld, inp_ld, weight16, rows, C, V_main, stream_);
+                               inp16 + row0 * inp_ld, inp_ld, weight16, rows, C, V_main, stream_,
+                               /*accumulate_dinp=*/false);
       }
       if (V > V_main) {
         kc::matmul_backward_16(mm, dnorm + row0 * C, dweight + V_main * C, nullptr, nullptr,
                                dout16 + V_main, dout_ld, inp16 + row0 * inp_ld, inp_ld,
-                               weight16 + V_main * C, rows, C, V - V_main, stream_);
+                               weight16 + V_main * C, rows, C, V - V_main, stream_,
+                               /*accumulate_dinp=*/V_main > 0);
       }
     }
   });

@@ -347,6 +347,13 @@ void gemm_plus_bias(MatmulContext& ctx, GemmArgs args, T* out, const T* bias, in
   ctx.gemm(args, stream);
 }
 
+// dinp (N, C) = 0: what an overwriting backward leaves for an empty product (OC = 0).
+template <typename T>
+void zero_dinp(T* dinp, int64_t N, int64_t C, cudaStream_t stream) {
+  if (dinp == nullptr || N * C == 0) return;
+  CUDA_ABORT_IF_ERROR(cudaMemsetAsync(dinp, 0, static_cast<size_t>(N * C) * sizeof(T), stream));
+}
+
 }  // namespace
 
 template <typename T>
@@ -378,7 +385,8 @@ void matmul_bias_gelu_forward(MatmulContext& ctx, T* out, T* pre_gelu, const T* 
 template <typename T>
 void matmul_backward(MatmulContext& ctx, T* dinp, float* dweight, float* dbias, const T* dout,
                      const T* inp, const T* weight, int64_t N, int64_t C, int64_t OC,
-                     cudaStream_t stream) {
+                     cudaStream_t stream, bool accumulate_dinp) {
+  if (!accumulate_dinp && OC == 0) zero_dinp(dinp, N, C, stream);  // an empty product
   if (N == 0 || OC == 0) return;
   constexpr DType kDtype = storage_dtype<T>();
   if (C > 0 && dinp != nullptr) {
@@ -388,7 +396,7 @@ void matmul_backward(MatmulContext& ctx, T* dinp, float* dweight, float* dbias, 
               .a = weight,
               .b = dout,
               .d = dinp,
-              .beta = 1.0f},
+              .beta = accumulate_dinp ? 1.0f : 0.0f},
              stream);
   }
   if (C > 0 && dweight != nullptr) {
@@ -436,7 +444,8 @@ template <typename T16>
 void matmul_backward_16(MatmulContext& ctx, float* dinp, float* dweight, float* dbias,
                         const float* dout, const T16* dout16, int64_t dout_ld, const T16* inp,
                         int64_t inp_ld, const T16* weight, int64_t N, int64_t C, int64_t OC,
-                        cudaStream_t stream) {
+                        cudaStream_t stream, bool accumulate_dinp) {
+  if (!accumulate_dinp && OC == 0) zero_dinp(dinp, N, C, stream);  // an empty product
   if (N == 0 || OC == 0) return;
   constexpr DType kDtype = storage_dtype<T16>();
   ZERO_CHECK(dout_ld >= OC && inp_ld >= C, "matmul_backward_16: dout_ld ", dout_ld, " < OC ", OC,
@@ -448,7 +457,7 @@ void matmul_backward_16(MatmulContext& ctx, float* dinp, float* dweight, float* 
                   .a = weight,
                   .b = dout16,
                   .d = dinp,
-                  .beta = 1.0f};
+                  .beta = accumulate_dinp ? 1.0f : 0.0f};
     args.shape.ldb = dout_ld;
     ctx.gemm(args, stream);
   }
@@ -476,7 +485,7 @@ void matmul_backward_16(MatmulContext& ctx, float* dinp, float* dweight, float* 
                                        cudaStream_t);                                         \
   template void matmul_backward_16<T16>(MatmulContext&, float*, float*, float*, const float*, \
                                         const T16*, int64_t, const T16*, int64_t, const T16*, \
-                                        int64_t, int64_t, int64_t, cudaStream_t);
+                                        int64_t, int64_t, int64_t, cudaStream_t, bool);
 ZERO_INSTANTIATE_MATMUL_16(__nv_bfloat16)
 ZERO_INSTANTIATE_MATMUL_16(__half)
 #undef ZERO_INSTANTIATE_MATMUL_16
@@ -487,7 +496,7 @@ ZERO_INSTANTIATE_MATMUL_16(__half)
   template void matmul_bias_gelu_forward<T>(MatmulContext&, T*, T*, const T*, const T*, const T*, \
                                             int64_t, int64_t, int64_t, cudaStream_t);             \
   template void matmul_backward<T>(MatmulContext&, T*, float*, float*, const T*, const T*,        \
-                                   const T*, int64_t, int64_t, int64_t, cudaStream_t);
+                                   const T*, int64_t, int64_t, int64_t, cudaStream_t, bool);
 ZERO_INSTANTIATE_MATMUL(float)
 ZERO_INSTANTIATE_MATMUL(__nv_bfloat16)
 ZERO_INSTANTIATE_MATMUL(__half)

@@ -117,10 +117,12 @@ void matmul_bias_gelu_forward(MatmulContext& ctx, T* out, T* pre_gelu, const T* 
 // Accumulates, like the CPU twin: dinp(N, C) += dout · weight (in T: fp32 sum of the old value
 // and the product, rounded once); dweight(OC, C) += dout^T · inp and dbias(OC) += Σ_rows dout
 // (fp32 buffers; the bias sum is deterministic). Any of dinp / dweight / dbias may be null.
+// accumulate_dinp false: dinp is overwritten instead (beta 0: its old contents, garbage included,
+// are not read), which saves the caller zeroing it.
 template <typename T>
 void matmul_backward(MatmulContext& ctx, T* dinp, float* dweight, float* dbias, const T* dout,
                      const T* inp, const T* weight, int64_t N, int64_t C, int64_t OC,
-                     cudaStream_t stream);
+                     cudaStream_t stream, bool accumulate_dinp = true);
 
 // The dense layer of a 16-bit model, autocast-style (what torch.autocast runs): the GEMM operands
 // are 16-bit (T16 = __nv_bfloat16 or __half: the weight as stored, the activation / gradient as a
@@ -140,11 +142,11 @@ void matmul_forward_16(MatmulContext& ctx, float* out, int64_t out_ld, const T16
 // Accumulates dinp(N, C) += dout16 · weight and dweight(OC, C) += dout16^T · inp16 (fp32 sums
 // of 16-bit products), and dbias(OC) += Σ_rows dout over the fp32 gradient `dout` (N, OC) that
 // dout16 rounds, as matmul_backward<float> sums it. Any of dinp / dweight / dbias may be null;
-// inp16 is read only for dweight, dout only for dbias.
+// inp16 is read only for dweight, dout only for dbias. accumulate_dinp: as matmul_backward.
 template <typename T16>
 void matmul_backward_16(MatmulContext& ctx, float* dinp, float* dweight, float* dbias,
                         const float* dout, const T16* dout16, int64_t dout_ld, const T16* inp,
                         int64_t inp_ld, const T16* weight, int64_t N, int64_t C, int64_t OC,
-                        cudaStream_t stream);
+                        cudaStream_t stream, bool accumulate_dinp = true);
 
 }  // namespace zero::kernels::cuda

@@ -288,6 +288,13 @@ TEST_P(MatmulCudaTest, BackwardComputesEachGradientAlone) {
     EXPECT_TRUE(norm_close(d_dinp.download_f32(), want_dinp, rtol));
     EXPECT_TRUE(norm_close(d_dweight.download_f32(), want_dweight, rtol));
     EXPECT_TRUE(norm_close(d_dbias.download_f32(), want_dbias, rtol));
+
+    // accumulate_dinp false over NaN (not read): the product alone, as into zeros above.
+    DeviceArray<T> d_dinp_over(to_storage<T>(std::vector<float>(s.N * s.C, NAN)));
+    cuda::matmul_backward<T>(context(), d_dinp_over.get(), nullptr, nullptr, d_dout.get(),
+                             d_inp.get(), d_weight.get(), s.N, s.C, s.OC, stream,
+                             /*accumulate_dinp=*/false);
+    EXPECT_TRUE(norm_close(d_dinp_over.download_f32(), want_dinp, rtol));
   });
 }
 
@@ -639,6 +646,15 @@ TEST_P(Matmul16CudaTest, MatchesDoubleReferenceOnRoundedInputs) {
                                 OC, stream);
     EXPECT_EQ(d_dinp_alone.download(), d_dinp.download());
     EXPECT_EQ(d_dweight_alone.download(), d_dweight.download());
+
+    // accumulate_dinp false: dinp (NaN before: not read) is the product alone.
+    std::vector<double> want_product(want_dinp.size());
+    for (size_t i = 0; i < want_product.size(); ++i) want_product[i] = want_dinp[i] - dinp0[i];
+    DeviceArray<float> d_dinp_over(std::vector<float>(dinp0.size(), NAN));
+    cuda::matmul_backward_16<T>(context(), d_dinp_over.get(), nullptr, nullptr, nullptr,
+                                d_dout.get(), dout_ld, nullptr, inp_ld, d_weight.get(), N, C, OC,
+                                stream, /*accumulate_dinp=*/false);
+    EXPECT_TRUE(within(d_dinp_over.download(), want_product, bound_dinp)) << "dinp overwritten";
   });
 }
 
