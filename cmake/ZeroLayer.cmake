@@ -49,6 +49,12 @@ function(zero_add_test target)
   if(NOT ARG_LABELS)
     set(ARG_LABELS unit)
   endif()
+  # GPU-only test binaries (*_cuda_test, cuda_*_test; not the emulator's *_emu_test) also carry
+  # `gpu`: without a GPU every case skips, and tools/test.sh then runs each binary once (the GPU
+  # pack's dry run) instead of thousands of one-case processes.
+  if(target MATCHES "(_cuda_test|^cuda_.*_test)$" AND NOT target MATCHES "_emu_test$")
+    list(APPEND ARG_LABELS gpu)
+  endif()
   # Executables listed in tests/tsan_targets.txt also run in the ThreadSanitizer stage.
   file(STRINGS ${PROJECT_SOURCE_DIR}/tests/tsan_targets.txt _tsan REGEX "^tsan_target: ")
   if("tsan_target: ${target}" IN_LIST _tsan)
