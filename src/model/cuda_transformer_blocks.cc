@@ -36,6 +36,10 @@ void zero_fill(float* x, int64_t n, cudaStream_t stream) {
 
 int64_t round_up_8(int64_t n) { return (n + 7) / 8 * 8; }
 
+// The 16-bit LM head's vocabulary split (head_forward, head_backward): rows [0, V rounded down to
+// 8) in the large GEMM with 16-byte extents, the < 8 left in a small one.
+int64_t head_vocab_main(int64_t V) { return V / 8 * 8; }
+
 // f.template operator()<T16>() for the 16-bit dtype's CUDA type.
 template <typename F>
 void with_16bit(DType dtype, F&& f) {
@@ -381,7 +385,7 @@ void CudaTransformer::head_forward(float* logits, int64_t logits_ld, const float
     return;
   }
   kc::MatmulContext& mm = *buffers_->matmul;
-  const int64_t inp_ld = round_up_8(C), V_main = V / 8 * 8;
+  const int64_t inp_ld = round_up_8(C), V_main = head_vocab_main(V);
   with_16bit(w.dtype, [&]<typename T16>() {
     T16* x16 = static_cast<T16*>(inp16 != nullptr ? inp16 : buffers_->x16);
     const auto* weight16 = static_cast<const T16*>(w.stored(weight));
@@ -413,7 +417,7 @@ void CudaTransformer::head_backward(float* dnorm, float* dweight, const DeviceUn
   // dweight accumulates chunk by chunk (fp32 sums of the same products in another order). The
   // vocabulary is split as in head_forward: the dnorm GEMM sums over V in two parts (main, then
   // the < 8 left), the dweight rows of each part are their own GEMM.
-  const int64_t inp_ld = round_up_8(C), dout_ld = round_up_8(V), V_main = V / 8 * 8;
+  const int64_t inp_ld = round_up_8(C), dout_ld = round_up_8(V), V_main = head_vocab_main(V);
   const int64_t logits_ld = bf.logits_ld;
   const int64_t chunk_rows = lm_head_rows(options_, N);
   kc::MatmulContext& mm = *bf.matmul;
