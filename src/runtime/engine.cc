@@ -483,26 +483,11 @@ StatusOr<double> Engine::count_global_targets(const std::vector<MicroBatch>& mic
 }
 
 StatusOr<LossSum> Engine::eval_loss(const std::vector<MicroBatch>& micro_batches) {
-  double loss_sum = 0.0;
-  int64_t tokens = 0;
-  for (const MicroBatch& mb : micro_batches) {
-    params_->begin_micro_step();
-    const double mean =
-        model_->forward(model_params(), mb.tokens.data(), mb.targets.data(), mb.batch, mb.seq);
-    ZERO_RETURN_IF_ERROR(params_->status());
-    const int64_t counted = model_->counted_targets();
-    loss_sum += mean * static_cast<double>(counted);
-    tokens += counted;
-  }
-  // One all-reduce of (loss sum, token count); the count travels as two floats below 2^16 each
-  // summand so it stays exact in fp32 up to 2^24 ranks x 2^32 tokens.
-  float buf[3] = {static_cast<float>(loss_sum), static_cast<float>(tokens >> 16),
-                  static_cast<float>(tokens & 0xFFFF)};
-  ZERO_RETURN_IF_ERROR(comm_->all_reduce(buf, 3, DType::kF32, ReduceOp::kSum));
-  LossSum out;
-  out.loss_sum = static_cast<double>(buf[0]);
-  out.tokens = (static_cast<int64_t>(buf[1]) << 16) + static_cast<int64_t>(buf[2]);
-  return out;
+  ZERO_ASSIGN_OR_RETURN(LossSum local, forward_loss_sum(
+                                           *model_, model_params(), micro_batches,
+                                           [this] { params_->begin_micro_step(); },
+                                           [this] { return params_->status(); }));
+  return all_reduce_loss_sum(*comm_, local);
 }
 
 Status Engine::global_norm(double* norm_scaled, bool* nonfinite) {

@@ -24,6 +24,7 @@
 #include "optim/loss_scaler.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer_spec.h"
+#include "runtime/batch.h"
 #include "runtime/device_model.h"
 #include "runtime/device_staging.h"
 #include "runtime/memory_plan.h"
@@ -31,6 +32,7 @@
 #include "runtime/offload_pipeline.h"
 #include "runtime/optimizer_state_store.h"
 #include "runtime/step_timers.h"
+#include "runtime/unit_init.h"
 #include "sharding/grad_reducer.h"
 #include "sharding/param_coordinator.h"
 #include "sharding/shard_layout.h"
@@ -91,14 +93,6 @@ struct EngineOptions {
   bool mean_over_global_targets = false;
 };
 
-// One micro-batch of this rank: tokens and targets, (B, T) each.
-struct MicroBatch {
-  std::vector<int32_t> tokens;
-  std::vector<int32_t> targets;
-  int64_t batch = 0;  // B
-  int64_t seq = 0;    // T
-};
-
 struct StepResult {
   double loss = 0.0;        // mean token cross-entropy over the global batch, before the update
   double lr = 0.0;          // the rate used by this update (0 if skipped)
@@ -107,19 +101,6 @@ struct StepResult {
   bool skipped = false;
   int64_t tokens = 0;
 };
-
-// The eval loss of micro-batches over all ranks: the sum of token cross-entropies over targets
-// != -100 and how many there were. mean() is the mean token cross-entropy.
-struct LossSum {
-  double loss_sum = 0.0;
-  int64_t tokens = 0;
-  double mean() const { return tokens > 0 ? loss_sum / static_cast<double>(tokens) : 0.0; }
-};
-
-// Fills elements [begin, end) of unit u's flat fp32 buffer (zeros past the unit's numel): what
-// model::init_unit_range and HfWeightReader::read_unit_range do. Under ZeRO each rank asks only for
-// its partition, so a model is never materialised whole on one rank.
-using UnitInitFn = std::function<Status(int u, int64_t begin, int64_t end, float* dst)>;
 
 // Applies the stage / offload rules to `options` once (Engine::create calls it; the trainer calls
 // it while planning, so what it prints is what runs): errors for what cannot run (stage out of
