@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "device/backend.h"
+
+#include "kernels/adamw/adamw_simd.h"
 #include "kernels/elementwise/elementwise.h"
 #include "kernels/norm/norm.h"
 
@@ -152,10 +154,15 @@ class CpuBackend final : public Backend {
 
   void adamw(Stream& stream, const optim::AdamArgs& args, const AdamShardViews& shard,
              float grad_scale) override {
-    for (const TensorView* v : {&shard.param, &shard.grad, &shard.exp_avg, &shard.exp_avg_sq}) {
+    std::vector<const TensorView*> views = {&shard.param, &shard.grad, &shard.exp_avg,
+                                            &shard.exp_avg_sq};
+    if (shard.prev_param.data != nullptr) {
+      views.insert(views.end(), {&shard.prev_param, &shard.prev_exp_avg, &shard.prev_exp_avg_sq});
+    }
+    for (const TensorView* v : views) {
       check_host(*v, "adamw: shard");
       ZERO_CHECK(v->dtype == DType::kF32 && v->numel() == shard.param.numel(),
-                 "adamw: param, grad and moments must be fp32 of the same numel");
+                 "adamw: param, grad, moments and rollback copies must be fp32 of the same numel");
     }
     cpu(stream).enqueue([args, shard, grad_scale] {
       optim::AdamShard s;
@@ -166,7 +173,11 @@ class CpuBackend final : public Backend {
       s.numel = shard.param.numel();
       s.param_16bit = shard.param_16bit.data;
       s.param_16bit_dtype = shard.param_16bit.dtype;
-      optim::adam_update(args, s, grad_scale);
+      s.prev_param = static_cast<float*>(shard.prev_param.data);
+      s.prev_exp_avg = static_cast<float*>(shard.prev_exp_avg.data);
+      s.prev_exp_avg_sq = static_cast<float*>(shard.prev_exp_avg_sq.data);
+      // The vectorised CPU Adam (DeepSpeedCPUAdam's role), bitwise optim::adam_update.
+      kernels::cpu::adam_update_simd(args, s, grad_scale);
       return ok_status();
     });
   }

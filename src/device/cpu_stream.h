@@ -28,6 +28,11 @@ struct StreamOptions {
   uint64_t delay_seed = 1;
   // The CUDA backend's GPU (one per rank: the local rank); the CPU backend ignores it.
   int cuda_device = 0;
+  // CPU streams: run each op at once on the thread that queues it, no worker thread (the host
+  // engine's streams: the work is the caller's own, and a hand-off per op would only add latency).
+  // Program order is then stream order; a wait blocks the caller until the event completes; delays
+  // are not applied.
+  bool inline_host = false;
 };
 
 // ZERO_STREAM_DELAY_US as a number (0 when unset or invalid).
@@ -90,6 +95,7 @@ class CpuStream final : public Stream {
   void worker_main();
 
   const std::string name_;
+  const bool inline_;  // StreamOptions::inline_host: no worker_, ops run in push()
   int64_t max_delay_us_;
   std::mt19937_64 delay_rng_;  // worker thread only
 

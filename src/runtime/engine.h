@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "comm/communicator.h"
+#include "config/zero_rules.h"
 #include "core/pinned_memory.h"
 #include "core/status.h"
 #include "core/tensor.h"
@@ -102,13 +103,16 @@ struct StepResult {
   int64_t tokens = 0;
 };
 
-// Applies the stage / offload rules to `options` once (Engine::create calls it; the trainer calls
-// it while planning, so what it prints is what runs): errors for what cannot run (stage out of
+// Applies the stage / offload rules to `options` once: config::apply_zero_rules, the same function
+// `zero config check` asks (Engine::create calls it; the trainer calls it while planning, so what
+// it prints is what runs): errors for what cannot run (stage out of
 // range, optimizer offload at stage 0, nvme without nvme_path, Lamb sharded across ranks, a bad
 // `aio` block or ratio), and, as DeepSpeed does, nvme optimizer offload treated as cpu below stage
 // 3 and parameter offload dropped below stage 3 — each returned as a warning to print once.
 // Idempotent: sanitized options come back unchanged with no warnings.
 StatusOr<std::vector<std::string>> sanitize_engine_options(EngineOptions& options, int world_size);
+// The facts apply_zero_rules (config/zero_rules.h) judges, read from engine options.
+config::ZeroPlacement zero_placement(const EngineOptions& options, int world_size);
 
 // Whether ZeRO-Offload's CPU Adam overlaps backward (runtime/offload_pipeline.h) for sanitized
 // `options` on a device whose state the device path holds: offload_optimizer cpu, no
@@ -230,10 +234,11 @@ class Engine {
   OptimizerStateStore::InstallFn install_fn();
   // Updates one unit's partition in place (the optimizer math, shared by every placement; the
   // pointers are device memory when the state is on the device). `outputs`: host Adam only.
+  // `stream`: one of state_ctx()'s (null: its compute stream).
   void update_unit(int u, double lr, float grad_multiplier,
                    const std::optional<optim::Betas>& betas, int64_t step, const float* grad,
                    float* master, float* exp_avg, float* exp_avg_sq,
-                   const UnitUpdateOutputs& outputs = {});
+                   const UnitUpdateOutputs& outputs = {}, device::Stream* stream = nullptr);
   // ZeRO-Offload's overlap (OffloadPipeline): decided once after the store exists; each step
   // begins it before backward, and either finishes it (apply_overlapped_update: the units left,
   // the uploads) or, on a skipped step, restores the units updated early.
@@ -242,6 +247,16 @@ class Engine {
   Status apply_overlapped_update(double lr, float grad_multiplier,
                                  const std::optional<optim::Betas>& betas);
   void roll_back_overlapped_update();
+  // Engine::create's build steps, in order (each reads what the ones before filled in): the host
+  // context and the model (with its device context); the shard layout, where the state lives and
+  // the communicator the ZeRO collectives use; the memory check before any allocation; the
+  // parameter coordinator and gradient reducer (and staging copies); master weights and moments
+  // (and the offload pipeline), initialised from `init`.
+  Status build_contexts_and_model();
+  StatusOr<Communicator*> build_placement();
+  Status check_memory_fits() const;
+  Status build_sharding(Communicator& zero_comm);
+  Status build_optimizer_state(const UnitInitFn& init);
   // The one decision of where the ZeRO state lives: the context to keep it on, or null for host
   // memory (see EngineOptions::device).
   device::ExecutionContext* choose_state_device(int world_size) const;
@@ -251,6 +266,15 @@ class Engine {
   Communicator* comm_ = nullptr;
   std::unique_ptr<device::ExecutionContext> exec_;    // a device model's streams; null on the CPU
   device::ExecutionContext* state_device_ = nullptr;  // exec_ when the state lives there
+  // Host memory as a backend: the CPU backend on inline streams (ops run on the calling thread),
+  // where the norm and the update of state in host memory run. `overlap_stream_`: the overlapped
+  // offload update's, driven from the pipeline's worker thread.
+  std::unique_ptr<device::ExecutionContext> host_;
+  std::unique_ptr<device::Stream> overlap_stream_;
+  // Where the gradient partitions live (the norm runs there) and where the master weights and
+  // moments live (the update runs there): state_device_ or host_.
+  device::ExecutionContext& grads_ctx() const;
+  device::ExecutionContext& state_ctx() const;
   // Several ranks with the state on a device: the communicator on its memory (NCCL), which the
   // coordinator and reducer use; the engine's own scalars go over comm_. Null otherwise.
   std::unique_ptr<Communicator> device_comm_;
