@@ -27,6 +27,7 @@
 
 #include "core/check.h"
 #include "offload/io_engine.h"
+#include "offload/swap_dir.h"
 
 namespace zero::offload {
 namespace {
@@ -134,9 +135,11 @@ class NvmeSwapper::Impl {
   NvmeSwapperOptions options_;
   IoBackend backend_ = IoBackend::kAuto;
   std::vector<std::string> created_dirs_;  // outermost first
-  // This swapper's own directory under nvme_path (mkdtemp: fresh, 0700, named after the pid and
-  // rank), so two jobs or a planted symlink can never touch its files.
-  std::string private_dir_;
+  // This swapper's own directory under nvme_path (fresh, 0700, named after the pid and rank, locked
+  // while it lives: swap_dir.h), so two jobs or a planted symlink can never touch its files, and a
+  // later run reclaims it if this process is killed.
+  std::unique_ptr<SwapDir> swap_dir_;
+  std::string private_dir_;  // swap_dir_->path()
 
   mutable std::mutex mu_;  // guards files_, requests_, next_ticket_
   std::condition_variable done_cv_;
@@ -321,10 +324,7 @@ NvmeSwapper::Impl::~Impl() {
       spdlog::warn("NvmeSwapper: could not remove {}: {}", file->path, errno_text(errno));
     }
   }
-  if (!private_dir_.empty() && ::rmdir(private_dir_.c_str()) != 0 && errno != ENOENT) {
-    spdlog::warn("NvmeSwapper: could not remove its directory {}: {}", private_dir_,
-                 errno_text(errno));
-  }
+  swap_dir_.reset();  // its lock file and the directory, now empty
   // Directories a swapper of this run created (they hold kCreatedMarker) go once nothing else is
   // in them. Several swappers (ranks, or the parameter and optimizer swappers of one rank) may
   // share them, so whoever finishes last removes them; a directory still in use is left alone.
@@ -396,13 +396,16 @@ Status NvmeSwapper::Impl::init() {
         "replace the swap files; use a directory of your own or chmod +t it",
         options_.nvme_path, st.st_mode & 07777);
   }
-  std::string tmpl =
-      (target / fmt::format("zero_swap_pid{}_rank{}_XXXXXX", ::getpid(), options_.rank)).string();
-  if (::mkdtemp(tmpl.data()) == nullptr) {
-    return io_error("nvme_path {}: cannot create a private directory: {}", options_.nvme_path,
-                    errno_text(errno));
+  // Runs killed on this nvme_path (SIGKILL, the OOM killer) left their swap files: at 13B scale
+  // hundreds of GB. Their directories' locks died with them; live runs' are held.
+  for (const ReclaimedSwapDir& r : reclaim_dead_swap_dirs(target.string())) {
+    spdlog::warn(
+        "NvmeSwapper: removed {} ({} swap files, {} bytes = {:.1f} MiB) of a run that no "
+        "longer runs (its lock is free; was {})",
+        r.path, r.files, r.bytes, static_cast<double>(r.bytes) / (1 << 20), r.holder);
   }
-  private_dir_ = tmpl;
+  ZERO_ASSIGN_OR_RETURN(swap_dir_, SwapDir::create(target.string(), options_.rank));
+  private_dir_ = swap_dir_->path();
 
   std::vector<IoBackend> candidates;
   if (options_.backend == IoBackend::kAuto) {
