@@ -400,9 +400,10 @@ Status NvmeSwapper::Impl::init() {
   // hundreds of GB. Their directories' locks died with them; live runs' are held.
   for (const ReclaimedSwapDir& r : reclaim_dead_swap_dirs(target.string())) {
     spdlog::warn(
-        "NvmeSwapper: removed {} ({} swap files, {} bytes = {:.1f} MiB) of a run that no "
+        "NvmeSwapper: {} {} ({} swap files, {} bytes = {:.1f} MiB) of a run that no "
         "longer runs (its lock is free; was {})",
-        r.path, r.files, r.bytes, static_cast<double>(r.bytes) / (1 << 20), r.holder);
+        r.complete ? "removed" : "partly removed", r.path, r.files, r.bytes,
+        static_cast<double>(r.bytes) / (1 << 20), r.holder);
   }
   ZERO_ASSIGN_OR_RETURN(swap_dir_, SwapDir::create(target.string(), options_.rank));
   private_dir_ = swap_dir_->path();

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <optional>
 
 #include <fmt/format.h>
@@ -22,6 +23,9 @@ namespace {
 constexpr const char* kLockFile = ".lock";
 constexpr const char* kVisiblePrefix = "zero_swap_";
 constexpr const char* kStagingPrefix = ".zero_swap_new_";
+// A staging directory lives for microseconds (mkdtemp, lock, rename); one older than this was left
+// by a process killed in between, and its lock is certainly not about to be taken.
+constexpr int64_t kStagingGraceSeconds = 600;
 
 std::string errno_text(int err) { return std::strerror(err); }
 
@@ -69,10 +73,11 @@ std::optional<ReclaimedSwapDir> reclaim_one(const std::string& dir) {
   r.path = dir;
   r.holder = read_holder(fd);
   // Still holding the lock: a second reclaimer waits out (EWOULDBLOCK) and finds nothing after.
-  const bool emptied = remove_entries(dir, r);
-  if (emptied && (::unlink(lock_path.c_str()) != 0 || ::rmdir(dir.c_str()) != 0) &&
+  r.complete = remove_entries(dir, r);
+  if (r.complete && (::unlink(lock_path.c_str()) != 0 || ::rmdir(dir.c_str()) != 0) &&
       errno != ENOENT) {
     spdlog::warn("NvmeSwapper: could not remove {} of a dead run: {}", dir, errno_text(errno));
+    r.complete = false;
   }
   ::close(fd);
   return r;
@@ -133,12 +138,18 @@ std::vector<ReclaimedSwapDir> reclaim_dead_swap_dirs(const std::string& nvme_dir
   DIR* d = ::opendir(nvme_dir.c_str());
   if (d == nullptr) return out;
   std::vector<std::string> candidates;
+  const int64_t now = static_cast<int64_t>(::time(nullptr));
   while (const dirent* e = ::readdir(d)) {
     const std::string name = e->d_name;
-    if (name.rfind(kVisiblePrefix, 0) != 0) continue;  // the staging name starts with '.'
+    const bool visible = name.rfind(kVisiblePrefix, 0) == 0;
+    const bool staging = name.rfind(kStagingPrefix, 0) == 0;
+    if (!visible && !staging) continue;
     const std::string path = nvme_dir + "/" + name;
     struct stat st {};
-    if (::lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) candidates.push_back(path);
+    if (::lstat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
+    // A young staging directory may be a swapper between creating its lock and taking it.
+    if (staging && now - static_cast<int64_t>(st.st_mtime) <= kStagingGraceSeconds) continue;
+    candidates.push_back(path);
   }
   ::closedir(d);
   for (const std::string& dir : candidates) {

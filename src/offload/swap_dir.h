@@ -40,13 +40,15 @@ struct ReclaimedSwapDir {
   std::string path;
   std::string holder;  // what its lock file says: "pid <pid> host <host> rank <r>"
   int64_t files = 0;
-  int64_t bytes = 0;  // the files' sizes (swap files are preallocated: their capacity)
+  int64_t bytes = 0;     // the files' sizes (swap files are preallocated: their capacity)
+  bool complete = true;  // false: something in it could not be removed (warned about)
 };
 
 // Removes every swap directory directly under `nvme_dir` whose lock nobody holds, with its files,
 // and returns what it removed. Never touches a directory whose lock is held (a live swapper's, in
-// this process or another), one under the staging name, one without a lock file (an older
-// zero's), a symlink, or anything else; what it cannot open or remove is left with a warning.
+// this process or another), one under the staging name younger than ten minutes (a swapper may be
+// between creating its lock and taking it), one without a lock file (an older zero's), a symlink,
+// or anything else; what it cannot open or remove is left with a warning.
 // Safe to run from several processes at once (the lock serialises them).
 std::vector<ReclaimedSwapDir> reclaim_dead_swap_dirs(const std::string& nvme_dir);
 

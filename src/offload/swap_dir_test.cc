@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -129,12 +130,29 @@ TEST(SwapDir, LeavesWhatTheProtocolDidNotMake) {
   std::ofstream(root + "/target/.lock") << "";
   fs::create_directory_symlink(root + "/target", root + "/zero_swap_link");
   std::ofstream(root + "/zero_swap_file") << "x";
-  fs::create_directories(root + "/.zero_swap_new_pid1_abcdef");
+  fs::create_directories(root + "/.zero_swap_new_pid1_abcdef");  // young: may be starting
   std::ofstream(root + "/.zero_swap_new_pid1_abcdef/.lock") << "";
   const std::set<std::string> before = entries(root);
   EXPECT_TRUE(reclaim_dead_swap_dirs(root).empty());
   EXPECT_EQ(entries(root), before);
   EXPECT_TRUE(fs::exists(root + "/target/.lock"));
+  fs::remove_all(root);
+}
+
+// A process killed between making its staging directory and publishing it: once the staging
+// directory is older than the grace period and its lock is free, it goes too.
+TEST(SwapDir, StaleStagingDirectoryIsReclaimed) {
+  const std::string root = fresh_root("stale");
+  const std::string stale = root + "/.zero_swap_new_pid1_old123";
+  fs::create_directories(stale);
+  std::ofstream(stale + "/.lock") << "pid 1 host h rank 0\n";
+  const timeval old[2] = {{::time(nullptr) - 3600, 0}, {::time(nullptr) - 3600, 0}};
+  ASSERT_EQ(::utimes(stale.c_str(), old), 0);
+  std::vector<ReclaimedSwapDir> removed = reclaim_dead_swap_dirs(root);
+  ASSERT_EQ(removed.size(), 1u);
+  EXPECT_EQ(removed[0].path, stale);
+  EXPECT_TRUE(removed[0].complete);
+  EXPECT_TRUE(fs::is_empty(root));
   fs::remove_all(root);
 }
 
