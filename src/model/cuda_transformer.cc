@@ -11,12 +11,16 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <string>
 #include <utility>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "core/check.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_stream.h"
+#include "core/cuda/device_alloc.h"
 #include "kernels/attention/attention_cuda.h"
 #include "kernels/cross_entropy/cross_entropy.h"
 #include "kernels/cross_entropy/cross_entropy_cuda.h"
@@ -251,7 +255,16 @@ void CudaTransformer::ensure_buffers(int64_t B, int64_t T, DType dtype) {
     bf.slab = nullptr;
   }
   bf.slab_bytes = carve_slab(c, options_, B, T, dtype, bf, nullptr);
-  CUDA_ABORT_IF_ERROR(cudaMalloc(&bf.slab, bf.slab_bytes));
+  // The memory plan sizes the slab with activation_bytes, this very count, for its planned
+  // micro-batch.
+  const std::string what = fmt::format("the CUDA model's activation slab for {} x {} tokens ({})",
+                                       B, T, dtype_name(dtype));
+  bf.slab = static_cast<decltype(bf.slab)>(zero::cuda::device_alloc_or_exit(
+      {.what = what,
+       .bytes = bf.slab_bytes,
+       .planned_bytes = activation_bytes(c, options_, B, T, dtype),
+       .advice = "a smaller --per_device_train_batch_size or --block_size, or "
+                 "--gradient_checkpointing (with activation_checkpointing.cpu_checkpointing)"}));
   carve_slab(c, options_, B, T, dtype, bf, bf.slab);
   if (bf.host_checkpoints != nullptr) {
     std::array<float*, CudaHostCheckpoints::kDeviceSlots> slots{};
