@@ -82,6 +82,28 @@ class CpuStream final : public Stream {
   // Queues `op` (run on the worker thread, after everything queued before it). A failing op's
   // Status is kept for synchronize(); ops queued after a failure are skipped.
   void enqueue(std::function<Status()> op);
+  // enqueue() without the std::function on an inline stream: `op` (a callable returning Status)
+  // runs here and now, under the same sticky-error rule. The CPU backend's ops go through it.
+  template <typename F>
+  void submit(F&& op) {
+    if (!inline_) {
+      enqueue(std::function<Status()>(std::forward<F>(op)));
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!first_error_.ok()) {  // skipped, as after a failure on a worker
+        ++queued_;
+        ++done_;
+        return;
+      }
+    }
+    Status s = op();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!s.ok() && first_error_.ok()) first_error_ = std::move(s);
+    ++queued_;
+    ++done_;
+  }
   // Queues `op` to run even after a failed op (as event records and waits do): a collective, which
   // every rank must issue whatever its own stream's state.
   void enqueue_always(std::function<void()> op);
