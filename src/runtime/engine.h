@@ -170,6 +170,14 @@ class Engine {
   bool offload_on_device() const { return offload_ != nullptr; }
   // Whether its CPU Adam overlaps backward (EngineOptions::offload_overlap, where exact).
   bool offload_overlaps() const { return overlap_adam_; }
+  // Where this run keeps each kind of state, from the engine's own decisions (after the stage /
+  // offload rules): what `zero train` prints once, so no two messages can disagree.
+  struct Placement {
+    std::string parameters, gradients, optimizer_state, activations;
+    // "parameters X; gradients Y; master weights and moments Z; activations W".
+    std::string line() const;
+  };
+  Placement placement() const;
   // Units whose early (overlapped) update was undone because the step turned out non-finite.
   int64_t offload_rolled_back_units() const { return rolled_back_units_; }
   // The pipeline's host times so far (none without it).

@@ -440,10 +440,7 @@ void TrainingRun::print_banner() const {
       static_cast<long long>(plan.train_batch), static_cast<long long>(plan.micro_batch),
       static_cast<long long>(plan.grad_accum), world_, static_cast<long long>(max_steps_));
   if (plan.engine.device == Device::kCuda) {
-    std::printf(
-        "zero train: device: %s (the model on each rank's GPU, the ZeRO state in host "
-        "memory)\n",
-        probe_cuda().description.c_str());
+    std::printf("zero train: device: %s (one per rank)\n", probe_cuda().description.c_str());
   }
   for (const auto& n : plan.info) std::printf("zero train: %s\n", n.c_str());
   std::printf("zero train: config: %s; in %s/%s%s\n",
@@ -473,27 +470,18 @@ Exit TrainingRun::create_engine() {
         "zero train: note: --offload_overlap has no effect here (it needs --device cuda and "
         "zero_optimization.offload_optimizer.device cpu)\n");
   }
-  if (lead_ && engine_->device() != Device::kCpu) {
-    const std::string device(device_name(engine_->device()));
-    if (engine_->offload_on_device()) {
-      std::printf(
-          "zero train: parameters and gradients on the %s device (%.1f MiB); master weights and "
-          "Adam moments offloaded (offload_optimizer), the CPU Adam %s\n",
-          device.c_str(), static_cast<double>(engine_->memory().device_bytes) / (1024.0 * 1024.0),
-          engine_->offload_overlaps() ? "overlapping backward (--offload_overlap)"
-          : args_.offload_overlap
-              ? "after backward (--offload_overlap acts only without gradient_clipping and fp16)"
-              : "after backward");
-    } else if (engine_->state_on_device()) {
-      std::printf("zero train: ZeRO state and optimizer on the %s device (%.1f MiB)\n",
-                  device.c_str(),
+  if (lead_) {
+    // One line from the engine's own decisions (Engine::placement), so nothing printed disagrees.
+    std::printf("zero train: placement: %s", engine_->placement().line().c_str());
+    if (engine_->device() != Device::kCpu) {
+      std::printf(" (%.1f MiB of GPU memory for ZeRO state)",
                   static_cast<double>(engine_->memory().device_bytes) / (1024.0 * 1024.0));
-    } else {
+    }
+    std::printf("\n");
+    if (engine_->offload_on_device() && args_.offload_overlap && !engine_->offload_overlaps()) {
       std::printf(
-          "zero train: ZeRO state in host memory, each unit staged to the %s device (the "
-          "device-resident state covers Adam without offload_param, with several ranks only "
-          "where NCCL is built)\n",
-          device.c_str());
+          "zero train: note: --offload_overlap acts only without gradient_clipping and fp16; the "
+          "CPU Adam runs after backward\n");
     }
   }
   if (resume_) {
