@@ -109,14 +109,6 @@ StatusOr<std::vector<std::string>> sanitize_engine_options(EngineOptions& o, int
   return rules.warnings();
 }
 
-namespace {
-
-// Floats between a unit's rollback copies: its partition rounded up to whole 64-byte lines, so
-// the three copies share their alignment (the CPU Adam streams them when they do).
-int64_t rollback_stride(int64_t partition_numel) { return (partition_numel + 15) / 16 * 16; }
-
-}  // namespace
-
 bool offload_overlaps_backward(const EngineOptions& o) {
   // A device model (the CPU backend counts when a model factory puts the model on its streams).
   const bool device_model = o.device != Device::kCpu || static_cast<bool>(o.model_factory);
@@ -307,19 +299,13 @@ void Engine::setup_overlap() {
   // that gradient alone: no clipping (the global norm scales every unit), no loss scale (fp16's
   // unscaling and overflow skip), the state in RAM (NVMe units stream in the store's order).
   // bf16 / fp32 steps still skip on a non-finite gradient: the units updated early are restored
-  // from rollback_ then (host memory: 12 bytes per element of this rank's partition).
+  // from the pipeline's rollback copy then (host memory: 12 bytes per element of this rank's
+  // partition).
   overlap_adam_ = offload_overlaps_backward(options_) && !state_->on_nvme();
   if (!overlap_adam_) return;
-  const int num_units = shard_layout_->num_units();
-  rollback_offset_.resize(static_cast<size_t>(num_units) + 1, 0);
-  int64_t rollback_numel = 0;  // without the padding (what the memory plan counts)
-  for (int u = 0; u < num_units; ++u) {
-    rollback_offset_[static_cast<size_t>(u) + 1] =
-        rollback_offset_[static_cast<size_t>(u)] + 3 * rollback_stride(partition_numel(u));
-    rollback_numel += 3 * partition_numel(u);
-  }
-  rollback_ = aligned_alloc_bytes(static_cast<size_t>(rollback_offset_.back()) * sizeof(float));
-  const int64_t bytes = rollback_numel * static_cast<int64_t>(sizeof(float));
+  std::vector<int64_t> numels(static_cast<size_t>(shard_layout_->num_units()));
+  for (size_t u = 0; u < numels.size(); ++u) numels[u] = partition_numel(static_cast<int>(u));
+  const int64_t bytes = offload_->keep_rollback(numels);
   memory_.master_bytes += bytes / 3;
   memory_.optimizer_state_bytes += bytes - bytes / 3;
   grads_->set_on_partition_final([this](int u, device::Stream& ready) {
@@ -330,11 +316,6 @@ void Engine::setup_overlap() {
                                 ready);
     }
   });
-}
-
-float* Engine::rollback_copy(int u, int k) {
-  return reinterpret_cast<float*>(rollback_.get()) + rollback_offset_[static_cast<size_t>(u)] +
-         k * rollback_stride(partition_numel(u));
 }
 
 void Engine::begin_overlapped_update() {
@@ -354,9 +335,9 @@ void Engine::begin_overlapped_update() {
     // anyway): three more streamed writes, not a second sweep. As separate single-threaded
     // memcpys it cost gpt2-1558m 2.7 s a step on an H200 host (bench/results/gpu_verify_stop23.md).
     UnitUpdateOutputs keep;
-    keep.prev_master = rollback_copy(u, 0);
-    keep.prev_exp_avg = rollback_copy(u, 1);
-    keep.prev_exp_avg_sq = rollback_copy(u, 2);
+    keep.prev_master = offload_->rollback_copy(u, 0);
+    keep.prev_exp_avg = offload_->rollback_copy(u, 1);
+    keep.prev_exp_avg_sq = offload_->rollback_copy(u, 2);
     update_unit(u, lr, 1.0f, betas, step, grad, st.master, st.exp_avg, st.exp_avg_sq, keep,
                 overlap_stream_.get());
   });
@@ -365,19 +346,7 @@ void Engine::begin_overlapped_update() {
 void Engine::roll_back_overlapped_update() {
   for (int u : offload_->end_overlap()) {
     const OptimizerStateStore::RamState st = state_->ram_state(u);
-    const size_t n = static_cast<size_t>(partition_numel(u));
-    // Parallel: the copy is memory-bound and 12 bytes per element (a skipped step only).
-    float* const dst[3] = {st.master, st.exp_avg, st.exp_avg_sq};
-    const float* const keep[3] = {rollback_copy(u, 0), rollback_copy(u, 1), rollback_copy(u, 2)};
-    const int64_t chunk = int64_t{1} << 16;
-    const int64_t chunks = (static_cast<int64_t>(n) + chunk - 1) / chunk;
-#pragma omp parallel for schedule(static) collapse(2)
-    for (int k = 0; k < 3; ++k) {
-      for (int64_t c = 0; c < chunks; ++c) {
-        const int64_t lo = c * chunk, hi = std::min<int64_t>(static_cast<int64_t>(n), lo + chunk);
-        std::memcpy(dst[k] + lo, keep[k] + lo, static_cast<size_t>(hi - lo) * sizeof(float));
-      }
-    }
+    offload_->restore_rollback(u, st.master, st.exp_avg, st.exp_avg_sq);
     ++rolled_back_units_;
   }
 }

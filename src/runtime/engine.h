@@ -299,14 +299,6 @@ class Engine {
   bool overlap_adam_ = false;  // the CPU Adam overlaps backward (setup_overlap)
   int64_t rolled_back_units_ = 0;
   double overlap_lr_ = 0.0;  // the rate the overlapped updates of this step use
-  // Overlap: each unit's master | exp_avg | exp_avg_sq before this step's early update (restored
-  // when the step turns out non-finite and is skipped), from rollback_offset_[u] floats into
-  // rollback_, each copy rounded up to 16 floats so all three start on a 64-byte boundary (the
-  // CPU Adam streams them: rollback_copy).
-  AlignedBuffer rollback_;
-  std::vector<int64_t> rollback_offset_;
-  // Unit u's copy k (0: master, 1: exp_avg, 2: exp_avg_sq).
-  float* rollback_copy(int u, int k);
   std::unique_ptr<optim::LossScaler> scaler_;
   int64_t global_step_ = 0;
   int64_t optimizer_updates_ = 0;  // successful updates (Adam's step counter)
