@@ -320,7 +320,7 @@ float CudaTransformer::forward(ParamAccess& params, const int32_t* tokens, const
   ZERO_CHECK(T >= 1 && (c.arch != Arch::kGpt2 || T <= c.max_position_embeddings),
              "sequence length ", T, " exceeds max_position_embeddings ", c.max_position_embeddings);
   Buffers& bf = *buffers_;
-  const int64_t N = B * T, C = c.hidden_size, V = c.vocab_size;
+  const int64_t N = B * T, V = c.vocab_size;
 
   // Embedding unit (its dtype, the model's, sizes the slab).
   const int emb = layout_.embedding_unit();
@@ -330,14 +330,7 @@ float CudaTransformer::forward(ParamAccess& params, const int32_t* tokens, const
     upload_batch(tokens, targets);
     CudaHostCheckpoints* host = bf.host_checkpoints.get();
     if (host != nullptr) host->await_copies(0, stream_);
-    if (w->dtype == DType::kF32) {
-      kc::encoder_forward<float>(residual_at(0), bf.tokens, w->f32(ParamKind::kTokenEmbedding),
-                                 w->f32_opt(ParamKind::kPositionEmbedding), B, T, C, V, stream_);
-    } else {
-      cuda_glue::embed_16(residual_at(0), bf.tokens, w->stored(ParamKind::kTokenEmbedding),
-                          w->stored_opt(ParamKind::kPositionEmbedding), w->dtype, B, T, C, V,
-                          stream_);
-    }
+    embed_forward(residual_at(0), bf.tokens, *w, B, T, /*first_position=*/0, stream_);
     if (host != nullptr) host->save(0, stream_);
   }
 
@@ -359,16 +352,8 @@ float CudaTransformer::forward(ParamAccess& params, const int32_t* tokens, const
   const UnitSpec& fu = layout_.unit(fin);
   AcquiredDeviceUnit fw(params, fin, fu, bf.widened_unit, stream_);
   check_dtype(*fw);
-  const float eps = static_cast<float>(c.norm_eps);
-  const float* xL = residual_at(c.num_layers);
-  if (c.arch == Arch::kGpt2) {
-    kc::layernorm_forward<float>(bf.final_norm, bf.final_mean, bf.final_rstd, xL,
-                                 fw->f32(ParamKind::kFinalNormWeight),
-                                 fw->f32(ParamKind::kFinalNormBias), N, C, eps, stream_);
-  } else {
-    kc::rmsnorm_forward<float>(bf.final_norm, bf.final_rstd, xL,
-                               fw->f32(ParamKind::kFinalNormWeight), N, C, eps, stream_);
-  }
+  final_norm_forward(bf.final_norm, bf.final_mean, bf.final_rstd, residual_at(c.num_layers), *fw, N,
+                     stream_);
   if (fu.find(ParamKind::kLmHead) != nullptr) {
     head_forward(bf.logits, bf.logits_ld, bf.final_norm, *fw, ParamKind::kLmHead, N);
   } else {
