@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""Writes tests/fixtures/checkpoint/deepspeed/<name>/: DeepSpeed checkpoints made by DeepSpeed itself.
+
+Real DeepSpeed (tested with 0.14.4 on Debian's torch 1.13, CPU accelerator, gloo): the tiny GPT-2 of
+make_fixtures.py (HF parameter names, tied head) wrapped in an nn.Module, trained by
+deepspeed.initialize's engine for STEPS steps with AdamW (torch_adam) and WarmupLR, then
+engine.save_checkpoint. Nothing in the checkpoint is built by hand.
+
+Beside each checkpoint the script writes what the C++ tests compare against, all from DeepSpeed:
+  expected.safetensors   per HF parameter name: <name>.master, .exp_avg, .exp_avg_sq (fp32, HF layout)
+                         read from DeepSpeed's own universal-checkpoint conversion
+                         (deepspeed.checkpoint.ds_to_universal) of that checkpoint
+  expected.json          global_steps, optimizer step, the continuation losses of the next
+                         CONTINUE steps after DeepSpeed's own load_checkpoint, and the batches used
+  config.json            the model's HF config (a DeepSpeed checkpoint does not hold one)
+
+Run (see tools/golden/README.md):
+  /usr/bin/python3 -m venv --system-site-packages /work/venv-ds
+  /work/venv-ds/bin/pip install --no-deps deepspeed==0.14.4
+  /work/venv-ds/bin/pip install hjson ninja psutil py-cpuinfo 'pydantic<3' packaging tqdm msgpack
+  DS_ACCELERATOR=cpu /work/venv-ds/bin/python tools/golden/make_deepspeed_ckpt.py
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+os.environ.setdefault("DS_ACCELERATOR", "cpu")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+import make_fixtures as mf  # noqa: E402
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+OUT_DIR = os.path.join(ROOT, "tests", "fixtures", "checkpoint", "deepspeed")
+STEPS = 3
+CONTINUE = 5
+B, T = 4, 16
+# make_fixtures.py's tiny GPT-2, narrower still so that the checked-in files stay small.
+CONFIG = dict(mf.GPT2_CONFIG, n_embd=8, n_head=2)
+
+
+class TinyGPT2(torch.nn.Module):
+    """The functional GPT-2 of make_fixtures.py as an nn.Module whose parameter names are HF's."""
+
+    def __init__(self, cfg, params):
+        super().__init__()
+        self.cfg = cfg
+        for name, value in params.items():
+            *path, leaf = name.split(".")
+            mod = self
+            for part in path:
+                if not hasattr(mod, part):
+                    mod.add_module(part, torch.nn.Module())
+                mod = getattr(mod, part)
+            mod.register_parameter(leaf, torch.nn.Parameter(value.clone()))
+
+    def forward(self, x_BT, y_BT):
+        p = dict(self.named_parameters())
+        logits = mf.gpt2_forward(p, self.cfg, x_BT)
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y_BT.reshape(-1))
+
+
+def batches(vocab, n):
+    g = torch.Generator().manual_seed(1234)
+    out = []
+    for _ in range(n):
+        seq = torch.randint(0, vocab, (B, T + 1), generator=g)
+        out.append((seq[:, :T].contiguous(), seq[:, 1:].contiguous()))
+    return out
+
+
+def ds_config(stage):
+    return {
+        "train_batch_size": B, "train_micro_batch_size_per_gpu": B, "gradient_accumulation_steps": 1,
+        "steps_per_print": 1000, "gradient_clipping": 1.0, "zero_optimization": {"stage": stage},
+        "optimizer": {"type": "AdamW",
+                      "params": {"torch_adam": True, "lr": 3e-3, "betas": [0.9, 0.95], "eps": 1e-8, "weight_decay": 0.0}},
+        "scheduler": {"type": "WarmupLR",
+                      "params": {"warmup_min_lr": 0.0, "warmup_max_lr": 3e-3, "warmup_num_steps": 4,
+                                 "warmup_type": "linear"}},
+        "fp16": {"enabled": False}, "bf16": {"enabled": False},
+    }
+
+
+def make_engine(deepspeed, stage, seed):
+    params = mf.gpt2_init(CONFIG, seed)
+    model = TinyGPT2(CONFIG, params)
+    engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(),
+                                           config=ds_config(stage))
+    return engine
+
+
+def train(engine, data):
+    losses = []
+    for x, y in data:
+        loss = engine(x, y)
+        engine.backward(loss)
+        engine.step()
+        losses.append(float(loss.item()))
+    return losses
+
+
+def expected_from_universal(tag_dir, tmp):
+    """DeepSpeed's own per-parameter view of the checkpoint (ds_to_universal)."""
+    univ = os.path.join(tmp, "universal")
+    subprocess.run([sys.executable, "-m", "deepspeed.checkpoint.ds_to_universal", "--input_folder",
+                    tag_dir, "--output_folder", univ, "--num_extract_workers", "1",
+                    "--num_merge_workers", "1"], check=True, env=dict(os.environ))
+    tensors = {}
+    zero_dir = os.path.join(univ, "zero")
+    for name in sorted(os.listdir(zero_dir)):
+        if not os.path.isdir(os.path.join(zero_dir, name)):
+            continue  # optimizer_state.pt: the param groups
+        for kind, ours in (("fp32", "master"), ("exp_avg", "exp_avg"), ("exp_avg_sq", "exp_avg_sq")):
+            path = os.path.join(zero_dir, name, kind + ".pt")
+            t = torch.load(path)
+            t = t["param"] if isinstance(t, dict) else t
+            tensors[f"{name}.{ours}"] = t.float().contiguous()
+    return tensors
+
+
+def make_one(deepspeed, name, stage):
+    out = os.path.join(OUT_DIR, name)
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(out)
+    data = batches(CONFIG["vocab_size"], STEPS + CONTINUE)
+    engine = make_engine(deepspeed, stage, seed=7)
+    first = train(engine, data[:STEPS])
+    # ds_to_universal (the expected tensors below) asks for this client state.
+    engine.save_checkpoint(out, client_state={"universal_checkpoint_info": {}})
+    # The continuation DeepSpeed itself produces from the saved checkpoint: a fresh engine (other
+    # init) loads it, then trains CONTINUE steps on the next batches.
+    fresh = make_engine(deepspeed, stage, seed=99)
+    fresh.load_checkpoint(out)
+    resumed = train(fresh, data[STEPS:])
+    tag = open(os.path.join(out, "latest")).read().strip()
+    with tempfile.TemporaryDirectory() as tmp:
+        tensors = expected_from_universal(os.path.join(out, tag), tmp)
+    mf.write_safetensors(os.path.join(out, "expected.safetensors"), tensors)
+    mf.write_json(os.path.join(out, "config.json"), CONFIG)
+    mf.write_json(os.path.join(out, "expected.json"), {
+        "deepspeed_version": deepspeed.__version__, "torch_version": torch.__version__,
+        "stage": stage, "world_size": 1, "tag": tag, "global_steps": STEPS,
+        "losses_before_save": first, "losses_after_resume": resumed,
+        "batches_after_resume": [{"x": x.tolist(), "y": y.tolist()} for x, y in data[STEPS:]],
+    })
+    # zero_to_fp32.py is a copy of DeepSpeed's script (large); the directory test needs only `latest`.
+    for f in ("zero_to_fp32.py",):
+        p = os.path.join(out, f)
+        if os.path.exists(p):
+            os.remove(p)
+    print(f"{name}: losses {first} -> resumed {resumed}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    # Stage 3 needs all_gather_into_tensor, which gloo lacks in torch 1.13: not made here yet.
+    ap.add_argument("--stages", default="1,2")
+    args = ap.parse_args()
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", "29511")
+    os.environ.setdefault("RANK", "0")
+    os.environ.setdefault("LOCAL_RANK", "0")
+    os.environ.setdefault("WORLD_SIZE", "1")
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    import deepspeed
+    deepspeed.init_distributed(dist_backend="gloo")
+    for stage in (int(s) for s in args.stages.split(",")):
+        make_one(deepspeed, f"gpt2_tiny_stage{stage}_w1", stage)
+
+
+if __name__ == "__main__":
+    main()
