@@ -333,8 +333,12 @@ Exit TrainingRun::open_resume() {
   if (s.ok()) s = resume_->check_run(run_identity(plan_->engine));
   if (!s.ok()) return bad(s.with_context(path));
   const SamplerState saved = sampler_from_json(resume_->state()["sampler"]);
-  s = sampler_->check_resume(saved);
-  if (!s.ok()) return bad(s.with_context(path));
+  // A checkpoint imported from DeepSpeed (`zero ckpt import`) knows its step but not how
+  // DeepSpeed's data loader cut this run's data: it continues at that step of this run's order.
+  if (!resume_->state().contains("imported_from")) {
+    s = sampler_->check_resume(saved);
+    if (!s.ok()) return bad(s.with_context(path));
+  }
   start_step_ = saved.next_step;
   if (start_step_ >= max_steps_) {
     return bad(

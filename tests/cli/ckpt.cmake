@@ -58,3 +58,30 @@ set_tests_properties(cli.ckpt.to_fp32_keeps_generation_config PROPERTIES LABELS 
 # `zero bench ckpt` saves through the trainer's request builder (runtime/engine_checkpoint.h).
 add_test(NAME cli.bench.ckpt_runs COMMAND $<TARGET_FILE:zero> bench ckpt)
 set_tests_properties(cli.bench.ckpt_runs PROPERTIES LABELS unit PASS_REGULAR_EXPRESSION "share = model state bytes")
+
+# Issue 33: DeepSpeed checkpoints made by DeepSpeed 0.14.4 itself (tests/fixtures/checkpoint/
+# deepspeed/, tools/golden/make_deepspeed_ckpt.py) imported, consolidated and resumed; the resumed
+# losses equal DeepSpeed's own continuation after its load_checkpoint within 1e-5: at the same
+# stage, at another stage, and (mpi) at world size 2 / stage 3.
+set(_ds_fix ${PROJECT_SOURCE_DIR}/tests/fixtures/checkpoint/deepspeed)
+set(_ds_sh ${CMAKE_CURRENT_SOURCE_DIR}/cli/deepspeed_resume.sh)
+foreach(_case "stage2_w1;2" "stage2_w1;3" "stage1_w1;1" "stage1_w1;2")
+  list(GET _case 0 _fix)
+  list(GET _case 1 _stage)
+  add_test(NAME cli.ckpt.deepspeed_import_resume.${_fix}.as_stage${_stage}
+           COMMAND sh ${_ds_sh} $<TARGET_FILE:zero> ${_ds_fix}/gpt2_tiny_${_fix}
+                   ${CMAKE_CURRENT_BINARY_DIR}/test_out/ds_${_fix}_s${_stage} ${_stage})
+  set_tests_properties(cli.ckpt.deepspeed_import_resume.${_fix}.as_stage${_stage} PROPERTIES
+    LABELS unit PASS_REGULAR_EXPRESSION "resumed curve matches DeepSpeed's: 5 steps")
+endforeach()
+add_test(NAME cli.ckpt.deepspeed_import_resume.stage1_w1.as_world2_stage3
+         COMMAND sh ${_ds_sh} $<TARGET_FILE:zero> ${_ds_fix}/gpt2_tiny_stage1_w1
+                 ${CMAKE_CURRENT_BINARY_DIR}/test_out/ds_stage1_w2s3 3 ${MPIEXEC_EXECUTABLE}
+                 --oversubscribe --allow-run-as-root --bind-to none -np 2)
+set_tests_properties(cli.ckpt.deepspeed_import_resume.stage1_w1.as_world2_stage3 PROPERTIES
+  LABELS mpi PASS_REGULAR_EXPRESSION "resumed curve matches DeepSpeed's: 5 steps")
+# An import refuses a second write into the same directory and a model that is not the one saved.
+add_test(NAME cli.ckpt.deepspeed_import_wrong_model
+         COMMAND sh -c "rm -rf '${CMAKE_CURRENT_BINARY_DIR}/test_out/ds_wrong' && '$<TARGET_FILE:zero>' ckpt import '${_ds_fix}/gpt2_tiny_stage2_w1' '${CMAKE_CURRENT_BINARY_DIR}/test_out/ds_wrong' --model '${PROJECT_SOURCE_DIR}/tests/fixtures/golden/gpt2_tiny' 2>&1; echo rc=$?; test -e '${CMAKE_CURRENT_BINARY_DIR}/test_out/ds_wrong/latest' || echo nothing-written")
+set_tests_properties(cli.ckpt.deepspeed_import_wrong_model PROPERTIES LABELS unit
+  PASS_REGULAR_EXPRESSION "DeepSpeed holds shape.*rc=2.*nothing-written")

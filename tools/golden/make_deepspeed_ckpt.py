@@ -10,8 +10,10 @@ Beside each checkpoint the script writes what the C++ tests compare against, all
   expected.safetensors   per HF parameter name: <name>.master, .exp_avg, .exp_avg_sq (fp32, HF layout)
                          read from DeepSpeed's own universal-checkpoint conversion
                          (deepspeed.checkpoint.ds_to_universal) of that checkpoint
-  expected.json          global_steps, optimizer step, the continuation losses of the next
-                         CONTINUE steps after DeepSpeed's own load_checkpoint, and the batches used
+  expected.json          global_steps, the losses before the save and the continuation losses of
+                         the next CONTINUE steps after DeepSpeed's own load_checkpoint
+  tokens.bin             the token stream of all STEPS + CONTINUE batches (raw uint16)
+  ds_config.json         the ds_config DeepSpeed ran with
   config.json            the model's HF config (a DeepSpeed checkpoint does not hold one)
 
 Run (see tools/golden/README.md):
@@ -66,12 +68,18 @@ class TinyGPT2(torch.nn.Module):
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y_BT.reshape(-1))
 
 
-def batches(vocab, n):
+def token_stream(vocab, steps):
+    """One contiguous stream, so that batch s is samples [B*s, B*s + B) of its raw uint16 file as
+    ZeRO.cpp's sequential sampler cuts it (sample k = tokens [T*k, T*k + T + 1))."""
     g = torch.Generator().manual_seed(1234)
+    return torch.randint(0, vocab, (steps * B * T + 1,), generator=g)
+
+
+def batches(stream, steps):
     out = []
-    for _ in range(n):
-        seq = torch.randint(0, vocab, (B, T + 1), generator=g)
-        out.append((seq[:, :T].contiguous(), seq[:, 1:].contiguous()))
+    for s in range(steps):
+        seqs = torch.stack([stream[T * k:T * k + T + 1] for k in range(B * s, B * s + B)])
+        out.append((seqs[:, :T].contiguous(), seqs[:, 1:].contiguous()))
     return out
 
 
@@ -129,7 +137,9 @@ def make_one(deepspeed, name, stage):
     out = os.path.join(OUT_DIR, name)
     shutil.rmtree(out, ignore_errors=True)
     os.makedirs(out)
-    data = batches(CONFIG["vocab_size"], STEPS + CONTINUE)
+    stream = token_stream(CONFIG["vocab_size"], STEPS + CONTINUE)
+    stream.numpy().astype("<u2").tofile(os.path.join(out, "tokens.bin"))
+    data = batches(stream, STEPS + CONTINUE)
     engine = make_engine(deepspeed, stage, seed=7)
     first = train(engine, data[:STEPS])
     # ds_to_universal (the expected tensors below) asks for this client state.
@@ -144,11 +154,13 @@ def make_one(deepspeed, name, stage):
         tensors = expected_from_universal(os.path.join(out, tag), tmp)
     mf.write_safetensors(os.path.join(out, "expected.safetensors"), tensors)
     mf.write_json(os.path.join(out, "config.json"), CONFIG)
+    mf.write_json(os.path.join(out, "ds_config.json"), ds_config(stage))
     mf.write_json(os.path.join(out, "expected.json"), {
         "deepspeed_version": deepspeed.__version__, "torch_version": torch.__version__,
         "stage": stage, "world_size": 1, "tag": tag, "global_steps": STEPS,
         "losses_before_save": first, "losses_after_resume": resumed,
-        "batches_after_resume": [{"x": x.tolist(), "y": y.tolist()} for x, y in data[STEPS:]],
+        "batch_size": B, "block_size": T, "tokens": "tokens.bin (raw uint16, batch s = samples "
+        "[4s, 4s + 4) of block 16)",
     })
     # zero_to_fp32.py is a copy of DeepSpeed's script (large); the directory test needs only `latest`.
     for f in ("zero_to_fp32.py",):
