@@ -213,14 +213,24 @@ Status read_rank(Storage& storage, const std::string& path, int rank, DeepSpeedS
         m2->kind != PyKind::kTensor) {
       return invalid_argument("{}: no exp_avg / exp_avg_sq tensors: not Adam's state", where);
     }
+    // The fp32 partition is saved without the group's padding (the last rank's tail); the moments
+    // may keep it (torch optimizers' state, DeepSpeed 0.14): their first n elements are the data.
     const int64_t n = part->tensor.numel();
-    if (m1->tensor.numel() != n || m2->tensor.numel() != n) {
-      return data_loss("{}: partition of {} elements but moments of {} and {}", where, n,
-                       m1->tensor.numel(), m2->tensor.numel());
+    int64_t padding = 0;
+    if (const PyValue* pads = osd->get("group_paddings"); pads && pads->is_sequence() &&
+                                                          g < pads->items.size() &&
+                                                          pads->items[g]->kind == PyKind::kInt) {
+      padding = pads->items[g]->i;
+    }
+    for (const PyValue* m : {m1, m2}) {
+      if (m->tensor.numel() != n && m->tensor.numel() != n + padding) {
+        return data_loss("{}: partition of {} elements (padding {}) but moments of {} and {}",
+                         where, n, padding, m1->tensor.numel(), m2->tensor.numel());
+      }
     }
     auto append = [&](const PyValue* t, std::vector<float>& dst, const char* what) -> Status {
       ZERO_RETURN_IF_ERROR(archive->read_f32(t->tensor, buf, where + ": " + what));
-      dst.insert(dst.end(), buf.begin(), buf.end());
+      dst.insert(dst.end(), buf.begin(), buf.begin() + n);
       return ok_status();
     };
     ZERO_RETURN_IF_ERROR(append(part, flat.master[g], "fp32 partition"));
