@@ -161,7 +161,9 @@ int zero_stage_of(const PyValue* v) {
 
 // One rank's flat partitions, appended per group to `flat` (master, exp_avg, exp_avg_sq).
 struct Flat {
-  std::vector<std::vector<float>> master, exp_avg, exp_avg_sq;  // per group
+  std::vector<std::vector<float>> master, exp_avg, exp_avg_sq;  // stages 1/2: per group
+  // Stage 3: per rank, that rank's groups concatenated (each parameter partitioned on its own).
+  std::vector<std::vector<float>> rank_master, rank_exp_avg, rank_exp_avg_sq;
 };
 
 Status read_rank(Storage& storage, const std::string& path, int rank, DeepSpeedState& st,
@@ -171,18 +173,15 @@ Status read_rank(Storage& storage, const std::string& path, int rank, DeepSpeedS
   ZERO_ASSIGN_OR_RETURN(const PyValue* osd,
                         need(root, "optimizer_state_dict", PyKind::kDict, path));
   const int stage = zero_stage_of(osd->get("zero_stage"));
-  if (stage == 3 || osd->get("fp32_flat_groups")) {
-    return unimplemented(
-        "{}: a ZeRO stage 3 checkpoint (fp32_flat_groups); only stages 1 and 2 are "
-        "imported so far",
-        path);
-  }
-  if (stage != 1 && stage != 2) return data_loss("{}: unknown zero_stage", path);
-  st.stage = stage;
-  ZERO_ASSIGN_OR_RETURN(const PyValue* parts,
-                        need(*osd, "single_partition_of_fp32_groups", PyKind::kList, path));
-  ZERO_ASSIGN_OR_RETURN(const PyValue* base,
-                        need(*osd, "base_optimizer_state", PyKind::kDict, path));
+  const bool z3 = stage == 3 || osd->get("fp32_flat_groups");
+  if (stage != 1 && stage != 2 && stage != 3) return data_loss("{}: unknown zero_stage", path);
+  st.stage = z3 ? 3 : stage;
+  ZERO_ASSIGN_OR_RETURN(
+      const PyValue* parts,
+      need(*osd, z3 ? "fp32_flat_groups" : "single_partition_of_fp32_groups", PyKind::kList, path));
+  ZERO_ASSIGN_OR_RETURN(
+      const PyValue* base,
+      need(*osd, z3 ? "optimizer_state_dict" : "base_optimizer_state", PyKind::kDict, path));
   const PyValue* states = base->get("state");
   ZERO_ASSIGN_OR_RETURN(const PyValue* groups, need(*base, "param_groups", PyKind::kList, path));
   if (!states || (!states->is_sequence() && states->kind != PyKind::kDict)) {
@@ -233,9 +232,11 @@ Status read_rank(Storage& storage, const std::string& path, int rank, DeepSpeedS
       dst.insert(dst.end(), buf.begin(), buf.begin() + n);
       return ok_status();
     };
-    ZERO_RETURN_IF_ERROR(append(part, flat.master[g], "fp32 partition"));
-    ZERO_RETURN_IF_ERROR(append(m1, flat.exp_avg[g], "exp_avg"));
-    ZERO_RETURN_IF_ERROR(append(m2, flat.exp_avg_sq[g], "exp_avg_sq"));
+    const size_t r = static_cast<size_t>(rank);
+    ZERO_RETURN_IF_ERROR(append(part, z3 ? flat.rank_master[r] : flat.master[g], "fp32 partition"));
+    ZERO_RETURN_IF_ERROR(append(m1, z3 ? flat.rank_exp_avg[r] : flat.exp_avg[g], "exp_avg"));
+    ZERO_RETURN_IF_ERROR(
+        append(m2, z3 ? flat.rank_exp_avg_sq[r] : flat.exp_avg_sq[g], "exp_avg_sq"));
     ZERO_ASSIGN_OR_RETURN(int64_t step, scalar_step(*archive, s->get("step"), where));
     if (rank == 0 && g == 0) st.optimizer_step = step;
     if (step != st.optimizer_step)
@@ -291,6 +292,50 @@ Status split_groups(const std::vector<std::vector<std::pair<std::string, int64_t
   return ok_status();
 }
 
+// Stage 3, as zero_to_fp32.py reads it: parameters in param_shapes order, each partitioned on its
+// own into ceil(numel / W) elements per rank (the last rank's tail is padding), laid end to end
+// in every rank's concatenated groups.
+Status split_partitioned(const std::vector<std::vector<std::pair<std::string, int64_t>>>& groups,
+                         Flat& flat, DeepSpeedState& st) {
+  const size_t world = static_cast<size_t>(st.world_size);
+  const size_t avail = flat.rank_master[0].size();
+  for (size_t r = 0; r < world; ++r) {
+    if (flat.rank_master[r].size() != avail) {
+      return data_loss("{}: rank {} holds {} fp32 elements, rank 0 {}", st.tag_dir, r,
+                       flat.rank_master[r].size(), avail);
+    }
+  }
+  size_t offset = 0;
+  for (const auto& group : groups) {
+    for (const auto& [name, numel] : group) {
+      const size_t n = static_cast<size_t>(numel);
+      const size_t part = (n + world - 1) / world;
+      if (part > avail - offset) {
+        return data_loss("{}: the partitions hold {} elements per rank, too few for '{}'",
+                         st.tag_dir, avail, name);
+      }
+      DeepSpeedParam& p = st.params[name];
+      auto gather = [&](const std::vector<std::vector<float>>& ranks, std::vector<float>& dst) {
+        dst.clear();
+        for (size_t r = 0; r < world; ++r) {
+          const auto begin = ranks[r].begin() + static_cast<std::ptrdiff_t>(offset);
+          dst.insert(dst.end(), begin, begin + static_cast<std::ptrdiff_t>(part));
+        }
+        dst.resize(n);
+      };
+      gather(flat.rank_master, p.master);
+      gather(flat.rank_exp_avg, p.exp_avg);
+      gather(flat.rank_exp_avg_sq, p.exp_avg_sq);
+      offset += part;
+    }
+  }
+  if (offset != avail) {
+    return data_loss("{}: the parameters use {} of the {} elements per rank", st.tag_dir, offset,
+                     avail);
+  }
+  return ok_status();
+}
+
 }  // namespace
 
 StatusOr<DeepSpeedState> read_deepspeed_state(Storage& storage, const std::string& dir,
@@ -299,11 +344,16 @@ StatusOr<DeepSpeedState> read_deepspeed_state(Storage& storage, const std::strin
   if (!ds.found) return not_found("{}: not a DeepSpeed checkpoint directory", dir);
   DeepSpeedState st;
   st.tag_dir = ds.tag_dir;
-  const std::string model_file = join(ds.tag_dir, "mp_rank_00_model_states.pt");
+  // Stages 1/2 write one model-state file; stage 3 one per rank (rank 0's has param_shapes).
+  std::string model_file = join(ds.tag_dir, "mp_rank_00_model_states.pt");
+  if (!storage.file_exists(model_file)) {
+    model_file = join(ds.tag_dir, "zero_pp_rank_0_mp_rank_00_model_states.pt");
+  }
   if (!storage.file_exists(model_file)) {
     return unimplemented(
-        "{}: no mp_rank_00_model_states.pt (a ZeRO stage 3 or model-parallel "
-        "checkpoint?); only stages 1 and 2 without model parallelism are imported",
+        "{}: no mp_rank_00_model_states.pt nor zero_pp_rank_0_mp_rank_00_model_"
+        "states.pt (a model- or pipeline-parallel checkpoint?); only data-parallel "
+        "ZeRO checkpoints are imported",
         ds.tag_dir);
   }
   std::vector<std::vector<std::pair<std::string, int64_t>>> groups;
@@ -314,6 +364,9 @@ StatusOr<DeepSpeedState> read_deepspeed_state(Storage& storage, const std::strin
   if (bf16.is_object() && bf16.value("enabled", false)) st.model_dtype = "bf16";
   if (fp16.is_object() && fp16.value("enabled", false)) st.model_dtype = "f16";
   Flat flat;
+  flat.rank_master.resize(static_cast<size_t>(st.world_size));
+  flat.rank_exp_avg.resize(static_cast<size_t>(st.world_size));
+  flat.rank_exp_avg_sq.resize(static_cast<size_t>(st.world_size));
   for (int r = 0; r < st.world_size; ++r) {
     std::string path;
     for (const char* prefix : {"", "bf16_"}) {
@@ -329,7 +382,8 @@ StatusOr<DeepSpeedState> read_deepspeed_state(Storage& storage, const std::strin
     }
     ZERO_RETURN_IF_ERROR(read_rank(storage, path, r, st, flat));
   }
-  ZERO_RETURN_IF_ERROR(split_groups(groups, flat, st));
+  ZERO_RETURN_IF_ERROR(st.stage == 3 ? split_partitioned(groups, flat, st)
+                                     : split_groups(groups, flat, st));
   return st;
 }
 

@@ -65,7 +65,8 @@ set_tests_properties(cli.bench.ckpt_runs PROPERTIES LABELS unit PASS_REGULAR_EXP
 # stage, at another stage, and (mpi) at world size 2 / stage 3.
 set(_ds_fix ${PROJECT_SOURCE_DIR}/tests/fixtures/checkpoint/deepspeed)
 set(_ds_sh ${CMAKE_CURRENT_SOURCE_DIR}/cli/deepspeed_resume.sh)
-foreach(_case "stage2_w1;2" "stage2_w1;3" "stage1_w1;1" "stage1_w1;2" "stage2_w2;2" "stage1_w2;3")
+foreach(_case "stage2_w1;2" "stage2_w1;3" "stage1_w1;1" "stage1_w1;2" "stage2_w2;2" "stage1_w2;3"
+              "stage3_w1;3" "stage3_w2;1")
   list(GET _case 0 _fix)
   list(GET _case 1 _stage)
   add_test(NAME cli.ckpt.deepspeed_import_resume.${_fix}.as_stage${_stage}

@@ -9,7 +9,9 @@ engine.save_checkpoint. Nothing in the checkpoint is built by hand.
 Beside each checkpoint the script writes what the C++ tests compare against, all from DeepSpeed:
   expected.safetensors   per HF parameter name: <name>.master, .exp_avg, .exp_avg_sq (fp32, HF layout)
                          read from DeepSpeed's own universal-checkpoint conversion
-                         (deepspeed.checkpoint.ds_to_universal) of that checkpoint
+                         (deepspeed.checkpoint.ds_to_universal) of that checkpoint; for stage 3,
+                         which ds_to_universal 0.14 does not read, gathered from the live engine
+                         by DeepSpeed's safe_get_full_fp32_param / safe_get_full_optimizer_state
   expected.json          global_steps, the losses before the save and the continuation losses of
                          the next CONTINUE steps after DeepSpeed's own load_checkpoint
   tokens.bin             the token stream of all STEPS + CONTINUE batches (raw uint16)
@@ -102,6 +104,11 @@ def make_engine(deepspeed, stage, world, seed):
     model = TinyGPT2(CONFIG, params)
     engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(),
                                            config=ds_config(stage, world))
+    if stage == 3:
+        # The functional forward reads every parameter from the root module: ZeRO-3 must gather
+        # them around the root's forward, not its (never called) submodules'.
+        for p in model.parameters():
+            deepspeed.zero.register_external_parameter(engine.module, p)
     return engine
 
 
@@ -169,6 +176,18 @@ def expected_from_universal(tag_dir, tmp):
     return tensors
 
 
+def expected_from_engine(engine):
+    """DeepSpeed's own per-parameter gather of the live fp32 master and Adam moments (collective):
+    deepspeed.utils.safe_get_full_fp32_param / safe_get_full_optimizer_state."""
+    from deepspeed.utils import safe_get_full_fp32_param, safe_get_full_optimizer_state
+    tensors = {}
+    for name, p in engine.module.named_parameters():
+        tensors[name + ".master"] = safe_get_full_fp32_param(p).float().contiguous()
+        for kind in ("exp_avg", "exp_avg_sq"):
+            tensors[f"{name}.{kind}"] = safe_get_full_optimizer_state(p, kind).float().contiguous()
+    return tensors
+
+
 def make_one(deepspeed, name, stage, world, rank):
     import torch.distributed as dist
     out = os.path.join(OUT_DIR, name)
@@ -180,6 +199,8 @@ def make_one(deepspeed, name, stage, world, rank):
     data = batches(stream, STEPS + CONTINUE)
     engine = make_engine(deepspeed, stage, world, seed=7)
     first = train(engine, data[:STEPS], world, rank)
+    if stage == 3:  # ds_to_universal (0.14) does not read stage 3: DeepSpeed's own gather API
+        live = expected_from_engine(engine)
     # ds_to_universal (the expected tensors below) asks for this client state.
     engine.save_checkpoint(out, client_state={"universal_checkpoint_info": {}})
     # The continuation DeepSpeed itself produces from the saved checkpoint: a fresh engine (other
@@ -192,8 +213,11 @@ def make_one(deepspeed, name, stage, world, rank):
         return
     stream.numpy().astype("<u2").tofile(os.path.join(out, "tokens.bin"))
     tag = open(os.path.join(out, "latest")).read().strip()
-    with tempfile.TemporaryDirectory() as tmp:
-        tensors = expected_from_universal(os.path.join(out, tag), tmp)
+    if stage == 3:
+        tensors = live
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            tensors = expected_from_universal(os.path.join(out, tag), tmp)
     mf.write_safetensors(os.path.join(out, "expected.safetensors"), tensors)
     mf.write_json(os.path.join(out, "config.json"), CONFIG)
     mf.write_json(os.path.join(out, "ds_config.json"), ds_config(stage, world))
@@ -225,8 +249,7 @@ def worker(rank, world, stages, port):
 
 def main():
     ap = argparse.ArgumentParser()
-    # Stage 3 is made (with the gloo stand-ins) but not imported yet: not in the default list.
-    ap.add_argument("--stages", default="1,2")
+    ap.add_argument("--stages", default="1,2,3")
     ap.add_argument("--worlds", default="1,2")
     args = ap.parse_args()
     stages = [int(s) for s in args.stages.split(",")]
