@@ -81,7 +81,7 @@ Status refuse_deepspeed_checkpoint(Storage& storage, const std::string& dir,
       ds.has_zero_to_fp32 ? join(dir, "zero_to_fp32.py") : "zero_to_fp32.py (from DeepSpeed)";
   return invalid_argument(
       "{}: this is a DeepSpeed checkpoint, not a ZeRO.cpp one ({}{}). Import it, Adam moments "
-      "and step included (ZeRO stages 1 and 2, Adam / AdamW): `zero ckpt import {} CKPT --model "
+      "and step included (ZeRO stages 1 to 3, Adam / AdamW): `zero ckpt import {} CKPT --model "
       "MODEL_DIR{}`, then resume with --resume_from_checkpoint CKPT (docs/formats/deepspeed.md). "
       "Or convert the weights only with DeepSpeed: `python {} {} OUT_DIR{} "
       "--safe_serialization`, copy the model's config.json (and tokenizer files) into OUT_DIR, "

@@ -107,9 +107,8 @@ TEST_P(DeepSpeedFixture, ImportWritesOurCheckpointWithTheMoments) {
 }
 
 INSTANTIATE_TEST_SUITE_P(RealDeepSpeed, DeepSpeedFixture,
-                         ::testing::Values("gpt2_tiny_stage1_w1", "gpt2_tiny_stage2_w1",
-                                           "gpt2_tiny_stage1_w2", "gpt2_tiny_stage2_w2",
-                                           "gpt2_tiny_stage3_w1", "gpt2_tiny_stage3_w2"));
+                         ::testing::Values("gpt2_tiny_stage2_w1", "gpt2_tiny_stage3_w1",
+                                           "gpt2_tiny_stage1_w2", "gpt2_tiny_stage3_w2"));
 
 TEST(DeepSpeedImport, AnotherModelIsRefusedNamingTheParameterAndWritesNothing) {
   const std::string dir = fixture("gpt2_tiny_stage2_w1");

@@ -1,4 +1,4 @@
-// DeepSpeed ZeRO 1/2 checkpoints: model states + one optimizer-state file per data-parallel rank,
+// DeepSpeed ZeRO 1-3 checkpoints: model states + one optimizer-state file per data-parallel rank,
 // merged into unpartitioned per-parameter fp32 tensors (the layout zero_to_fp32.py reads).
 #include "checkpoint/deepspeed_state.h"
 

@@ -2,7 +2,8 @@
 // the restricted torch.save reader (torch_archive.h): per parameter (DeepSpeed's module names, in
 // the HF layout the model saved), the fp32 master weights and the Adam moments, unpartitioned; the
 // step counts, the LR scheduler position, the loss scaler and the ds_config. ZeRO stages 1 and 2
-// (`single_partition_of_fp32_groups` + `base_optimizer_state`, one file per data-parallel rank).
+// (`single_partition_of_fp32_groups` + `base_optimizer_state`) and 3 (`fp32_flat_groups` +
+// `optimizer_state_dict`), one file per data-parallel rank.
 #pragma once
 
 #include <cstdint>
@@ -44,7 +45,7 @@ struct DeepSpeedState {
 
 // Reads `dir` (a DeepSpeed save directory with `latest`, or a tag directory; `tag` overrides
 // `latest`). Errors name the file and what is missing or refused: another optimizer than Adam /
-// AdamW, stage 3 (not read yet), a missing rank file, partitions that do not add up to the
+// AdamW, a missing rank file, partitions that do not add up to the
 // parameter shapes.
 StatusOr<DeepSpeedState> read_deepspeed_state(Storage& storage, const std::string& dir,
                                               const std::string& tag = "");

@@ -4,7 +4,7 @@
 //   zero ckpt info CKPT_DIR [--tag T]     what the checkpoint holds
 //   zero ckpt verify CKPT_DIR [--tag T]   checksums and completeness of every file
 //   zero ckpt import DS_DIR OUT --model M [--tag T]
-//       a DeepSpeed checkpoint (ZeRO 1/2, Adam) as our own, Adam moments and step included
+//       a DeepSpeed checkpoint (ZeRO 1-3, Adam) as our own, Adam moments and step included
 // Exit status: 0 ok, 2 bad input (no checkpoint, bad flags, corrupted data), 1 I/O failure.
 #include <cstdio>
 #include <filesystem>
@@ -162,7 +162,7 @@ void add_ckpt_command(CLI::App& app, int& exit_code) {
   verify->callback([args, &exit_code] { exit_code = run_verify(*args); });
 
   CLI::App* import = ckpt->add_subcommand(
-      "import", "write a DeepSpeed checkpoint (ZeRO 1/2, Adam) as a ZeRO.cpp checkpoint");
+      "import", "write a DeepSpeed checkpoint (ZeRO 1-3, Adam) as a ZeRO.cpp checkpoint");
   import->add_option("DS_DIR", args->dir, "DeepSpeed save directory (with `latest`) or tag dir")
       ->required();
   import->add_option("OUT", args->out, "checkpoint directory to write")->required();
