@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "checkpoint/deepspeed_import.h"
+#include "checkpoint/deepspeed_state.h"
 #include "model/model_config.h"
 
 namespace zero::checkpoint {
@@ -271,6 +272,52 @@ TEST(TorchArchiveHostile, ImportFromAHostileModelStateFileWritesNothing) {
   EXPECT_NE(r.status().to_string().find("os.system"), std::string::npos);
   EXPECT_FALSE(fs::exists(out));
   EXPECT_FALSE(fs::exists(marker));
+}
+
+}  // namespace
+}  // namespace zero::checkpoint
+
+namespace zero::checkpoint {
+namespace {
+
+// A DeepSpeed model-state file whose ds_config names `optimizer_type` (hand-built pickle: only the
+// keys the import reads before any rank file).
+void write_model_states(const fs::path& tag_dir, const std::string& optimizer_type) {
+  fs::create_directories(tag_dir);
+  std::ofstream(tag_dir.parent_path() / "latest") << tag_dir.filename().string() << "\n";
+  std::string p = "\x80\x02}" + str("param_shapes") + "]" + global("collections", "OrderedDict") +
+                  ")R" + str("transformer.wte.weight") + "(" + num(67) + num(6) + "tsas";
+  p += str("dp_world_size") + num(1) + "s";
+  p += str("ds_config") + "}" + str("optimizer") + "}" + str("type") + str(optimizer_type) + "sss.";
+  std::ofstream(tag_dir / "mp_rank_00_model_states.pt", std::ios::binary) << archive(p, "");
+  std::ofstream(tag_dir / "zero_pp_rank_0_mp_rank_00_optim_states.pt") << "x";
+}
+
+TEST(DeepSpeedImportRefusal, AnotherOptimizerIsNamedBeforeAnythingIsWritten) {
+  const fs::path dir = fs::path(::testing::TempDir()) / "ds_lamb";
+  fs::remove_all(dir);
+  write_model_states(dir / "global_step1", "Lamb");
+  auto config = model::load_model_config(std::string(ZERO_SOURCE_DIR) +
+                                         "/tests/fixtures/checkpoint/deepspeed/"
+                                         "gpt2_tiny_stage2_w1/config.json");
+  ASSERT_TRUE(config.ok());
+  const std::string out = (dir / "out").string();
+  auto r = import_deepspeed_checkpoint(*default_storage(), {dir.string(), "", out}, *config);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().to_string().find("optimizer 'Lamb'; only Adam / AdamW"), std::string::npos)
+      << r.status().to_string();
+  EXPECT_FALSE(fs::exists(out));
+}
+
+TEST(DeepSpeedImportRefusal, AClientOptimizerIsRefused) {
+  const fs::path dir = fs::path(::testing::TempDir()) / "ds_client_opt";
+  fs::remove_all(dir);
+  write_model_states(dir / "global_step1", "");
+  auto st = read_deepspeed_state(*default_storage(), dir.string());
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.status().to_string().find("names no optimizer"), std::string::npos)
+      << st.status().to_string();
 }
 
 }  // namespace
