@@ -5,6 +5,7 @@
 # after its load_checkpoint (expected.json) within 1e-5.
 #   deepspeed_resume.sh ZERO FIXTURE_DIR WORK_DIR STAGE [LAUNCH...]
 # STAGE: the ZeRO stage of the resumed run (DeepSpeed's may differ); LAUNCH: e.g. mpirun -np 2.
+# ZERO_DS_DIRECT=1: resume from FIXTURE_DIR itself (zero train imports it into OUT/deepspeed_import).
 set -eu
 zero=$1 fix=$2 work=$3 stage=$4
 shift 4
@@ -21,11 +22,13 @@ c.pop("train_micro_batch_size_per_gpu")
 json.dump(c, open(sys.argv[3], "w"))
 PY
 world=1
+resume_from="$work/ck"
+[ "${ZERO_DS_DIRECT:-0}" = 1 ] && resume_from="$fix"
 [ $# -gt 0 ] && world=2
 micro=$((4 / world))
 "$@" "$zero" train --model "$work/hf" --train_file "$fix/tokens.bin" --block_size 16 \
   --per_device_train_batch_size $micro --max_steps 8 --logging_steps 1 --quiet \
-  --deepspeed "$work/ds_config.json" --resume_from_checkpoint "$work/ck" --output_dir "$work/run"
+  --deepspeed "$work/ds_config.json" --resume_from_checkpoint "$resume_from" --output_dir "$work/run"
 /usr/bin/python3 - "$fix/expected.json" "$work/run/metrics.jsonl" <<'PY'
 import json, sys
 want = json.load(open(sys.argv[1]))["losses_after_resume"]
