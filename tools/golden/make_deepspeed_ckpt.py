@@ -22,6 +22,7 @@ Run (see tools/golden/README.md):
   /usr/bin/python3 -m venv --system-site-packages /work/venv-ds
   /work/venv-ds/bin/pip install --no-deps deepspeed==0.14.4
   /work/venv-ds/bin/pip install hjson ninja psutil py-cpuinfo 'pydantic<3' packaging tqdm msgpack
+  apt-get install numactl   # DeepSpeed's CPU accelerator runs it (stage 3)
   DS_ACCELERATOR=cpu /work/venv-ds/bin/python tools/golden/make_deepspeed_ckpt.py
 """
 import argparse
