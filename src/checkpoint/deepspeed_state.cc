@@ -18,9 +18,10 @@ std::string join(const std::string& a, const std::string& b) {
 }
 
 // Plain values (ds_config, scheduler state, loss scaler attributes) as JSON; tensors and other
-// objects become null. Depth-limited: the pickle may nest (or cycle) arbitrarily.
-json to_json(const PyValue& v, int depth = 0) {
-  if (depth > 32) return nullptr;
+// objects become null. Bounded in depth and in values visited: the pickle may nest, share (a DAG
+// of n values can unfold to 2^n) or cycle.
+json to_json(const PyValue& v, int depth, int64_t& budget) {
+  if (depth > 32 || --budget < 0) return nullptr;
   switch (v.kind) {
     case PyKind::kBool: return v.b;
     case PyKind::kInt: return v.i;
@@ -29,20 +30,25 @@ json to_json(const PyValue& v, int depth = 0) {
     case PyKind::kTuple:
     case PyKind::kList: {
       json a = json::array();
-      for (const PyValue* item : v.items) a.push_back(to_json(*item, depth + 1));
+      for (const PyValue* item : v.items) a.push_back(to_json(*item, depth + 1, budget));
       return a;
     }
     case PyKind::kDict:
     case PyKind::kObject: {
       json o = json::object();
       for (const auto& [k, val] : v.dict) {
-        if (k->kind == PyKind::kString) o[k->s] = to_json(*val, depth + 1);
-        if (k->kind == PyKind::kInt) o[std::to_string(k->i)] = to_json(*val, depth + 1);
+        if (k->kind == PyKind::kString) o[k->s] = to_json(*val, depth + 1, budget);
+        if (k->kind == PyKind::kInt) o[std::to_string(k->i)] = to_json(*val, depth + 1, budget);
       }
       return o;
     }
     default: return nullptr;
   }
+}
+
+json to_json(const PyValue& v) {
+  int64_t budget = 1'000'000;  // a ds_config has hundreds of values
+  return to_json(v, 0, budget);
 }
 
 // A required key of a dict, with a message naming the file and the key path.

@@ -156,6 +156,7 @@ class Unpickler {
                             fmt::format(f, std::forward<Args>(args)...));
   }
   StatusOr<PyValue*> make(PyKind kind);
+  Status charge_copy(size_t n);
   Status take(size_t n, std::string_view& out);
   StatusOr<uint64_t> uint_le(size_t n);
   StatusOr<PyValue*> pop();
@@ -182,8 +183,18 @@ class Unpickler {
   std::vector<size_t> marks_;
   std::unordered_map<uint64_t, PyValue*> memo_;
   std::unordered_map<std::string, PyStorage*> storages_;
+  std::unordered_map<const PyValue*, std::unordered_map<std::string, size_t>> dict_index_;
+  uint64_t copied_ = 0;  // elements copied by Size / set / BUILD (bounded like values)
   bool stopped_ = false;
 };
+
+// Copies of existing containers (torch.Size, set, BUILD's attributes) are charged against the
+// value budget: a few bytes of pickle can copy a long list again and again.
+Status Unpickler::charge_copy(size_t n) {
+  copied_ += n;
+  if (copied_ > limits_.max_values) return bad("more than {} elements copied", limits_.max_values);
+  return ok_status();
+}
 
 StatusOr<PyValue*> Unpickler::make(PyKind kind) {
   if (out_.arena_.size() >= limits_.max_values)
@@ -329,17 +340,17 @@ Status Unpickler::set_items(PyValue* dict, const std::vector<PyValue*>& kv) {
   if (kv.size() % 2 != 0) return bad("SETITEMS with an odd number of values");
   for (size_t k = 0; k < kv.size(); k += 2) {
     PyValue* key = kv[k];
-    bool replaced = false;
+    // str / int keys replace an earlier equal key, as Python's dict does; found through an index
+    // (a linear search would make a hostile dict of n keys cost n^2).
     if (key->kind == PyKind::kString || key->kind == PyKind::kInt) {
-      for (auto& item : dict->dict) {
-        if (item.first->kind == key->kind && item.first->s == key->s && item.first->i == key->i) {
-          item.second = kv[k + 1];
-          replaced = true;
-          break;
-        }
+      std::string id = key->kind == PyKind::kString ? "s" + key->s : "i" + std::to_string(key->i);
+      auto [it, inserted] = dict_index_[dict].emplace(std::move(id), dict->dict.size());
+      if (!inserted) {
+        dict->dict[it->second].second = kv[k + 1];
+        continue;
       }
     }
-    if (!replaced) dict->dict.emplace_back(key, kv[k + 1]);
+    dict->dict.emplace_back(key, kv[k + 1]);
   }
   return ok_status();
 }
@@ -522,7 +533,10 @@ Status Unpickler::build(PyValue* obj, PyValue* state) {
     case PyKind::kObject:
       // A (slots, dict) pair or a dict: the attributes.
       if (state->kind == PyKind::kTuple && state->items.size() == 2) state = state->items[1];
-      if (state->kind == PyKind::kDict) obj->dict = state->dict;
+      if (state->kind == PyKind::kDict) {
+        ZERO_RETURN_IF_ERROR(charge_copy(state->dict.size()));
+        obj->dict = state->dict;
+      }
       return ok_status();
     case PyKind::kDict:    // OrderedDict's _metadata (module versions): not needed
     case PyKind::kTensor:  // a Parameter's / tensor's Python attributes: not needed
@@ -631,10 +645,12 @@ StatusOr<PyValue*> Unpickler::reduce(PyValue* callable, PyValue* args) {
   }
   if (fn == "torch.Size" || fn == "builtins.set" || fn == "builtins.frozenset") {
     ZERO_ASSIGN_OR_RETURN(PyValue * v, make(fn == "torch.Size" ? PyKind::kTuple : PyKind::kList));
-    if (a.size() == 1 && a[0]->is_sequence())
+    if (a.size() == 1 && a[0]->is_sequence()) {
+      ZERO_RETURN_IF_ERROR(charge_copy(a[0]->items.size()));
       v->items = a[0]->items;
-    else if (!a.empty())
+    } else if (!a.empty()) {
       return bad("malformed {} arguments", fn);
+    }
     return v;
   }
   if (fn == "_codecs.encode" || fn == "torch.device") {  // bytes in protocol 2; a device name

@@ -207,6 +207,32 @@ TEST(TorchArchiveHostile, TruncatedStreamsAreRefusedAtEveryLength) {
   }
 }
 
+TEST(TorchArchiveHostile, CopyingALongListAgainAndAgainStopsAtTheBudget) {
+  // A 1000-element list copied 100 times by torch.Size: 100k element copies from ~1 KB of pickle.
+  std::string p = std::string("\x80\x02]q\0(", 6);  // memo 0 = the list
+  for (int i = 0; i < 1000; ++i) p += "K\x01";
+  p += "e";
+  for (int i = 0; i < 100; ++i) p += global("torch", "Size") + std::string("h\0\x85R0", 5);
+  p += ".";
+  UnpickleLimits limits;
+  limits.max_values = 50'000;
+  auto u = unpickle(p, "copies.pkl", limits);
+  ASSERT_FALSE(u.ok());
+  EXPECT_NE(u.status().to_string().find("elements copied"), std::string::npos)
+      << u.status().to_string();
+  limits.max_values = 200'000;
+  EXPECT_TRUE(unpickle(p, "copies.pkl", limits).ok());
+}
+
+TEST(TorchArchiveHostile, RepeatedKeysReplaceAsInPython) {
+  // {'a': 1, 'a': 2} (SETITEMS) reads as {'a': 2} with one item.
+  const std::string p = "\x80\x02}(" + str("a") + "K\x01" + str("a") + "K\x02u.";
+  auto u = unpickle(p, "dup.pkl");
+  ASSERT_TRUE(u.ok()) << u.status().to_string();
+  EXPECT_EQ(u->root().dict.size(), 1u);
+  EXPECT_EQ(u->root().get("a")->i, 2);
+}
+
 // ---- hostile zips -----------------------------------------------------------------------------
 
 TEST(TorchArchiveHostile, ZipBombDeclaredSizesPastTheFileAreRefused) {
