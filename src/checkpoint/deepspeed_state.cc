@@ -117,6 +117,7 @@ Status read_model_states(Storage& storage, const std::string& path, DeepSpeedSta
     for (const auto& [k, v] : group->dict) {
       if (k->kind != PyKind::kString || !v->is_sequence())
         return data_loss("{}: malformed param_shapes", path);
+      if (st.params.count(k->s)) return data_loss("{}: parameter '{}' listed twice", path, k->s);
       DeepSpeedParam& p = st.params[k->s];
       int64_t numel = 1;
       for (const PyValue* d : v->items) {
@@ -369,6 +370,10 @@ StatusOr<DeepSpeedState> read_deepspeed_state(Storage& storage, const std::strin
   const json& fp16 = st.ds_config.value("fp16", json::object());
   if (bf16.is_object() && bf16.value("enabled", false)) st.model_dtype = "bf16";
   if (fp16.is_object() && fp16.value("enabled", false)) st.model_dtype = "f16";
+  if (static_cast<size_t>(st.world_size) > ds.optim_files.size()) {
+    return not_found("{}: saved by {} ranks but holds {} optimizer-state files", ds.tag_dir,
+                     st.world_size, ds.optim_files.size());
+  }
   Flat flat;
   flat.rank_master.resize(static_cast<size_t>(st.world_size));
   flat.rank_exp_avg.resize(static_cast<size_t>(st.world_size));
