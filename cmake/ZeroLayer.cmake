@@ -120,8 +120,10 @@ function(zero_add_layer layer)
     target_link_libraries(${lib} INTERFACE ${ARG_DEPS})
   endif()
   # Coverage instrumentation for libFuzzer only where the fuzz targets' code lives (core: safetensors,
-  # config: the ds_config loader): elsewhere it only slows the sanitizer build and its tests.
-  if(ZERO_FUZZ AND srcs AND (layer STREQUAL "core" OR layer STREQUAL "config"))
+  # config: the ds_config loader, checkpoint: the torch.save / pickle reader): elsewhere it only
+  # slows the sanitizer build and its tests.
+  if(ZERO_FUZZ AND srcs AND (layer STREQUAL "core" OR layer STREQUAL "config" OR
+                             layer STREQUAL "checkpoint"))
     target_compile_options(${lib} PRIVATE -fsanitize=fuzzer-no-link)
   endif()
   _zero_add_tests_and_fuzz(${lib} "${tests}" "${fuzz}")

@@ -1,4 +1,4 @@
-// DeepSpeed checkpoint directories: recognised and refused with the conversion command.
+// DeepSpeed checkpoint directories: recognised and refused with the import / conversion commands.
 #include "checkpoint/deepspeed_dir.h"
 
 #include <algorithm>
@@ -80,12 +80,15 @@ Status refuse_deepspeed_checkpoint(Storage& storage, const std::string& dir,
   const std::string script =
       ds.has_zero_to_fp32 ? join(dir, "zero_to_fp32.py") : "zero_to_fp32.py (from DeepSpeed)";
   return invalid_argument(
-      "{}: this is a DeepSpeed checkpoint, not a ZeRO.cpp one ({}{}); its .pt files are Python "
-      "pickles and are not read. Convert the weights with DeepSpeed: `python {} {} OUT_DIR{} "
+      "{}: this is a DeepSpeed checkpoint, not a ZeRO.cpp one ({}{}). Import it, Adam moments "
+      "and step included (ZeRO stages 1 to 3, Adam / AdamW): `zero ckpt import {} CKPT --model "
+      "MODEL_DIR{}`, then resume with --resume_from_checkpoint CKPT (docs/formats/deepspeed.md). "
+      "Or convert the weights only with DeepSpeed: `python {} {} OUT_DIR{} "
       "--safe_serialization`, copy the model's config.json (and tokenizer files) into OUT_DIR, "
       "then start from it with --model OUT_DIR (optimizer state and step count are not carried "
       "over)",
-      dir, ds.tag.empty() ? "" : "tag " + ds.tag + ": ", what, script, dir,
+      dir, ds.tag.empty() ? "" : "tag " + ds.tag + ": ", what, dir,
+      ds.tag.empty() ? "" : " --tag " + ds.tag, script, dir,
       ds.tag.empty() ? "" : " --tag " + ds.tag);
 }
 

@@ -1,8 +1,8 @@
 // Recognises a DeepSpeed checkpoint directory (engine.save_checkpoint's layout: `latest`,
 // zero_to_fp32.py, <tag>/mp_rank_00_model_states.pt, [bf16_]zero_pp_rank_N_mp_rank_00_
 // optim_states.pt, ...) so that --resume_from_checkpoint and `zero ckpt` can say what they were
-// given and how to convert it, instead of "manifest.json: no such file". Those files are Python
-// pickles; ZeRO.cpp does not read them.
+// given and how to import it (`zero ckpt import`, deepspeed_import.h) instead of
+// "manifest.json: no such file".
 #pragma once
 
 #include <string>
@@ -29,7 +29,8 @@ StatusOr<DeepSpeedCheckpoint> find_deepspeed_checkpoint(Storage& storage, const 
                                                         const std::string& tag = "");
 
 // ok when `dir` is not a DeepSpeed checkpoint; otherwise an error naming what was found and the
-// commands that convert it (DeepSpeed's zero_to_fp32.py to an HF directory, then --model).
+// commands that import it (`zero ckpt import`) or convert its weights (DeepSpeed's zero_to_fp32.py
+// to an HF directory, then --model).
 Status refuse_deepspeed_checkpoint(Storage& storage, const std::string& dir,
                                    const std::string& tag = "");
 

@@ -3,6 +3,8 @@
 //       consolidated fp32 HF safetensors + config.json, one unit in memory at a time
 //   zero ckpt info CKPT_DIR [--tag T]     what the checkpoint holds
 //   zero ckpt verify CKPT_DIR [--tag T]   checksums and completeness of every file
+//   zero ckpt import DS_DIR OUT --model M [--tag T]
+//       a DeepSpeed checkpoint (ZeRO 1-3, Adam) as our own, Adam moments and step included
 // Exit status: 0 ok, 2 bad input (no checkpoint, bad flags, corrupted data), 1 I/O failure.
 #include <cstdio>
 #include <filesystem>
@@ -10,6 +12,7 @@
 #include <string>
 
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/deepspeed_import.h"
 #include "checkpoint/tokenizer_files.h"
 #include "cli/commands.h"
 #include "model/hf_checkpoint.h"
@@ -23,6 +26,7 @@ struct CkptArgs {
   std::string out;
   std::string tag;
   std::string max_shard_size = "5GB";
+  std::string model;  // import: the model's config.json (or its directory)
 };
 
 int fail(const Status& s) {
@@ -107,6 +111,24 @@ int run_verify(const CkptArgs& a) {
   return 0;
 }
 
+// DeepSpeed's pickles are read by the restricted reader (docs/formats/deepspeed.md); nothing is
+// written unless every parameter and the optimizer carry over.
+int run_import(const CkptArgs& a) {
+  auto config = model::load_model_config(a.model);
+  if (!config.ok()) return fail(config.status().with_context("--model"));
+  auto lock = runtime::RunLock::acquire(a.out, "zero ckpt import");
+  if (!lock.ok()) return fail(lock.status());
+  auto r =
+      checkpoint::import_deepspeed_checkpoint(*default_storage(), {a.dir, a.tag, a.out}, *config);
+  if (!r.ok()) return fail(r.status());
+  std::printf(
+      "wrote %s (from DeepSpeed ZeRO stage %d, world size %d: step %lld, Adam step %lld, "
+      "%lld parameters with their Adam moments)\n",
+      r->tag_dir.c_str(), r->stage, r->world_size, static_cast<long long>(r->global_step),
+      static_cast<long long>(r->optimizer_step), static_cast<long long>(r->params));
+  return 0;
+}
+
 void add_dir_and_tag(CLI::App* cmd, CkptArgs& a) {
   cmd->add_option("CKPT_DIR", a.dir, "checkpoint directory (holding `latest`) or a tag directory")
       ->required();
@@ -117,7 +139,8 @@ void add_dir_and_tag(CLI::App* cmd, CkptArgs& a) {
 
 void add_ckpt_command(CLI::App& app, int& exit_code) {
   CLI::App* ckpt = app.add_subcommand(
-      "ckpt", "inspect, verify and consolidate checkpoints (to-fp32, info, verify)");
+      "ckpt",
+      "inspect, verify, consolidate and import checkpoints (to-fp32, info, verify, import)");
   ckpt->require_subcommand(1);
   auto args = std::make_shared<CkptArgs>();
 
@@ -137,6 +160,16 @@ void add_ckpt_command(CLI::App& app, int& exit_code) {
       ckpt->add_subcommand("verify", "check every file's size, checksum and coverage");
   add_dir_and_tag(verify, *args);
   verify->callback([args, &exit_code] { exit_code = run_verify(*args); });
-}
+
+  CLI::App* import = ckpt->add_subcommand(
+      "import", "write a DeepSpeed checkpoint (ZeRO 1-3, Adam) as a ZeRO.cpp checkpoint");
+  import->add_option("DS_DIR", args->dir, "DeepSpeed save directory (with `latest`) or tag dir")
+      ->required();
+  import->add_option("OUT", args->out, "checkpoint directory to write")->required();
+  import->add_option("--model", args->model, "the model's HF directory or config.json")->required();
+  import->add_option("--tag", args->tag, "DeepSpeed tag to read instead of `latest`'s");
+  import->callback([args, &exit_code] { exit_code = run_import(*args);
+});
+}  // namespace zero::cli
 
 }  // namespace zero::cli

@@ -17,6 +17,8 @@
 #include <fmt/format.h>
 
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/deepspeed_dir.h"
+#include "checkpoint/deepspeed_import.h"
 #include "checkpoint/tokenizer_files.h"
 #include "config/ds_config.h"
 #include "config/effective.h"
@@ -141,8 +143,9 @@ class TrainingRun {
   int bad(const Status& s) { return stop(2, s); }
   int broken(const Status& s) { return stop(1, s); }
 
-  Exit open_inputs();     // --model, the data, the plan, the sampler, --validation_file
-  Exit open_resume();     // --resume_from_checkpoint's manifest
+  Exit open_inputs();  // --model, the data, the plan, the sampler, --validation_file
+  Exit open_resume();  // --resume_from_checkpoint's manifest
+  StatusOr<std::string> import_deepspeed_for_resume(const std::string& ds_dir);
   Exit lock_output();     // rank 0: one job per output directory
   Exit agree();           // every rank runs the same thing
   Exit prepare_output();  // rank 0: metrics, the effective config, tokenizer files, monitors
@@ -324,7 +327,13 @@ Exit TrainingRun::open_inputs() {
 // Resume: the checkpoint's manifest says where the run stands (every rank opens it).
 Exit TrainingRun::open_resume() {
   if (!args_.resume_from_checkpoint) return std::nullopt;
-  const std::string& path = *args_.resume_from_checkpoint;
+  std::string path = *args_.resume_from_checkpoint;
+  auto ds = checkpoint::find_deepspeed_checkpoint(*default_storage(), path);
+  if (ds.ok() && ds->found) {
+    auto imported = import_deepspeed_for_resume(path);
+    if (!imported.ok()) return bad(imported.status().with_context("--resume_from_checkpoint"));
+    path = *imported;
+  }
   auto ck = checkpoint::open_checkpoint(*default_storage(), path);
   if (!ck.ok()) return bad(ck.status().with_context("--resume_from_checkpoint"));
   resume_ = std::move(*ck);
@@ -333,8 +342,12 @@ Exit TrainingRun::open_resume() {
   if (s.ok()) s = resume_->check_run(run_identity(plan_->engine));
   if (!s.ok()) return bad(s.with_context(path));
   const SamplerState saved = sampler_from_json(resume_->state()["sampler"]);
-  s = sampler_->check_resume(saved);
-  if (!s.ok()) return bad(s.with_context(path));
+  // A checkpoint imported from DeepSpeed (`zero ckpt import`) knows its step but not how
+  // DeepSpeed's data loader cut this run's data: it continues at that step of this run's order.
+  if (!resume_->state().contains("imported_from")) {
+    s = sampler_->check_resume(saved);
+    if (!s.ok()) return bad(s.with_context(path));
+  }
   start_step_ = saved.next_step;
   if (start_step_ >= max_steps_) {
     return bad(
@@ -343,6 +356,36 @@ Exit TrainingRun::open_resume() {
                          start_step_, max_steps_));
   }
   return std::nullopt;
+}
+
+// --resume_from_checkpoint DS_DIR (a DeepSpeed checkpoint): rank 0 imports it into
+// OUTPUT_DIR/deepspeed_import (made anew at every such start; docs/formats/deepspeed.md), then
+// every rank opens that. The outcome is broadcast so that no rank opens a half-written import (the
+// write itself publishes atomically) and a failed import stops every rank with rank 0's reason.
+StatusOr<std::string> TrainingRun::import_deepspeed_for_resume(const std::string& ds_dir) {
+  Storage& storage = *default_storage();
+  const std::string dir = args_.output_dir + "/deepspeed_import";
+  Status s;
+  if (rank_ == 0) {
+    s = storage.remove_dir(dir);
+    if (s.ok())
+      s = checkpoint::import_deepspeed_checkpoint(storage, {ds_dir, "", dir}, *mc_).status();
+    if (s.ok())
+      std::printf("zero train: imported the DeepSpeed checkpoint %s into %s\n", ds_dir.c_str(),
+                  dir.c_str());
+  }
+  if (!s.ok()) {
+    // What the directory is and the weights-only alternative, after why the import failed.
+    const Status what = checkpoint::refuse_deepspeed_checkpoint(storage, ds_dir);
+    s = Status(s.code(), "could not import it: " + s.message() + ". " + what.message());
+  }
+  float failed = s.ok() ? 0.f : 1.f;
+  // Every rank waits here for rank 0's import before opening it.
+  ZERO_RETURN_IF_ERROR(comm_.broadcast_async(&failed, 1, DType::kF32, 0).wait());
+  if (!s.ok()) return s;
+  if (failed != 0.f)
+    return failed_precondition("rank 0 could not import the DeepSpeed checkpoint {}", ds_dir);
+  return dir;
 }
 
 // Output directory (rank 0 only writes). One job per output directory: rank 0 holds OUT/.lock

@@ -31,8 +31,9 @@ set_tests_properties(cli.ckpt.to_fp32 PROPERTIES LABELS mpi FIXTURES_REQUIRED ck
   PASS_REGULAR_EXPRESSION "config\\.json\nmodel-00001-of-0000[0-9]\\.safetensors\n.*model\\.safetensors\\.index\\.json")
 
 # A DeepSpeed checkpoint directory (tests/fixtures/checkpoint/deepspeed_dir: `latest`,
-# zero_to_fp32.py, empty stand-ins for the .pt pickles) is named with the command that converts it,
-# by `zero ckpt` and by --resume_from_checkpoint, exiting 2.
+# zero_to_fp32.py, empty stand-ins for the .pt pickles) is named with the commands that import or
+# convert it, by `zero ckpt` and by --resume_from_checkpoint (whose import of the empty files fails
+# first, saying why), exiting 2.
 set(_ckpt_ds ${PROJECT_SOURCE_DIR}/tests/fixtures/checkpoint/deepspeed_dir)
 add_test(NAME cli.ckpt.deepspeed_dir
          COMMAND sh -c "'$<TARGET_FILE:zero>' ckpt info '${_ckpt_ds}' 2>&1; echo rc=$?")
@@ -41,7 +42,7 @@ set_tests_properties(cli.ckpt.deepspeed_dir PROPERTIES LABELS unit PASS_REGULAR_
 add_test(NAME cli.train.resume_deepspeed_dir
          COMMAND sh -c "'$<TARGET_FILE:zero>' train --model preset:gpt2-tiny --train_file '${PROJECT_SOURCE_DIR}/tests/fixtures/golden/tokens.bin' --block_size 16 --max_steps 1 --quiet --resume_from_checkpoint '${_ckpt_ds}' --output_dir '${CMAKE_CURRENT_BINARY_DIR}/ckpt_ds_resume' 2>&1; echo rc=$?")
 set_tests_properties(cli.train.resume_deepspeed_dir PROPERTIES LABELS unit PASS_REGULAR_EXPRESSION
-  "--resume_from_checkpoint: .*DeepSpeed checkpoint.*zero_to_fp32\\.py.*rc=2")
+  "--resume_from_checkpoint: could not import it: .*too short for a zip archive.*DeepSpeed checkpoint.*zero ckpt import.*zero_to_fp32\\.py.*rc=2")
 
 # A transformers-5 config (rope_parameters yarn, sliding_window, dtype) trained and saved with
 # --save_dtype bf16: config.json keeps that layout and says bfloat16; generation_config.json is made.
@@ -58,3 +59,36 @@ set_tests_properties(cli.ckpt.to_fp32_keeps_generation_config PROPERTIES LABELS 
 # `zero bench ckpt` saves through the trainer's request builder (runtime/engine_checkpoint.h).
 add_test(NAME cli.bench.ckpt_runs COMMAND $<TARGET_FILE:zero> bench ckpt)
 set_tests_properties(cli.bench.ckpt_runs PROPERTIES LABELS unit PASS_REGULAR_EXPRESSION "share = model state bytes")
+
+# Issue 33: DeepSpeed checkpoints made by DeepSpeed 0.14.4 itself (tests/fixtures/checkpoint/
+# deepspeed/, tools/golden/make_deepspeed_ckpt.py) imported, consolidated and resumed; the resumed
+# losses equal DeepSpeed's own continuation after its load_checkpoint within 1e-5: at the same
+# stage, at another stage, and (mpi) at world size 2 / stage 3.
+set(_ds_fix ${PROJECT_SOURCE_DIR}/tests/fixtures/checkpoint/deepspeed)
+set(_ds_sh ${CMAKE_CURRENT_SOURCE_DIR}/cli/deepspeed_resume.sh)
+foreach(_case "stage2_w1;2" "stage2_w1;3" "stage1_w2;1" "stage1_w2;3" "stage3_w1;3" "stage3_w2;1")
+  list(GET _case 0 _fix)
+  list(GET _case 1 _stage)
+  add_test(NAME cli.ckpt.deepspeed_import_resume.${_fix}.as_stage${_stage}
+           COMMAND sh ${_ds_sh} $<TARGET_FILE:zero> ${_ds_fix}/gpt2_tiny_${_fix}
+                   ${CMAKE_CURRENT_BINARY_DIR}/test_out/ds_${_fix}_s${_stage} ${_stage})
+  set_tests_properties(cli.ckpt.deepspeed_import_resume.${_fix}.as_stage${_stage} PROPERTIES
+    LABELS unit PASS_REGULAR_EXPRESSION "resumed curve matches DeepSpeed's: 5 steps")
+endforeach()
+add_test(NAME cli.ckpt.deepspeed_import_resume.stage2_w1.as_world2_stage3
+         COMMAND sh ${_ds_sh} $<TARGET_FILE:zero> ${_ds_fix}/gpt2_tiny_stage2_w1
+                 ${CMAKE_CURRENT_BINARY_DIR}/test_out/ds_stage2_w2s3 3 ${MPIEXEC_EXECUTABLE}
+                 --oversubscribe --allow-run-as-root --bind-to none -np 2)
+set_tests_properties(cli.ckpt.deepspeed_import_resume.stage2_w1.as_world2_stage3 PROPERTIES
+  LABELS mpi PASS_REGULAR_EXPRESSION "resumed curve matches DeepSpeed's: 5 steps")
+# --resume_from_checkpoint DS_DIR directly (imported into OUT/deepspeed_import by rank 0).
+add_test(NAME cli.ckpt.deepspeed_direct_resume.stage3_w2.as_stage2
+         COMMAND env ZERO_DS_DIRECT=1 sh ${_ds_sh} $<TARGET_FILE:zero> ${_ds_fix}/gpt2_tiny_stage3_w2
+                 ${CMAKE_CURRENT_BINARY_DIR}/test_out/ds_direct_s3w2 2)
+set_tests_properties(cli.ckpt.deepspeed_direct_resume.stage3_w2.as_stage2 PROPERTIES
+  LABELS unit PASS_REGULAR_EXPRESSION "resumed curve matches DeepSpeed's: 5 steps")
+# An import refuses a model that is not the one saved, naming the parameter, and writes nothing.
+add_test(NAME cli.ckpt.deepspeed_import_wrong_model
+         COMMAND sh -c "rm -rf '${CMAKE_CURRENT_BINARY_DIR}/test_out/ds_wrong' && '$<TARGET_FILE:zero>' ckpt import '${_ds_fix}/gpt2_tiny_stage2_w1' '${CMAKE_CURRENT_BINARY_DIR}/test_out/ds_wrong' --model '${PROJECT_SOURCE_DIR}/tests/fixtures/golden/gpt2_tiny' 2>&1; echo rc=$?; test -e '${CMAKE_CURRENT_BINARY_DIR}/test_out/ds_wrong/latest' || echo nothing-written")
+set_tests_properties(cli.ckpt.deepspeed_import_wrong_model PROPERTIES LABELS unit
+  PASS_REGULAR_EXPRESSION "DeepSpeed holds shape.*rc=2.*nothing-written")
