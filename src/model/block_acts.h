@@ -36,6 +36,10 @@ struct Transformer::BlockActs {
       k_rot = Tensor(Shape{N, Hkv * D});
       gate = Tensor(Shape{N, F});
     }
+    if (c.qk_norm) {
+      q_rstd = Tensor(Shape{N * Hq});
+      k_rstd = Tensor(Shape{N * Hkv});
+    }
   }
   // Where block_forward writes (null for the tensors this architecture does not allocate).
   BlockBuffers buffers() const {
@@ -48,6 +52,8 @@ struct Transformer::BlockActs {
             .v = v.f32(),
             .q_rot = q_rot.f32(),
             .k_rot = k_rot.f32(),
+            .q_rstd = q_rstd.f32(),
+            .k_rstd = k_rstd.f32(),
             .attn_y = attn_y.f32(),
             .x2 = x2.f32(),
             .norm2 = norm2.f32(),
@@ -62,6 +68,7 @@ struct Transformer::BlockActs {
   Tensor qkv;                  // GPT-2 (N, 3C)
   Tensor q, k, v;              // (N, Hq*D), (N, Hkv*D), (N, Hkv*D)
   Tensor q_rot, k_rot;         // Llama: after RoPE
+  Tensor q_rstd, k_rstd;       // Qwen3 (N*Hq), (N*Hkv): q_norm / k_norm statistics
   Tensor att;                  // (B, Hq, T, T) softmax probabilities
   Tensor attn_y;               // (N, Hq*D) attention output before the output projection
   Tensor x2;                   // (N, C) residual after attention
@@ -85,8 +92,13 @@ struct Transformer::BlockScratch {
     dup = Tensor(Shape{N, F});
     dgate = Tensor(Shape{N, F});
     if (c.arch == Arch::kGpt2) dqkv = Tensor(Shape{N, 3 * C});
+    if (c.qk_norm) {
+      dq_proj = Tensor(Shape{N, Hq * D});
+      dk_proj = Tensor(Shape{N, Hkv * D});
+    }
   }
   Tensor dnorm, dq, dk, dv, dqkv, dattn_y, dact, dup, dgate;
+  Tensor dq_proj, dk_proj;  // Qwen3: d(q), d(k) before q_norm / k_norm (N, Hq*D), (N, Hkv*D)
 };
 
 }  // namespace zero::model

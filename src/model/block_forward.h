@@ -52,8 +52,10 @@ struct BlockBuffers {
   float* q;       // (N, Hq*D)
   float* k;       // (N, Hkv*D)
   float* v;       // (N, Hkv*D)
-  float* q_rot;   // Llama (N, Hq*D) q after RoPE
-  float* k_rot;   // Llama (N, Hkv*D) k after RoPE
+  float* q_rot;   // Llama (N, Hq*D) q after RoPE (Qwen3: after q_norm, then RoPE)
+  float* k_rot;   // Llama (N, Hkv*D) k after RoPE (Qwen3: after k_norm, then RoPE)
+  float* q_rstd;  // Qwen3 (N*Hq) q_norm statistics, one per row and head
+  float* k_rstd;  // Qwen3 (N*Hkv) k_norm statistics
   float* attn_y;  // (N, Hq*D) attention output before the output projection
   float* x2;      // (N, C) residual after attention
   float* norm2;   // (N, C) ln_2 / post_attention_layernorm output

@@ -51,7 +51,7 @@ struct OwnedBuffers {
       store.emplace_back(static_cast<size_t>(numel));
       return store.back().data();
     };
-    store.reserve(20);
+    store.reserve(22);
     b = {.norm1 = take(N * C),
          .mean1 = take(N),
          .rstd1 = take(N),
@@ -61,6 +61,8 @@ struct OwnedBuffers {
          .v = take(N * kv),
          .q_rot = take(N * HqD),
          .k_rot = take(N * kv),
+         .q_rstd = take(N * HqD),
+         .k_rstd = take(N * kv),
          .attn_y = take(N * HqD),
          .x2 = take(N * C),
          .norm2 = take(N * C),

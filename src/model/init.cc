@@ -47,7 +47,9 @@ void init_unit_range(const ModelLayout& layout, int u, uint64_t seed, int64_t be
     switch (p.kind) {
       case ParamKind::kAttnNormWeight:
       case ParamKind::kMlpNormWeight:
-      case ParamKind::kFinalNormWeight: std::fill(out, out + (hi - lo), 1.0f); continue;
+      case ParamKind::kFinalNormWeight:
+      case ParamKind::kQNormWeight:
+      case ParamKind::kKNormWeight: std::fill(out, out + (hi - lo), 1.0f); continue;
       default: break;
     }
     if (!decays(p.kind)) continue;  // biases stay 0

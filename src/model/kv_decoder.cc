@@ -82,6 +82,8 @@ BlockBuffers KvDecoder::block_buffers(int64_t n) {
           .v = rows(v_, n * kv_),
           .q_rot = gpt2 ? nullptr : rows(q_rot_, n * HqD),
           .k_rot = gpt2 ? nullptr : rows(k_rot_, n * kv_),
+          .q_rstd = c.qk_norm ? rows(q_rstd_, n * c.num_heads) : nullptr,
+          .k_rstd = c.qk_norm ? rows(k_rstd_, n * c.num_kv_heads) : nullptr,
           .attn_y = rows(y_, n * HqD),
           .x2 = rows(x2_, n * C),
           .norm2 = norm,

@@ -30,6 +30,7 @@ const char* causal_lm_class(std::string_view model_type) {
   if (model_type == "llama") return "LlamaForCausalLM";
   if (model_type == "mistral") return "MistralForCausalLM";
   if (model_type == "qwen2") return "Qwen2ForCausalLM";
+  if (model_type == "qwen3") return "Qwen3ForCausalLM";
   return nullptr;
 }
 
@@ -110,7 +111,7 @@ Status parse_sliding_window(const Reader& r, ModelConfig& c) {
     if (const json* w = r.find("sliding_window"); w != nullptr && !w->is_null()) {
       sliding.assign(sliding.size(), true);
     }
-  } else if (c.model_type == "qwen2") {
+  } else if (c.model_type == "qwen2" || c.model_type == "qwen3") {
     ZERO_ASSIGN_OR_RETURN(bool use, r.boolean("use_sliding_window", false));
     if (use) {
       ZERO_ASSIGN_OR_RETURN(int64_t from, r.positive_int("max_window_layers", c.num_layers));
@@ -145,6 +146,27 @@ Status parse_sliding_window(const Reader& r, ModelConfig& c) {
   return ok_status();
 }
 
+// head_dim: transformers' attention reads config.head_dim, which may differ from hidden_size /
+// num_attention_heads (Qwen3, Mistral-Nemo); absent, it is that quotient, except for Qwen3, whose
+// config class defaults it to 128.
+Status parse_head_dim(const Reader& r, ModelConfig& c) {
+  const std::optional<int64_t> fallback =
+      c.model_type == "qwen3" ? std::optional<int64_t>(128) : std::nullopt;
+  const json* head_dim = r.find("head_dim");
+  if ((head_dim == nullptr || head_dim->is_null()) && !fallback) {
+    if (c.hidden_size % c.num_heads != 0) {
+      return invalid_argument(
+          "{}: num_attention_heads: {} does not divide hidden_size {} (and head_dim is not given)",
+          r.source(), c.num_heads, c.hidden_size);
+    }
+    return ok_status();
+  }
+  ZERO_ASSIGN_OR_RETURN(int64_t hd, r.positive_int("head_dim", fallback));
+  const bool derived = c.hidden_size % c.num_heads == 0 && hd == c.hidden_size / c.num_heads;
+  c.explicit_head_dim = derived ? 0 : hd;
+  return ok_status();
+}
+
 Status parse_llama_family(const json& j, const Reader& r, ModelConfig& c) {
   c.arch = Arch::kLlama;
   ZERO_ASSIGN_OR_RETURN(c.vocab_size, r.positive_int("vocab_size", std::nullopt));
@@ -157,6 +179,7 @@ Status parse_llama_family(const json& j, const Reader& r, ModelConfig& c) {
   ZERO_ASSIGN_OR_RETURN(c.max_position_embeddings,
                         r.positive_int("max_position_embeddings", std::nullopt));
   ZERO_ASSIGN_OR_RETURN(c.norm_eps, r.positive_number("rms_norm_eps", 1e-6));
+  ZERO_RETURN_IF_ERROR(parse_head_dim(r, c));
   ZERO_RETURN_IF_ERROR(parse_rope(j, r, c));
   ZERO_ASSIGN_OR_RETURN(c.tie_word_embeddings, r.boolean("tie_word_embeddings", false));
   ZERO_ASSIGN_OR_RETURN(c.hidden_act, r.string("hidden_act", "silu"));
@@ -170,21 +193,23 @@ Status parse_llama_family(const json& j, const Reader& r, ModelConfig& c) {
   } else if (c.model_type == "mistral") {
     c.attention_bias = false;  // MistralAttention has no biases
     c.mlp_bias = false;
+  } else if (c.model_type == "qwen3") {
+    ZERO_ASSIGN_OR_RETURN(c.attention_bias, r.boolean("attention_bias", false));  // q, k, v and o
+    c.mlp_bias = false;  // Qwen3MLP has none
   } else {
     ZERO_ASSIGN_OR_RETURN(c.attention_bias, r.boolean("attention_bias", false));
     ZERO_ASSIGN_OR_RETURN(c.mlp_bias, r.boolean("mlp_bias", false));
   }
-  if (c.hidden_size % c.num_heads != 0) {
-    return invalid_argument("{}: num_attention_heads: {} does not divide hidden_size {}",
-                            r.source(), c.num_heads, c.hidden_size);
-  }
+  c.qk_norm = c.model_type == "qwen3";
   if (c.num_heads % c.num_kv_heads != 0) {
     return invalid_argument("{}: num_key_value_heads: {} does not divide num_attention_heads {}",
                             r.source(), c.num_kv_heads, c.num_heads);
   }
   if (c.head_dim() % 2 != 0) {
-    return invalid_argument("{}: hidden_size / num_attention_heads = {} must be even for RoPE",
-                            r.source(), c.head_dim());
+    return invalid_argument(
+        "{}: head_dim {} (hidden_size / num_attention_heads unless given) must "
+        "be even for RoPE",
+        r.source(), c.head_dim());
   }
   ZERO_RETURN_IF_ERROR(parse_sliding_window(r, c));
   if (const json* d = r.find("attention_dropout");
@@ -192,15 +217,6 @@ Status parse_llama_family(const json& j, const Reader& r, ModelConfig& c) {
     c.warnings.push_back(
         fmt::format("{}: attention_dropout: {} is not applied (ZeRO.cpp trains without dropout)",
                     r.source(), d->get<double>()));
-  }
-  const json* head_dim = r.find("head_dim");
-  if (head_dim != nullptr && !head_dim->is_null()) {
-    ZERO_ASSIGN_OR_RETURN(int64_t hd, r.positive_int("head_dim", std::nullopt));
-    if (hd != c.head_dim()) {
-      return unimplemented(
-          "{}: head_dim: {} != hidden_size / num_attention_heads = {} is not supported", r.source(),
-          hd, c.head_dim());
-    }
   }
   return ok_status();
 }
@@ -260,8 +276,9 @@ StatusOr<ModelConfig> model_config_from_json(const nlohmann::json& j,
   if (!model_type->is_string()) return r.type_error("model_type", "a string", *model_type);
   c.model_type = model_type->get<std::string>();
   if (causal_lm_class(c.model_type) == nullptr) {
-    return unimplemented("{}: model_type: \"{}\" is not supported (gpt2, llama, mistral, qwen2)",
-                         source_name, c.model_type);
+    return unimplemented(
+        "{}: model_type: \"{}\" is not supported (gpt2, llama, mistral, qwen2, qwen3)", source_name,
+        c.model_type);
   }
   ZERO_RETURN_IF_ERROR(check_architectures(j, source_name, c.model_type));
   if (c.model_type == "gpt2") {
@@ -269,7 +286,7 @@ StatusOr<ModelConfig> model_config_from_json(const nlohmann::json& j,
   } else {
     ZERO_RETURN_IF_ERROR(parse_llama_family(j, r, c));
   }
-  if (c.hidden_size % c.num_heads != 0) {
+  if (c.explicit_head_dim == 0 && c.hidden_size % c.num_heads != 0) {
     return invalid_argument("{}: number of heads {} does not divide the hidden size {}",
                             source_name, c.num_heads, c.hidden_size);
   }
@@ -385,11 +402,11 @@ nlohmann::json model_config_to_json(const ModelConfig& c, std::string_view dtype
   }
   // Sliding window: the keys read are kept as read; a preset has none.
   j["hidden_act"] = c.hidden_act;
-  if (j.contains("head_dim")) j["head_dim"] = c.head_dim();
-  if (c.model_type == "llama") {
-    j["attention_bias"] = c.attention_bias;
-    j["mlp_bias"] = c.mlp_bias;
+  if (j.contains("head_dim") || c.explicit_head_dim > 0 || c.model_type == "qwen3") {
+    j["head_dim"] = c.head_dim();
   }
+  if (c.model_type == "llama" || c.model_type == "qwen3") j["attention_bias"] = c.attention_bias;
+  if (c.model_type == "llama") j["mlp_bias"] = c.mlp_bias;
   return j;
 }
 
@@ -473,8 +490,10 @@ StatusOr<ParamCounts> checked_count_params(const ModelConfig& c) {
     const N up_proj = C * I + (c.mlp_bias ? I : N(0));  // gate_proj and up_proj each
     const N down_proj = I * C + (c.mlp_bias ? C : N(0));
     const N norm = C;
+    const N head_norm = c.qk_norm ? N(c.head_dim()) : N(0);  // Qwen3 q_norm and k_norm each
     modules.insert(modules.end(), {q_proj, kv_proj, o_proj, up_proj, down_proj, norm});
-    per_block = q_proj + N(2) * kv_proj + o_proj + N(2) * up_proj + down_proj + N(2) * norm;
+    per_block = q_proj + N(2) * kv_proj + o_proj + N(2) * up_proj + down_proj + N(2) * norm +
+                N(2) * head_norm;
     final_norm = C;
   }
   const N head = c.tie_word_embeddings ? N(0) : V * C;  // lm_head has no bias; tied shares wte

@@ -1,6 +1,6 @@
 // ModelConfig: the architecture of a decoder-only transformer, read from / written to HF
-// config.json. Covers GPT-2 ("gpt2") and the Llama family ("llama", "mistral", "qwen2": RMSNorm,
-// RoPE, GQA, SwiGLU).
+// config.json. Covers GPT-2 ("gpt2") and the Llama family ("llama", "mistral", "qwen2", "qwen3":
+// RMSNorm, RoPE, GQA, SwiGLU; Qwen3 adds RMSNorm over each head's queries and keys).
 #pragma once
 
 #include <climits>
@@ -20,20 +20,26 @@ enum class Arch { kGpt2, kLlama };
 
 struct ModelConfig {
   Arch arch = Arch::kGpt2;
-  std::string model_type = "gpt2";  // HF model_type as read: gpt2, llama, mistral, qwen2
+  std::string model_type = "gpt2";  // HF model_type as read: gpt2, llama, mistral, qwen2, qwen3
   int64_t vocab_size = 50257;
   int64_t max_position_embeddings = 1024;  // GPT-2: n_positions
   int64_t hidden_size = 768;               // GPT-2: n_embd
   int64_t num_layers = 12;                 // n_layer / num_hidden_layers
   int64_t num_heads = 12;                  // n_head / num_attention_heads
   int64_t num_kv_heads = 12;               // num_key_value_heads (== num_heads for GPT-2)
-  int64_t intermediate_size = 3072;        // GPT-2: n_inner or 4 * n_embd
-  double norm_eps = 1e-5;                  // layer_norm_epsilon / rms_norm_eps
+  // Llama family `head_dim` when it is not hidden_size / num_heads (Qwen3, Mistral-Nemo); 0:
+  // derived.
+  int64_t explicit_head_dim = 0;
+  int64_t intermediate_size = 3072;  // GPT-2: n_inner or 4 * n_embd
+  double norm_eps = 1e-5;            // layer_norm_epsilon / rms_norm_eps
   double rope_theta = 10000.0;
   kernels::cpu::RopeScaling rope_scaling;  // type "default" when absent
   bool tie_word_embeddings = true;
   bool attention_bias = false;  // Llama family: q/k/v (and o for llama) biases; Qwen2: q/k/v only
   bool mlp_bias = false;
+  // Qwen3: RMSNorm (weights q_norm, k_norm of size head_dim, eps norm_eps) over each head's query
+  // and key vectors, after the projections and before RoPE.
+  bool qk_norm = false;
   std::string hidden_act = "gelu_new";  // GPT-2: activation_function; Llama: hidden_act ("silu")
   double initializer_range = 0.02;
   // Sliding-window attention (Mistral `sliding_window`; Qwen2 `use_sliding_window` from layer
@@ -50,7 +56,9 @@ struct ModelConfig {
   // generation_config.json next to the config.json read (null if there was none).
   nlohmann::json generation_config;
 
-  int64_t head_dim() const { return hidden_size / num_heads; }
+  int64_t head_dim() const {
+    return explicit_head_dim > 0 ? explicit_head_dim : hidden_size / num_heads;
+  }
   // Layer l's attention window (0: full causal) and extra score divisor.
   int64_t attention_window(int64_t layer) const {
     return layer < static_cast<int64_t>(sliding_layers.size()) &&

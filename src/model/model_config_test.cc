@@ -147,8 +147,13 @@ TEST(ModelConfig, Errors) {
   expect_error(j, StatusCode::kInvalidArgument, "tie_word_embeddings");
 
   j = llama_json();
-  j["head_dim"] = 32;
-  expect_error(j, StatusCode::kUnimplemented, "head_dim");
+  j["head_dim"] = 32;  // unequal to hidden / heads (16), as in Mistral-Nemo: transformers reads it
+  ASSERT_TRUE(model_config_from_json(j, "x/config.json").ok());
+  EXPECT_EQ(model_config_from_json(j, "x/config.json")->head_dim(), 32);
+
+  j = llama_json();
+  j["head_dim"] = 7;
+  expect_error(j, StatusCode::kInvalidArgument, "must be even for RoPE");
 
   j = llama_json();
   j["head_dim"] = 16;  // equal to hidden / heads: fine

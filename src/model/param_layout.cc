@@ -1,4 +1,4 @@
-// Builds the unit layout of GPT-2 and Llama-family models with HF names.
+// Builds the unit layout of GPT-2 and Llama-family models (Qwen3 included) with HF names.
 #include "model/param_layout.h"
 
 #include <fmt/format.h>
@@ -114,6 +114,10 @@ std::vector<UnitSpec> llama_units(const ModelConfig& c) {
     }
     add(b, p + "self_attn.o_proj.weight", ParamKind::kAttnOutWeight, {C, Hq * D});
     if (out_bias) add(b, p + "self_attn.o_proj.bias", ParamKind::kAttnOutBias, {C});
+    if (c.qk_norm) {
+      add(b, p + "self_attn.q_norm.weight", ParamKind::kQNormWeight, {D});
+      add(b, p + "self_attn.k_norm.weight", ParamKind::kKNormWeight, {D});
+    }
     add(b, p + "post_attention_layernorm.weight", ParamKind::kMlpNormWeight, {C});
     add(b, p + "mlp.gate_proj.weight", ParamKind::kMlpGateWeight, {F, C});
     if (c.mlp_bias) add(b, p + "mlp.gate_proj.bias", ParamKind::kMlpGateBias, {F});

@@ -38,7 +38,9 @@ enum class ParamKind {
   kMlpGateBias,
   kMlpDownWeight,  // GPT-2 mlp.c_proj (C, 4C); Llama down_proj (C, F)
   kMlpDownBias,
-  kLmHead,  // untied (V, C)
+  kLmHead,       // untied (V, C)
+  kQNormWeight,  // Qwen3 self_attn.q_norm (D): RMSNorm over each query head
+  kKNormWeight,  // Qwen3 self_attn.k_norm (D): RMSNorm over each key head
 };
 
 // True for the matrices (the GEMM weights, the untied LM head) and the embedding tables: the

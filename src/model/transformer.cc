@@ -67,6 +67,10 @@ int64_t Transformer::activation_bytes(const ModelConfig& c, const TransformerOpt
                  N * Hq * D + 2 * N * F;
   acts += gpt2 ? N * 3 * C : N * Hq * D + N * Hkv * D + N * F;
   int64_t scratch = N * C + 2 * N * Hq * D + 2 * N * Hkv * D + 3 * N * F + (gpt2 ? N * 3 * C : 0);
+  if (c.qk_norm) {
+    acts += N * Hq + N * Hkv;             // q_rstd, k_rstd
+    scratch += N * Hq * D + N * Hkv * D;  // dq_proj, dk_proj
+  }
   const int64_t blocks = options.activation_checkpointing ? 1 : c.num_layers;
   int64_t floats =
       (c.num_layers + 1) * N * C + blocks * acts + scratch + N * C + 2 * N + N * V + N + 2 * N * C;
@@ -110,15 +114,16 @@ void Transformer::ensure_buffers(int64_t B, int64_t T) {
   auto add = [&](const Tensor& t) { bytes += static_cast<int64_t>(t.nbytes()); };
   for (const Tensor& t : residual_) add(t);
   for (const auto& a : acts_) {
-    for (const Tensor* t : {&a->norm1, &a->mean1, &a->rstd1, &a->qkv, &a->q, &a->k, &a->v,
-                            &a->q_rot, &a->k_rot, &a->att, &a->attn_y, &a->x2, &a->norm2, &a->mean2,
-                            &a->rstd2, &a->gate, &a->up, &a->act}) {
+    for (const Tensor* t :
+         {&a->norm1, &a->mean1, &a->rstd1,  &a->qkv,    &a->q,   &a->k,      &a->v,
+          &a->q_rot, &a->k_rot, &a->q_rstd, &a->k_rstd, &a->att, &a->attn_y, &a->x2,
+          &a->norm2, &a->mean2, &a->rstd2,  &a->gate,   &a->up,  &a->act}) {
       add(*t);
     }
   }
   const BlockScratch& sc = *scratch_;
-  for (const Tensor* t :
-       {&sc.dnorm, &sc.dq, &sc.dk, &sc.dv, &sc.dqkv, &sc.dattn_y, &sc.dact, &sc.dup, &sc.dgate}) {
+  for (const Tensor* t : {&sc.dnorm, &sc.dq, &sc.dk, &sc.dv, &sc.dqkv, &sc.dattn_y, &sc.dact,
+                          &sc.dup, &sc.dgate, &sc.dq_proj, &sc.dk_proj}) {
     add(*t);
   }
   for (const Tensor* t : {&final_norm_, &final_mean_, &final_rstd_, &logits_, &losses_,

@@ -25,7 +25,8 @@ import shutil
 import torch
 import transformers
 from transformers import (AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM,
-                          MistralConfig, MistralForCausalLM, Qwen2Config, Qwen2ForCausalLM)
+                          MistralConfig, MistralForCausalLM, Qwen2Config, Qwen2ForCausalLM, Qwen3Config,
+                          Qwen3ForCausalLM)
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 OUT = os.path.join(ROOT, "tests", "fixtures", "hf_matrix")
@@ -33,6 +34,7 @@ OUT = os.path.join(ROOT, "tests", "fixtures", "hf_matrix")
 V, B, T = 67, 2, 16
 SHARD = "16KB"  # small enough that every tiny model here is split over several files
 LOGIT_ROWS = [(0, 0), (0, 9), (1, 4), (1, 15)]  # (batch, position) rows of logits recorded
+PROMPT, NEW = 8, 8  # greedy continuation: NEW tokens after the first PROMPT tokens of batch row 0
 LLAMA = dict(vocab_size=V, hidden_size=32, intermediate_size=24, num_hidden_layers=2,
              num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32,
              rms_norm_eps=1e-5, bos_token_id=1, eos_token_id=2)
@@ -82,10 +84,18 @@ CASES = {
         "rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
         "original_max_position_embeddings": 8, "beta_fast": 16.0, "beta_slow": 2.0}, "bf16",
         True, "hf5", 27),
+    # Qwen3: q_norm / k_norm over each head, head_dim given and unequal to hidden / heads (32 / 4).
+    "qwen3_headdim12_untied_fp32_single_hf5": ("qwen3", {"head_dim": 12}, {
+        "rope_type": "default", "rope_theta": 1000000.0}, "fp32", False, "hf5", 51),
+    "qwen3_sliding_bias_tied_bf16_sharded_hf4": ("qwen3", {
+        "head_dim": 16, "use_sliding_window": True, "sliding_window": 5, "max_window_layers": 1,
+        "num_hidden_layers": 3, "attention_bias": True, "tie_word_embeddings": True}, {
+        "rope_type": "yarn", "rope_theta": 1000000.0, "factor": 4.0,
+        "original_max_position_embeddings": 8}, "bf16", True, "hf4", 52),
 }
 
 CLASSES = {"llama": (LlamaConfig, LlamaForCausalLM), "mistral": (MistralConfig, MistralForCausalLM),
-           "qwen2": (Qwen2Config, Qwen2ForCausalLM)}
+           "qwen2": (Qwen2Config, Qwen2ForCausalLM), "qwen3": (Qwen3Config, Qwen3ForCausalLM)}
 
 
 def build(family, kwargs, rope, seed):
@@ -116,6 +126,36 @@ def build(family, kwargs, rope, seed):
             else:
                 p.copy_(0.02 * torch.randn(p.shape, generator=g))
     return model.eval()
+
+
+def greedy(model, prompt):
+    """NEW greedy tokens after `prompt` (1, PROMPT), each from a full forward of the fp64 model, and
+    the smallest gap between the chosen logit and the runner-up (so that fp32 agrees on each)."""
+    ids, gap = prompt, float("inf")
+    with torch.no_grad():
+        for _ in range(NEW):
+            top = model(input_ids=ids).logits[0, -1].topk(2)
+            gap = min(gap, (top.values[0] - top.values[1]).item())
+            ids = torch.cat([ids, top.indices[:1].view(1, 1)], dim=1)
+    return ids[0, prompt.shape[1]:].tolist(), gap
+
+
+def grads(model, input_ids, labels):
+    """d(loss_fp64)/d(parameter) of the fp64 model for the parameters of one dimension (norm weights,
+    biases, Qwen3's q_norm / k_norm) and row 0 of layer 0's q_proj and k_proj (nn.Linear (out, in),
+    as ZeRO.cpp lays them out), to 10 significant digits: the backward checked without storing every
+    gradient."""
+    model.zero_grad()
+    ce = torch.nn.functional.cross_entropy
+    ce(model(input_ids=input_ids).logits.reshape(-1, V), labels.reshape(-1)).backward()
+    rows = ("model.layers.0.self_attn.q_proj.weight", "model.layers.0.self_attn.k_proj.weight")
+    out = []
+    for name, p in model.named_parameters():
+        if p.dim() == 1 or name in rows:
+            g = p.grad if p.dim() == 1 else p.grad[0]
+            out.append({"name": name, "row": None if p.dim() == 1 else 0,
+                        "values": [float(f"{v:.10g}") for v in g.tolist()]})
+    return out
 
 
 def to_hf4_layout(path):
@@ -197,6 +237,13 @@ def main():
             # rounds the RoPE inv_freq buffer, which a loaded model computes afresh in fp32).
             built = model.double()(input_ids=input_ids).logits
             assert (built - logits).abs().max().item() < 1e-9 * logits.abs().max().item(), name
+        # Each on a fresh fp64 model: dynamic RoPE keeps the frequencies of the longest sequence seen.
+        def fresh():
+            return AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32,
+                                                        attn_implementation="eager").eval().double()
+        tokens, gap = greedy(fresh(), input_ids[:1, :PROMPT])
+        assert gap > 1e-3, (name, gap)
+        grads_fp64 = grads(fresh(), input_ids, labels)
         expected = {
             "case": name, "family": family, "layout": layout, "weights_dtype": dtype,
             "sharded": sharded, "files": files, "transformers": transformers.__version__,
@@ -204,6 +251,8 @@ def main():
             "loss_fp64": loss.item(), "loss_fp32": loss32,
             "logits_fp64": [{"b": b, "t": t, "values": logits[b, t].tolist()}
                             for b, t in LOGIT_ROWS],
+            "greedy": {"prompt": input_ids[0, :PROMPT].tolist(), "tokens": tokens, "min_gap": gap},
+            "grads_fp64": grads_fp64,
         }
         with open(os.path.join(path, "expected.json"), "w") as f:
             f.write(json.dumps(expected, indent=1) + "\n")
