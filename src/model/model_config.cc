@@ -34,6 +34,56 @@ const char* causal_lm_class(std::string_view model_type) {
   return nullptr;
 }
 
+// Keys of other families' configs that change the math of a model none of ours computes: present
+// with a value other than null, 0 or false, the config is refused rather than trained as something
+// else (a mixture of experts read as its dense trunk, a soft-capped model without its caps).
+Status refuse_unmodelled_keys(const Reader& r, std::string_view model_type) {
+  struct Unmodelled {
+    const char* key;
+    const char* what;
+  };
+  static const Unmodelled kKeys[] = {
+      {"num_experts", "a mixture-of-experts model (ZeRO.cpp's models are dense)"},
+      {"num_local_experts", "a mixture-of-experts model (ZeRO.cpp's models are dense)"},
+      {"n_routed_experts", "a mixture-of-experts model (ZeRO.cpp's models are dense)"},
+      {"num_experts_per_tok", "a mixture-of-experts model (ZeRO.cpp's models are dense)"},
+      {"moe_intermediate_size", "a mixture-of-experts model (ZeRO.cpp's models are dense)"},
+      {"attn_logit_softcapping", "attention-score soft-capping"},
+      {"final_logit_softcapping", "final-logit soft-capping"},
+      {"query_pre_attn_scalar", "a query scale other than 1/sqrt(head_dim)"},
+      {"rope_local_base_freq", "a separate RoPE base for sliding-window layers"},
+  };
+  for (const Unmodelled& u : kKeys) {
+    const json* v = r.find(u.key);
+    if (v == nullptr || v->is_null() || (v->is_boolean() && !v->get<bool>()) ||
+        (v->is_number() && v->get<double>() == 0.0)) {
+      continue;
+    }
+    return unimplemented("{}: {}: {} asks for {}, which model_type \"{}\" does not compute here",
+                         r.source(), u.key, v->dump(), u.what, model_type);
+  }
+  return ok_status();
+}
+
+// Families transformers has that read as close relatives of ours but compute differently; named
+// in the refusal so that nobody takes it for a typo.
+const char* unsupported_family_reason(std::string_view model_type) {
+  if (model_type == "gemma" || model_type == "gemma2" || model_type == "gemma3" ||
+      model_type == "gemma3_text") {
+    return "Gemma's (1 + w) RMSNorm, post-attention / post-feedforward norms, GeGLU, scaled "
+           "embeddings, query_pre_attn_scalar, soft-capping and alternating sliding / global "
+           "layers are not implemented";
+  }
+  if (model_type == "phi3" || model_type == "phi") {
+    return "Phi-3's fused qkv_proj / gate_up_proj tensors and longrope (su) RoPE scaling are not "
+           "implemented";
+  }
+  if (model_type == "mixtral" || model_type == "qwen2_moe" || model_type == "qwen3_moe") {
+    return "mixture-of-experts models are not implemented (ZeRO.cpp's models are dense)";
+  }
+  return "unknown to ZeRO.cpp";
+}
+
 Status check_architectures(const json& j, std::string_view source, std::string_view model_type) {
   auto it = j.find("architectures");
   if (it == j.end() || it->is_null()) return ok_status();
@@ -277,10 +327,12 @@ StatusOr<ModelConfig> model_config_from_json(const nlohmann::json& j,
   c.model_type = model_type->get<std::string>();
   if (causal_lm_class(c.model_type) == nullptr) {
     return unimplemented(
-        "{}: model_type: \"{}\" is not supported (gpt2, llama, mistral, qwen2, qwen3)", source_name,
-        c.model_type);
+        "{}: model_type: \"{}\" is not supported: {} (supported: gpt2, llama, mistral, qwen2, "
+        "qwen3)",
+        source_name, c.model_type, unsupported_family_reason(c.model_type));
   }
   ZERO_RETURN_IF_ERROR(check_architectures(j, source_name, c.model_type));
+  ZERO_RETURN_IF_ERROR(refuse_unmodelled_keys(r, c.model_type));
   if (c.model_type == "gpt2") {
     ZERO_RETURN_IF_ERROR(parse_gpt2(r, c));
   } else {
@@ -421,8 +473,8 @@ nlohmann::json generation_config_to_json(const ModelConfig& c) {
 }
 
 std::vector<std::string> preset_names() {
-  return {"gpt2-tiny",  "gpt2-mini",  "gpt2-124m", "gpt2-350m", "gpt2-774m",
-          "gpt2-1558m", "llama-tiny", "llama-1b",  "llama-8b"};
+  return {"gpt2-tiny",  "gpt2-mini", "gpt2-124m", "gpt2-350m",  "gpt2-774m", "gpt2-1558m",
+          "llama-tiny", "llama-1b",  "llama-8b",  "qwen3-tiny", "qwen3-8b"};
 }
 
 StatusOr<ModelConfig> preset_model_config(std::string_view name) {
@@ -449,6 +501,22 @@ StatusOr<ModelConfig> preset_model_config(std::string_view name) {
   }
   if (name == "llama-8b") {  // Meta-Llama-3-8B shape
     return llama_preset(128256, 4096, 32, 32, 8, 14336, 8192, 500000.0, false);
+  }
+  // Qwen3: q_norm / k_norm, head_dim given (128 for every Qwen3 size).
+  auto qwen3 = [](ModelConfig c, int64_t head_dim) {
+    c.model_type = "qwen3";
+    c.qk_norm = true;
+    c.explicit_head_dim = head_dim == c.hidden_size / c.num_heads ? 0 : head_dim;
+    c.norm_eps = 1e-6;
+    return c;
+  };
+  // qwen3-tiny: llama-tiny's shape with head_dim 32 (not 64 / 4) and intermediate size 176 (every
+  // GEMM row 16-byte aligned in 16 bits): tests and demos.
+  if (name == "qwen3-tiny") {
+    return qwen3(llama_preset(256, 64, 2, 4, 2, 176, 128, 1000000.0, false), 32);
+  }
+  if (name == "qwen3-8b") {  // Qwen3-8B shape
+    return qwen3(llama_preset(151936, 4096, 36, 32, 8, 12288, 40960, 1000000.0, false), 128);
   }
   std::string known;
   for (const std::string& n : preset_names()) known += (known.empty() ? "" : ", ") + n;

@@ -598,6 +598,84 @@ TEST(ModelConfig, Presets) {
   EXPECT_EQ(count_params(*llama_tiny).total, 2 * 16384 + 2 * (8192 + 4096 + 33024 + 128) + 64);
 
   EXPECT_FALSE(preset_model_config("gpt3").ok());
+
+  // Qwen3-8B: 8,190,735,360 parameters (its model card's 8.2B; untied head, q_norm / k_norm of
+  // 128).
+  auto qwen3_8b = preset_model_config("preset:qwen3-8b");
+  ASSERT_TRUE(qwen3_8b.ok());
+  EXPECT_EQ(qwen3_8b->head_dim(), 128);
+  EXPECT_EQ(count_params(*qwen3_8b).total, 8'190'735'360);
+  EXPECT_EQ(model_config_to_json(*qwen3_8b)["head_dim"], 128);
+  auto qwen3_tiny = preset_model_config("qwen3-tiny");
+  ASSERT_TRUE(qwen3_tiny.ok());
+  EXPECT_EQ(qwen3_tiny->head_dim(), 32);
+  EXPECT_TRUE(qwen3_tiny->qk_norm);
+}
+
+json qwen3_json() {
+  json j = llama_json();
+  j["model_type"] = "qwen3";
+  j["architectures"] = {"Qwen3ForCausalLM"};
+  j["head_dim"] = 24;  // not 64 / 4
+  j["num_key_value_heads"] = 2;
+  return j;
+}
+
+TEST(HfConfigFamilies, Qwen3) {
+  auto c = model_config_from_json(qwen3_json(), "x/config.json");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_TRUE(c->qk_norm);
+  EXPECT_EQ(c->head_dim(), 24);
+  EXPECT_FALSE(c->attention_bias);
+  // Per block: q (96, 64), k and v (48, 64), o (64, 96), MLP 3 * 64 * 172, two norms of 64, q_norm
+  // and k_norm of 24.
+  EXPECT_EQ(count_params(*c).per_block, 6144 + 2 * 3072 + 6144 + 3 * 64 * 172 + 128 + 48);
+  // Written back: head_dim kept, and read again as the same model.
+  EXPECT_EQ(model_config_to_json(*c)["head_dim"], 24);
+  auto back = model_config_from_json(model_config_to_json(*c), "back");
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_TRUE(back->qk_norm);
+  EXPECT_EQ(count_params(*back).total, count_params(*c).total);
+
+  json j = qwen3_json();
+  j.erase("head_dim");  // Qwen3Config's default, not hidden / heads
+  EXPECT_EQ(model_config_from_json(j, "x/config.json")->head_dim(), 128);
+  j = qwen3_json();
+  j["attention_bias"] = true;  // q, k, v and o_proj
+  EXPECT_EQ(count_params(*model_config_from_json(j, "x/config.json")).per_block,
+            count_params(*c).per_block + 96 + 2 * 48 + 64);
+}
+
+// Item 3 of issue 31: a config naming something none of the models computes is refused, naming the
+// file and the key, before anything is built from it.
+TEST(HfConfigFamilies, RefusesWhatNoModelComputes) {
+  for (const char* family : {"gemma2", "gemma3", "gemma3_text", "phi3", "qwen3_moe", "mixtral"}) {
+    json j = llama_json();
+    j["model_type"] = family;
+    j.erase("architectures");
+    expect_error(j, StatusCode::kUnimplemented, std::string("model_type: \"") + family);
+  }
+  const std::pair<const char*, json> keys[] = {{"num_experts", 8},
+                                               {"num_local_experts", 8},
+                                               {"num_experts_per_tok", 2},
+                                               {"n_routed_experts", 64},
+                                               {"moe_intermediate_size", 768},
+                                               {"final_logit_softcapping", 30.0},
+                                               {"attn_logit_softcapping", 50.0},
+                                               {"query_pre_attn_scalar", 256},
+                                               {"rope_local_base_freq", 1e4}};
+  for (const char* family : {"llama", "qwen3"}) {
+    for (const auto& [key, value] : keys) {
+      json j = std::string(family) == "llama" ? llama_json() : qwen3_json();
+      j[key] = value;
+      expect_error(j, StatusCode::kUnimplemented, std::string(key) + ": ");
+      j[key] = nullptr;  // null (or 0) is what the dense, uncapped configs write
+      EXPECT_TRUE(model_config_from_json(j, "x/config.json").ok()) << key;
+    }
+  }
+  json j = qwen3_json();
+  j["rope_parameters"] = {{"rope_type", "longrope"}, {"rope_theta", 10000.0}};
+  expect_error(j, StatusCode::kUnimplemented, "rope_parameters.rope_type: \"longrope\"");
 }
 
 }  // namespace
