@@ -184,8 +184,10 @@ void CudaKvDecoder::ensure_rows(int64_t n) {
     a.k = f(n * kv_);  // GPT-2 writes its keys straight into the cache rows instead (append)
     a.v = nullptr;     // the cache rows
     a.q_rot = gpt2 ? nullptr : f(n * HqD);
-    a.k_rot = nullptr;  // Llama: the cache rows
-    a.lse = nullptr;    // the backward's; the prefill's attention writes lse_ (unread)
+    a.k_rot = nullptr;                                    // Llama: the cache rows
+    a.q_rstd = c.qk_norm ? f(n * c.num_heads) : nullptr;  // Qwen3: q_norm / k_norm statistics
+    a.k_rstd = c.qk_norm ? f(n * c.num_kv_heads) : nullptr;
+    a.lse = nullptr;  // the backward's; the prefill's attention writes lse_ (unread)
     a.attn_y = f(n * HqD);
     a.x2 = f(n * C);
     a.gate = gpt2 ? nullptr : f(n * F);

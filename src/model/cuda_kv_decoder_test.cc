@@ -53,6 +53,9 @@ ModelConfig llama_config() { return testing::tiny_llama_config(kPositions, /*tie
 // Untied, q/k/v/o and MLP biases, linear RoPE scaling, a sliding window of 5 on layer 0.
 ModelConfig llama_sliding_config() { return testing::tiny_llama_biased_config(kPositions); }
 
+// Qwen3: q_norm / k_norm, head_dim 12, a sliding window on layer 1.
+ModelConfig qwen3_config() { return testing::tiny_qwen3_config(kPositions); }
+
 // Every unit's values, uniform around 0 (norm weights around 1), from a fixed seed.
 std::vector<std::vector<float>> random_units(const ModelLayout& layout) {
   std::mt19937 rng(7);
@@ -62,7 +65,8 @@ std::vector<std::vector<float>> random_units(const ModelLayout& layout) {
     for (const ParamSpec& p : u.params) {
       const bool norm = p.kind == ParamKind::kAttnNormWeight ||
                         p.kind == ParamKind::kMlpNormWeight ||
-                        p.kind == ParamKind::kFinalNormWeight;
+                        p.kind == ParamKind::kFinalNormWeight ||
+                        p.kind == ParamKind::kQNormWeight || p.kind == ParamKind::kKNormWeight;
       std::uniform_real_distribution<float> dist(-0.3f, 0.3f);
       for (int64_t i = 0; i < p.numel(); ++i) {
         values[static_cast<size_t>(p.offset + i)] = (norm ? 1.0f : 0.0f) + dist(rng);
@@ -192,7 +196,8 @@ INSTANTIATE_TEST_SUITE_P(Models, CudaKvDecoderTest,
                          ::testing::Combine(::testing::Values(ModelCase{"gpt2", gpt2_config},
                                                               ModelCase{"llama", llama_config},
                                                               ModelCase{"llama_sliding",
-                                                                        llama_sliding_config}),
+                                                                        llama_sliding_config},
+                                                              ModelCase{"qwen3", qwen3_config}),
                                             ::testing::Values(DType::kF32, DType::kBF16)),
                          [](const ::testing::TestParamInfo<std::tuple<ModelCase, DType>>& info) {
                            return std::string(std::get<0>(info.param).name) +

@@ -73,4 +73,18 @@ inline ModelConfig tiny_llama_biased_config(int64_t positions) {
   return c;
 }
 
+// Qwen3: tiny_llama_config untied with q_norm / k_norm over each head and head_dim 12, unequal to
+// hidden / heads (so q_proj is (Hq*12, 32) and o_proj (32, Hq*12)), a sliding window of 5 on
+// layer 1.
+inline ModelConfig tiny_qwen3_config(int64_t positions) {
+  ModelConfig c = tiny_llama_config(positions, /*tied=*/false);
+  c.model_type = "qwen3";
+  c.qk_norm = true;
+  c.explicit_head_dim = 12;
+  c.norm_eps = 1e-6;
+  c.sliding_window = 5;
+  c.sliding_layers = {false, true};
+  return c;
+}
+
 }  // namespace zero::model::testing

@@ -102,6 +102,7 @@ size_t CudaTransformer::carve_slab(const ModelConfig& c, const CudaTransformerOp
                                                      : static_cast<int>(c.num_layers) + 1;
   bf.kernel_scratch_bytes = std::max({kc::layernorm_backward_scratch_bytes(N, C),
                                       kc::rmsnorm_backward_scratch_bytes(N, C),
+                                      kc::rmsnorm_backward_scratch_bytes(N * Hq, D),
                                       kc::attention_backward_scratch_bytes(B, T, Hq, Hkv, D),
                                       kc::encoder_backward_scratch_bytes(B, T, V)});
   Carver cv(base);
@@ -113,7 +114,8 @@ size_t CudaTransformer::carve_slab(const ModelConfig& c, const CudaTransformerOp
   bf.acts.assign(static_cast<size_t>(n_acts), BlockActs{});
   // Arrays only the block's own forward reads are carved once and shared by every block: GPT-2's
   // fused qkv (split into q, k, v), Llama's q and k before RoPE, and for a 16-bit model the fp32
-  // GEMM inputs whose 16-bit copies the backward reads instead (norm1, attn_y, norm2, act).
+  // GEMM inputs whose 16-bit copies the backward reads instead (norm1, attn_y, norm2, act). Not
+  // Qwen3's q and k: the q_norm / k_norm backward reads them.
   const bool sixteen = dtype != DType::kF32;
   for (size_t i = 0; i < bf.acts.size(); ++i) {
     BlockActs& a = bf.acts[i];
@@ -126,8 +128,10 @@ size_t CudaTransformer::carve_slab(const ModelConfig& c, const CudaTransformerOp
     a.mean1 = f(N);
     a.rstd1 = f(N);
     a.qkv = gpt2 ? own_or_shared(true, &BlockActs::qkv, N * 3 * C) : nullptr;
-    a.q = own_or_shared(!gpt2, &BlockActs::q, N * Hq * D);
-    a.k = own_or_shared(!gpt2, &BlockActs::k, N * Hkv * D);
+    a.q = own_or_shared(!gpt2 && !c.qk_norm, &BlockActs::q, N * Hq * D);
+    a.k = own_or_shared(!gpt2 && !c.qk_norm, &BlockActs::k, N * Hkv * D);
+    a.q_rstd = c.qk_norm ? f(N * Hq) : nullptr;
+    a.k_rstd = c.qk_norm ? f(N * Hkv) : nullptr;
     a.v = f(N * Hkv * D);
     a.q_rot = gpt2 ? nullptr : f(N * Hq * D);
     a.k_rot = gpt2 ? nullptr : f(N * Hkv * D);
@@ -156,6 +160,8 @@ size_t CudaTransformer::carve_slab(const ModelConfig& c, const CudaTransformerOp
   bf.dact = f(N * F);
   bf.dup = f(N * F);
   bf.dgate = gpt2 ? nullptr : f(N * F);
+  bf.dq_proj = c.qk_norm ? f(N * Hq * D) : nullptr;
+  bf.dk_proj = c.qk_norm ? f(N * Hkv * D) : nullptr;
   bf.final_norm = f(N * C);
   bf.final_mean = f(N);
   bf.final_rstd = f(N);

@@ -30,7 +30,9 @@ struct CudaTransformer::BlockActs {
   float *norm1, *mean1, *rstd1;  // (N, C), (N), (N)
   float* qkv;                    // GPT-2 (N, 3C)
   float *q, *k, *v;              // (N, Hq*D), (N, Hkv*D), (N, Hkv*D)
-  float *q_rot, *k_rot;          // Llama, after RoPE
+  float *q_rot, *k_rot;          // Llama, after RoPE (Qwen3: after q_norm / k_norm, then RoPE)
+  float* q_rstd = nullptr;       // Qwen3 (N*Hq) q_norm statistics, one per row and head
+  float* k_rstd = nullptr;       // Qwen3 (N*Hkv)
   float* lse;                    // (B, Hq, T)
   float* attn_y;                 // (N, Hq*D) attention output before the output projection
   float* x2;                     // (N, C) residual after attention
@@ -204,7 +206,8 @@ struct CudaTransformer::Buffers {
   std::vector<BlockActs> acts;  // one per block (one shared if checkpointing)
   // Gradient scratch shared by the blocks.
   float *dnorm, *dq, *dk, *dv, *dqkv, *dattn_y, *dact, *dup, *dgate;
-  float *final_norm, *final_mean, *final_rstd;  // (N, C), (N), (N)
+  float *dq_proj = nullptr, *dk_proj = nullptr;  // Qwen3: d(q), d(k) before q_norm / k_norm
+  float *final_norm, *final_mean, *final_rstd;   // (N, C), (N), (N)
   float* logits;  // (N, V), rows logits_ld apart; fp32: holds dlogits after backward
   int64_t logits_ld = 0;
   float *losses, *dloss;             // (N)

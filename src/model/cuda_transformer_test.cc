@@ -51,6 +51,9 @@ ModelConfig llama_config(bool tied) { return testing::tiny_llama_config(/*positi
 // Untied, q/k/v/o and MLP biases, linear RoPE scaling, a sliding window on layer 0.
 ModelConfig llama_biased_config() { return testing::tiny_llama_biased_config(/*positions=*/64); }
 
+// Qwen3: q_norm / k_norm, head_dim 12, a sliding window on layer 1.
+ModelConfig qwen3_config() { return testing::tiny_qwen3_config(/*positions=*/64); }
+
 // Every unit's parameters on the host (fp32 values, and their 16-bit bits for a 16-bit model) and
 // on the device; the same values for both models. Logs acquire (u) and release (~u).
 class TestParams {
@@ -62,7 +65,8 @@ class TestParams {
       for (const ParamSpec& p : u.params) {
         const bool norm = p.kind == ParamKind::kAttnNormWeight ||
                           p.kind == ParamKind::kMlpNormWeight ||
-                          p.kind == ParamKind::kFinalNormWeight;
+                          p.kind == ParamKind::kFinalNormWeight ||
+                          p.kind == ParamKind::kQNormWeight || p.kind == ParamKind::kKNormWeight;
         const bool embedding =
             p.kind == ParamKind::kTokenEmbedding || p.kind == ParamKind::kPositionEmbedding;
         const float scale = embedding ? 0.5f : 0.3f;
@@ -300,11 +304,15 @@ std::vector<Case> cases() {
        {"gpt2_bf16", gpt2_config(), DType::kBF16, false},
        {"gpt2_f32_checkpointing", gpt2_config(), DType::kF32, true},
        {"llama_tied_f32", llama_config(true), DType::kF32, false},
-       {"llama_biased_window_f32", llama_biased_config(), DType::kF32, false}},
+       {"llama_biased_window_f32", llama_biased_config(), DType::kF32, false},
+       {"qwen3_f32", qwen3_config(), DType::kF32, false},
+       {"qwen3_bf16_checkpointing", qwen3_config(), DType::kBF16, true}},
       {gpt2_f32,
        llama_untied_bf16_ckpt,
        llama_tied_f16,
-       {"gpt2_bf16", gpt2_config(), DType::kBF16, false, emulated_one}});
+       {"gpt2_bf16", gpt2_config(), DType::kBF16, false, emulated_one},
+       {"qwen3_f32", qwen3_config(), DType::kF32, false, emulated_one},
+       {"qwen3_bf16_checkpointing", qwen3_config(), DType::kBF16, true}});
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, CudaTransformerVsCpu, ::testing::ValuesIn(cases()),
