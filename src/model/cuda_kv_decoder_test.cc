@@ -56,6 +56,9 @@ ModelConfig llama_sliding_config() { return testing::tiny_llama_biased_config(kP
 // Qwen3: q_norm / k_norm, head_dim 12, a sliding window on layer 1.
 ModelConfig qwen3_config() { return testing::tiny_qwen3_config(kPositions); }
 
+// Phi-3: longrope (long factors throughout), a sliding window on every layer, tied.
+ModelConfig phi3_config() { return testing::tiny_phi3_config(kPositions); }
+
 // Every unit's values, uniform around 0 (norm weights around 1), from a fixed seed.
 std::vector<std::vector<float>> random_units(const ModelLayout& layout) {
   std::mt19937 rng(7);
@@ -197,7 +200,8 @@ INSTANTIATE_TEST_SUITE_P(Models, CudaKvDecoderTest,
                                                               ModelCase{"llama", llama_config},
                                                               ModelCase{"llama_sliding",
                                                                         llama_sliding_config},
-                                                              ModelCase{"qwen3", qwen3_config}),
+                                                              ModelCase{"qwen3", qwen3_config},
+                                                              ModelCase{"phi3", phi3_config}),
                                             ::testing::Values(DType::kF32, DType::kBF16)),
                          [](const ::testing::TestParamInfo<std::tuple<ModelCase, DType>>& info) {
                            return std::string(std::get<0>(info.param).name) +

@@ -5,6 +5,7 @@
 // threads per (batch, head)): 2 query heads over 1 kv head there, still grouped.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #include "model/model_config.h"
@@ -84,6 +85,28 @@ inline ModelConfig tiny_qwen3_config(int64_t positions) {
   c.norm_eps = 1e-6;
   c.sliding_window = 5;
   c.sliding_layers = {false, true};
+  return c;
+}
+
+// Phi-3: tiny_llama_config tied, with longrope (original context 4, so the long factors and the
+// attention factor apply to every sequence of the tests) and a sliding window of 5 on every layer.
+// Its fused qkv_proj / gate_up_proj are the HF files' business: the model sees q, k, v, gate, up.
+inline ModelConfig tiny_phi3_config(int64_t positions) {
+  ModelConfig c = tiny_llama_config(positions, /*tied=*/true);
+  c.model_type = "phi3";
+  c.rope_theta = 10000.0;
+  c.rope_scaling = {};
+  c.rope_scaling.type = "longrope";
+  c.rope_scaling.original_max_position_embeddings = 4;
+  c.rope_scaling.factor = static_cast<double>(positions) / 4.0;
+  c.rope_scaling.attention_factor =
+      std::sqrt(1.0 + std::log(c.rope_scaling.factor) / std::log(4.0));
+  for (int64_t i = 0; i < c.head_dim() / 2; ++i) {
+    c.rope_scaling.short_factor.push_back(1.0 + 0.25 * static_cast<double>(i));
+    c.rope_scaling.long_factor.push_back(1.5 + static_cast<double>(i * i));
+  }
+  c.sliding_window = 5;
+  c.sliding_layers = {true, true};
   return c;
 }
 

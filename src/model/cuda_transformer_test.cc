@@ -54,6 +54,9 @@ ModelConfig llama_biased_config() { return testing::tiny_llama_biased_config(/*p
 // Qwen3: q_norm / k_norm, head_dim 12, a sliding window on layer 1.
 ModelConfig qwen3_config() { return testing::tiny_qwen3_config(/*positions=*/64); }
 
+// Phi-3: longrope with its long factors, a sliding window on every layer, tied.
+ModelConfig phi3_config() { return testing::tiny_phi3_config(/*positions=*/64); }
+
 // Every unit's parameters on the host (fp32 values, and their 16-bit bits for a 16-bit model) and
 // on the device; the same values for both models. Logs acquire (u) and release (~u).
 class TestParams {
@@ -306,13 +309,16 @@ std::vector<Case> cases() {
        {"llama_tied_f32", llama_config(true), DType::kF32, false},
        {"llama_biased_window_f32", llama_biased_config(), DType::kF32, false},
        {"qwen3_f32", qwen3_config(), DType::kF32, false},
-       {"qwen3_bf16_checkpointing", qwen3_config(), DType::kBF16, true}},
+       {"qwen3_bf16_checkpointing", qwen3_config(), DType::kBF16, true},
+       {"phi3_f32", phi3_config(), DType::kF32, false},
+       {"phi3_bf16", phi3_config(), DType::kBF16, false}},
       {gpt2_f32,
        llama_untied_bf16_ckpt,
        llama_tied_f16,
        {"gpt2_bf16", gpt2_config(), DType::kBF16, false, emulated_one},
        {"qwen3_f32", qwen3_config(), DType::kF32, false, emulated_one},
-       {"qwen3_bf16_checkpointing", qwen3_config(), DType::kBF16, true}});
+       {"qwen3_bf16_checkpointing", qwen3_config(), DType::kBF16, true},
+       {"phi3_bf16", phi3_config(), DType::kBF16, false, emulated_one}});
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, CudaTransformerVsCpu, ::testing::ValuesIn(cases()),

@@ -31,6 +31,7 @@ const char* causal_lm_class(std::string_view model_type) {
   if (model_type == "mistral") return "MistralForCausalLM";
   if (model_type == "qwen2") return "Qwen2ForCausalLM";
   if (model_type == "qwen3") return "Qwen3ForCausalLM";
+  if (model_type == "phi3") return "Phi3ForCausalLM";
   return nullptr;
 }
 
@@ -74,9 +75,9 @@ const char* unsupported_family_reason(std::string_view model_type) {
            "embeddings, query_pre_attn_scalar, soft-capping and alternating sliding / global "
            "layers are not implemented";
   }
-  if (model_type == "phi3" || model_type == "phi") {
-    return "Phi-3's fused qkv_proj / gate_up_proj tensors and longrope (su) RoPE scaling are not "
-           "implemented";
+  if (model_type == "phi" || model_type == "phimoe") {
+    return "Phi-1 / Phi-2 (partial rotary embeddings, LayerNorm, a parallel block) and Phi-MoE are "
+           "not implemented (phi3 is)";
   }
   if (model_type == "mixtral" || model_type == "qwen2_moe" || model_type == "qwen3_moe") {
     return "mixture-of-experts models are not implemented (ZeRO.cpp's models are dense)";
@@ -157,7 +158,7 @@ Status parse_gpt2(const Reader& r, ModelConfig& c) {
 Status parse_sliding_window(const Reader& r, ModelConfig& c) {
   const std::string_view source = r.source();
   std::vector<bool> sliding(static_cast<size_t>(c.num_layers), false);
-  if (c.model_type == "mistral") {
+  if (c.model_type == "mistral" || c.model_type == "phi3") {  // Phi-3: every layer too
     if (const json* w = r.find("sliding_window"); w != nullptr && !w->is_null()) {
       sliding.assign(sliding.size(), true);
     }
@@ -240,8 +241,8 @@ Status parse_llama_family(const json& j, const Reader& r, ModelConfig& c) {
   if (c.model_type == "qwen2") {
     c.attention_bias = true;  // Qwen2 always has q/k/v biases (and none on o_proj)
     c.mlp_bias = false;
-  } else if (c.model_type == "mistral") {
-    c.attention_bias = false;  // MistralAttention has no biases
+  } else if (c.model_type == "mistral" || c.model_type == "phi3") {
+    c.attention_bias = false;  // MistralAttention and Phi3Attention / Phi3MLP have no biases
     c.mlp_bias = false;
   } else if (c.model_type == "qwen3") {
     ZERO_ASSIGN_OR_RETURN(c.attention_bias, r.boolean("attention_bias", false));  // q, k, v and o
@@ -262,11 +263,12 @@ Status parse_llama_family(const json& j, const Reader& r, ModelConfig& c) {
         r.source(), c.head_dim());
   }
   ZERO_RETURN_IF_ERROR(parse_sliding_window(r, c));
-  if (const json* d = r.find("attention_dropout");
-      d != nullptr && d->is_number() && d->get<double>() != 0.0) {
-    c.warnings.push_back(
-        fmt::format("{}: attention_dropout: {} is not applied (ZeRO.cpp trains without dropout)",
-                    r.source(), d->get<double>()));
+  for (const char* key : {"attention_dropout", "resid_pdrop", "embd_pdrop"}) {  // Phi-3: all three
+    if (const json* d = r.find(key); d != nullptr && d->is_number() && d->get<double>() != 0.0) {
+      c.warnings.push_back(
+          fmt::format("{}: {}: {} is not applied (ZeRO.cpp trains without dropout)", r.source(),
+                      key, d->get<double>()));
+    }
   }
   return ok_status();
 }
@@ -328,7 +330,7 @@ StatusOr<ModelConfig> model_config_from_json(const nlohmann::json& j,
   if (causal_lm_class(c.model_type) == nullptr) {
     return unimplemented(
         "{}: model_type: \"{}\" is not supported: {} (supported: gpt2, llama, mistral, qwen2, "
-        "qwen3)",
+        "qwen3, phi3)",
         source_name, c.model_type, unsupported_family_reason(c.model_type));
   }
   ZERO_RETURN_IF_ERROR(check_architectures(j, source_name, c.model_type));

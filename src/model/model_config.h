@@ -1,6 +1,7 @@
 // ModelConfig: the architecture of a decoder-only transformer, read from / written to HF
-// config.json. Covers GPT-2 ("gpt2") and the Llama family ("llama", "mistral", "qwen2", "qwen3":
-// RMSNorm, RoPE, GQA, SwiGLU; Qwen3 adds RMSNorm over each head's queries and keys).
+// config.json. Covers GPT-2 ("gpt2") and the Llama family ("llama", "mistral", "qwen2", "qwen3",
+// "phi3": RMSNorm, RoPE, GQA, SwiGLU; Qwen3 adds RMSNorm over each head's queries and keys; Phi-3
+// fuses projections in its files and has longrope). docs/model_families.md.
 #pragma once
 
 #include <climits>
@@ -20,7 +21,7 @@ enum class Arch { kGpt2, kLlama };
 
 struct ModelConfig {
   Arch arch = Arch::kGpt2;
-  std::string model_type = "gpt2";  // HF model_type as read: gpt2, llama, mistral, qwen2, qwen3
+  std::string model_type = "gpt2";  // HF model_type: gpt2, llama, mistral, qwen2, qwen3, phi3
   int64_t vocab_size = 50257;
   int64_t max_position_embeddings = 1024;  // GPT-2: n_positions
   int64_t hidden_size = 768;               // GPT-2: n_embd

@@ -2,6 +2,8 @@
 // round trip, presets, and exact parameter counts against PyTorch's numel sums.
 #include "model/model_config.h"
 
+#include "model/param_layout.h"
+
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -646,10 +648,55 @@ TEST(HfConfigFamilies, Qwen3) {
             count_params(*c).per_block + 96 + 2 * 48 + 64);
 }
 
+json phi3_json() {
+  json j = llama_json();
+  j["model_type"] = "phi3";
+  j["architectures"] = {"Phi3ForCausalLM"};
+  j["original_max_position_embeddings"] = 32;
+  j["rope_scaling"] = {{"type", "su"},  // Phi3Config reads "su" as longrope
+                       {"short_factor", {1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5}},
+                       {"long_factor", {2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0}}};
+  return j;
+}
+
+TEST(HfConfigFamilies, Phi3) {
+  auto c = model_config_from_json(phi3_json(), "x/config.json");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->rope_scaling.type, "longrope");
+  EXPECT_EQ(c->rope_scaling.original_max_position_embeddings, 32);
+  EXPECT_DOUBLE_EQ(c->rope_scaling.factor, 128.0 / 32.0);  // max_position_embeddings / original
+  EXPECT_DOUBLE_EQ(c->rope_scaling.attention_factor,
+                   std::sqrt(1.0 + std::log(4.0) / std::log(32.0)));
+  EXPECT_EQ(c->rope_scaling.long_factor.size(), 8u);
+  // The layout names q, k, v and gate, up by the fused HF matrices, one after the other.
+  const ModelLayout layout(*c);
+  const UnitSpec& b = layout.unit(layout.block_unit(1));
+  const ParamSpec& k = b.param(ParamKind::kKWeight);
+  EXPECT_EQ(k.name, "model.layers.1.self_attn.qkv_proj.weight:k");
+  EXPECT_EQ(k.hf_fused, "model.layers.1.self_attn.qkv_proj.weight");
+  EXPECT_EQ(k.hf_row_offset, 64);
+  EXPECT_EQ(k.hf_fused_rows, 64 * 3);
+  EXPECT_EQ(b.param(ParamKind::kMlpUpWeight).hf_row_offset, 172);
+  EXPECT_EQ(layout.find_param("model.layers.1.mlp.gate_up_proj.weight"),
+            &b.param(ParamKind::kMlpGateWeight));
+
+  json j = phi3_json();
+  j["rope_scaling"]["long_factor"] = {1.0, 2.0};
+  expect_error(j, StatusCode::kInvalidArgument, "rope_scaling.long_factor: expected an array of 8");
+  j = phi3_json();
+  j["rope_scaling"]["type"] = "yarn";  // Phi3Config reads it as longrope; refused here
+  expect_error(j, StatusCode::kUnimplemented, "rope_scaling.type: \"yarn\"");
+  j = phi3_json();
+  j["resid_pdrop"] = 0.1;
+  ASSERT_TRUE(model_config_from_json(j, "x/config.json").ok());
+  EXPECT_EQ(model_config_from_json(j, "x/config.json")->warnings.size(), 1u);
+}
+
 // Item 3 of issue 31: a config naming something none of the models computes is refused, naming the
 // file and the key, before anything is built from it.
 TEST(HfConfigFamilies, RefusesWhatNoModelComputes) {
-  for (const char* family : {"gemma2", "gemma3", "gemma3_text", "phi3", "qwen3_moe", "mixtral"}) {
+  for (const char* family :
+       {"gemma", "gemma2", "gemma3", "gemma3_text", "phi", "phimoe", "qwen3_moe", "mixtral"}) {
     json j = llama_json();
     j["model_type"] = family;
     j.erase("architectures");

@@ -58,6 +58,13 @@ struct ParamSpec {
   Shape shape;                 // our layout: nn.Linear (out, in) for every matrix
   int64_t offset = 0;          // element offset inside the unit's flat buffer
   bool hf_transposed = false;  // HF stores it transposed (GPT-2 Conv1D [in, out])
+  // Phi-3: HF stores it as rows [hf_row_offset, hf_row_offset + shape[0]) of the fused matrix
+  // hf_fused (qkv_proj: q, k, v; gate_up_proj: gate, up) of hf_fused_rows rows; the parts of one
+  // fused matrix follow each other in the unit, so the unit holds it whole, in HF's order. Empty:
+  // the HF tensor is `name`.
+  std::string hf_fused;
+  int64_t hf_row_offset = 0;
+  int64_t hf_fused_rows = 0;
   int64_t numel() const { return shape.numel(); }
 };
 
@@ -86,7 +93,7 @@ class ModelLayout {
   int block_unit(int layer) const { return 1 + layer; }
   int final_unit() const { return num_units() - 1; }
   int64_t total_numel() const;
-  // Finds a parameter by its HF name; null when absent.
+  // Finds a parameter by its HF name (a fused HF matrix: its first part); null when absent.
   const ParamSpec* find_param(const std::string& hf_name, int* unit_out = nullptr) const;
 
  private:

@@ -16,6 +16,44 @@ double yarn_mscale(double scale, double m) {
 
 namespace {
 
+// longrope (Phi-3; only there, the one family whose transformers model is tested with it): D/2
+// short and long factors, `factor` (default max_position_embeddings / original_max_position_
+// embeddings) and the attention factor sqrt(1 + ln(factor) / ln(original)) unless given.
+Status parse_longrope(const Reader& r, const ModelConfig& c, const std::string& type_key,
+                      kernels::cpu::RopeScaling& out) {
+  if (c.model_type != "phi3") {
+    return unimplemented("{}: {}: \"longrope\" is not supported for model_type \"{}\" (phi3 only)",
+                         r.source(), r.name(type_key), c.model_type);
+  }
+  const int64_t half = c.head_dim() / 2;
+  for (const char* key : {"short_factor", "long_factor"}) {
+    const json* v = r.find(key);
+    if (v == nullptr || !v->is_array() || static_cast<int64_t>(v->size()) != half) {
+      return invalid_argument("{}: {}: expected an array of {} numbers (head_dim / 2)", r.source(),
+                              r.name(key), half);
+    }
+    std::vector<double>& dst =
+        std::string(key) == "short_factor" ? out.short_factor : out.long_factor;
+    for (const json& f : *v) {
+      if (!f.is_number() || !(f.get<double>() > 0) || !std::isfinite(f.get<double>())) {
+        return invalid_argument("{}: {}: {} is not a positive number", r.source(), r.name(key),
+                                f.dump());
+      }
+      dst.push_back(f.get<double>());
+    }
+  }
+  const double orig = static_cast<double>(out.original_max_position_embeddings);
+  auto factor = r.positive_number("factor", static_cast<double>(c.max_position_embeddings) / orig);
+  if (!factor.ok()) return factor.status();
+  out.factor = *factor;
+  const double derived =
+      out.factor <= 1.0 ? 1.0 : std::sqrt(1.0 + std::log(out.factor) / std::log(orig));
+  auto attention = r.positive_number("attention_factor", derived);
+  if (!attention.ok()) return attention.status();
+  out.attention_factor = *attention;
+  return ok_status();
+}
+
 // One RoPE object: 4.x `rope_scaling` or transformers-5 `rope_parameters` (`where` is the key, for
 // errors). Every key must be known; keys that change the math must be implemented.
 // top_orig: a top-level original_max_position_embeddings, which transformers 5 puts into the rope
@@ -36,7 +74,9 @@ Status parse_rope_object(const json& obj, std::string_view source, const std::st
                                        "truncate",
                                        "mscale",
                                        "mscale_all_dim",
-                                       "partial_rotary_factor"};
+                                       "partial_rotary_factor",
+                                       "short_factor",
+                                       "long_factor"};
   for (const auto& [key, value] : obj.items()) {
     if (value.is_object()) {
       return unimplemented(
@@ -71,6 +111,14 @@ Status parse_rope_object(const json& obj, std::string_view source, const std::st
     dst = *v;
     return ok_status();
   };
+  if (out.type == "su" && c.model_type == "phi3") out.type = "longrope";  // as Phi3Config does
+  if (c.model_type == "phi3" && out.type != "default" && out.type != "longrope") {
+    // Phi3Config reads "yarn" as longrope too, and refuses the others: refused rather than guessed.
+    return unimplemented(
+        "{}: {}.{}: \"{}\" is not supported for model_type \"phi3\" (default, "
+        "longrope, su)",
+        source, where, type_key, out.type);
+  }
   if (out.type == "default") return ok_status();
   if (out.type == "linear" || out.type == "dynamic") {
     ZERO_RETURN_IF_ERROR(number("factor", std::nullopt, out.factor));
@@ -99,6 +147,7 @@ Status parse_rope_object(const json& obj, std::string_view source, const std::st
     }
     return ok_status();
   }
+  if (out.type == "longrope") return parse_longrope(r, c, type_key, out);
   if (out.type == "yarn") {
     // factor null: max_position_embeddings / original_max_position_embeddings (as HF).
     ZERO_RETURN_IF_ERROR(number("factor",
@@ -128,8 +177,8 @@ Status parse_rope_object(const json& obj, std::string_view source, const std::st
     return ok_status();
   }
   return unimplemented(
-      "{}: {}.{}: \"{}\" is not supported (default, linear, dynamic, yarn, llama3)", source, where,
-      type_key, out.type);
+      "{}: {}.{}: \"{}\" is not supported (default, linear, dynamic, yarn, llama3; phi3: longrope)",
+      source, where, type_key, out.type);
 }
 
 bool same_rope(const kernels::cpu::RopeScaling& a, const kernels::cpu::RopeScaling& b) {
@@ -137,7 +186,8 @@ bool same_rope(const kernels::cpu::RopeScaling& a, const kernels::cpu::RopeScali
          a.high_freq_factor == b.high_freq_factor &&
          a.original_max_position_embeddings == b.original_max_position_embeddings &&
          a.beta_fast == b.beta_fast && a.beta_slow == b.beta_slow && a.truncate == b.truncate &&
-         a.attention_factor == b.attention_factor;
+         a.attention_factor == b.attention_factor && a.short_factor == b.short_factor &&
+         a.long_factor == b.long_factor;
 }
 
 }  // namespace
@@ -216,7 +266,16 @@ json rope_object(const kernels::cpu::RopeScaling& s, const json* input) {
     return input != nullptr && input->is_object() && input->contains(key);
   };
   json o = {{"rope_type", s.type}};
+  if (had("partial_rotary_factor")) o["partial_rotary_factor"] = 1.0;  // the only value read
   if (s.type == "default") return o;
+  if (s.type == "longrope") {
+    o["short_factor"] = s.short_factor;
+    o["long_factor"] = s.long_factor;
+    o["original_max_position_embeddings"] = s.original_max_position_embeddings;
+    if (had("factor")) o["factor"] = s.factor;
+    if (had("attention_factor")) o["attention_factor"] = s.attention_factor;
+    return o;
+  }
   o["factor"] = s.factor;
   if (s.type == "llama3") {
     o["low_freq_factor"] = s.low_freq_factor;

@@ -25,8 +25,8 @@ import shutil
 import torch
 import transformers
 from transformers import (AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM,
-                          MistralConfig, MistralForCausalLM, Qwen2Config, Qwen2ForCausalLM, Qwen3Config,
-                          Qwen3ForCausalLM)
+                          MistralConfig, MistralForCausalLM, Phi3Config, Phi3ForCausalLM, Qwen2Config,
+                          Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 OUT = os.path.join(ROOT, "tests", "fixtures", "hf_matrix")
@@ -92,10 +92,21 @@ CASES = {
         "num_hidden_layers": 3, "attention_bias": True, "tie_word_embeddings": True}, {
         "rope_type": "yarn", "rope_theta": 1000000.0, "factor": 4.0,
         "original_max_position_embeddings": 8}, "bf16", True, "hf4", 52),
+    # Phi-3: fused qkv_proj and gate_up_proj. longrope with short / long factors (head_dim 8: 4
+    # each); T = 16 > original_max_position_embeddings 8, so the long factors and the attention
+    # factor sqrt(1 + ln(32 / 8) / ln 8) apply.
+    "phi3_longrope_untied_fp32_single_hf5": ("phi3", {
+        "original_max_position_embeddings": 8, "pad_token_id": 0}, {
+        "rope_type": "longrope", "rope_theta": 10000.0, "short_factor": [1.0, 1.1, 1.3, 1.7],
+        "long_factor": [1.2, 1.9, 3.1, 5.3]}, "fp32", False, "hf5", 61),
+    "phi3_sliding_tied_bf16_sharded_hf4": ("phi3", {
+        "sliding_window": 5, "tie_word_embeddings": True, "pad_token_id": 0}, {
+        "rope_type": "default", "rope_theta": 10000.0}, "bf16", True, "hf4", 62),
 }
 
 CLASSES = {"llama": (LlamaConfig, LlamaForCausalLM), "mistral": (MistralConfig, MistralForCausalLM),
-           "qwen2": (Qwen2Config, Qwen2ForCausalLM), "qwen3": (Qwen3Config, Qwen3ForCausalLM)}
+           "qwen2": (Qwen2Config, Qwen2ForCausalLM), "qwen3": (Qwen3Config, Qwen3ForCausalLM),
+           "phi3": (Phi3Config, Phi3ForCausalLM)}
 
 
 def build(family, kwargs, rope, seed):
@@ -148,7 +159,8 @@ def grads(model, input_ids, labels):
     model.zero_grad()
     ce = torch.nn.functional.cross_entropy
     ce(model(input_ids=input_ids).logits.reshape(-1, V), labels.reshape(-1)).backward()
-    rows = ("model.layers.0.self_attn.q_proj.weight", "model.layers.0.self_attn.k_proj.weight")
+    rows = ("model.layers.0.self_attn.q_proj.weight", "model.layers.0.self_attn.k_proj.weight",
+            "model.layers.0.self_attn.qkv_proj.weight")  # Phi-3: row 0 is q's
     out = []
     for name, p in model.named_parameters():
         if p.dim() == 1 or name in rows:
