@@ -454,7 +454,12 @@ nlohmann::json model_config_to_json(const ModelConfig& c, std::string_view dtype
   if (!v5 || j.contains("rope_scaling")) {
     j["rope_scaling"] = c.rope_scaling.type == "default" ? json(nullptr) : rope;
   }
-  // Sliding window: the keys read are kept as read; a preset has none.
+  // Sliding window: the keys read are kept as read; a preset's window on every layer (phi-3-mini)
+  // is written as Mistral and Phi-3 read it.
+  if (!j.contains("sliding_window") && c.sliding_window > 0 &&
+      (c.model_type == "mistral" || c.model_type == "phi3")) {
+    j["sliding_window"] = c.sliding_window;
+  }
   j["hidden_act"] = c.hidden_act;
   if (j.contains("head_dim") || c.explicit_head_dim > 0 || c.model_type == "qwen3") {
     j["head_dim"] = c.head_dim();
@@ -476,7 +481,7 @@ nlohmann::json generation_config_to_json(const ModelConfig& c) {
 
 std::vector<std::string> preset_names() {
   return {"gpt2-tiny",  "gpt2-mini", "gpt2-124m", "gpt2-350m",  "gpt2-774m", "gpt2-1558m",
-          "llama-tiny", "llama-1b",  "llama-8b",  "qwen3-tiny", "qwen3-8b"};
+          "llama-tiny", "llama-1b",  "llama-8b",  "qwen3-tiny", "qwen3-8b",  "phi-3-mini"};
 }
 
 StatusOr<ModelConfig> preset_model_config(std::string_view name) {
@@ -519,6 +524,13 @@ StatusOr<ModelConfig> preset_model_config(std::string_view name) {
   }
   if (name == "qwen3-8b") {  // Qwen3-8B shape
     return qwen3(llama_preset(151936, 4096, 36, 32, 8, 12288, 40960, 1000000.0, false), 128);
+  }
+  if (name == "phi-3-mini") {  // Phi-3-mini-4k-instruct shape: a window of 2047 on every layer
+    ModelConfig c = llama_preset(32064, 3072, 32, 32, 32, 8192, 4096, 10000.0, false);
+    c.model_type = "phi3";
+    c.sliding_window = 2047;
+    c.sliding_layers.assign(32, true);
+    return c;
   }
   std::string known;
   for (const std::string& n : preset_names()) known += (known.empty() ? "" : ", ") + n;

@@ -608,6 +608,13 @@ TEST(ModelConfig, Presets) {
   EXPECT_EQ(qwen3_8b->head_dim(), 128);
   EXPECT_EQ(count_params(*qwen3_8b).total, 8'190'735'360);
   EXPECT_EQ(model_config_to_json(*qwen3_8b)["head_dim"], 128);
+  // Phi-3-mini-4k: 3,821,079,552 parameters (its model card's 3.8B).
+  auto phi3_mini = preset_model_config("phi-3-mini");
+  ASSERT_TRUE(phi3_mini.ok());
+  EXPECT_EQ(count_params(*phi3_mini).total, 3'821'079'552);
+  EXPECT_EQ(phi3_mini->attention_window(31), 2047);
+  EXPECT_EQ(model_config_from_json(model_config_to_json(*phi3_mini), "phi")->attention_window(0),
+            2047);
   auto qwen3_tiny = preset_model_config("qwen3-tiny");
   ASSERT_TRUE(qwen3_tiny.ok());
   EXPECT_EQ(qwen3_tiny->head_dim(), 32);
