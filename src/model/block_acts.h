@@ -40,6 +40,13 @@ struct Transformer::BlockActs {
       q_rstd = Tensor(Shape{N * Hq});
       k_rstd = Tensor(Shape{N * Hkv});
     }
+    if (c.post_norms) {
+      attn_out = Tensor(Shape{N, C});
+      rstd_post_attn = Tensor(Shape{N});
+      mlp_out = Tensor(Shape{N, C});
+      rstd_post_mlp = Tensor(Shape{N});
+      gate_act = Tensor(Shape{N, F});
+    }
   }
   // Where block_forward writes (null for the tensors this architecture does not allocate).
   BlockBuffers buffers() const {
@@ -61,14 +68,20 @@ struct Transformer::BlockActs {
             .rstd2 = rstd2.f32(),
             .gate = gate.f32(),
             .up = up.f32(),
-            .act = act.f32()};
+            .act = act.f32(),
+            .attn_out = attn_out.f32(),
+            .rstd_post_attn = rstd_post_attn.f32(),
+            .mlp_out = mlp_out.f32(),
+            .rstd_post_mlp = rstd_post_mlp.f32(),
+            .gate_act = gate_act.f32()};
   }
 
   Tensor norm1, mean1, rstd1;  // (N, C), (N), (N): ln_1 / input_layernorm
   Tensor qkv;                  // GPT-2 (N, 3C)
   Tensor q, k, v;              // (N, Hq*D), (N, Hkv*D), (N, Hkv*D)
   Tensor q_rot, k_rot;         // Llama: after RoPE
-  Tensor q_rstd, k_rstd;       // Qwen3 (N*Hq), (N*Hkv): q_norm / k_norm statistics
+  Tensor q_rstd, k_rstd;       // Qwen3 / Gemma 3 (N*Hq), (N*Hkv): q_norm / k_norm statistics
+  Tensor attn_out, rstd_post_attn, mlp_out, rstd_post_mlp, gate_act;  // Gemma 3 (BlockBuffers)
   Tensor att;                  // (B, Hq, T, T) softmax probabilities
   Tensor attn_y;               // (N, Hq*D) attention output before the output projection
   Tensor x2;                   // (N, C) residual after attention
@@ -96,9 +109,14 @@ struct Transformer::BlockScratch {
       dq_proj = Tensor(Shape{N, Hq * D});
       dk_proj = Tensor(Shape{N, Hkv * D});
     }
+    if (c.post_norms) {
+      dpost = Tensor(Shape{N, C});
+      dgelu = Tensor(Shape{N, F});
+    }
   }
   Tensor dnorm, dq, dk, dv, dqkv, dattn_y, dact, dup, dgate;
   Tensor dq_proj, dk_proj;  // Qwen3: d(q), d(k) before q_norm / k_norm (N, Hq*D), (N, Hkv*D)
+  Tensor dpost, dgelu;      // Gemma 3: d(attention or MLP output) (N, C), d(gelu(gate)) (N, F)
 };
 
 }  // namespace zero::model

@@ -60,6 +60,13 @@ class CudaTransformer::AcquiredDeviceUnit {
 StatusOr<std::unique_ptr<CudaTransformer>> CudaTransformer::create(const ModelConfig& config,
                                                                    CudaTransformerOptions options,
                                                                    cudaStream_t stream) {
+  if (config.post_norms) {
+    // Refused before anything is allocated: the CUDA blocks are Llama's and GPT-2's.
+    return unimplemented(
+        "model_type \"{}\": the CUDA model does not compute Gemma 3's (1 + w) norms, post-norms, "
+        "GeGLU and scaled embeddings yet (run it with --device cpu)",
+        config.model_type);
+  }
   auto matmul = kc::MatmulContext::create();
   if (!matmul.ok()) return matmul.status();
   std::unique_ptr<CudaTransformer> model(new CudaTransformer(config, options, stream));

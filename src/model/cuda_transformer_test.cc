@@ -465,6 +465,22 @@ TEST(CudaTransformer, PresetGemmWeightsAreSixteenByteAligned) {
 // first's batch upload before reusing its staging): logits only, loss 0, no counted targets. With
 // host checkpoints the copies out are never awaited by a backward: the second forward's writes
 // into the ring wait for them, then a third at another shape frees the slab under them.
+// Gemma 3 runs on the CPU model only: the CUDA model refuses it when created, naming it, before
+// anything is allocated (docs/model_families.md).
+TEST(CudaTransformer, RefusesGemma3) {
+  ZERO_SKIP_WITHOUT_GPU();
+  ModelConfig config = llama_config(/*tied=*/true);
+  config.model_type = "gemma3_text";
+  config.post_norms = true;
+  config.qk_norm = true;
+  config.norm_weight_offset = 1.0;
+  zero::cuda::CudaStream stream;
+  auto created = CudaTransformer::create(config, {}, stream);
+  ASSERT_FALSE(created.ok());
+  EXPECT_EQ(created.status().code(), StatusCode::kUnimplemented);
+  EXPECT_NE(created.status().message().find("gemma3_text"), std::string::npos);
+}
+
 TEST(CudaTransformer, ForwardWithoutTargetsComputesLogits) {
   ZERO_SKIP_WITHOUT_GPU();
   const ModelConfig config = gpt2_config();

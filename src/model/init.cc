@@ -49,7 +49,12 @@ void init_unit_range(const ModelLayout& layout, int u, uint64_t seed, int64_t be
       case ParamKind::kMlpNormWeight:
       case ParamKind::kFinalNormWeight:
       case ParamKind::kQNormWeight:
-      case ParamKind::kKNormWeight: std::fill(out, out + (hi - lo), 1.0f); continue;
+      case ParamKind::kKNormWeight:
+      case ParamKind::kPostAttnNormWeight:
+      case ParamKind::kPostMlpNormWeight:
+        // Gemma stores w of (1 + w): its identity is 0.
+        std::fill(out, out + (hi - lo), static_cast<float>(1.0 - c.norm_weight_offset));
+        continue;
       default: break;
     }
     if (!decays(p.kind)) continue;  // biases stay 0

@@ -41,6 +41,13 @@ KvDecoder::KvDecoder(const ModelLayout& layout, int64_t capacity)
     k::rope_tables(rope_cos_.data(), rope_sin_.data(),
                    k::rope_inv_freq(D, c.rope_theta, c.rope_scaling, capacity), capacity,
                    c.rope_scaling.attention_factor);
+    if (c.local_rope_theta > 0) {  // Gemma 3's sliding layers
+      resize(rope_cos_local_, capacity * (D / 2));
+      resize(rope_sin_local_, capacity * (D / 2));
+      k::rope_tables(rope_cos_local_.data(), rope_sin_local_.data(),
+                     k::rope_inv_freq(D, c.local_rope_theta, c.local_rope_scaling, capacity),
+                     capacity, c.local_rope_scaling.attention_factor);
+    }
   }
 }
 
@@ -91,7 +98,12 @@ BlockBuffers KvDecoder::block_buffers(int64_t n) {
           .rstd2 = rstd,
           .gate = gpt2 ? nullptr : rows(gate_, n * F),
           .up = rows(up_, n * F),
-          .act = rows(act_, n * F)};
+          .act = rows(act_, n * F),
+          .attn_out = c.post_norms ? rows(attn_out_, n * C) : nullptr,
+          .rstd_post_attn = c.post_norms ? rows(rstd_post_, n) : nullptr,
+          .mlp_out = c.post_norms ? rows(mlp_out_, n * C) : nullptr,
+          .rstd_post_mlp = c.post_norms ? rows(rstd_post_, n) : nullptr,
+          .gate_act = c.post_norms ? rows(gate_act_, n * F) : nullptr};
 }
 
 void KvDecoder::append(ParamAccess& params, const int32_t* tokens, int64_t n, float* logits) {
@@ -100,12 +112,15 @@ void KvDecoder::append(ParamAccess& params, const int32_t* tokens, int64_t n, fl
              " exceed the capacity ", capacity_);
   const int64_t C = c.hidden_size;
   // One sequence of the n new rows, at positions [length_, length_ + n); fp32 GEMMs.
-  const ForwardContext ctx{.config = c,
-                           .B = 1,
-                           .T = n,
-                           .position = length_,
-                           .rope_cos = rope_cos_.data(),
-                           .rope_sin = rope_sin_.data()};
+  const ForwardContext ctx{
+      .config = c,
+      .B = 1,
+      .T = n,
+      .position = length_,
+      .rope_cos = rope_cos_.data(),
+      .rope_sin = rope_sin_.data(),
+      .rope_cos_local = rope_cos_local_.empty() ? nullptr : rope_cos_local_.data(),
+      .rope_sin_local = rope_sin_local_.empty() ? nullptr : rope_sin_local_.data()};
   std::vector<float> x(static_cast<size_t>(n * C));
 
   const int emb = layout_.embedding_unit();

@@ -32,6 +32,7 @@ const char* causal_lm_class(std::string_view model_type) {
   if (model_type == "qwen2") return "Qwen2ForCausalLM";
   if (model_type == "qwen3") return "Qwen3ForCausalLM";
   if (model_type == "phi3") return "Phi3ForCausalLM";
+  if (model_type == "gemma3_text") return "Gemma3ForCausalLM";
   return nullptr;
 }
 
@@ -69,11 +70,13 @@ Status refuse_unmodelled_keys(const Reader& r, std::string_view model_type) {
 // Families transformers has that read as close relatives of ours but compute differently; named
 // in the refusal so that nobody takes it for a typo.
 const char* unsupported_family_reason(std::string_view model_type) {
-  if (model_type == "gemma" || model_type == "gemma2" || model_type == "gemma3" ||
-      model_type == "gemma3_text") {
-    return "Gemma's (1 + w) RMSNorm, post-attention / post-feedforward norms, GeGLU, scaled "
-           "embeddings, query_pre_attn_scalar, soft-capping and alternating sliding / global "
-           "layers are not implemented";
+  if (model_type == "gemma" || model_type == "gemma2") {
+    return "Gemma 1 / 2 (attention and final-logit soft-capping, Gemma 2's norm layout) are not "
+           "implemented (gemma3_text is)";
+  }
+  if (model_type == "gemma3") {
+    return "the multimodal Gemma 3 checkpoint (vision tower, model.language_model.* names) is not "
+           "read; its language model as a gemma3_text checkpoint is";
   }
   if (model_type == "phi" || model_type == "phimoe") {
     return "Phi-1 / Phi-2 (partial rotary embeddings, LayerNorm, a parallel block) and Phi-MoE are "
@@ -162,6 +165,11 @@ Status parse_sliding_window(const Reader& r, ModelConfig& c) {
     if (const json* w = r.find("sliding_window"); w != nullptr && !w->is_null()) {
       sliding.assign(sliding.size(), true);
     }
+  } else if (c.model_type == "gemma3_text") {
+    // transformers 4.x: every sliding_window_pattern-th layer global (5 has layer_types).
+    ZERO_ASSIGN_OR_RETURN(int64_t pattern, r.positive_int("sliding_window_pattern", 6));
+    for (int64_t i = 0; i < c.num_layers; ++i)
+      sliding[static_cast<size_t>(i)] = (i + 1) % pattern != 0;
   } else if (c.model_type == "qwen2" || c.model_type == "qwen3") {
     ZERO_ASSIGN_OR_RETURN(bool use, r.boolean("use_sliding_window", false));
     if (use) {
@@ -189,6 +197,10 @@ Status parse_sliding_window(const Reader& r, ModelConfig& c) {
   if (std::find(sliding.begin(), sliding.end(), true) == sliding.end()) return ok_status();
   c.sliding_layers = sliding;
   const json* w = r.find("sliding_window");
+  if (c.model_type == "gemma3_text") {  // Gemma3TextConfig's default window
+    ZERO_ASSIGN_OR_RETURN(c.sliding_window, r.positive_int("sliding_window", 4096));
+    return ok_status();
+  }
   if (w == nullptr || w->is_null()) {
     return invalid_argument("{}: sliding_window: missing, but layers use sliding-window attention",
                             source);
@@ -201,8 +213,12 @@ Status parse_sliding_window(const Reader& r, ModelConfig& c) {
 // num_attention_heads (Qwen3, Mistral-Nemo); absent, it is that quotient, except for Qwen3, whose
 // config class defaults it to 128.
 Status parse_head_dim(const Reader& r, ModelConfig& c) {
-  const std::optional<int64_t> fallback =
-      c.model_type == "qwen3" ? std::optional<int64_t>(128) : std::nullopt;
+  // Qwen3Config and Gemma3TextConfig default head_dim to 128 and 256.
+  int64_t fallback_value = 0;
+  if (c.model_type == "qwen3") fallback_value = 128;
+  if (c.model_type == "gemma3_text") fallback_value = 256;
+  std::optional<int64_t> fallback;
+  if (fallback_value > 0) fallback = fallback_value;
   const json* head_dim = r.find("head_dim");
   if ((head_dim == nullptr || head_dim->is_null()) && !fallback) {
     if (c.hidden_size % c.num_heads != 0) {
@@ -218,6 +234,46 @@ Status parse_head_dim(const Reader& r, ModelConfig& c) {
   return ok_status();
 }
 
+// Gemma 3's text model (gemma3_text): Llama's skeleton with (1 + w) norms, post-attention and
+// post-feedforward norms, q_norm / k_norm, GeGLU, scaled embeddings, query_pre_attn_scalar, and
+// sliding layers (every sliding_window_pattern-th layer global, or layer_types) with their own
+// RoPE.
+Status parse_gemma3(const json& j, const Reader& r, ModelConfig& c) {
+  ZERO_RETURN_IF_ERROR(config_json::parse_gemma3_rope(j, r, c));
+  ZERO_ASSIGN_OR_RETURN(c.tie_word_embeddings, r.boolean("tie_word_embeddings", true));
+  ZERO_ASSIGN_OR_RETURN(c.hidden_act, r.string("hidden_activation", "gelu_pytorch_tanh"));
+  if (c.hidden_act != "gelu_pytorch_tanh") {
+    return unimplemented("{}: hidden_activation: \"{}\" is not supported (gelu_pytorch_tanh)",
+                         r.source(), c.hidden_act);
+  }
+  ZERO_ASSIGN_OR_RETURN(c.attention_bias, r.boolean("attention_bias", false));
+  c.mlp_bias = false;
+  c.qk_norm = true;
+  c.post_norms = true;
+  c.norm_weight_offset = 1.0;
+  c.embedding_scale = static_cast<float>(std::sqrt(static_cast<double>(c.hidden_size)));
+  ZERO_ASSIGN_OR_RETURN(c.query_pre_attn_scalar, r.positive_number("query_pre_attn_scalar", 256.0));
+  for (const char* key : {"attn_logit_softcapping", "final_logit_softcapping"}) {
+    if (const json* v = r.find(key); v != nullptr && !v->is_null()) {
+      return unimplemented("{}: {}: {} (soft-capping) is not computed here", r.source(), key,
+                           v->dump());
+    }
+  }
+  ZERO_ASSIGN_OR_RETURN(bool bidirectional, r.boolean("use_bidirectional_attention", false));
+  if (bidirectional) {
+    return unimplemented("{}: use_bidirectional_attention: true is not supported (causal only)",
+                         r.source());
+  }
+  if (c.num_heads % c.num_kv_heads != 0) {
+    return invalid_argument("{}: num_key_value_heads: {} does not divide num_attention_heads {}",
+                            r.source(), c.num_kv_heads, c.num_heads);
+  }
+  if (c.head_dim() % 2 != 0) {
+    return invalid_argument("{}: head_dim {} must be even for RoPE", r.source(), c.head_dim());
+  }
+  return parse_sliding_window(r, c);
+}
+
 Status parse_llama_family(const json& j, const Reader& r, ModelConfig& c) {
   c.arch = Arch::kLlama;
   ZERO_ASSIGN_OR_RETURN(c.vocab_size, r.positive_int("vocab_size", std::nullopt));
@@ -231,6 +287,7 @@ Status parse_llama_family(const json& j, const Reader& r, ModelConfig& c) {
                         r.positive_int("max_position_embeddings", std::nullopt));
   ZERO_ASSIGN_OR_RETURN(c.norm_eps, r.positive_number("rms_norm_eps", 1e-6));
   ZERO_RETURN_IF_ERROR(parse_head_dim(r, c));
+  if (c.model_type == "gemma3_text") return parse_gemma3(j, r, c);
   ZERO_RETURN_IF_ERROR(parse_rope(j, r, c));
   ZERO_ASSIGN_OR_RETURN(c.tie_word_embeddings, r.boolean("tie_word_embeddings", false));
   ZERO_ASSIGN_OR_RETURN(c.hidden_act, r.string("hidden_act", "silu"));
@@ -330,11 +387,11 @@ StatusOr<ModelConfig> model_config_from_json(const nlohmann::json& j,
   if (causal_lm_class(c.model_type) == nullptr) {
     return unimplemented(
         "{}: model_type: \"{}\" is not supported: {} (supported: gpt2, llama, mistral, qwen2, "
-        "qwen3, phi3)",
+        "qwen3, phi3, gemma3_text)",
         source_name, c.model_type, unsupported_family_reason(c.model_type));
   }
   ZERO_RETURN_IF_ERROR(check_architectures(j, source_name, c.model_type));
-  ZERO_RETURN_IF_ERROR(refuse_unmodelled_keys(r, c.model_type));
+  if (c.model_type != "gemma3_text") ZERO_RETURN_IF_ERROR(refuse_unmodelled_keys(r, c.model_type));
   if (c.model_type == "gpt2") {
     ZERO_RETURN_IF_ERROR(parse_gpt2(r, c));
   } else {
@@ -441,6 +498,14 @@ nlohmann::json model_config_to_json(const ModelConfig& c, std::string_view dtype
   j["intermediate_size"] = c.intermediate_size;
   j["max_position_embeddings"] = c.max_position_embeddings;
   j["rms_norm_eps"] = c.norm_eps;
+  if (c.model_type == "gemma3_text") {
+    j["head_dim"] = c.head_dim();
+    j["hidden_activation"] = c.hidden_act;
+    j["query_pre_attn_scalar"] = c.query_pre_attn_scalar;
+    if (!j.contains("sliding_window")) j["sliding_window"] = c.sliding_window;  // a preset's
+    config_json::write_gemma3_rope(c, j, v5);
+    return j;
+  }
   const json* rope_read = j.contains("rope_parameters")
                               ? &j["rope_parameters"]
                               : (j.contains("rope_scaling") ? &j["rope_scaling"] : nullptr);
@@ -480,8 +545,9 @@ nlohmann::json generation_config_to_json(const ModelConfig& c) {
 }
 
 std::vector<std::string> preset_names() {
-  return {"gpt2-tiny",  "gpt2-mini", "gpt2-124m", "gpt2-350m",  "gpt2-774m", "gpt2-1558m",
-          "llama-tiny", "llama-1b",  "llama-8b",  "qwen3-tiny", "qwen3-8b",  "phi-3-mini"};
+  return {"gpt2-tiny",  "gpt2-mini",  "gpt2-124m",   "gpt2-350m", "gpt2-774m",
+          "gpt2-1558m", "llama-tiny", "llama-1b",    "llama-8b",  "qwen3-tiny",
+          "qwen3-8b",   "phi-3-mini", "gemma3-tiny", "gemma-3-4b"};
 }
 
 StatusOr<ModelConfig> preset_model_config(std::string_view name) {
@@ -524,6 +590,35 @@ StatusOr<ModelConfig> preset_model_config(std::string_view name) {
   }
   if (name == "qwen3-8b") {  // Qwen3-8B shape
     return qwen3(llama_preset(151936, 4096, 36, 32, 8, 12288, 40960, 1000000.0, false), 128);
+  }
+  // Gemma 3 text: (1 + w) norms, post-norms, GeGLU, scaled embeddings, every 6th layer global.
+  auto gemma3 = [](ModelConfig c, int64_t head_dim, int64_t window, double qpas) {
+    c.model_type = "gemma3_text";
+    c.explicit_head_dim = head_dim == c.hidden_size / c.num_heads ? 0 : head_dim;
+    c.norm_eps = 1e-6;
+    c.hidden_act = "gelu_pytorch_tanh";
+    c.qk_norm = c.post_norms = true;
+    c.norm_weight_offset = 1.0;
+    c.embedding_scale = static_cast<float>(std::sqrt(static_cast<double>(c.hidden_size)));
+    c.query_pre_attn_scalar = qpas;
+    c.local_rope_theta = 10000.0;
+    c.sliding_window = window;
+    c.sliding_layers.resize(static_cast<size_t>(c.num_layers));
+    for (int64_t l = 0; l < c.num_layers; ++l)
+      c.sliding_layers[static_cast<size_t>(l)] = (l + 1) % 6 != 0;
+    return c;
+  };
+  // gemma3-tiny: llama-tiny's widths, 6 layers (the last global), window 32: tests and demos.
+  if (name == "gemma3-tiny") {
+    return gemma3(llama_preset(256, 64, 6, 4, 2, 176, 128, 1000000.0, true), 32, 32, 32.0);
+  }
+  if (name == "gemma-3-4b") {  // Gemma 3 4B's language model: global layers' RoPE linear x8
+    ModelConfig c = gemma3(llama_preset(262208, 2560, 34, 8, 4, 10240, 131072, 1000000.0, true),
+                           256, 1024, 256.0);
+    c.rope_scaling.type = "linear";
+    c.rope_scaling.factor = 8.0;
+    c.rope_scaling.max_position_embeddings = c.max_position_embeddings;
+    return c;
   }
   if (name == "phi-3-mini") {  // Phi-3-mini-4k-instruct shape: a window of 2047 on every layer
     ModelConfig c = llama_preset(32064, 3072, 32, 32, 32, 8192, 4096, 10000.0, false);
@@ -575,7 +670,7 @@ StatusOr<ParamCounts> checked_count_params(const ModelConfig& c) {
     const N head_norm = c.qk_norm ? N(c.head_dim()) : N(0);  // Qwen3 q_norm and k_norm each
     modules.insert(modules.end(), {q_proj, kv_proj, o_proj, up_proj, down_proj, norm});
     per_block = q_proj + N(2) * kv_proj + o_proj + N(2) * up_proj + down_proj + N(2) * norm +
-                N(2) * head_norm;
+                N(2) * head_norm + (c.post_norms ? N(2) * norm : N(0));
     final_norm = C;
   }
   const N head = c.tie_word_embeddings ? N(0) : V * C;  // lm_head has no bias; tied shares wte

@@ -1,10 +1,12 @@
 // ModelConfig: the architecture of a decoder-only transformer, read from / written to HF
 // config.json. Covers GPT-2 ("gpt2") and the Llama family ("llama", "mistral", "qwen2", "qwen3",
 // "phi3": RMSNorm, RoPE, GQA, SwiGLU; Qwen3 adds RMSNorm over each head's queries and keys; Phi-3
-// fuses projections in its files and has longrope). docs/model_families.md.
+// fuses projections in its files and has longrope) and Gemma 3's text model ("gemma3_text").
+// docs/model_families.md.
 #pragma once
 
 #include <climits>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -43,6 +45,18 @@ struct ModelConfig {
   bool qk_norm = false;
   std::string hidden_act = "gelu_new";  // GPT-2: activation_function; Llama: hidden_act ("silu")
   double initializer_range = 0.02;
+  // Gemma 3 ("gemma3_text"): norm weights stored as w and applied as (norm_weight_offset + w), i.e.
+  // (1 + w); norms after attention and after the MLP too (post_norms: post_attention_layernorm,
+  // post_feedforward_layernorm; the MLP's own is pre_feedforward_layernorm); the MLP's gate through
+  // hidden_act "gelu_pytorch_tanh"; token embeddings times embedding_scale (fp32 sqrt(hidden), as
+  // transformers' fp32 buffer); scores times query_pre_attn_scalar^-1/2 instead of head_dim^-1/2
+  // (0: head_dim); the sliding layers with their own RoPE (local_rope_theta > 0).
+  double norm_weight_offset = 0.0;
+  bool post_norms = false;
+  float embedding_scale = 1.0f;
+  double query_pre_attn_scalar = 0.0;
+  double local_rope_theta = 0.0;
+  kernels::cpu::RopeScaling local_rope_scaling;
   // Sliding-window attention (Mistral `sliding_window`; Qwen2 `use_sliding_window` from layer
   // `max_window_layers` on; transformers-5 `layer_types`): the window, and which layers use it
   // (empty: none). Query t sees keys s with t - s < sliding_window.
@@ -68,7 +82,15 @@ struct ModelConfig {
                : 0;
   }
   double attention_score_divisor(int64_t layer) const {
+    // Gemma: q.k * query_pre_attn_scalar^-1/2 = q.k / sqrt(D) / (sqrt(qpas) / sqrt(D)).
+    if (query_pre_attn_scalar > 0) {
+      return std::sqrt(query_pre_attn_scalar) / std::sqrt(static_cast<double>(head_dim()));
+    }
     return scale_attn_by_inverse_layer_idx ? static_cast<double>(layer + 1) : 1.0;
+  }
+  // Whether layer l rotates with the sliding layers' own RoPE tables (Gemma 3).
+  bool uses_local_rope(int64_t layer) const {
+    return local_rope_theta > 0 && attention_window(layer) > 0;
   }
 };
 
@@ -99,7 +121,8 @@ nlohmann::json generation_config_to_json(const ModelConfig& config);
 
 // Built-in presets for random initialisation: gpt2-tiny, gpt2-124m, gpt2-350m, gpt2-774m,
 // gpt2-1558m, llama-tiny, llama-1b (Llama-3.2-1B shape), llama-8b, qwen3-tiny, qwen3-8b (Qwen3-8B
-// shape), phi-3-mini (Phi-3-mini-4k shape). `name` is with or without the "preset:" prefix.
+// shape), phi-3-mini (Phi-3-mini-4k shape), gemma3-tiny, gemma-3-4b (Gemma 3 4B's language model).
+// `name` is with or without the "preset:" prefix.
 StatusOr<ModelConfig> preset_model_config(std::string_view name);
 std::vector<std::string> preset_names();
 

@@ -615,6 +615,17 @@ TEST(ModelConfig, Presets) {
   EXPECT_EQ(phi3_mini->attention_window(31), 2047);
   EXPECT_EQ(model_config_from_json(model_config_to_json(*phi3_mini), "phi")->attention_window(0),
             2047);
+  // Gemma 3 4B's language model: 3,880,263,168 parameters (the 4.3B of the multimodal model less
+  // its vision tower and projector).
+  auto gemma = preset_model_config("gemma-3-4b");
+  ASSERT_TRUE(gemma.ok());
+  EXPECT_EQ(count_params(*gemma).total, 3'880'263'168);
+  auto gemma_back = model_config_from_json(model_config_to_json(*gemma), "gemma");
+  ASSERT_TRUE(gemma_back.ok()) << gemma_back.status().to_string();
+  EXPECT_EQ(gemma_back->attention_window(0), 1024);
+  EXPECT_EQ(gemma_back->attention_window(5), 0);
+  EXPECT_EQ(gemma_back->rope_scaling.type, "linear");
+  EXPECT_EQ(gemma_back->local_rope_theta, 1e4);
   auto qwen3_tiny = preset_model_config("qwen3-tiny");
   ASSERT_TRUE(qwen3_tiny.ok());
   EXPECT_EQ(qwen3_tiny->head_dim(), 32);
@@ -699,11 +710,57 @@ TEST(HfConfigFamilies, Phi3) {
   EXPECT_EQ(model_config_from_json(j, "x/config.json")->warnings.size(), 1u);
 }
 
+json gemma3_json() {
+  json j = llama_json();
+  j["model_type"] = "gemma3_text";
+  j["architectures"] = {"Gemma3ForCausalLM"};
+  j["num_hidden_layers"] = 7;
+  j["num_key_value_heads"] = 2;
+  j["head_dim"] = 32;
+  j["query_pre_attn_scalar"] = 24;
+  j["rope_local_base_freq"] = 10000.0;
+  j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 8.0}};  // the global layers' (4b)
+  return j;
+}
+
+TEST(HfConfigFamilies, Gemma3Text) {
+  auto c = model_config_from_json(gemma3_json(), "x/config.json");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_TRUE(c->post_norms && c->qk_norm && c->tie_word_embeddings);
+  EXPECT_EQ(c->norm_weight_offset, 1.0);
+  EXPECT_EQ(c->hidden_act, "gelu_pytorch_tanh");
+  EXPECT_EQ(c->embedding_scale, 8.0f);  // sqrt(64)
+  EXPECT_DOUBLE_EQ(c->attention_score_divisor(0), std::sqrt(24.0) / std::sqrt(32.0));
+  // Every 6th layer global (sliding_window_pattern's default), window 4096 by default.
+  for (int64_t l = 0; l < 7; ++l) EXPECT_EQ(c->attention_window(l), l == 5 ? 0 : 4096) << l;
+  EXPECT_TRUE(c->uses_local_rope(0));
+  EXPECT_FALSE(c->uses_local_rope(5));
+  EXPECT_EQ(c->rope_theta, 1e6);  // Gemma3TextConfig's global default
+  EXPECT_EQ(c->rope_scaling.type, "linear");
+  EXPECT_EQ(c->local_rope_theta, 1e4);
+  EXPECT_EQ(c->local_rope_scaling.type, "default");
+  // Per block: q (4 x 32, 64), k and v (2 x 32, 64), o (64, 4 x 32), the MLP, q_norm / k_norm of 32
+  // and four norms of 64.
+  EXPECT_EQ(count_params(*c).per_block, 6 * 4096 + 3 * 64 * 172 + 4 * 64 + 2 * 32);
+
+  for (const char* key : {"attn_logit_softcapping", "final_logit_softcapping"}) {
+    json j = gemma3_json();
+    j[key] = 50.0;
+    expect_error(j, StatusCode::kUnimplemented, std::string(key) + ": 50");
+  }
+  json j = gemma3_json();
+  j["use_bidirectional_attention"] = true;
+  expect_error(j, StatusCode::kUnimplemented, "use_bidirectional_attention");
+  j = gemma3_json();
+  j["hidden_activation"] = "relu";
+  expect_error(j, StatusCode::kUnimplemented, "hidden_activation");
+}
+
 // Item 3 of issue 31: a config naming something none of the models computes is refused, naming the
 // file and the key, before anything is built from it.
 TEST(HfConfigFamilies, RefusesWhatNoModelComputes) {
   for (const char* family :
-       {"gemma", "gemma2", "gemma3", "gemma3_text", "phi", "phimoe", "qwen3_moe", "mixtral"}) {
+       {"gemma", "gemma2", "gemma3", "phi", "phimoe", "qwen3_moe", "mixtral"}) {
     json j = llama_json();
     j["model_type"] = family;
     j.erase("architectures");

@@ -54,7 +54,12 @@ UnitSpec make_unit(std::string name, UnitKind kind, int block_index = -1) {
 
 void add(UnitSpec& unit, std::string name, ParamKind kind, Shape shape,
          bool hf_transposed = false) {
-  ParamSpec p{std::move(name), kind, std::move(shape), unit.numel, hf_transposed};
+  ParamSpec p;
+  p.name = std::move(name);
+  p.kind = kind;
+  p.shape = std::move(shape);
+  p.offset = unit.numel;
+  p.hf_transposed = hf_transposed;
   unit.numel += p.numel();
   unit.params.push_back(std::move(p));
 }
@@ -155,7 +160,13 @@ std::vector<UnitSpec> llama_units(const ModelConfig& c) {
       add(b, p + "self_attn.q_norm.weight", ParamKind::kQNormWeight, {D});
       add(b, p + "self_attn.k_norm.weight", ParamKind::kKNormWeight, {D});
     }
-    add(b, p + "post_attention_layernorm.weight", ParamKind::kMlpNormWeight, {C});
+    if (c.post_norms) {  // Gemma 3: its post_attention_layernorm normalises the attention output
+      add(b, p + "post_attention_layernorm.weight", ParamKind::kPostAttnNormWeight, {C});
+      add(b, p + "pre_feedforward_layernorm.weight", ParamKind::kMlpNormWeight, {C});
+      add(b, p + "post_feedforward_layernorm.weight", ParamKind::kPostMlpNormWeight, {C});
+    } else {
+      add(b, p + "post_attention_layernorm.weight", ParamKind::kMlpNormWeight, {C});
+    }
     add(b, p + "mlp.gate_proj.weight", ParamKind::kMlpGateWeight, {F, C});
     if (c.mlp_bias) add(b, p + "mlp.gate_proj.bias", ParamKind::kMlpGateBias, {F});
     add(b, p + "mlp.up_proj.weight", ParamKind::kMlpUpWeight, {F, C});

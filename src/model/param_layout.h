@@ -18,7 +18,7 @@ enum class ParamKind {
   kPositionEmbedding,  // (Tmax, C)
   kAttnNormWeight,     // (C) GPT-2 ln_1 / Llama input_layernorm
   kAttnNormBias,       // (C) GPT-2 only
-  kMlpNormWeight,      // (C) GPT-2 ln_2 / Llama post_attention_layernorm
+  kMlpNormWeight,      // (C) GPT-2 ln_2 / Llama post_attention_layernorm / Gemma pre_feedforward
   kMlpNormBias,        // (C)
   kFinalNormWeight,    // (C) ln_f / model.norm
   kFinalNormBias,      // (C)
@@ -38,9 +38,11 @@ enum class ParamKind {
   kMlpGateBias,
   kMlpDownWeight,  // GPT-2 mlp.c_proj (C, 4C); Llama down_proj (C, F)
   kMlpDownBias,
-  kLmHead,       // untied (V, C)
-  kQNormWeight,  // Qwen3 self_attn.q_norm (D): RMSNorm over each query head
-  kKNormWeight,  // Qwen3 self_attn.k_norm (D): RMSNorm over each key head
+  kLmHead,              // untied (V, C)
+  kQNormWeight,         // Qwen3 self_attn.q_norm (D): RMSNorm over each query head
+  kKNormWeight,         // Qwen3 self_attn.k_norm (D): RMSNorm over each key head
+  kPostAttnNormWeight,  // Gemma 3 post_attention_layernorm (C): over the attention output
+  kPostMlpNormWeight,   // Gemma 3 post_feedforward_layernorm (C): over the MLP output
 };
 
 // True for the matrices (the GEMM weights, the untied LM head) and the embedding tables: the
@@ -54,7 +56,7 @@ bool is_residual_projection(ParamKind kind);
 
 struct ParamSpec {
   std::string name;  // HF name, e.g. "transformer.h.0.attn.c_attn.weight"
-  ParamKind kind;
+  ParamKind kind = ParamKind::kTokenEmbedding;
   Shape shape;                 // our layout: nn.Linear (out, in) for every matrix
   int64_t offset = 0;          // element offset inside the unit's flat buffer
   bool hf_transposed = false;  // HF stores it transposed (GPT-2 Conv1D [in, out])

@@ -54,6 +54,43 @@ Status parse_longrope(const Reader& r, const ModelConfig& c, const std::string& 
   return ok_status();
 }
 
+// yarn: factor (default max_position_embeddings / original), beta_fast / beta_slow, truncate, and
+// the attention factor: given, from the mscale pair, or transformers' get_mscale(factor).
+Status parse_yarn(const Reader& r, const ModelConfig& c, kernels::cpu::RopeScaling& out) {
+  auto number = [&](const char* key, std::optional<double> fallback, double& dst) -> Status {
+    auto v = r.positive_number(key, fallback);
+    if (!v.ok()) return v.status();
+    dst = *v;
+    return ok_status();
+  };
+  // factor null: max_position_embeddings / original_max_position_embeddings (as HF).
+  ZERO_RETURN_IF_ERROR(number("factor",
+                              static_cast<double>(c.max_position_embeddings) /
+                                  static_cast<double>(out.original_max_position_embeddings),
+                              out.factor));
+  // HF: `beta_fast or 32`, `beta_slow or 1`.
+  ZERO_RETURN_IF_ERROR(number("beta_fast", 32.0, out.beta_fast));
+  ZERO_RETURN_IF_ERROR(number("beta_slow", 1.0, out.beta_slow));
+  auto truncate = r.boolean("truncate", true);
+  if (!truncate.ok()) return truncate.status();
+  out.truncate = *truncate;
+  double attention = 0, mscale = 0, mscale_all = 0;
+  const json* af = r.find("attention_factor");
+  const json* ms = r.find("mscale");
+  const json* msa = r.find("mscale_all_dim");
+  if (af != nullptr && !af->is_null()) {
+    ZERO_RETURN_IF_ERROR(number("attention_factor", std::nullopt, attention));
+  } else if (ms != nullptr && !ms->is_null() && msa != nullptr && !msa->is_null()) {
+    ZERO_RETURN_IF_ERROR(number("mscale", std::nullopt, mscale));
+    ZERO_RETURN_IF_ERROR(number("mscale_all_dim", std::nullopt, mscale_all));
+    attention = yarn_mscale(out.factor, mscale) / yarn_mscale(out.factor, mscale_all);
+  } else {
+    attention = yarn_mscale(out.factor, 1.0);
+  }
+  out.attention_factor = attention;
+  return ok_status();
+}
+
 // One RoPE object: 4.x `rope_scaling` or transformers-5 `rope_parameters` (`where` is the key, for
 // errors). Every key must be known; keys that change the math must be implemented.
 // top_orig: a top-level original_max_position_embeddings, which transformers 5 puts into the rope
@@ -148,34 +185,7 @@ Status parse_rope_object(const json& obj, std::string_view source, const std::st
     return ok_status();
   }
   if (out.type == "longrope") return parse_longrope(r, c, type_key, out);
-  if (out.type == "yarn") {
-    // factor null: max_position_embeddings / original_max_position_embeddings (as HF).
-    ZERO_RETURN_IF_ERROR(number("factor",
-                                static_cast<double>(c.max_position_embeddings) /
-                                    static_cast<double>(out.original_max_position_embeddings),
-                                out.factor));
-    // HF: `beta_fast or 32`, `beta_slow or 1`.
-    ZERO_RETURN_IF_ERROR(number("beta_fast", 32.0, out.beta_fast));
-    ZERO_RETURN_IF_ERROR(number("beta_slow", 1.0, out.beta_slow));
-    auto truncate = r.boolean("truncate", true);
-    if (!truncate.ok()) return truncate.status();
-    out.truncate = *truncate;
-    double attention = 0, mscale = 0, mscale_all = 0;
-    const json* af = r.find("attention_factor");
-    const json* ms = r.find("mscale");
-    const json* msa = r.find("mscale_all_dim");
-    if (af != nullptr && !af->is_null()) {
-      ZERO_RETURN_IF_ERROR(number("attention_factor", std::nullopt, attention));
-    } else if (ms != nullptr && !ms->is_null() && msa != nullptr && !msa->is_null()) {
-      ZERO_RETURN_IF_ERROR(number("mscale", std::nullopt, mscale));
-      ZERO_RETURN_IF_ERROR(number("mscale_all_dim", std::nullopt, mscale_all));
-      attention = yarn_mscale(out.factor, mscale) / yarn_mscale(out.factor, mscale_all);
-    } else {
-      attention = yarn_mscale(out.factor, 1.0);
-    }
-    out.attention_factor = attention;
-    return ok_status();
-  }
+  if (out.type == "yarn") return parse_yarn(r, c, out);
   return unimplemented(
       "{}: {}.{}: \"{}\" is not supported (default, linear, dynamic, yarn, llama3; phi3: longrope)",
       source, where, type_key, out.type);
@@ -293,6 +303,101 @@ json rope_object(const kernels::cpu::RopeScaling& s, const json* input) {
     if (had("truncate") || !s.truncate) o["truncate"] = s.truncate;
   }
   return o;
+}
+
+}  // namespace zero::model::config_json
+
+namespace zero::model::config_json {
+
+Status parse_gemma3_rope(const json& j, const Reader& r, ModelConfig& c) {
+  const std::string_view source = r.source();
+  std::optional<double> top_theta, local_theta;
+  if (const json* t = r.find("rope_theta"); t != nullptr && !t->is_null()) {
+    ZERO_ASSIGN_OR_RETURN(double v, r.positive_number("rope_theta", std::nullopt));
+    top_theta = v;
+  }
+  if (const json* t = r.find("rope_local_base_freq"); t != nullptr && !t->is_null()) {
+    ZERO_ASSIGN_OR_RETURN(double v, r.positive_number("rope_local_base_freq", std::nullopt));
+    local_theta = v;
+  }
+  const json* params = r.find("rope_parameters");
+  if (params == nullptr || params->is_null()) {
+    c.rope_theta = top_theta.value_or(1e6);
+    c.local_rope_theta = local_theta.value_or(1e4);
+    c.local_rope_scaling = kernels::cpu::RopeScaling{};
+    c.rope_scaling = kernels::cpu::RopeScaling{};
+    if (const json* s = r.find("rope_scaling"); s != nullptr && !s->is_null()) {
+      if (!s->is_object()) {
+        return invalid_argument("{}: rope_scaling: expected null or an object", source);
+      }
+      std::optional<double> inside;
+      ZERO_RETURN_IF_ERROR(
+          parse_rope_object(*s, source, "rope_scaling", c, c.rope_scaling, inside, std::nullopt));
+    }
+    return ok_status();
+  }
+  if (!params->is_object()) {
+    return invalid_argument("{}: rope_parameters: expected an object, got {}", source,
+                            json_type_name(*params));
+  }
+  for (const auto& [key, value] : params->items()) {
+    if (key != "full_attention" && key != "sliding_attention") {
+      return unimplemented(
+          "{}: rope_parameters.{}: expected full_attention and sliding_attention objects", source,
+          key);
+    }
+  }
+  struct Side {
+    const char* key;
+    double fallback;
+    double& theta;
+    kernels::cpu::RopeScaling& scaling;
+  };
+  const Side sides[] = {
+      {"full_attention", top_theta.value_or(1e6), c.rope_theta, c.rope_scaling},
+      {"sliding_attention", local_theta.value_or(1e4), c.local_rope_theta, c.local_rope_scaling}};
+  for (const Side& side : sides) {
+    side.scaling = kernels::cpu::RopeScaling{};
+    side.theta = side.fallback;
+    const auto it = params->find(side.key);
+    if (it == params->end() || it->is_null()) continue;
+    if (!it->is_object()) {
+      return invalid_argument("{}: rope_parameters.{}: expected an object", source, side.key);
+    }
+    std::optional<double> theta;
+    ZERO_RETURN_IF_ERROR(parse_rope_object(*it, source, std::string("rope_parameters.") + side.key,
+                                           c, side.scaling, theta, std::nullopt));
+    if (theta) side.theta = *theta;
+  }
+  if (top_theta && *top_theta != c.rope_theta) {
+    return invalid_argument(
+        "{}: rope_theta: {} disagrees with rope_parameters.full_attention.rope_theta {}", source,
+        *top_theta, c.rope_theta);
+  }
+  (void)j;
+  return ok_status();
+}
+
+void write_gemma3_rope(const ModelConfig& c, json& j, bool v5) {
+  if (v5) {
+    const json read = j.contains("rope_parameters") ? j["rope_parameters"] : json::object();
+    auto side = [&](const char* key, const kernels::cpu::RopeScaling& s, double theta) {
+      const json* input = read.is_object() && read.contains(key) ? &read.at(key) : nullptr;
+      json o = rope_object(s, input);
+      o["rope_theta"] = theta;
+      return o;
+    };
+    j["rope_parameters"] = {
+        {"full_attention", side("full_attention", c.rope_scaling, c.rope_theta)},
+        {"sliding_attention", side("sliding_attention", c.local_rope_scaling, c.local_rope_theta)}};
+  }
+  if (!v5 || j.contains("rope_theta")) j["rope_theta"] = c.rope_theta;
+  if (!v5 || j.contains("rope_local_base_freq")) j["rope_local_base_freq"] = c.local_rope_theta;
+  if (!v5 || j.contains("rope_scaling")) {
+    const json* input = j.contains("rope_scaling") ? &j["rope_scaling"] : nullptr;
+    j["rope_scaling"] =
+        c.rope_scaling.type == "default" ? json(nullptr) : rope_object(c.rope_scaling, input);
+  }
 }
 
 }  // namespace zero::model::config_json

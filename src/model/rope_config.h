@@ -27,4 +27,12 @@ Status parse_rope(const nlohmann::json& j, const Reader& r, ModelConfig& c);
 // value is not the one transformers derives without them, so a save keeps the keys it was given.
 nlohmann::json rope_object(const kernels::cpu::RopeScaling& s, const nlohmann::json* input);
 
+// Gemma 3: the global layers' RoPE into c.rope_theta / c.rope_scaling and the sliding layers' into
+// c.local_rope_theta / c.local_rope_scaling, from 4.x rope_theta (default 1e6), rope_scaling (the
+// global layers') and rope_local_base_freq (default 1e4), or transformers-5 rope_parameters
+// {"full_attention": {...}, "sliding_attention": {...}}.
+Status parse_gemma3_rope(const nlohmann::json& j, const Reader& r, ModelConfig& c);
+// Writes them back into `j` in the layout read (v5: rope_parameters).
+void write_gemma3_rope(const ModelConfig& c, nlohmann::json& j, bool v5);
+
 }  // namespace zero::model::config_json

@@ -8,6 +8,7 @@
 
 #include "kernels/attention/attention.h"
 #include "kernels/cross_entropy/cross_entropy.h"
+#include "kernels/elementwise/elementwise.h"
 #include "kernels/encoder/encoder.h"
 #include "kernels/layernorm/layernorm.h"
 #include "kernels/matmul/bf16_gemm.h"
@@ -71,10 +72,15 @@ int64_t Transformer::activation_bytes(const ModelConfig& c, const TransformerOpt
     acts += N * Hq + N * Hkv;             // q_rstd, k_rstd
     scratch += N * Hq * D + N * Hkv * D;  // dq_proj, dk_proj
   }
+  if (c.post_norms) {
+    acts += 2 * N * C + 2 * N + N * F;  // attn_out, mlp_out, their rstd, gate_act
+    scratch += N * C + N * F;           // dpost, dgelu
+  }
   const int64_t blocks = options.activation_checkpointing ? 1 : c.num_layers;
   int64_t floats =
       (c.num_layers + 1) * N * C + blocks * acts + scratch + N * C + 2 * N + N * V + N + 2 * N * C;
   if (!gpt2) floats += 2 * T * (D / 2);
+  if (c.local_rope_theta > 0) floats += 2 * T * (D / 2);
   int64_t bf16_scratch_bytes = 0;
   if (options.bf16_gemm) {
     const GemmOperandNumel g = bf16_gemm_operand_numel(c, N);
@@ -109,25 +115,42 @@ void Transformer::ensure_buffers(int64_t B, int64_t T) {
     k::rope_tables(rope_cos_.f32(), rope_sin_.f32(),
                    k::rope_inv_freq(D, c.rope_theta, c.rope_scaling, T), T,
                    c.rope_scaling.attention_factor);
+    if (c.local_rope_theta > 0) {
+      rope_cos_local_ = Tensor(Shape{T, D / 2});
+      rope_sin_local_ = Tensor(Shape{T, D / 2});
+      k::rope_tables(rope_cos_local_.f32(), rope_sin_local_.f32(),
+                     k::rope_inv_freq(D, c.local_rope_theta, c.local_rope_scaling, T), T,
+                     c.local_rope_scaling.attention_factor);
+    }
   }
   int64_t bytes = 0;
   auto add = [&](const Tensor& t) { bytes += static_cast<int64_t>(t.nbytes()); };
   for (const Tensor& t : residual_) add(t);
   for (const auto& a : acts_) {
-    for (const Tensor* t :
-         {&a->norm1, &a->mean1, &a->rstd1,  &a->qkv,    &a->q,   &a->k,      &a->v,
-          &a->q_rot, &a->k_rot, &a->q_rstd, &a->k_rstd, &a->att, &a->attn_y, &a->x2,
-          &a->norm2, &a->mean2, &a->rstd2,  &a->gate,   &a->up,  &a->act}) {
+    for (const Tensor* t : {&a->norm1,    &a->mean1,
+                            &a->rstd1,    &a->qkv,
+                            &a->q,        &a->k,
+                            &a->v,        &a->q_rot,
+                            &a->k_rot,    &a->q_rstd,
+                            &a->k_rstd,   &a->att,
+                            &a->attn_y,   &a->x2,
+                            &a->norm2,    &a->mean2,
+                            &a->rstd2,    &a->gate,
+                            &a->up,       &a->act,
+                            &a->attn_out, &a->rstd_post_attn,
+                            &a->mlp_out,  &a->rstd_post_mlp,
+                            &a->gate_act}) {
       add(*t);
     }
   }
   const BlockScratch& sc = *scratch_;
   for (const Tensor* t : {&sc.dnorm, &sc.dq, &sc.dk, &sc.dv, &sc.dqkv, &sc.dattn_y, &sc.dact,
-                          &sc.dup, &sc.dgate, &sc.dq_proj, &sc.dk_proj}) {
+                          &sc.dup, &sc.dgate, &sc.dq_proj, &sc.dk_proj, &sc.dpost, &sc.dgelu}) {
     add(*t);
   }
-  for (const Tensor* t : {&final_norm_, &final_mean_, &final_rstd_, &logits_, &losses_,
-                          &dresidual_a_, &dresidual_b_, &rope_cos_, &rope_sin_}) {
+  for (const Tensor* t :
+       {&final_norm_, &final_mean_, &final_rstd_, &logits_, &losses_, &dresidual_a_, &dresidual_b_,
+        &rope_cos_, &rope_sin_, &rope_cos_local_, &rope_sin_local_}) {
     add(*t);
   }
   if (bf16_gemm_) {
@@ -232,7 +255,8 @@ void Transformer::backward(ParamAccess& params, GradSink& grads, float dloss_per
     k::layernorm_backward(dx, fdw + wn, fdw + bn, dnorm, xL, fw + wn, final_mean_.f32(),
                           final_rstd_.f32(), N, C);
   } else {
-    k::rmsnorm_backward(dx, fdw + wn, dnorm, xL, fw + wn, final_rstd_.f32(), N, C);
+    const std::vector<float> norm_w = applied_norm_weight(c, fw + wn, C);
+    k::rmsnorm_backward(dx, fdw + wn, dnorm, xL, norm_w.data(), final_rstd_.f32(), N, C);
   }
   fw.release();
   grads.grad_ready(fin);
@@ -260,6 +284,8 @@ void Transformer::backward(ParamAccess& params, GradSink& grads, float dloss_per
     const UnitSpec& u = layout_.unit(emb);
     float* dw = grads.grad_buffer(emb);
     const ParamSpec* wpe = u.find(ParamKind::kPositionEmbedding);
+    // Gemma: x = wte[token] * embedding_scale, so d(wte) gets the scaled gradient (dx is dead).
+    if (c.embedding_scale != 1.0f) k::scale(dx, c.embedding_scale, N * C);
     k::encoder_backward(dw + u.param(ParamKind::kTokenEmbedding).offset,
                         wpe ? dw + wpe->offset : nullptr, dx, tokens_.data(), B, T, C, V);
     grads.grad_ready(emb);
@@ -273,6 +299,8 @@ ForwardContext Transformer::forward_context() const {
           .position = 0,
           .rope_cos = rope_cos_.f32(),
           .rope_sin = rope_sin_.f32(),
+          .rope_cos_local = rope_cos_local_.empty() ? nullptr : rope_cos_local_.f32(),
+          .rope_sin_local = rope_sin_local_.empty() ? nullptr : rope_sin_local_.f32(),
           .bf16_gemm = bf16_gemm_.get()};
 }
 
@@ -310,6 +338,8 @@ void Transformer::block_backward(int layer, const float* w, float* dw, const flo
   const UnitSpec& u = layout_.unit(layout_.block_unit(layer));
   if (layout_.config().arch == Arch::kGpt2) {
     gpt2_block_backward(u, w, dw, x, dx, a);
+  } else if (layout_.config().post_norms) {
+    gemma_block_backward(u, w, dw, x, dx, a);
   } else {
     llama_block_backward(u, w, dw, x, dx, a);
   }

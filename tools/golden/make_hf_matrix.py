@@ -24,7 +24,8 @@ import shutil
 
 import torch
 import transformers
-from transformers import (AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM,
+from transformers import (AutoModelForCausalLM, Gemma3ForCausalLM, Gemma3TextConfig, GPT2Config,
+                          GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM,
                           MistralConfig, MistralForCausalLM, Phi3Config, Phi3ForCausalLM, Qwen2Config,
                           Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
 
@@ -102,11 +103,28 @@ CASES = {
     "phi3_sliding_tied_bf16_sharded_hf4": ("phi3", {
         "sliding_window": 5, "tie_word_embeddings": True, "pad_token_id": 0}, {
         "rope_type": "default", "rope_theta": 10000.0}, "bf16", True, "hf4", 62),
+    # Gemma 3 (text): (1 + w) norms incl. q_norm / k_norm, post-attention / post-feedforward norms,
+    # GeGLU, embeddings times sqrt(32), query_pre_attn_scalar 12 (not head_dim 16), layers 0 and 1
+    # sliding (window 5) with their own RoPE base, layer 2 global with linear scaling.
+    "gemma3_linear_tied_fp32_single_hf5": ("gemma3_text", {
+        "head_dim": 16, "num_hidden_layers": 3, "query_pre_attn_scalar": 12, "sliding_window": 5,
+        "layer_types": ["sliding_attention", "sliding_attention", "full_attention"],
+        "pad_token_id": 0}, {
+        "full_attention": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1000000.0},
+        "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}, "fp32", False, "hf5",
+        71),
+    "gemma3_untied_bf16_sharded_hf4": ("gemma3_text", {
+        "head_dim": 16, "num_hidden_layers": 3, "query_pre_attn_scalar": 24, "sliding_window": 4,
+        "layer_types": ["sliding_attention", "sliding_attention", "full_attention"],
+        "tie_word_embeddings": False, "attention_bias": True, "pad_token_id": 0}, {
+        "full_attention": {"rope_type": "default", "rope_theta": 1000000.0},
+        "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}, "bf16", True, "hf4",
+        72),
 }
 
 CLASSES = {"llama": (LlamaConfig, LlamaForCausalLM), "mistral": (MistralConfig, MistralForCausalLM),
            "qwen2": (Qwen2Config, Qwen2ForCausalLM), "qwen3": (Qwen3Config, Qwen3ForCausalLM),
-           "phi3": (Phi3Config, Phi3ForCausalLM)}
+           "phi3": (Phi3Config, Phi3ForCausalLM), "gemma3_text": (Gemma3TextConfig, Gemma3ForCausalLM)}
 
 
 def build(family, kwargs, rope, seed):
@@ -128,12 +146,14 @@ def build(family, kwargs, rope, seed):
     with torch.no_grad():
         for name, p in sorted(model.named_parameters()):
             if p.dim() == 2 and ("wte" in name or "wpe" in name or "embed_tokens" in name):
-                p.copy_(0.3 * torch.randn(p.shape, generator=g))
+                # Gemma scales its embeddings by sqrt(hidden) itself.
+                scale = 0.3 / (kwargs.get("hidden_size", 32) ** 0.5 if family == "gemma3_text" else 1)
+                p.copy_(scale * torch.randn(p.shape, generator=g))
             elif p.dim() == 2:
                 fan_in = p.shape[0] if family == "gpt2" else p.shape[1]  # GPT-2 Conv1D is [in, out]
                 p.copy_(torch.randn(p.shape, generator=g) / fan_in ** 0.5)
-            elif "norm" in name or "ln_" in name:
-                p.copy_(1 + 0.1 * torch.randn(p.shape, generator=g))
+            elif "norm" in name or "ln_" in name:  # Gemma's (1 + w) norms: w around 0
+                p.copy_((0 if family == "gemma3_text" else 1) + 0.1 * torch.randn(p.shape, generator=g))
             else:
                 p.copy_(0.02 * torch.randn(p.shape, generator=g))
     return model.eval()
@@ -178,8 +198,17 @@ def to_hf4_layout(path):
         cfg = json.load(f)
     if "dtype" in cfg:
         cfg["torch_dtype"] = cfg.pop("dtype")
-    cfg.pop("layer_types", None)
+    layer_types = cfg.pop("layer_types", None)
     rope = cfg.pop("rope_parameters", None)
+    if rope is not None and "full_attention" in rope:
+        # Gemma 3: rope_theta / rope_scaling are the global layers', rope_local_base_freq the
+        # sliding layers' base; every sliding_window_pattern-th layer is global.
+        full = dict(rope["full_attention"])
+        cfg["rope_theta"] = full.pop("rope_theta")
+        cfg["rope_local_base_freq"] = rope["sliding_attention"]["rope_theta"]
+        cfg["rope_scaling"] = None if full["rope_type"] == "default" else full
+        cfg["sliding_window_pattern"] = layer_types.index("full_attention") + 1
+        rope = None
     if rope is not None:
         rope = dict(rope)
         cfg["rope_theta"] = rope.pop("rope_theta")
