@@ -109,7 +109,8 @@ class ResidentGrads : public GradSink {
 
 // The backward against transformers' fp64 autograd (expected.json "grads_fp64": every parameter of
 // one dimension — norm weights, biases, Qwen3's q_norm / k_norm — and row 0 of layer 0's q_proj and
-// k_proj): each recorded gradient's relative error norm within 1e-5 (fp32 accumulation).
+// k_proj): each recorded gradient's relative error norm within 1e-5 (fp32 accumulation), with and
+// without activation checkpointing.
 TEST_P(HfMatrix, StepOneGradientsMatchTransformersFp64) {
   const std::string dir = kMatrix + GetParam();
   nlohmann::json expected = nlohmann::json::parse(std::ifstream(dir + "/expected.json"));
@@ -119,31 +120,35 @@ TEST_P(HfMatrix, StepOneGradientsMatchTransformersFp64) {
   const std::vector<int32_t> labels = flatten_tokens(expected["labels"]);
   const int64_t B = static_cast<int64_t>(expected["input_ids"].size());
   const int64_t T = static_cast<int64_t>(tokens.size()) / B;
-  Transformer model(g.config, TransformerOptions{});
-  testing::ResidentParams params(g.units);
-  ResidentGrads grads(model.layout());
-  model.forward(params, tokens.data(), labels.data(), B, T);
-  model.backward(params, grads, 1.0f / static_cast<float>(model.counted_targets()));
-  ASSERT_FALSE(expected["grads_fp64"].empty());
-  double worst = 0;
-  for (const auto& entry : expected["grads_fp64"]) {
-    const std::string name = entry["name"].get<std::string>();
-    int unit = -1;
-    const ParamSpec* p = model.layout().find_param(name, &unit);
-    ASSERT_NE(p, nullptr) << name;
-    const float* got = grads.grads_[static_cast<size_t>(unit)].data() + p->offset;  // row 0 too
-    double err2 = 0, ref2 = 0;
-    for (size_t i = 0; i < entry["values"].size(); ++i) {
-      const double ref = entry["values"][i].get<double>();
-      err2 += (got[i] - ref) * (got[i] - ref);
-      ref2 += ref * ref;
+  // The backward recomputing each block from its input (activation checkpointing) gives the same.
+  for (const bool checkpointing : {false, true}) {
+    SCOPED_TRACE(checkpointing ? "activation checkpointing" : "saved activations");
+    Transformer model(g.config, TransformerOptions{.activation_checkpointing = checkpointing});
+    testing::ResidentParams params(g.units);
+    ResidentGrads grads(model.layout());
+    model.forward(params, tokens.data(), labels.data(), B, T);
+    model.backward(params, grads, 1.0f / static_cast<float>(model.counted_targets()));
+    ASSERT_FALSE(expected["grads_fp64"].empty());
+    double worst = 0;
+    for (const auto& entry : expected["grads_fp64"]) {
+      const std::string name = entry["name"].get<std::string>();
+      int unit = -1;
+      const ParamSpec* p = model.layout().find_param(name, &unit);
+      ASSERT_NE(p, nullptr) << name;
+      const float* got = grads.grads_[static_cast<size_t>(unit)].data() + p->offset;  // row 0 too
+      double err2 = 0, ref2 = 0;
+      for (size_t i = 0; i < entry["values"].size(); ++i) {
+        const double ref = entry["values"][i].get<double>();
+        err2 += (got[i] - ref) * (got[i] - ref);
+        ref2 += ref * ref;
+      }
+      const double rel = std::sqrt(err2 / std::max(ref2, 1e-30));
+      EXPECT_LE(rel, 1e-5) << name << ": relative error norm";
+      worst = std::max(worst, rel);
     }
-    const double rel = std::sqrt(err2 / std::max(ref2, 1e-30));
-    EXPECT_LE(rel, 1e-5) << name << ": relative error norm";
-    worst = std::max(worst, rel);
+    std::printf("%s%s: gradients' worst relative error norm %.2e (bound 1e-5)\n",
+                GetParam().c_str(), checkpointing ? " (checkpointing)" : "", worst);
   }
-  std::printf("%s: gradients' worst relative error norm %.2e (bound 1e-5)\n", GetParam().c_str(),
-              worst);
 }
 
 // transformers' greedy continuation (expected.json "greedy": the fp64 model's argmax after each of
