@@ -110,4 +110,27 @@ inline ModelConfig tiny_phi3_config(int64_t positions) {
   return c;
 }
 
+// Gemma 3 (text): (1 + w) norms incl. q_norm / k_norm, post-norms, GeGLU, embeddings times
+// sqrt(32), query_pre_attn_scalar 20, head_dim 12, layer 0 sliding (window 5) with its own RoPE
+// base, layer 1 global with linear RoPE, tied.
+inline ModelConfig tiny_gemma3_config(int64_t positions) {
+  ModelConfig c = tiny_llama_config(positions, /*tied=*/true);
+  c.model_type = "gemma3_text";
+  c.hidden_act = "gelu_pytorch_tanh";
+  c.qk_norm = c.post_norms = true;
+  c.norm_weight_offset = 1.0;
+  c.norm_eps = 1e-6;
+  c.embedding_scale = static_cast<float>(std::sqrt(32.0));
+  c.query_pre_attn_scalar = 20.0;
+  c.explicit_head_dim = 12;
+  c.rope_theta = 1e6;
+  c.rope_scaling = {};
+  c.rope_scaling.type = "linear";
+  c.rope_scaling.factor = 2.0;
+  c.local_rope_theta = 1e4;
+  c.sliding_window = 5;
+  c.sliding_layers = {true, false};
+  return c;
+}
+
 }  // namespace zero::model::testing

@@ -20,6 +20,7 @@
 #include "kernels/attention/attention_cuda.h"
 #include "kernels/cross_entropy/cross_entropy.h"
 #include "kernels/cross_entropy/cross_entropy_cuda.h"
+#include "kernels/elementwise/elementwise_cuda.h"
 #include "kernels/encoder/encoder_cuda.h"
 #include "kernels/layernorm/layernorm_cuda.h"
 #include "kernels/matmul/matmul_cuda.h"
@@ -60,13 +61,6 @@ class CudaTransformer::AcquiredDeviceUnit {
 StatusOr<std::unique_ptr<CudaTransformer>> CudaTransformer::create(const ModelConfig& config,
                                                                    CudaTransformerOptions options,
                                                                    cudaStream_t stream) {
-  if (config.post_norms) {
-    // Refused before anything is allocated: the CUDA blocks are Llama's and GPT-2's.
-    return unimplemented(
-        "model_type \"{}\": the CUDA model does not compute Gemma 3's (1 + w) norms, post-norms, "
-        "GeGLU and scaled embeddings yet (run it with --device cpu)",
-        config.model_type);
-  }
   auto matmul = kc::MatmulContext::create();
   if (!matmul.ok()) return matmul.status();
   std::unique_ptr<CudaTransformer> model(new CudaTransformer(config, options, stream));
@@ -139,6 +133,13 @@ size_t CudaTransformer::carve_slab(const ModelConfig& c, const CudaTransformerOp
     a.k = own_or_shared(!gpt2 && !c.qk_norm, &BlockActs::k, N * Hkv * D);
     a.q_rstd = c.qk_norm ? f(N * Hq) : nullptr;
     a.k_rstd = c.qk_norm ? f(N * Hkv) : nullptr;
+    if (c.post_norms) {
+      a.attn_out = f(N * C);
+      a.rstd_post_attn = f(N);
+      a.mlp_out = f(N * C);
+      a.rstd_post_mlp = f(N);
+      a.gate_act = f(N * F);
+    }
     a.v = f(N * Hkv * D);
     a.q_rot = gpt2 ? nullptr : f(N * Hq * D);
     a.k_rot = gpt2 ? nullptr : f(N * Hkv * D);
@@ -169,6 +170,8 @@ size_t CudaTransformer::carve_slab(const ModelConfig& c, const CudaTransformerOp
   bf.dgate = gpt2 ? nullptr : f(N * F);
   bf.dq_proj = c.qk_norm ? f(N * Hq * D) : nullptr;
   bf.dk_proj = c.qk_norm ? f(N * Hkv * D) : nullptr;
+  bf.dpost = c.post_norms ? f(N * C) : nullptr;
+  bf.dgelu = c.post_norms ? f(N * F) : nullptr;
   bf.final_norm = f(N * C);
   bf.final_mean = f(N);
   bf.final_rstd = f(N);
@@ -181,6 +184,8 @@ size_t CudaTransformer::carve_slab(const ModelConfig& c, const CudaTransformerOp
   bf.dresidual_b = f(N * C);
   bf.rope_cos = gpt2 ? nullptr : f(T * (D / 2));
   bf.rope_sin = gpt2 ? nullptr : f(T * (D / 2));
+  bf.rope_cos_local = c.local_rope_theta > 0 ? f(T * (D / 2)) : nullptr;
+  bf.rope_sin_local = c.local_rope_theta > 0 ? f(T * (D / 2)) : nullptr;
   bf.kernel_scratch = cv.take<char>(static_cast<int64_t>(bf.kernel_scratch_bytes));
   bf.x16 = bf.dout16 = nullptr;
   if (dtype != DType::kF32) {
@@ -286,6 +291,18 @@ void CudaTransformer::ensure_buffers(int64_t B, int64_t T, DType dtype) {
                                         cudaMemcpyHostToDevice, stream_));
     CUDA_ABORT_IF_ERROR(cudaMemcpyAsync(bf.rope_sin, bf.host_rope_sin.data(), n * sizeof(float),
                                         cudaMemcpyHostToDevice, stream_));
+    if (c.local_rope_theta > 0) {  // Gemma 3's sliding layers
+      bf.host_rope_cos_local.assign(n, 0.0f);
+      bf.host_rope_sin_local.assign(n, 0.0f);
+      kernels::cpu::rope_tables(
+          bf.host_rope_cos_local.data(), bf.host_rope_sin_local.data(),
+          kernels::cpu::rope_inv_freq(D, c.local_rope_theta, c.local_rope_scaling, T), T,
+          c.local_rope_scaling.attention_factor);
+      CUDA_ABORT_IF_ERROR(cudaMemcpyAsync(bf.rope_cos_local, bf.host_rope_cos_local.data(),
+                                          n * sizeof(float), cudaMemcpyHostToDevice, stream_));
+      CUDA_ABORT_IF_ERROR(cudaMemcpyAsync(bf.rope_sin_local, bf.host_rope_sin_local.data(),
+                                          n * sizeof(float), cudaMemcpyHostToDevice, stream_));
+    }
   }
 }
 
@@ -338,6 +355,9 @@ float CudaTransformer::forward(ParamAccess& params, const int32_t* tokens, const
                           w->stored_opt(ParamKind::kPositionEmbedding), w->dtype, B, T, C, V,
                           stream_);
     }
+    // Gemma: the rows times sqrt(hidden), as the CPU model (block_forward.cc).
+    if (c.embedding_scale != 1.0f)
+      kc::scale<float>(residual_at(0), c.embedding_scale, N * C, stream_);
     if (host != nullptr) host->save(0, stream_);
   }
 
@@ -367,7 +387,8 @@ float CudaTransformer::forward(ParamAccess& params, const int32_t* tokens, const
                                  fw->f32(ParamKind::kFinalNormBias), N, C, eps, stream_);
   } else {
     kc::rmsnorm_forward<float>(bf.final_norm, bf.final_rstd, xL,
-                               fw->f32(ParamKind::kFinalNormWeight), N, C, eps, stream_);
+                               norm_weight(fw->f32(ParamKind::kFinalNormWeight), C), N, C, eps,
+                               stream_);
   }
   if (fu.find(ParamKind::kLmHead) != nullptr) {
     head_forward(bf.logits, bf.logits_ld, bf.final_norm, *fw, ParamKind::kLmHead, N);
@@ -427,9 +448,9 @@ void CudaTransformer::backward(ParamAccess& params, GradSink& grads, float dloss
         dx, fdw + wn, fdw + bn, dnorm, xL, fw->f32(ParamKind::kFinalNormWeight), bf.final_mean,
         bf.final_rstd, N, C, bf.kernel_scratch, bf.kernel_scratch_bytes, stream_);
   } else {
-    kc::rmsnorm_backward<float>(dx, fdw + wn, dnorm, xL, fw->f32(ParamKind::kFinalNormWeight),
-                                bf.final_rstd, N, C, bf.kernel_scratch, bf.kernel_scratch_bytes,
-                                stream_);
+    kc::rmsnorm_backward<float>(dx, fdw + wn, dnorm, xL,
+                                norm_weight(fw->f32(ParamKind::kFinalNormWeight), C), bf.final_rstd,
+                                N, C, bf.kernel_scratch, bf.kernel_scratch_bytes, stream_);
   }
   fw.release();
   grads.grad_ready(fin);
@@ -458,6 +479,8 @@ void CudaTransformer::backward(ParamAccess& params, GradSink& grads, float dloss
     }
     if (c.arch == Arch::kGpt2) {
       gpt2_block_backward(*w, dw, x, dx, a);
+    } else if (c.post_norms) {
+      gemma_block_backward(*w, dw, x, dx, a);
     } else {
       llama_block_backward(*w, dw, x, dx, a);
     }
@@ -470,6 +493,8 @@ void CudaTransformer::backward(ParamAccess& params, GradSink& grads, float dloss
     const UnitSpec& u = layout_.unit(emb);
     float* dw = grads.grad_buffer(emb);
     const ParamSpec* wpe = u.find(ParamKind::kPositionEmbedding);
+    // Gemma: d(wte) gets the scaled gradient (dx is dead after this).
+    if (c.embedding_scale != 1.0f) kc::scale<float>(dx, c.embedding_scale, N * C, stream_);
     kc::encoder_backward<float>(dw + u.param(ParamKind::kTokenEmbedding).offset,
                                 wpe ? dw + wpe->offset : nullptr, dx, bf.tokens, B, T, C, V,
                                 bf.kernel_scratch, bf.kernel_scratch_bytes, stream_);
@@ -507,6 +532,17 @@ class CudaTransformer::BatchAttention final : public CudaBlockAttention {
   float* lse_;
 };
 
+const float* CudaTransformer::norm_weight(const float* w, int64_t n) {
+  const ModelConfig& c = layout_.config();
+  if (c.norm_weight_offset == 0) return w;
+  const int64_t most = std::max(c.hidden_size, c.head_dim());
+  ZERO_CHECK(n <= most, "norm_weight: ", n, " weights, room for ", most);
+  float* out = reinterpret_cast<float*>(
+      buffers_->norm_weights.ensure(static_cast<size_t>(most) * sizeof(float)));
+  cuda_glue::add_scalar(out, w, static_cast<float>(c.norm_weight_offset), n, stream_);
+  return out;
+}
+
 void CudaTransformer::block_forward(int layer, const DeviceUnit& w, const float* x, float* out,
                                     BlockActs& a) {
   ZERO_CHECK(w.spec == &layout_.unit(layout_.block_unit(layer)), "block ", layer,
@@ -517,6 +553,8 @@ void CudaTransformer::block_forward(int layer, const DeviceUnit& w, const float*
                                .T = T_,
                                .rope_cos = bf.rope_cos,
                                .rope_sin = bf.rope_sin,
+                               .rope_cos_local = bf.rope_cos_local,
+                               .rope_sin_local = bf.rope_sin_local,
                                .x16 = bf.x16};
   BatchAttention attention(*this, a.lse);
   block_forward(ctx, w, x, out, a, attention);
@@ -527,6 +565,8 @@ void CudaTransformer::block_forward(const CudaForwardContext& ctx, const DeviceU
                                     CudaBlockAttention& attention) {
   if (ctx.config.arch == Arch::kGpt2) {
     gpt2_block_forward(ctx, w, x, out, a, attention);
+  } else if (ctx.config.post_norms) {
+    gemma_block_forward(ctx, w, x, out, a, attention);
   } else {
     llama_block_forward(ctx, w, x, out, a, attention);
   }

@@ -143,6 +143,14 @@ class CudaTransformer final : public Model {
                           const float* y, const float* lse, const float* q, const float* k,
                           const float* v, int64_t Hq, int64_t Hkv);
   void gpt2_block_backward(const DeviceUnit& w, float* dw, const float* x, float* dx, BlockActs& a);
+  // Gemma 3 (cuda_gemma_block.cc).
+  void gemma_block_forward(const CudaForwardContext& ctx, const DeviceUnit& w, const float* x,
+                           float* out, BlockActs& a, CudaBlockAttention& attention);
+  void gemma_block_backward(const DeviceUnit& w, float* dw, const float* x, float* dx,
+                            BlockActs& a);
+  // The weights an RMSNorm multiplies by: w itself, or Gemma's (1 + w) written into
+  // Buffers::norm_weights (valid until the next call; n <= max(C, D)).
+  const float* norm_weight(const float* w, int64_t n);
   void llama_block_backward(const DeviceUnit& w, float* dw, const float* x, float* dx,
                             BlockActs& a);
   // ZERO_CHECK: unit w has the dtype the slab was carved for (all units share one).
