@@ -2,10 +2,11 @@
 """Writes tests/fixtures/hf_matrix/<case>/: tiny models saved by transformers 5 itself, with its loss.
 
 Each case is a tiny model built with transformers' own classes (GPT2LMHeadModel, LlamaForCausalLM,
-MistralForCausalLM, Qwen2ForCausalLM), seeded, saved with save_pretrained (fp32 or bf16, one file
-or sharded), in the transformers-5 config layout or rewritten into the 4.x layout, plus
-expected.json: the batch, transformers' loss computed in fp64 (model.double()) and a few logits
-rows. Read by src/model/hf_matrix_test.cc and tests/cli/hf_matrix.cmake (CI needs no transformers).
+MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, Gemma3ForCausalLM),
+seeded, saved with save_pretrained (fp32 or bf16, one file or sharded), in the transformers-5
+config layout or rewritten into the 4.x layout, plus expected.json: the batch, transformers' loss
+computed in fp64 (model.double()), a few logits rows, fp64 gradients of the small parameters and
+the greedy continuation of a prompt. Read by src/model/hf_matrix_test.cc and tests/cli/hf_matrix.cmake (CI needs no transformers).
 The cases are a covering subset of family x layout x RoPE x sliding window x tied x dtype x files;
 tests/fixtures/hf_matrix/README.md lists them.
 
