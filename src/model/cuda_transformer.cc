@@ -131,15 +131,7 @@ size_t CudaTransformer::carve_slab(const ModelConfig& c, const CudaTransformerOp
     a.qkv = gpt2 ? own_or_shared(true, &BlockActs::qkv, N * 3 * C) : nullptr;
     a.q = own_or_shared(!gpt2 && !c.qk_norm, &BlockActs::q, N * Hq * D);
     a.k = own_or_shared(!gpt2 && !c.qk_norm, &BlockActs::k, N * Hkv * D);
-    a.q_rstd = c.qk_norm ? f(N * Hq) : nullptr;
-    a.k_rstd = c.qk_norm ? f(N * Hkv) : nullptr;
-    if (c.post_norms) {
-      a.attn_out = f(N * C);
-      a.rstd_post_attn = f(N);
-      a.mlp_out = f(N * C);
-      a.rstd_post_mlp = f(N);
-      a.gate_act = f(N * F);
-    }
+    carve_family_arrays(c, N, a, f);
     a.v = f(N * Hkv * D);
     a.q_rot = gpt2 ? nullptr : f(N * Hq * D);
     a.k_rot = gpt2 ? nullptr : f(N * Hkv * D);
@@ -199,6 +191,20 @@ size_t CudaTransformer::carve_slab(const ModelConfig& c, const CudaTransformerOp
         std::max(N * round_up_8(widest_out), lm_head_rows(options, N) * round_up_8(V)));
   }
   return cv.bytes();
+}
+
+void CudaTransformer::carve_family_arrays(const ModelConfig& c, int64_t N, BlockActs& a,
+                                          const std::function<float*(int64_t)>& take) {
+  const int64_t C = c.hidden_size, F = c.intermediate_size;
+  a.q_rstd = c.qk_norm ? take(N * c.num_heads) : nullptr;
+  a.k_rstd = c.qk_norm ? take(N * c.num_kv_heads) : nullptr;
+  if (c.post_norms) {
+    a.attn_out = take(N * C);
+    a.rstd_post_attn = take(N);
+    a.mlp_out = take(N * C);
+    a.rstd_post_mlp = take(N);
+    a.gate_act = take(N * F);
+  }
 }
 
 int64_t CudaTransformer::logits_row_stride(DType dtype, int64_t V) {
