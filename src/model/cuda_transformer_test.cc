@@ -475,6 +475,21 @@ TEST(CudaTransformer, PresetGemmWeightsAreSixteenByteAligned) {
 // first's batch upload before reusing its staging): logits only, loss 0, no counted targets. With
 // host checkpoints the copies out are never awaited by a backward: the second forward's writes
 // into the ring wait for them, then a third at another shape frees the slab under them.
+// Gemma 2 runs on the CPU model only (its attention and logits are soft-capped): the CUDA model
+// refuses it when created, naming it, before anything is allocated (docs/model_families.md).
+TEST(CudaTransformer, RefusesGemma2SoftCapping) {
+  ZERO_SKIP_WITHOUT_GPU();
+  ModelConfig config = gemma3_config();
+  config.model_type = "gemma2";
+  config.qk_norm = false;
+  config.attn_logit_softcapping = 50.0;
+  zero::cuda::CudaStream stream;
+  auto created = CudaTransformer::create(config, {}, stream);
+  ASSERT_FALSE(created.ok());
+  EXPECT_EQ(created.status().code(), StatusCode::kUnimplemented);
+  EXPECT_NE(created.status().message().find("gemma2"), std::string::npos);
+}
+
 TEST(CudaTransformer, ForwardWithoutTargetsComputesLogits) {
   ZERO_SKIP_WITHOUT_GPU();
   const ModelConfig config = gpt2_config();

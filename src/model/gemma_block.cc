@@ -1,8 +1,9 @@
-// Gemma 3 block (post_norms): h = input_layernorm(x); q, k, v projections; q_norm / k_norm over
-// each head; RoPE (the sliding layers' own tables); attention scaled by query_pre_attn_scalar^-1/2;
-// x2 = x + post_attention_layernorm(o_proj(y)); out = x2 + post_feedforward_layernorm(
-// down(gelu_tanh(gate(h2)) * up(h2))), h2 = pre_feedforward_layernorm(x2). Every norm is RMSNorm
-// applied with (1 + w). The forward is shared by training and decoding (block_forward.h).
+// Gemma 2 / 3 block (post_norms): h = input_layernorm(x); q, k, v projections; (Gemma 3) q_norm /
+// k_norm over each head; RoPE (the sliding layers' own tables); attention scaled by
+// query_pre_attn_scalar^-1/2; x2 = x + post_attention_layernorm(o_proj(y)); out = x2 +
+// post_feedforward_layernorm( down(gelu_tanh(gate(h2)) * up(h2))), h2 =
+// pre_feedforward_layernorm(x2). Every norm is RMSNorm applied with (1 + w); Gemma 2's scores are
+// soft-capped inside attention. The forward is shared by training and decoding (block_forward.h).
 // Legend: N = B*T rows, C hidden, F intermediate, Hq/Hkv heads, D head dim.
 #include <cstring>
 #include <vector>
@@ -57,12 +58,18 @@ void gemma_block_forward(const ForwardContext& ctx, const UnitSpec& u, const flo
                     gemm);
   k::matmul_forward(b.v, b.norm1, W(ParamKind::kVWeight), Wopt(ParamKind::kVBias), N, C, Hkv * D,
                     gemm);
-  k::rmsnorm_forward(b.q_rot, b.q_rstd, b.q, norm_w(ParamKind::kQNormWeight, D).data(), N * Hq, D,
-                     eps);
-  k::rmsnorm_forward(b.k_rot, b.k_rstd, b.k, norm_w(ParamKind::kKNormWeight, D).data(), N * Hkv, D,
-                     eps);
-  k::rope_forward(b.q_rot, b.q_rot, cos, sin, B, T, Hq, D);
-  k::rope_forward(b.k_rot, b.k_rot, cos, sin, B, T, Hkv, D);
+  const float* q = b.q;  // what RoPE rotates: Gemma 3 normalises each head first, Gemma 2 not
+  const float* k = b.k;
+  if (c.qk_norm) {
+    k::rmsnorm_forward(b.q_rot, b.q_rstd, b.q, norm_w(ParamKind::kQNormWeight, D).data(), N * Hq, D,
+                       eps);
+    k::rmsnorm_forward(b.k_rot, b.k_rstd, b.k, norm_w(ParamKind::kKNormWeight, D).data(), N * Hkv,
+                       D, eps);
+    q = b.q_rot;
+    k = b.k_rot;
+  }
+  k::rope_forward(b.q_rot, q, cos, sin, B, T, Hq, D);
+  k::rope_forward(b.k_rot, k, cos, sin, B, T, Hkv, D);
   attention.forward(u.block_index, b.q_rot, b.k_rot, b.v, b.attn_y);
   k::matmul_forward(b.attn_out, b.attn_y, W(ParamKind::kAttnOutWeight),
                     Wopt(ParamKind::kAttnOutBias), N, Hq * D, C, gemm);
@@ -138,20 +145,26 @@ void Transformer::gemma_block_backward(const UnitSpec& u, const float* w, float*
   zero_fill(s.dv);
   k::attention_backward(s.dq.f32(), s.dk.f32(), s.dv.f32(), s.dattn_y.f32(), a.att.f32(),
                         a.q_rot.f32(), a.k_rot.f32(), a.v.f32(), B, T, Hq, Hkv, D,
-                        c.attention_score_divisor(u.block_index));
+                        c.attention_score_divisor(u.block_index), c.attn_logit_softcapping);
   k::rope_backward(s.dq.f32(), s.dq.f32(), cos, sin, B, T, Hq, D);
   k::rope_backward(s.dk.f32(), s.dk.f32(), cos, sin, B, T, Hkv, D);
-  zero_fill(s.dq_proj);
-  zero_fill(s.dk_proj);
-  norm_backward(s.dq_proj.f32(), ParamKind::kQNormWeight, s.dq.f32(), a.q.f32(), a.q_rstd.f32(),
-                N * Hq, D);
-  norm_backward(s.dk_proj.f32(), ParamKind::kKNormWeight, s.dk.f32(), a.k.f32(), a.k_rstd.f32(),
-                N * Hkv, D);
+  const float* dq = s.dq.f32();  // d(q), d(k) of the projections' outputs
+  const float* dk = s.dk.f32();
+  if (c.qk_norm) {
+    zero_fill(s.dq_proj);
+    zero_fill(s.dk_proj);
+    norm_backward(s.dq_proj.f32(), ParamKind::kQNormWeight, s.dq.f32(), a.q.f32(), a.q_rstd.f32(),
+                  N * Hq, D);
+    norm_backward(s.dk_proj.f32(), ParamKind::kKNormWeight, s.dk.f32(), a.k.f32(), a.k_rstd.f32(),
+                  N * Hkv, D);
+    dq = s.dq_proj.f32();
+    dk = s.dk_proj.f32();
+  }
   zero_fill(s.dnorm);
-  k::matmul_backward(s.dnorm.f32(), dW(ParamKind::kQWeight), dWopt(ParamKind::kQBias),
-                     s.dq_proj.f32(), a.norm1.f32(), W(ParamKind::kQWeight), N, C, Hq * D, gemm);
-  k::matmul_backward(s.dnorm.f32(), dW(ParamKind::kKWeight), dWopt(ParamKind::kKBias),
-                     s.dk_proj.f32(), a.norm1.f32(), W(ParamKind::kKWeight), N, C, Hkv * D, gemm);
+  k::matmul_backward(s.dnorm.f32(), dW(ParamKind::kQWeight), dWopt(ParamKind::kQBias), dq,
+                     a.norm1.f32(), W(ParamKind::kQWeight), N, C, Hq * D, gemm);
+  k::matmul_backward(s.dnorm.f32(), dW(ParamKind::kKWeight), dWopt(ParamKind::kKBias), dk,
+                     a.norm1.f32(), W(ParamKind::kKWeight), N, C, Hkv * D, gemm);
   k::matmul_backward(s.dnorm.f32(), dW(ParamKind::kVWeight), dWopt(ParamKind::kVBias), s.dv.f32(),
                      a.norm1.f32(), W(ParamKind::kVWeight), N, C, Hkv * D, gemm);
   norm_backward(dx, ParamKind::kAttnNormWeight, s.dnorm.f32(), x, a.rstd1.f32(), N, C);

@@ -151,6 +151,10 @@ void KvDecoder::append(ParamAccess& params, const int32_t* tokens, int64_t n, fl
     const float* head = ew + layout_.unit(emb).param(ParamKind::kTokenEmbedding).offset;
     final_forward(ctx, fu, fw, head, last, 1, fb, logits);
   }
+  if (c.final_logit_softcapping > 0) {  // Gemma 2
+    const float cap = static_cast<float>(c.final_logit_softcapping);
+    for (int64_t v = 0; v < c.vocab_size; ++v) logits[v] = cap * std::tanh(logits[v] / cap);
+  }
   length_ += n;
 }
 
@@ -162,6 +166,7 @@ void KvDecoder::attend(int layer, const float* q, float* y, int64_t n) const {
   const float scale = 1.0f / (std::sqrt(static_cast<float>(D)) *
                               static_cast<float>(c.attention_score_divisor(layer)));
   const int64_t window = c.attention_window(layer);
+  const float cap = static_cast<float>(c.attn_logit_softcapping);  // Gemma 2; 0: none
 #pragma omp parallel
   {
     std::vector<float> p(static_cast<size_t>(length_ + n));
@@ -178,8 +183,10 @@ void KvDecoder::attend(int layer, const float* q, float* y, int64_t n) const {
           const float* kj = K + j * kv_ + kvh * D;
           float s = 0.0f;
           for (int64_t d = 0; d < D; ++d) s += qi[d] * kj[d];
-          p[static_cast<size_t>(j)] = s * scale;
-          max_score = std::max(max_score, s * scale);
+          s *= scale;
+          if (cap > 0) s = cap * std::tanh(s / cap);
+          p[static_cast<size_t>(j)] = s;
+          max_score = std::max(max_score, s);
         }
         float sum = 0.0f;
         for (int64_t j = first; j < keys; ++j) {

@@ -33,6 +33,7 @@ const char* causal_lm_class(std::string_view model_type) {
   if (model_type == "qwen3") return "Qwen3ForCausalLM";
   if (model_type == "phi3") return "Phi3ForCausalLM";
   if (model_type == "gemma3_text") return "Gemma3ForCausalLM";
+  if (model_type == "gemma2") return "Gemma2ForCausalLM";
   return nullptr;
 }
 
@@ -70,9 +71,8 @@ Status refuse_unmodelled_keys(const Reader& r, std::string_view model_type) {
 // Families transformers has that read as close relatives of ours but compute differently; named
 // in the refusal so that nobody takes it for a typo.
 const char* unsupported_family_reason(std::string_view model_type) {
-  if (model_type == "gemma" || model_type == "gemma2") {
-    return "Gemma 1 / 2 (attention and final-logit soft-capping, Gemma 2's norm layout) are not "
-           "implemented (gemma3_text is)";
+  if (model_type == "gemma") {
+    return "Gemma 1 (GeGLU without the post-norms) is not implemented (gemma2 and gemma3_text are)";
   }
   if (model_type == "gemma3") {
     return "the multimodal Gemma 3 checkpoint (vision tower, model.language_model.* names) is not "
@@ -165,6 +165,9 @@ Status parse_sliding_window(const Reader& r, ModelConfig& c) {
     if (const json* w = r.find("sliding_window"); w != nullptr && !w->is_null()) {
       sliding.assign(sliding.size(), true);
     }
+  } else if (c.model_type == "gemma2") {
+    // Gemma2Config: even layers sliding, odd global (transformers 5 also writes layer_types).
+    for (int64_t i = 0; i < c.num_layers; ++i) sliding[static_cast<size_t>(i)] = i % 2 == 0;
   } else if (c.model_type == "gemma3_text") {
     // transformers 4.x: every sliding_window_pattern-th layer global (5 has layer_types).
     ZERO_ASSIGN_OR_RETURN(int64_t pattern, r.positive_int("sliding_window_pattern", 6));
@@ -197,7 +200,7 @@ Status parse_sliding_window(const Reader& r, ModelConfig& c) {
   if (std::find(sliding.begin(), sliding.end(), true) == sliding.end()) return ok_status();
   c.sliding_layers = sliding;
   const json* w = r.find("sliding_window");
-  if (c.model_type == "gemma3_text") {  // Gemma3TextConfig's default window
+  if (c.model_type == "gemma3_text" || c.model_type == "gemma2") {  // their configs' default
     ZERO_ASSIGN_OR_RETURN(c.sliding_window, r.positive_int("sliding_window", 4096));
     return ok_status();
   }
@@ -216,7 +219,7 @@ Status parse_head_dim(const Reader& r, ModelConfig& c) {
   // Qwen3Config and Gemma3TextConfig default head_dim to 128 and 256.
   int64_t fallback_value = 0;
   if (c.model_type == "qwen3") fallback_value = 128;
-  if (c.model_type == "gemma3_text") fallback_value = 256;
+  if (c.model_type == "gemma3_text" || c.model_type == "gemma2") fallback_value = 256;
   std::optional<int64_t> fallback;
   if (fallback_value > 0) fallback = fallback_value;
   const json* head_dim = r.find("head_dim");
@@ -234,12 +237,41 @@ Status parse_head_dim(const Reader& r, ModelConfig& c) {
   return ok_status();
 }
 
-// Gemma 3's text model (gemma3_text): Llama's skeleton with (1 + w) norms, post-attention and
-// post-feedforward norms, q_norm / k_norm, GeGLU, scaled embeddings, query_pre_attn_scalar, and
-// sliding layers (every sliding_window_pattern-th layer global, or layer_types) with their own
-// RoPE.
-Status parse_gemma3(const json& j, const Reader& r, ModelConfig& c) {
-  ZERO_RETURN_IF_ERROR(config_json::parse_gemma3_rope(j, r, c));
+// Gemma 2's soft-capping (Gemma2Config's defaults 50 and 30; null: none); refused for Gemma 3.
+Status parse_softcaps(const Reader& r, ModelConfig& c, bool gemma2) {
+  struct Cap {
+    const char* key;
+    double* dst;
+    double fallback;
+  };
+  for (const Cap& cap : {Cap{"attn_logit_softcapping", &c.attn_logit_softcapping, 50.0},
+                         Cap{"final_logit_softcapping", &c.final_logit_softcapping, 30.0}}) {
+    const json* v = r.find(cap.key);
+    if (!gemma2) {
+      if (v != nullptr && !v->is_null()) {
+        return unimplemented("{}: {}: {} (soft-capping) is not computed for gemma3_text here",
+                             r.source(), cap.key, v->dump());
+      }
+      continue;
+    }
+    if (v != nullptr && v->is_null()) continue;
+    ZERO_ASSIGN_OR_RETURN(*cap.dst, r.positive_number(cap.key, cap.fallback));
+  }
+  return ok_status();
+}
+
+// Gemma 2 and Gemma 3's text model (gemma3_text): Llama's skeleton with (1 + w) norms,
+// post-attention and post-feedforward norms, GeGLU, scaled embeddings, query_pre_attn_scalar and
+// sliding layers. Gemma 3: q_norm / k_norm, the sliding layers' own RoPE, every
+// sliding_window_pattern-th layer global. Gemma 2: one RoPE, every other layer global, attention
+// and final-logit soft-capping.
+Status parse_gemma(const json& j, const Reader& r, ModelConfig& c) {
+  const bool gemma2 = c.model_type == "gemma2";
+  if (gemma2) {
+    ZERO_RETURN_IF_ERROR(parse_rope(j, r, c));
+  } else {
+    ZERO_RETURN_IF_ERROR(config_json::parse_gemma3_rope(j, r, c));
+  }
   ZERO_ASSIGN_OR_RETURN(c.tie_word_embeddings, r.boolean("tie_word_embeddings", true));
   ZERO_ASSIGN_OR_RETURN(c.hidden_act, r.string("hidden_activation", "gelu_pytorch_tanh"));
   if (c.hidden_act != "gelu_pytorch_tanh") {
@@ -248,17 +280,12 @@ Status parse_gemma3(const json& j, const Reader& r, ModelConfig& c) {
   }
   ZERO_ASSIGN_OR_RETURN(c.attention_bias, r.boolean("attention_bias", false));
   c.mlp_bias = false;
-  c.qk_norm = true;
+  c.qk_norm = !gemma2;
   c.post_norms = true;
   c.norm_weight_offset = 1.0;
   c.embedding_scale = static_cast<float>(std::sqrt(static_cast<double>(c.hidden_size)));
   ZERO_ASSIGN_OR_RETURN(c.query_pre_attn_scalar, r.positive_number("query_pre_attn_scalar", 256.0));
-  for (const char* key : {"attn_logit_softcapping", "final_logit_softcapping"}) {
-    if (const json* v = r.find(key); v != nullptr && !v->is_null()) {
-      return unimplemented("{}: {}: {} (soft-capping) is not computed here", r.source(), key,
-                           v->dump());
-    }
-  }
+  ZERO_RETURN_IF_ERROR(parse_softcaps(r, c, gemma2));
   ZERO_ASSIGN_OR_RETURN(bool bidirectional, r.boolean("use_bidirectional_attention", false));
   if (bidirectional) {
     return unimplemented("{}: use_bidirectional_attention: true is not supported (causal only)",
@@ -287,7 +314,7 @@ Status parse_llama_family(const json& j, const Reader& r, ModelConfig& c) {
                         r.positive_int("max_position_embeddings", std::nullopt));
   ZERO_ASSIGN_OR_RETURN(c.norm_eps, r.positive_number("rms_norm_eps", 1e-6));
   ZERO_RETURN_IF_ERROR(parse_head_dim(r, c));
-  if (c.model_type == "gemma3_text") return parse_gemma3(j, r, c);
+  if (c.model_type == "gemma3_text" || c.model_type == "gemma2") return parse_gemma(j, r, c);
   ZERO_RETURN_IF_ERROR(parse_rope(j, r, c));
   ZERO_ASSIGN_OR_RETURN(c.tie_word_embeddings, r.boolean("tie_word_embeddings", false));
   ZERO_ASSIGN_OR_RETURN(c.hidden_act, r.string("hidden_act", "silu"));
@@ -387,11 +414,13 @@ StatusOr<ModelConfig> model_config_from_json(const nlohmann::json& j,
   if (causal_lm_class(c.model_type) == nullptr) {
     return unimplemented(
         "{}: model_type: \"{}\" is not supported: {} (supported: gpt2, llama, mistral, qwen2, "
-        "qwen3, phi3, gemma3_text)",
+        "qwen3, phi3, gemma2, gemma3_text)",
         source_name, c.model_type, unsupported_family_reason(c.model_type));
   }
   ZERO_RETURN_IF_ERROR(check_architectures(j, source_name, c.model_type));
-  if (c.model_type != "gemma3_text") ZERO_RETURN_IF_ERROR(refuse_unmodelled_keys(r, c.model_type));
+  if (c.model_type != "gemma3_text" && c.model_type != "gemma2") {
+    ZERO_RETURN_IF_ERROR(refuse_unmodelled_keys(r, c.model_type));
+  }
   if (c.model_type == "gpt2") {
     ZERO_RETURN_IF_ERROR(parse_gpt2(r, c));
   } else {
@@ -498,13 +527,15 @@ nlohmann::json model_config_to_json(const ModelConfig& c, std::string_view dtype
   j["intermediate_size"] = c.intermediate_size;
   j["max_position_embeddings"] = c.max_position_embeddings;
   j["rms_norm_eps"] = c.norm_eps;
-  if (c.model_type == "gemma3_text") {
+  if (c.post_norms) {  // Gemma 2 / 3
     j["head_dim"] = c.head_dim();
     j["hidden_activation"] = c.hidden_act;
     j["query_pre_attn_scalar"] = c.query_pre_attn_scalar;
     if (!j.contains("sliding_window")) j["sliding_window"] = c.sliding_window;  // a preset's
-    config_json::write_gemma3_rope(c, j, v5);
-    return j;
+    if (c.model_type == "gemma3_text") {
+      config_json::write_gemma3_rope(c, j, v5);
+      return j;
+    }
   }
   const json* rope_read = j.contains("rope_parameters")
                               ? &j["rope_parameters"]
@@ -525,7 +556,7 @@ nlohmann::json model_config_to_json(const ModelConfig& c, std::string_view dtype
       (c.model_type == "mistral" || c.model_type == "phi3")) {
     j["sliding_window"] = c.sliding_window;
   }
-  j["hidden_act"] = c.hidden_act;
+  if (!c.post_norms) j["hidden_act"] = c.hidden_act;
   if (j.contains("head_dim") || c.explicit_head_dim > 0 || c.model_type == "qwen3") {
     j["head_dim"] = c.head_dim();
   }

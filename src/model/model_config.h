@@ -1,7 +1,7 @@
 // ModelConfig: the architecture of a decoder-only transformer, read from / written to HF
 // config.json. Covers GPT-2 ("gpt2") and the Llama family ("llama", "mistral", "qwen2", "qwen3",
 // "phi3": RMSNorm, RoPE, GQA, SwiGLU; Qwen3 adds RMSNorm over each head's queries and keys; Phi-3
-// fuses projections in its files and has longrope) and Gemma 3's text model ("gemma3_text").
+// fuses projections in its files and has longrope) and Gemma 2 / 3 ("gemma2", "gemma3_text").
 // docs/model_families.md.
 #pragma once
 
@@ -57,6 +57,10 @@ struct ModelConfig {
   double query_pre_attn_scalar = 0.0;
   double local_rope_theta = 0.0;
   kernels::cpu::RopeScaling local_rope_scaling;
+  // Gemma 2 ("gemma2", the Gemma 3 block without q_norm / k_norm): attention scores become
+  // cap * tanh(score / cap) before the softmax, and the logits likewise (0: no capping).
+  double attn_logit_softcapping = 0.0;
+  double final_logit_softcapping = 0.0;
   // Sliding-window attention (Mistral `sliding_window`; Qwen2 `use_sliding_window` from layer
   // `max_window_layers` on; transformers-5 `layer_types`): the window, and which layers use it
   // (empty: none). Query t sees keys s with t - s < sliding_window.

@@ -4,6 +4,7 @@
 #include "model/transformer.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "kernels/attention/attention.h"
@@ -209,6 +210,12 @@ float Transformer::forward(ParamAccess& params, const int32_t* tokens, const int
     final_forward(ctx, fu, fw, head, residual_.back().f32(), N, fb, logits_.f32());
   }
   fw.release();
+  if (c.final_logit_softcapping > 0) {  // Gemma 2: logits = cap * tanh(logits / cap)
+    const float cap = static_cast<float>(c.final_logit_softcapping);
+    float* logits = logits_.f32();
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < N * V; ++i) logits[i] = cap * std::tanh(logits[i] / cap);
+  }
 
   counted_targets_ = 0;
   for (int32_t t : targets_) counted_targets_ += (t != k::kIgnoreIndex);
@@ -227,7 +234,18 @@ void Transformer::backward(ParamAccess& params, GradSink& grads, float dloss_per
 
   // Loss -> logits, in place (the logits buffer becomes dlogits).
   std::vector<float> dloss(static_cast<size_t>(N), dloss_per_token);
+  // Gemma 2's capped logits L = cap tanh(x / cap): dx = dL (1 - (L / cap)^2), L read before the
+  // buffer becomes dL.
+  std::vector<float> cap_slope;
+  if (c.final_logit_softcapping > 0) {
+    const float cap = static_cast<float>(c.final_logit_softcapping);
+    cap_slope.resize(static_cast<size_t>(N * V));
+    const float* L = logits_.f32();
+    for (int64_t i = 0; i < N * V; ++i)
+      cap_slope[static_cast<size_t>(i)] = 1.0f - (L[i] / cap) * (L[i] / cap);
+  }
   k::cross_entropy_backward(logits_.f32(), logits_.f32(), targets_.data(), dloss.data(), N, V);
+  for (size_t i = 0; i < cap_slope.size(); ++i) logits_.f32()[i] *= cap_slope[i];
 
   // Final unit: head then norm.
   const int emb = layout_.embedding_unit();
@@ -315,7 +333,8 @@ class SequenceAttention final : public BlockAttention {
   void forward(int layer, const float* q, const float* k, const float* v, float* y) override {
     const ModelConfig& c = config_;
     k::attention_forward(y, att_, q, k, v, B_, T_, c.num_heads, c.num_kv_heads, c.head_dim(),
-                         c.attention_window(layer), c.attention_score_divisor(layer));
+                         c.attention_window(layer), c.attention_score_divisor(layer),
+                         c.attn_logit_softcapping);
   }
 
  private:

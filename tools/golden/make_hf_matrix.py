@@ -25,7 +25,8 @@ import shutil
 
 import torch
 import transformers
-from transformers import (AutoModelForCausalLM, Gemma3ForCausalLM, Gemma3TextConfig, GPT2Config,
+from transformers import (AutoModelForCausalLM, Gemma2Config, Gemma2ForCausalLM, Gemma3ForCausalLM,
+                          Gemma3TextConfig, GPT2Config,
                           GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM,
                           MistralConfig, MistralForCausalLM, Phi3Config, Phi3ForCausalLM, Qwen2Config,
                           Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
@@ -121,11 +122,23 @@ CASES = {
         "full_attention": {"rope_type": "default", "rope_theta": 1000000.0},
         "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}, "bf16", True, "hf4",
         72),
+    # Gemma 2: the Gemma 3 block without q_norm / k_norm, every other layer global, attention and
+    # final-logit soft-capping (small caps, so that tanh bends the tiny model's scores and logits).
+    "gemma2_softcap_tied_fp32_single_hf5": ("gemma2", {
+        "head_dim": 16, "num_hidden_layers": 3, "query_pre_attn_scalar": 12, "sliding_window": 5,
+        "attn_logit_softcapping": 1.5, "final_logit_softcapping": 2.0, "pad_token_id": 0}, {
+        "rope_type": "default", "rope_theta": 10000.0}, "fp32", False, "hf5", 81),
+    "gemma2_attncap_untied_bf16_sharded_hf4": ("gemma2", {
+        "num_hidden_layers": 2, "head_dim": 8, "query_pre_attn_scalar": 8, "sliding_window": 4,
+        "attn_logit_softcapping": 3.0, "final_logit_softcapping": None,
+        "tie_word_embeddings": False, "pad_token_id": 0}, {
+        "rope_type": "linear", "rope_theta": 10000.0, "factor": 2.0}, "bf16", True, "hf4", 82),
 }
 
 CLASSES = {"llama": (LlamaConfig, LlamaForCausalLM), "mistral": (MistralConfig, MistralForCausalLM),
            "qwen2": (Qwen2Config, Qwen2ForCausalLM), "qwen3": (Qwen3Config, Qwen3ForCausalLM),
-           "phi3": (Phi3Config, Phi3ForCausalLM), "gemma3_text": (Gemma3TextConfig, Gemma3ForCausalLM)}
+           "phi3": (Phi3Config, Phi3ForCausalLM), "gemma3_text": (Gemma3TextConfig, Gemma3ForCausalLM),
+           "gemma2": (Gemma2Config, Gemma2ForCausalLM)}
 
 
 def build(family, kwargs, rope, seed):
@@ -148,13 +161,15 @@ def build(family, kwargs, rope, seed):
         for name, p in sorted(model.named_parameters()):
             if p.dim() == 2 and ("wte" in name or "wpe" in name or "embed_tokens" in name):
                 # Gemma scales its embeddings by sqrt(hidden) itself.
-                scale = 0.3 / (kwargs.get("hidden_size", 32) ** 0.5 if family == "gemma3_text" else 1)
+                gemma = family in ("gemma3_text", "gemma2")
+                scale = 0.3 / (kwargs.get("hidden_size", 32) ** 0.5 if gemma else 1)
                 p.copy_(scale * torch.randn(p.shape, generator=g))
             elif p.dim() == 2:
                 fan_in = p.shape[0] if family == "gpt2" else p.shape[1]  # GPT-2 Conv1D is [in, out]
                 p.copy_(torch.randn(p.shape, generator=g) / fan_in ** 0.5)
             elif "norm" in name or "ln_" in name:  # Gemma's (1 + w) norms: w around 0
-                p.copy_((0 if family == "gemma3_text" else 1) + 0.1 * torch.randn(p.shape, generator=g))
+                zero = family in ("gemma3_text", "gemma2")
+                p.copy_((0 if zero else 1) + 0.1 * torch.randn(p.shape, generator=g))
             else:
                 p.copy_(0.02 * torch.randn(p.shape, generator=g))
     return model.eval()
