@@ -19,9 +19,10 @@
 #include "core/storage.h"
 #include "data/token_dataset.h"
 #include "model/model_config.h"
-#include "runtime/engine.h"
+#include "model/transformer.h"
 #include "runtime/evaluation.h"
 #include "runtime/model_source.h"
+#include "runtime/model_weights.h"
 #include "runtime/train_data.h"
 
 namespace zero::cli {
@@ -83,16 +84,19 @@ int run_eval(const EvalArgs& a) {
       {a.validation_file, a.data_dtype, a.model, block, mc.vocab_size, "--validation_file"});
   if (!data.ok()) return report(data.status(), 2);
 
-  // Forward only on one rank: the engine holds the weights (stage 0, fp32).
-  runtime::EngineOptions o;
-  o.model_config = mc;
-  o.planned_micro_batch = a.per_device_eval_batch_size;
-  o.planned_seq_len = block;
+  // Forward only on one rank, over the weights alone (fp32, one copy; no training state), reduced
+  // as zero train's evaluation reduces it.
+  auto weights = runtime::ModelWeights::load(model::ModelLayout(mc), DType::kF32, init);
+  if (!weights.ok()) return report(weights.status(), 1);
+  model::Transformer forward_model(mc);
   SelfCommunicator self;
-  auto engine = runtime::Engine::create(o, init, &self);
-  if (!engine.ok()) return report(engine.status(), 1);
   runtime::Evaluator evaluator(&*data, a.per_device_eval_batch_size, 1, 0);
-  auto r = evaluator.run(**engine);
+  auto r = evaluator.run(
+      [&](const std::vector<runtime::MicroBatch>& micro) -> StatusOr<runtime::LossSum> {
+        ZERO_ASSIGN_OR_RETURN(runtime::LossSum local,
+                              runtime::forward_loss_sum(forward_model, **weights, micro));
+        return runtime::all_reduce_loss_sum(self, local);
+      });
   if (!r.ok()) return report(r.status(), 1);
   nlohmann::json j = {{"eval_loss", r->loss}, {"eval_tokens", r->tokens}};
   j["eval_ppl"] = std::isfinite(r->perplexity) ? nlohmann::json(r->perplexity) : nlohmann::json();

@@ -20,13 +20,13 @@
 
 #include "cli/commands.h"
 #include "cli/flag_checks.h"
-#include "comm/self_communicator.h"
 #include "core/device.h"
 #include "model/model_config.h"
+#include "model/transformer.h"
 #include "runtime/device_generator.h"
-#include "runtime/engine.h"
 #include "runtime/generate.h"
 #include "runtime/model_source.h"
+#include "runtime/model_weights.h"
 #include "text/chat_template.h"
 #include "text/stream_decoder.h"
 #include "text/tokenizer.h"
@@ -118,8 +118,8 @@ struct Generation {
   std::vector<int32_t> tokens;       // the prompt; generation appends the new tokens
   int64_t prompt_tokens = 0;         // the prompt's length
   std::vector<int32_t> end_of_turn;  // --chat: the template's end-of-turn token, if any
-  SelfCommunicator self;
-  std::unique_ptr<runtime::Engine> engine;
+  std::unique_ptr<runtime::ModelWeights> weights;       // every unit once, in host memory
+  std::unique_ptr<model::Transformer> model;            // the CPU model (--device cpu)
   std::unique_ptr<runtime::DeviceGenerator> on_device;  // --device cuda
   bool stopped = false;                                 // at a stop token
   std::chrono::steady_clock::time_point end;
@@ -269,19 +269,20 @@ void add_stop_tokens(GenerateArgs& a, const Generation& g) {
   }
 }
 
-// Inference on one rank: the engine holds the weights in host memory (stage 0, no optimizer
-// steps taken); a device model gets a copy of them.
+// Inference on one rank: the weights once, in host memory, in the dtype they are stored in (a
+// bf16 checkpoint stays bf16 on the CPU; the CPU model widens each unit as it reads it, so the
+// tokens are those of an fp32 copy). A device model gets a copy of them, from fp32 host values.
 int load_weights(const GenerateArgs& a, Generation& g) {
-  runtime::EngineOptions o;
-  o.model_config = *g.config;
-  auto engine = runtime::Engine::create(o, g.source->init_fn(), &g.self);
-  if (!engine.ok()) {
-    std::fprintf(stderr, "error: %s\n", engine.status().message().c_str());
+  const DType dtype = g.device == Device::kCpu ? g.source->stored_dtype() : DType::kF32;
+  const model::ModelLayout layout(*g.config);
+  auto weights = runtime::ModelWeights::load(layout, dtype, g.source->init_fn());
+  if (!weights.ok()) {
+    std::fprintf(stderr, "error: %s\n", weights.status().message().c_str());
     return 1;
   }
-  g.engine = std::move(*engine);
+  g.weights = std::move(*weights);
   if (g.device != Device::kCpu) {
-    auto on_device = runtime::DeviceGenerator::create(g.device, *g.config, g.engine->params());
+    auto on_device = runtime::DeviceGenerator::create(g.device, *g.config, *g.weights);
     if (!on_device.ok()) {
       std::fprintf(stderr, "error: --device %s: %s\n", a.device.c_str(),
                    on_device.status().message().c_str());
@@ -294,6 +295,8 @@ int load_weights(const GenerateArgs& a, Generation& g) {
   } else if (a.no_kv_cache) {
     std::fprintf(stderr, "error: --no_kv_cache is for --device cuda (the CPU always caches)\n");
     return 2;
+  } else {
+    g.model = std::make_unique<model::Transformer>(*g.config);
   }
   return 0;
 }
@@ -323,8 +326,8 @@ int generate_tokens(const GenerateArgs& a, Generation& g) {
     }
     g.stopped = *done;
   } else {
-    g.stopped = runtime::generate(g.engine->model(), g.engine->params(), g.tokens, a.sampling,
-                                  print_token, &printer);
+    g.stopped =
+        runtime::generate(*g.model, *g.weights, g.tokens, a.sampling, print_token, &printer);
   }
   g.end = std::chrono::steady_clock::now();
   if (printer.stream && printer.status.ok()) {

@@ -414,48 +414,50 @@ std::string each_rank_log_dir(const LaunchOptions& options, const LaunchEnvironm
   return (std::filesystem::path(env.cwd) / dir).lexically_normal().string();
 }
 
-StatusOr<LaunchPlan> build_launch_plan(const LaunchOptions& options, const LaunchEnvironment& env) {
-  ZERO_RETURN_IF_ERROR(validate_options(options));
-  LaunchPlan plan;
-  plan.master_addr = options.master_addr;
+namespace {
+
+// The slots to run on (hostfile, --include / --exclude, --num_nodes / --num_gpus; slurm's node
+// arguments when it allocates them), the master address and CUDA_VISIBLE_DEVICES.
+Status plan_resources(const LaunchOptions& options, const LaunchEnvironment& env, LaunchPlan& plan,
+                      std::vector<std::string>& slurm_node_args) {
   const bool local_run = !env.hostfile.has_value();
   if (local_run && options.hostfile_given) {
     return not_found("hostfile {} not found", options.hostfile_path);
   }
-  const bool slurm = options.launcher == LauncherKind::kSlurm;
-
-  std::vector<std::string> slurm_node_args;
-  if (slurm && local_run) {
-    ZERO_RETURN_IF_ERROR(plan_slurm_without_hostfile(options, env, plan, slurm_node_args));
-  } else {
-    ResourcePool pool;
-    if (local_run) {
-      if (options.num_nodes > 1) {
-        return invalid_argument("--num_nodes {}: no hostfile ({} not found), so only this machine",
-                                options.num_nodes, options.hostfile_path);
-      }
-      pool = local_pool(options, env);
-    } else {
-      ZERO_ASSIGN_OR_RETURN(pool, parse_hostfile(env.hostfile->text, env.hostfile->path));
-    }
-    ZERO_ASSIGN_OR_RETURN(pool, filter_resources(pool, options.include, options.exclude));
-    ZERO_ASSIGN_OR_RETURN(pool, limit_resources(pool, options.num_nodes, options.num_gpus));
-    if (pool.empty()) {
-      return invalid_argument("--include/--exclude left no slots to run on");
-    }
-    plan.resources = std::move(pool);
-    plan.world_size = total_slots(plan.resources);
-    if (plan.master_addr.empty()) {
-      plan.master_addr = plan.resources.size() == 1 ? "127.0.0.1" : plan.resources.front().host;
-    }
-    // Slots are GPU ids when the hosts have GPUs (a hostfile's hosts are assumed to).
-    if (!local_run || env.local_gpus > 0) {
-      ZERO_ASSIGN_OR_RETURN(std::optional<std::string> devices, visible_devices(plan.resources));
-      if (devices) plan.exports["CUDA_VISIBLE_DEVICES"] = *devices;
-    }
+  if (options.launcher == LauncherKind::kSlurm && local_run) {
+    return plan_slurm_without_hostfile(options, env, plan, slurm_node_args);
   }
+  ResourcePool pool;
+  if (local_run) {
+    if (options.num_nodes > 1) {
+      return invalid_argument("--num_nodes {}: no hostfile ({} not found), so only this machine",
+                              options.num_nodes, options.hostfile_path);
+    }
+    pool = local_pool(options, env);
+  } else {
+    ZERO_ASSIGN_OR_RETURN(pool, parse_hostfile(env.hostfile->text, env.hostfile->path));
+  }
+  ZERO_ASSIGN_OR_RETURN(pool, filter_resources(pool, options.include, options.exclude));
+  ZERO_ASSIGN_OR_RETURN(pool, limit_resources(pool, options.num_nodes, options.num_gpus));
+  if (pool.empty()) {
+    return invalid_argument("--include/--exclude left no slots to run on");
+  }
+  plan.resources = std::move(pool);
+  plan.world_size = total_slots(plan.resources);
+  if (plan.master_addr.empty()) {
+    plan.master_addr = plan.resources.size() == 1 ? "127.0.0.1" : plan.resources.front().host;
+  }
+  // Slots are GPU ids when the hosts have GPUs (a hostfile's hosts are assumed to).
+  if (!local_run || env.local_gpus > 0) {
+    ZERO_ASSIGN_OR_RETURN(std::optional<std::string> devices, visible_devices(plan.resources));
+    if (devices) plan.exports["CUDA_VISIBLE_DEVICES"] = *devices;
+  }
+  return ok_status();
+}
 
-  // Exports: .deepspeed_env first (home, then cwd), then what the flags decided.
+// Exports: .deepspeed_env first (home, then cwd), then what the flags decided; and the variables
+// forwarded by name.
+Status plan_exports(const LaunchOptions& options, const LaunchEnvironment& env, LaunchPlan& plan) {
   std::map<std::string, std::string> exports;
   for (const TextFile& file : env.deepspeed_env_files) {
     ZERO_RETURN_IF_ERROR(parse_deepspeed_env(file, exports));
@@ -467,74 +469,105 @@ StatusOr<LaunchPlan> build_launch_plan(const LaunchOptions& options, const Launc
   for (const auto& [name, value] : env.vars) {
     if (is_forwarded_var(name) && !plan.exports.contains(name)) plan.forwarded_vars.push_back(name);
   }
+  return ok_status();
+}
 
+// srun's command line up to the user's launcher arguments: the task count, the nodes (from a
+// hostfile) and the exports.
+StatusOr<std::vector<std::string>> srun_argv(const LaunchPlan& plan, bool local_run,
+                                             std::vector<std::string> slurm_node_args) {
+  std::vector<std::string> argv = {"srun", "-n", std::to_string(plan.world_size)};
+  if (!local_run) {
+    std::vector<std::string> hosts;
+    for (const HostSlots& h : plan.resources) hosts.push_back(h.host);
+    slurm_node_args = {"--nodes", std::to_string(hosts.size()),
+                       fmt::format("--nodelist={}", fmt::join(hosts, ","))};
+    bool uniform = std::all_of(plan.resources.begin(), plan.resources.end(), [&](auto& h) {
+      return h.slots.size() == plan.resources.front().slots.size();
+    });
+    if (uniform) {
+      slurm_node_args.push_back("--ntasks-per-node");
+      slurm_node_args.push_back(std::to_string(plan.resources.front().slots.size()));
+    }
+  }
+  argv.insert(argv.end(), slurm_node_args.begin(), slurm_node_args.end());
+  // srun --export=ALL already passes the whole environment; add the explicit values.
+  std::string export_arg = "--export=ALL";
+  for (const auto& [name, value] : plan.exports) {
+    if (value.find(',') != std::string::npos) {
+      return invalid_argument("export {}='{}': srun --export cannot carry a value with ','", name,
+                              value);
+    }
+    export_arg += fmt::format(",{}={}", name, value);
+  }
+  argv.push_back(export_arg);
+  return argv;
+}
+
+// mpirun's command line up to the user's launcher arguments.
+std::vector<std::string> mpirun_argv(const LaunchPlan& plan, const LaunchEnvironment& env,
+                                     bool local_run) {
+  std::vector<std::string> argv = {"mpirun", "-np", std::to_string(plan.world_size)};
+  if (!local_run) {
+    std::vector<std::string> hosts;
+    for (const HostSlots& h : plan.resources) {
+      hosts.push_back(fmt::format("{}:{}", h.host, h.slots.size()));
+    }
+    argv.push_back("--host");
+    argv.push_back(fmt::format("{}", fmt::join(hosts, ",")));
+  }
+  // Open MPI binds each rank to one core by default (np <= 2), which starves OpenMP threads.
+  argv.insert(argv.end(), {"--bind-to", "none"});
+  if (local_run && plan.world_size > env.local_cores) argv.push_back("--oversubscribe");
+  if (env.is_root) argv.push_back("--allow-run-as-root");
+  for (const auto& [name, value] : plan.exports) {
+    argv.insert(argv.end(), {"-x", fmt::format("{}={}", name, value)});
+  }
+  for (const std::string& name : plan.forwarded_vars) argv.insert(argv.end(), {"-x", name});
+  return argv;
+}
+
+// --enable_each_rank_log: a shell on each rank sends the command's stdout and stderr to its own
+// file, named by the launcher's rank variable (as DeepSpeed's launch.py names them).
+void wrap_rank_logs(const LaunchOptions& options, const LaunchEnvironment& env, LaunchPlan& plan) {
+  const std::string log_dir = each_rank_log_dir(options, env);
+  if (log_dir.empty()) return;
+  const std::string prefix = fmt::format("{}/{}_rank", log_dir, env.start_timestamp);
+  plan.rank_log_pattern = prefix + "<N>.log";
+  plan.argv.insert(
+      plan.argv.end(),
+      {"sh", "-c",
+       fmt::format("mkdir -p {} && exec \"$@\" >{}\"${{OMPI_COMM_WORLD_RANK:-${{PMI_RANK:-"
+                   "${{SLURM_PROCID:-0}}}}}}\".log 2>&1",
+                   shell_quote(log_dir), shell_quote(prefix)),
+       "zero-rank-log"});
+}
+
+}  // namespace
+
+StatusOr<LaunchPlan> build_launch_plan(const LaunchOptions& options, const LaunchEnvironment& env) {
+  ZERO_RETURN_IF_ERROR(validate_options(options));
+  LaunchPlan plan;
+  plan.master_addr = options.master_addr;
+  const bool local_run = !env.hostfile.has_value();
+  std::vector<std::string> slurm_node_args;
+  ZERO_RETURN_IF_ERROR(plan_resources(options, env, plan, slurm_node_args));
+  ZERO_RETURN_IF_ERROR(plan_exports(options, env, plan));
   ZERO_ASSIGN_OR_RETURN(std::vector<std::string> launcher_args,
                         split_shell_words(options.launcher_args));
-  std::vector<std::string>& argv = plan.argv;
-  if (slurm) {
-    argv = {"srun", "-n", std::to_string(plan.world_size)};
-    if (!local_run) {
-      std::vector<std::string> hosts;
-      for (const HostSlots& h : plan.resources) hosts.push_back(h.host);
-      slurm_node_args = {"--nodes", std::to_string(hosts.size()),
-                         fmt::format("--nodelist={}", fmt::join(hosts, ","))};
-      bool uniform = std::all_of(plan.resources.begin(), plan.resources.end(), [&](auto& h) {
-        return h.slots.size() == plan.resources.front().slots.size();
-      });
-      if (uniform) {
-        slurm_node_args.push_back("--ntasks-per-node");
-        slurm_node_args.push_back(std::to_string(plan.resources.front().slots.size()));
-      }
-    }
-    argv.insert(argv.end(), slurm_node_args.begin(), slurm_node_args.end());
-    // srun --export=ALL already passes the whole environment; add the explicit values.
-    std::string export_arg = "--export=ALL";
-    for (const auto& [name, value] : plan.exports) {
-      if (value.find(',') != std::string::npos) {
-        return invalid_argument("export {}='{}': srun --export cannot carry a value with ','", name,
-                                value);
-      }
-      export_arg += fmt::format(",{}={}", name, value);
-    }
-    argv.push_back(export_arg);
+  if (options.launcher == LauncherKind::kSlurm) {
+    ZERO_ASSIGN_OR_RETURN(plan.argv, srun_argv(plan, local_run, slurm_node_args));
   } else {
-    argv = {"mpirun", "-np", std::to_string(plan.world_size)};
-    if (!local_run) {
-      std::vector<std::string> hosts;
-      for (const HostSlots& h : plan.resources) {
-        hosts.push_back(fmt::format("{}:{}", h.host, h.slots.size()));
-      }
-      argv.push_back("--host");
-      argv.push_back(fmt::format("{}", fmt::join(hosts, ",")));
-    }
-    // Open MPI binds each rank to one core by default (np <= 2), which starves OpenMP threads.
-    argv.insert(argv.end(), {"--bind-to", "none"});
-    if (local_run && plan.world_size > env.local_cores) argv.push_back("--oversubscribe");
-    if (env.is_root) argv.push_back("--allow-run-as-root");
-    for (const auto& [name, value] : plan.exports) {
-      argv.insert(argv.end(), {"-x", fmt::format("{}={}", name, value)});
-    }
-    for (const std::string& name : plan.forwarded_vars) argv.insert(argv.end(), {"-x", name});
+    plan.argv = mpirun_argv(plan, env, local_run);
   }
-  argv.insert(argv.end(), launcher_args.begin(), launcher_args.end());
-  // --enable_each_rank_log: a shell on each rank sends the command's stdout and stderr to its own
-  // file, named by the launcher's rank variable (as DeepSpeed's launch.py names them).
-  const std::string log_dir = each_rank_log_dir(options, env);
-  if (!log_dir.empty()) {
-    const std::string prefix = fmt::format("{}/{}_rank", log_dir, env.start_timestamp);
-    plan.rank_log_pattern = prefix + "<N>.log";
-    argv.insert(
-        argv.end(),
-        {"sh", "-c",
-         fmt::format("mkdir -p {} && exec \"$@\" >{}\"${{OMPI_COMM_WORLD_RANK:-${{PMI_RANK:-"
-                     "${{SLURM_PROCID:-0}}}}}}\".log 2>&1",
-                     shell_quote(log_dir), shell_quote(prefix)),
-         "zero-rank-log"});
-  }
-  size_t command_start = argv.size();
-  argv.insert(argv.end(), options.command.begin(), options.command.end());
+  plan.argv.insert(plan.argv.end(), launcher_args.begin(), launcher_args.end());
+  wrap_rank_logs(options, env, plan);
+  const size_t command_start = plan.argv.size();
+  plan.argv.insert(plan.argv.end(), options.command.begin(), options.command.end());
   // Ranks run the same build as the launcher.
-  if (argv[command_start] == "zero" && !env.self_exe.empty()) argv[command_start] = env.self_exe;
+  if (plan.argv[command_start] == "zero" && !env.self_exe.empty()) {
+    plan.argv[command_start] = env.self_exe;
+  }
   return plan;
 }
 

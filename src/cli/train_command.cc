@@ -37,17 +37,11 @@ CLI::Option* add_bool_flag(CLI::App* app, const std::string& name, bool& target,
 
 }  // namespace
 
-void add_train_command(CLI::App& app, int& exit_code) {
-  auto a = std::make_shared<runtime::TrainArgs>();
-  CLI::App* t = app.add_subcommand(
-      "train",
-      "train or fine-tune a model with ZeRO (world size 1 alone; N ranks under mpirun / zero "
-      "launch)");
-  t->footer(
-      "Flags named like the HF TrainingArguments resolve \"auto\" values of the config; a flag "
-      "counts only when given,\nand one that contradicts an explicit config value is an error "
-      "naming both. Metrics go to OUTPUT_DIR/metrics.jsonl\n(one JSON object per optimizer step). "
-      "Data order is sequential by default (HF shuffles; pass --data_order shuffle).");
+namespace {
+
+// The model, the data and evaluation.
+void add_input_flags(CLI::App* t, runtime::TrainArgs& args) {
+  runtime::TrainArgs* a = &args;
   add_value(t, "deepspeed", a->deepspeed, "ds_config.json (or url-safe base64 of its JSON)");
   t->add_option("--model,--model_name_or_path,--model-name-or-path", a->model,
                 "HF model directory (config.json + safetensors) or preset:NAME")
@@ -71,6 +65,11 @@ void add_train_command(CLI::App& app, int& exit_code) {
   add_value(t, "data_dtype", a->data_dtype,
             "uint8 (bytes as tokens) | uint16 | uint32 (default: uint16, or the llm.c header's)");
   add_value(t, "data_order", a->data_order, "sequential (default) | shuffle (per epoch, --seed)");
+}
+
+// The run: output, length, checkpoints, device, logging.
+void add_run_flags(CLI::App* t, runtime::TrainArgs& args) {
+  runtime::TrainArgs* a = &args;
   add_value(t, "output_dir", a->output_dir, "where metrics.jsonl, checkpoints and final/ go")
       ->required();
   add_bool_flag(t, "overwrite_output_dir", a->overwrite_output_dir,
@@ -123,6 +122,14 @@ void add_train_command(CLI::App& app, int& exit_code) {
   add_bool_flag(t, "verbose", a->verbose,
                 "print the whole effective DeepSpeed config (always written to "
                 "OUTPUT_DIR/ds_config.effective.json)");
+}
+
+// HF TrainingArguments' hyperparameters: they resolve the config's "auto" values. --warmup_steps is
+// read as a number into `warmup_steps_flag` (transformers 5 takes a fraction in (0, 1) as a ratio
+// of the steps), split once parsed.
+void add_hyperparameter_flags(CLI::App* t, runtime::TrainArgs& args,
+                              std::optional<double>& warmup_steps_flag) {
+  runtime::TrainArgs* a = &args;
   add_value(t, "per_device_train_batch_size", a->per_device_train_batch_size,
             "train_micro_batch_size_per_gpu")
       ->check(int_at_least(1));
@@ -140,9 +147,7 @@ void add_train_command(CLI::App& app, int& exit_code) {
       ->check(real_at_least(0, false, 1));
   add_value(t, "adam_epsilon", a->adam_epsilon, "optimizer.params.eps")->check(real_at_least(0));
   add_value(t, "max_grad_norm", a->max_grad_norm, "gradient_clipping")->check(real_at_least(0));
-  // Read as a number: transformers 5 takes a fraction in (0, 1) as a ratio of the steps.
-  auto warmup_steps_flag = std::make_shared<std::optional<double>>();
-  add_value(t, "warmup_steps", *warmup_steps_flag,
+  add_value(t, "warmup_steps", warmup_steps_flag,
             "warmup steps (scheduler.params.warmup_num_steps with a scheduler block), or a "
             "fraction in (0, 1) of the total steps")
       ->check(real_at_least(0));
@@ -157,6 +162,25 @@ void add_train_command(CLI::App& app, int& exit_code) {
             "JSON object of the HF schedule's extra arguments, e.g. '{\"num_cycles\": 2}'");
   add_value(t, "bf16", a->bf16, "bf16.enabled (true/false)")->expected(0, 1)->default_str("true");
   add_value(t, "fp16", a->fp16, "fp16.enabled (true/false)")->expected(0, 1)->default_str("true");
+}
+
+}  // namespace
+
+void add_train_command(CLI::App& app, int& exit_code) {
+  auto a = std::make_shared<runtime::TrainArgs>();
+  CLI::App* t = app.add_subcommand(
+      "train",
+      "train or fine-tune a model with ZeRO (world size 1 alone; N ranks under mpirun / zero "
+      "launch)");
+  t->footer(
+      "Flags named like the HF TrainingArguments resolve \"auto\" values of the config; a flag "
+      "counts only when given,\nand one that contradicts an explicit config value is an error "
+      "naming both. Metrics go to OUTPUT_DIR/metrics.jsonl\n(one JSON object per optimizer step). "
+      "Data order is sequential by default (HF shuffles; pass --data_order shuffle).");
+  add_input_flags(t, *a);
+  add_run_flags(t, *a);
+  auto warmup_steps_flag = std::make_shared<std::optional<double>>();
+  add_hyperparameter_flags(t, *a, *warmup_steps_flag);
   // HF TrainingArguments flags that mean nothing here: accepted (scripts pass them) with a note.
   auto do_train = std::make_shared<bool>(false);
   auto report_to = std::make_shared<std::vector<std::string>>();

@@ -202,6 +202,9 @@ StatusOr<DsConfig> make_ds_config(const EffectiveConfig& config) {
   r.read("csv_monitor.enabled", c.csv_monitor.enabled);
   r.read("csv_monitor.output_path", c.csv_monitor.output_path);
   r.read("csv_monitor.job_name", c.csv_monitor.job_name);
+  r.read("tensorboard.enabled", c.tensorboard.enabled);
+  r.read("tensorboard.output_path", c.tensorboard.output_path);
+  r.read("tensorboard.job_name", c.tensorboard.job_name);
   r.read("checkpoint.tag_validation", c.checkpoint.tag_validation);
   r.read("checkpoint.use_node_local_storage", c.checkpoint.use_node_local_storage);
   r.read("checkpoint.load_universal", c.checkpoint.load_universal);

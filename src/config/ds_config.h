@@ -123,6 +123,7 @@ struct DsConfig {
   ZeroConfig zero;
   AioConfig aio;
   MonitorConfig csv_monitor;
+  MonitorConfig tensorboard;
   CheckpointConfig checkpoint;
   ActivationCheckpointingConfig activation_checkpointing;
 };

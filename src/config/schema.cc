@@ -272,7 +272,7 @@ constexpr BlockSpec kActivationCheckpointing{"activation_checkpointing",
 // ---------------
 
 constexpr KeySpec kTensorboardKeys[] = {
-    flag("enabled", "false", kUnimpl),
+    flag("enabled", "false"),
     text("output_path", "\"\""),
     text("job_name", "\"DeepSpeedJobName\""),
 };
@@ -285,8 +285,16 @@ constexpr KeySpec kCsvMonitorKeys[] = {
 };
 constexpr BlockSpec kCsvMonitor{"csv_monitor", kCsvMonitorKeys, UnknownKeys::kError};
 
+// W&B and Comet need their Python clients: a clear pointer to the monitors ZeRO.cpp writes.
+constexpr std::string_view kUseTensorboardOrCsv =
+    "not supported: use tensorboard or csv_monitor, which ZeRO.cpp writes";
+
 constexpr KeySpec kWandbKeys[] = {
-    flag("enabled", "false", kUnimpl),
+    {.name = "enabled",
+     .kind = Kind::kBool,
+     .default_json = "false",
+     .support = kUnimpl,
+     .note = kUseTensorboardOrCsv},
     text("group", "null"),
     text("team", "null"),
     text("project", "\"deepspeed\""),
@@ -294,7 +302,11 @@ constexpr KeySpec kWandbKeys[] = {
 constexpr BlockSpec kWandb{"wandb", kWandbKeys, UnknownKeys::kError};
 
 constexpr KeySpec kCometKeys[] = {
-    flag("enabled", "false", kUnimpl),
+    {.name = "enabled",
+     .kind = Kind::kBool,
+     .default_json = "false",
+     .support = kUnimpl,
+     .note = kUseTensorboardOrCsv},
     count("samples_log_interval", "100"),
     text("project", "null"),
     text("workspace", "null"),

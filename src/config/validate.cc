@@ -246,7 +246,7 @@ class Walker {
     } else if (!k.default_json.empty() && v == Json::parse(k.default_json)) {
       return;
     }
-    ctx_.warning(path, "not implemented by ZeRO.cpp; this setting is ignored");
+    ctx_.warning(path, "not implemented by ZeRO.cpp; this setting is ignored", std::string(k.note));
   }
 
   void unknown_key(const BlockSpec& spec, const std::string& key, const std::string& key_path) {

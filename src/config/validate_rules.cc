@@ -7,6 +7,7 @@
 
 #include "config/did_you_mean.h"
 #include "config/validate_internal.h"
+#include "config/zero_rules.h"
 #include "core/checked_math.h"
 
 namespace zero::config {
@@ -197,44 +198,37 @@ void check_optimizer_with_zero(Context& ctx, const Json& config, const Facts& f)
   }
 }
 
-void check_zero(Context& ctx, const Json& config, const Facts& f) {
+void check_zero(Context& ctx, const Json& config, const Facts& f, int world_size) {
   if (f.zero == nullptr) return;
-  const std::string param_path = "zero_optimization.offload_param";
-  const std::string optim_path = "zero_optimization.offload_optimizer";
-  const std::string& param_device = f.param_device;
-  const std::string& optim_device = f.optim_device;
-  bool below3 = f.stage && *f.stage < 3;
-  if (param_device != "none" && below3) {
-    ctx.warning(
-        param_path,
-        fmt::format("ignored below ZeRO stage 3 (zero_optimization.stage is {})", f.stage_text),
-        "DeepSpeed ignores it too; use stage 3 to offload parameters");
-  }
-  if (optim_device == "nvme" && below3) {
-    ctx.warning(optim_path + ".device",
-                fmt::format("\"nvme\" is treated as \"cpu\" below ZeRO stage 3 "
-                            "(zero_optimization.stage is {})",
-                            f.stage_text),
-                "DeepSpeed does the same");
-  }
-  // NVMe offload needs a swap directory; DeepSpeed fails at start-up without one. The directory
-  // itself need not exist yet: `config check` never looks at the filesystem.
-  auto need_nvme_path = [&](const Json* offload, const std::string& path, bool active) {
-    if (!active || device_of(offload) != "nvme") return;
-    const Json* p = get(offload, "nvme_path");
-    if (p == nullptr || p->is_null() || (p->is_string() && p->get<std::string>().empty())) {
-      ctx.error(path + ".nvme_path",
-                fmt::format("missing: required when {}.device is \"nvme\"", path));
-    }
+  const bool below3 = f.stage && *f.stage < 3;
+  // The stage / offload rules are apply_zero_rules' (what the engine applies too).
+  auto target = [](const std::string& device) {
+    if (device == "cpu") return OffloadTarget::kCpu;
+    if (device == "nvme") return OffloadTarget::kNvme;
+    return OffloadTarget::kNone;
   };
-  need_nvme_path(f.offload_param, param_path, !below3);
-  need_nvme_path(f.offload_optimizer, optim_path, !below3);
-
-  if (auto ratio = as_double(get(f.offload_optimizer, "ratio")); ratio && *ratio < 1.0 && below3) {
-    ctx.error(optim_path + ".ratio",
-              fmt::format("partial offload (ratio < 1) needs ZeRO stage 3 (zero_optimization.stage "
-                          "is {})",
-                          f.stage_text));
+  auto has_path = [](const Json* offload) {
+    const Json* p = get(offload, "nvme_path");
+    return p != nullptr && !p->is_null() && !(p->is_string() && p->get<std::string>().empty());
+  };
+  ZeroPlacement placement;
+  placement.stage = f.stage ? std::optional<int>(static_cast<int>(*f.stage)) : std::nullopt;
+  placement.stage_text = f.stage_text;
+  placement.optimizer_offload = target(f.optim_device);
+  placement.param_offload = target(f.param_device);
+  placement.optimizer_nvme_path = has_path(f.offload_optimizer);
+  placement.param_nvme_path = has_path(f.offload_param);
+  placement.ratio = as_double(get(f.offload_optimizer, "ratio"));
+  if (const Json* type = get(get(&config, "optimizer"), "type"); type && type->is_string()) {
+    placement.lamb = lower(type->get<std::string>()) == "lamb";
+  }
+  placement.world_size = world_size;
+  for (const ZeroRuleFinding& r : apply_zero_rules(placement).findings) {
+    if (r.error) {
+      ctx.error(r.key, r.message, r.hint);
+    } else {
+      ctx.warning(r.key, r.message, r.hint);
+    }
   }
   if (is_true(get(f.zero, "legacy_stage1"))) {
     ctx.error("zero_optimization.legacy_stage1", "the legacy stage 1 implementation was removed",
@@ -397,7 +391,7 @@ void check_rules(Context& ctx, const Json& config, const ValidateOptions& option
   check_typed_block(ctx, config, "scheduler", scheduler_types());
   check_precision(ctx, config, facts);
   check_optimizer_with_zero(ctx, config, facts);
-  check_zero(ctx, config, facts);
+  check_zero(ctx, config, facts, static_cast<int>(options.world_size.value_or(0)));
   check_activation_checkpointing(ctx, config);
   check_batch(ctx, config, options);
 }

@@ -75,12 +75,25 @@ TEST(Validate, StageDependentWarnings) {
 }
 
 TEST(Validate, UnimplementedFeatureWarnsOnlyWhenUsed) {
-  EXPECT_TRUE(
-      check(R"({"tensorboard": {"enabled": false, "output_path": "x"}})").diagnostics.empty());
-  auto r = check(R"({"tensorboard": {"enabled": true}, "zero_optimization": {"stage": 3,
+  EXPECT_TRUE(check(R"({"wandb": {"enabled": false, "project": "x"}})").diagnostics.empty());
+  auto r = check(R"({"comms_logger": {"enabled": true}, "zero_optimization": {"stage": 3,
       "zero_quantized_weights": true}})");
-  EXPECT_TRUE(has(r, "warning: tensorboard.enabled: not implemented by ZeRO.cpp"));
+  EXPECT_TRUE(has(r, "warning: comms_logger.enabled: not implemented by ZeRO.cpp"));
   EXPECT_TRUE(has(r, "warning: zero_optimization.zero_quantized_weights: not implemented"));
+}
+
+// Issue 32 item 4: tensorboard is implemented (no warning); W&B and Comet point to the monitors
+// that are.
+TEST(Validate, TensorboardIsImplementedAndWandbCometPointToIt) {
+  EXPECT_TRUE(check(R"({"tensorboard": {"enabled": true, "output_path": "tb", "job_name": "j"}})")
+                  .diagnostics.empty());
+  auto r = check(R"({"wandb": {"enabled": true}, "comet": {"enabled": true}})");
+  for (const char* block : {"wandb", "comet"}) {
+    EXPECT_TRUE(has(r, std::string("warning: ") + block +
+                           ".enabled: not implemented by ZeRO.cpp; this setting is ignored (not "
+                           "supported: use tensorboard or csv_monitor, which ZeRO.cpp writes)"))
+        << r.format();
+  }
 }
 
 TEST(Validate, ActivationPartitioningWithoutModelParallelismIsCalledOut) {

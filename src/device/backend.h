@@ -29,6 +29,9 @@ struct SumSquaresOut {
 struct AdamShardViews {
   TensorView param, grad, exp_avg, exp_avg_sq;
   TensorView param_16bit;  // data == nullptr: none
+  // Optional (all three or none; data == nullptr: none), host backends only: param, exp_avg and
+  // exp_avg_sq as they were before the update, written in the same pass (a rollback copy).
+  TensorView prev_param, prev_exp_avg, prev_exp_avg_sq;
 };
 
 // Memory of one backend's device, freed on destruction (after the work reading it: the owner
@@ -101,7 +104,8 @@ class Backend {
   // out->sum_sq += sum(float(x)^2) in double; out->nonfinite |= any inf / NaN in x. `out` is host
   // memory, read after the stream (or an event after the op) was synchronized.
   virtual void sum_squares(Stream& stream, TensorView x, SumSquaresOut* out) = 0;
-  // One AdamW / Adam-L2 step of a shard (optim::adam_update's math).
+  // One AdamW / Adam-L2 step of a shard (optim::adam_update's math, bitwise: the CPU backend runs
+  // the vectorised CPU Adam, kernels/adamw/adamw_simd.h; the CUDA one its fused kernel).
   virtual void adamw(Stream& stream, const optim::AdamArgs& args, const AdamShardViews& shard,
                      float grad_scale) = 0;
 };

@@ -66,5 +66,43 @@ TEST(DeviceBuffer, MovedFromIsEmpty) {
   EXPECT_EQ(c.numel(), 8);
 }
 
+// The host engine's update (the CPU backend on inline streams): the vectorised CPU Adam with the
+// rollback copy written in the same pass, bitwise the scalar optimizer, and the copy the state as
+// it was before the update.
+TEST(CpuBackend, AdamwWritesTheRollbackCopyOnAnInlineStream) {
+  auto backend = make_cpu_backend();
+  StreamOptions inline_options;
+  inline_options.inline_host = true;
+  CpuStream host("host", inline_options);
+  const int64_t n = 1000;
+  std::vector<float> p(n), g(n), m(n, 0.1f), v(n, 0.2f);
+  for (int64_t i = 0; i < n; ++i) {
+    p[static_cast<size_t>(i)] = 0.01f * static_cast<float>(i % 17) - 0.05f;
+    g[static_cast<size_t>(i)] = 0.003f * static_cast<float>(i % 13) - 0.02f;
+  }
+  const std::vector<float> p0 = p, m0 = m, v0 = v;
+  std::vector<float> p2 = p, m2 = m, v2 = v;
+  std::vector<float> prev_p(n), prev_m(n), prev_v(n);
+  optim::AdamArgs args;
+  args.lr = 1e-2f;
+  args.weight_decay = 0.1f;
+  args.step = 2;
+  auto view = [n](std::vector<float>& x) {
+    return TensorView{x.data(), DType::kF32, Shape{n}, Device::kCpu};
+  };
+  AdamShardViews shard{view(p), view(g),      view(m),      view(v),
+                       {},      view(prev_p), view(prev_m), view(prev_v)};
+  backend->adamw(host, args, shard, 0.5f);  // inline: done when it returns
+  optim::AdamShard direct{p2.data(), g.data(), m2.data(), v2.data(), n};
+  optim::adam_update(args, direct, 0.5f);
+  EXPECT_EQ(p, p2);
+  EXPECT_EQ(m, m2);
+  EXPECT_EQ(v, v2);
+  EXPECT_EQ(prev_p, p0);
+  EXPECT_EQ(prev_m, m0);
+  EXPECT_EQ(prev_v, v0);
+  EXPECT_TRUE(host.synchronize().ok());
+}
+
 }  // namespace
 }  // namespace zero::device::testing

@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "device/backend.h"
+
+#include "kernels/adamw/adamw_simd.h"
 #include "kernels/elementwise/elementwise.h"
 #include "kernels/norm/norm.h"
 
@@ -76,7 +78,7 @@ class CpuBackend final : public Backend {
     ZERO_CHECK(dst.dtype == src.dtype && dst.numel() == src.numel(),
                "transfer: ", dtype_name(src.dtype), "[", src.numel(), "] into ",
                dtype_name(dst.dtype), "[", dst.numel(), "]");
-    cpu(stream).enqueue([dst, src] {
+    cpu(stream).submit([dst, src] {
       if (dst.data != src.data) std::memcpy(dst.data, src.data, src.nbytes());
       return ok_status();
     });
@@ -84,7 +86,7 @@ class CpuBackend final : public Backend {
 
   void zero(Stream& stream, TensorView dst) override {
     check_host(dst, "zero: dst");
-    cpu(stream).enqueue([dst] {
+    cpu(stream).submit([dst] {
       std::memset(dst.data, 0, dst.nbytes());
       return ok_status();
     });
@@ -94,7 +96,7 @@ class CpuBackend final : public Backend {
     check_host(dst, "copy: dst");
     check_host(src, "copy: src");
     ZERO_CHECK(dst.numel() == src.numel(), "copy: ", dst.numel(), " vs ", src.numel(), " elements");
-    cpu(stream).enqueue([dst, src] {
+    cpu(stream).submit([dst, src] {
       const size_t n = static_cast<size_t>(src.numel());
       if (dst.dtype == src.dtype) {
         if (dst.data != src.data) std::memcpy(dst.data, src.data, src.nbytes());
@@ -120,7 +122,7 @@ class CpuBackend final : public Backend {
     check_host(x, "accumulate: x");
     ZERO_CHECK(acc.dtype == DType::kF32, "accumulate: the accumulator must be fp32");
     ZERO_CHECK(acc.numel() == x.numel(), "accumulate: ", acc.numel(), " vs ", x.numel());
-    cpu(stream).enqueue([acc, x] {
+    cpu(stream).submit([acc, x] {
       float* a = static_cast<float*>(acc.data);
       for_f32_chunks(x, [&](const float* v, int64_t b, int64_t len) {
         kernels::cpu::accumulate<float>(a + b, v, len);
@@ -132,7 +134,7 @@ class CpuBackend final : public Backend {
   void scale(Stream& stream, TensorView x, float s) override {
     check_host(x, "scale: x");
     ZERO_CHECK(x.dtype == DType::kF32, "scale: x must be fp32");
-    cpu(stream).enqueue([x, s] {
+    cpu(stream).submit([x, s] {
       kernels::cpu::scale<float>(static_cast<float*>(x.data), s, x.numel());
       return ok_status();
     });
@@ -140,7 +142,7 @@ class CpuBackend final : public Backend {
 
   void sum_squares(Stream& stream, TensorView x, SumSquaresOut* out) override {
     check_host(x, "sum_squares: x");
-    cpu(stream).enqueue([x, out] {
+    cpu(stream).submit([x, out] {
       for_f32_chunks(x, [&](const float* v, int64_t, int64_t len) {
         const kernels::cpu::SumSquares r = kernels::cpu::sum_squares(v, len);
         out->sum_sq += r.sum_sq;
@@ -152,12 +154,17 @@ class CpuBackend final : public Backend {
 
   void adamw(Stream& stream, const optim::AdamArgs& args, const AdamShardViews& shard,
              float grad_scale) override {
-    for (const TensorView* v : {&shard.param, &shard.grad, &shard.exp_avg, &shard.exp_avg_sq}) {
+    const TensorView* views[] = {&shard.param,          &shard.grad,       &shard.exp_avg,
+                                 &shard.exp_avg_sq,     &shard.prev_param, &shard.prev_exp_avg,
+                                 &shard.prev_exp_avg_sq};
+    const int checked = shard.prev_param.data != nullptr ? 7 : 4;  // the rollback copy is optional
+    for (int i = 0; i < checked; ++i) {
+      const TensorView* v = views[i];
       check_host(*v, "adamw: shard");
       ZERO_CHECK(v->dtype == DType::kF32 && v->numel() == shard.param.numel(),
-                 "adamw: param, grad and moments must be fp32 of the same numel");
+                 "adamw: param, grad, moments and rollback copies must be fp32 of the same numel");
     }
-    cpu(stream).enqueue([args, shard, grad_scale] {
+    cpu(stream).submit([args, shard, grad_scale] {
       optim::AdamShard s;
       s.param = static_cast<float*>(shard.param.data);
       s.grad = static_cast<const float*>(shard.grad.data);
@@ -166,7 +173,11 @@ class CpuBackend final : public Backend {
       s.numel = shard.param.numel();
       s.param_16bit = shard.param_16bit.data;
       s.param_16bit_dtype = shard.param_16bit.dtype;
-      optim::adam_update(args, s, grad_scale);
+      s.prev_param = static_cast<float*>(shard.prev_param.data);
+      s.prev_exp_avg = static_cast<float*>(shard.prev_exp_avg.data);
+      s.prev_exp_avg_sq = static_cast<float*>(shard.prev_exp_avg_sq.data);
+      // The vectorised CPU Adam (DeepSpeedCPUAdam's role), bitwise optim::adam_update.
+      kernels::cpu::adam_update_simd(args, s, grad_scale);
       return ok_status();
     });
   }

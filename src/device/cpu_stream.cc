@@ -51,9 +51,10 @@ void CpuEvent::State::wait_for(uint64_t generation) const {
 
 CpuStream::CpuStream(std::string name, StreamOptions options)
     : name_(std::move(name)),
+      inline_(options.inline_host),
       max_delay_us_(options.max_delay_us > 0 ? options.max_delay_us : delay_us_from_env()),
       delay_rng_(options.delay_seed) {
-  worker_ = std::thread([this] { worker_main(); });
+  if (!inline_) worker_ = std::thread([this] { worker_main(); });
 }
 
 CpuStream::~CpuStream() {
@@ -62,7 +63,7 @@ CpuStream::~CpuStream() {
     stopping_ = true;
   }
   cv_.notify_all();
-  worker_.join();
+  if (worker_.joinable()) worker_.join();
 }
 
 void CpuStream::enqueue(std::function<Status()> op) { push(Op{std::move(op), false}); }
@@ -76,6 +77,20 @@ void CpuStream::enqueue_always(std::function<void()> op) {
 }
 
 void CpuStream::push(Op op) {
+  if (inline_) {
+    // The caller is the stream: run it now, with the worker's sticky-error rule.
+    bool skip;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      skip = !first_error_.ok();
+    }
+    Status s = skip && !op.ordering_only ? ok_status() : op.fn();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!s.ok() && first_error_.ok()) first_error_ = std::move(s);
+    ++queued_;
+    ++done_;
+    return;
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.push_back(std::move(op));

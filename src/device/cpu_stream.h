@@ -28,6 +28,11 @@ struct StreamOptions {
   uint64_t delay_seed = 1;
   // The CUDA backend's GPU (one per rank: the local rank); the CPU backend ignores it.
   int cuda_device = 0;
+  // CPU streams: run each op at once on the thread that queues it, no worker thread (the host
+  // engine's streams: the work is the caller's own, and a hand-off per op would only add latency).
+  // Program order is then stream order; a wait blocks the caller until the event completes; delays
+  // are not applied.
+  bool inline_host = false;
 };
 
 // ZERO_STREAM_DELAY_US as a number (0 when unset or invalid).
@@ -77,6 +82,28 @@ class CpuStream final : public Stream {
   // Queues `op` (run on the worker thread, after everything queued before it). A failing op's
   // Status is kept for synchronize(); ops queued after a failure are skipped.
   void enqueue(std::function<Status()> op);
+  // enqueue() without the std::function on an inline stream: `op` (a callable returning Status)
+  // runs here and now, under the same sticky-error rule. The CPU backend's ops go through it.
+  template <typename F>
+  void submit(F&& op) {
+    if (!inline_) {
+      enqueue(std::function<Status()>(std::forward<F>(op)));
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!first_error_.ok()) {  // skipped, as after a failure on a worker
+        ++queued_;
+        ++done_;
+        return;
+      }
+    }
+    Status s = op();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!s.ok() && first_error_.ok()) first_error_ = std::move(s);
+    ++queued_;
+    ++done_;
+  }
   // Queues `op` to run even after a failed op (as event records and waits do): a collective, which
   // every rank must issue whatever its own stream's state.
   void enqueue_always(std::function<void()> op);
@@ -90,6 +117,7 @@ class CpuStream final : public Stream {
   void worker_main();
 
   const std::string name_;
+  const bool inline_;  // StreamOptions::inline_host: no worker_, ops run in push()
   int64_t max_delay_us_;
   std::mt19937_64 delay_rng_;  // worker thread only
 

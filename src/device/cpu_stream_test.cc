@@ -187,5 +187,44 @@ TEST(CpuStream, DestructorRunsWhatIsQueued) {
   EXPECT_EQ(ran.load(), 20);
 }
 
+// The host engine's streams (inline_host): each op runs at once on the queueing thread, in program
+// order, with the worker's sticky errors; a record completes at once; a wait on another stream's
+// event blocks the caller until that stream gets there.
+TEST(CpuStream, InlineRunsEachOpAtOnceOnTheCallingThread) {
+  CpuStream host("host", {.inline_host = true});
+  const std::thread::id me = std::this_thread::get_id();
+  std::vector<int> order;
+  host.enqueue([&] {
+    EXPECT_EQ(std::this_thread::get_id(), me);
+    order.push_back(1);
+    return ok_status();
+  });
+  EXPECT_EQ(order, std::vector<int>{1}) << "ran before enqueue returned";
+  CpuEvent e;
+  host.record(e);
+  EXPECT_TRUE(e.query());
+  host.enqueue([] { return internal_error("boom"); });
+  host.enqueue([&] {
+    order.push_back(2);  // skipped: after a failure
+    return ok_status();
+  });
+  host.enqueue_always([&] { order.push_back(3); });
+  EXPECT_EQ(order, (std::vector<int>{1, 3}));
+  EXPECT_EQ(host.synchronize().message(), "boom");
+  EXPECT_TRUE(host.synchronize().ok()) << "cleared";
+
+  CpuStream worker("worker");
+  std::atomic<bool> produced{false};
+  worker.enqueue([&] {
+    std::this_thread::sleep_for(20ms);
+    produced = true;
+    return ok_status();
+  });
+  CpuEvent done;
+  worker.record(done);
+  host.wait(done);
+  EXPECT_TRUE(produced) << "the wait held the caller until the worker's record";
+}
+
 }  // namespace
 }  // namespace zero::device

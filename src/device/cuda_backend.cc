@@ -275,6 +275,7 @@ class CudaBackend final : public Backend {
       ZERO_CHECK(shard.param_16bit.numel() == shard.param.numel(), "adamw: param_16bit numel ",
                  shard.param_16bit.numel(), " != ", shard.param.numel());
     }
+    ZERO_CHECK(shard.prev_param.data == nullptr, "adamw: no rollback copy on the CUDA backend");
     CudaStream& s = ready(stream);
     if (s.failed()) return;
     optim::AdamShard d;

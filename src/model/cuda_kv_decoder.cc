@@ -259,17 +259,7 @@ void CudaKvDecoder::append(ParamAccess& params, const int32_t* tokens, int64_t n
   {
     AcquiredUnit w(params, emb, layout.unit(emb), mb.widened_embedding, s);
     // GPT-2's position rows start at the first new position.
-    if (w->dtype == DType::kF32) {
-      const float* wpe = w->f32_opt(ParamKind::kPositionEmbedding);
-      kc::encoder_forward<float>(x, tokens_, w->f32(ParamKind::kTokenEmbedding),
-                                 wpe != nullptr ? wpe + length_ * C : nullptr, 1, n, C, V, s);
-    } else {
-      const auto* wpe = static_cast<const char*>(w->stored_opt(ParamKind::kPositionEmbedding));
-      cuda_glue::embed_16(x, tokens_, w->stored(ParamKind::kTokenEmbedding),
-                          wpe != nullptr ? wpe + length_ * C * dtype_bytes(w->dtype) : nullptr,
-                          w->dtype, 1, n, C, V, s);
-    }
-    if (c.embedding_scale != 1.0f) kc::scale<float>(x, c.embedding_scale, n * C, s);  // Gemma
+    model_.embed_forward(x, tokens_, *w, 1, n, /*first_position=*/length_, s);
   }
 
   CacheAttention attention(*this, n);
@@ -291,16 +281,7 @@ void CudaKvDecoder::append(ParamAccess& params, const int32_t* tokens, int64_t n
   const UnitSpec& fu = layout.unit(fin);
   {
     AcquiredUnit fw(params, fin, fu, mb.widened_unit, s);
-    const float eps = static_cast<float>(c.norm_eps);
-    if (c.arch == Arch::kGpt2) {
-      kc::layernorm_forward<float>(final_norm_, final_mean_, final_rstd_, last,
-                                   fw->f32(ParamKind::kFinalNormWeight),
-                                   fw->f32(ParamKind::kFinalNormBias), 1, C, eps, s);
-    } else {
-      kc::rmsnorm_forward<float>(final_norm_, final_rstd_, last,
-                                 model_.norm_weight(fw->f32(ParamKind::kFinalNormWeight), C), 1, C,
-                                 eps, s);
-    }
+    model_.final_norm_forward(final_norm_, final_mean_, final_rstd_, last, *fw, 1, s);
     const int64_t logits_ld = CudaTransformer::logits_row_stride(fw->dtype, V);
     if (fu.find(ParamKind::kLmHead) != nullptr) {
       model_.head_forward(logits_, logits_ld, final_norm_, *fw, ParamKind::kLmHead, 1, x16_);

@@ -11,12 +11,16 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <string>
 #include <utility>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "core/check.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_stream.h"
+#include "core/cuda/device_alloc.h"
 #include "kernels/attention/attention_cuda.h"
 #include "kernels/cross_entropy/cross_entropy.h"
 #include "kernels/cross_entropy/cross_entropy_cuda.h"
@@ -283,7 +287,16 @@ void CudaTransformer::ensure_buffers(int64_t B, int64_t T, DType dtype) {
     bf.slab = nullptr;
   }
   bf.slab_bytes = carve_slab(c, options_, B, T, dtype, bf, nullptr);
-  CUDA_ABORT_IF_ERROR(cudaMalloc(&bf.slab, bf.slab_bytes));
+  // The memory plan sizes the slab with activation_bytes, this very count, for its planned
+  // micro-batch.
+  const std::string what = fmt::format("the CUDA model's activation slab for {} x {} tokens ({})",
+                                       B, T, dtype_name(dtype));
+  bf.slab = static_cast<decltype(bf.slab)>(zero::cuda::device_alloc_or_exit(
+      {.what = what,
+       .bytes = bf.slab_bytes,
+       .planned_bytes = activation_bytes(c, options_, B, T, dtype),
+       .advice = "a smaller --per_device_train_batch_size or --block_size, or "
+                 "--gradient_checkpointing (with activation_checkpointing.cpu_checkpointing)"}));
   carve_slab(c, options_, B, T, dtype, bf, bf.slab);
   if (bf.host_checkpoints != nullptr) {
     std::array<float*, CudaHostCheckpoints::kDeviceSlots> slots{};
@@ -351,7 +364,7 @@ float CudaTransformer::forward(ParamAccess& params, const int32_t* tokens, const
   ZERO_CHECK(T >= 1 && (c.arch != Arch::kGpt2 || T <= c.max_position_embeddings),
              "sequence length ", T, " exceeds max_position_embeddings ", c.max_position_embeddings);
   Buffers& bf = *buffers_;
-  const int64_t N = B * T, C = c.hidden_size, V = c.vocab_size;
+  const int64_t N = B * T, V = c.vocab_size;
 
   // Embedding unit (its dtype, the model's, sizes the slab).
   const int emb = layout_.embedding_unit();
@@ -361,17 +374,7 @@ float CudaTransformer::forward(ParamAccess& params, const int32_t* tokens, const
     upload_batch(tokens, targets);
     CudaHostCheckpoints* host = bf.host_checkpoints.get();
     if (host != nullptr) host->await_copies(0, stream_);
-    if (w->dtype == DType::kF32) {
-      kc::encoder_forward<float>(residual_at(0), bf.tokens, w->f32(ParamKind::kTokenEmbedding),
-                                 w->f32_opt(ParamKind::kPositionEmbedding), B, T, C, V, stream_);
-    } else {
-      cuda_glue::embed_16(residual_at(0), bf.tokens, w->stored(ParamKind::kTokenEmbedding),
-                          w->stored_opt(ParamKind::kPositionEmbedding), w->dtype, B, T, C, V,
-                          stream_);
-    }
-    // Gemma: the rows times sqrt(hidden), as the CPU model (block_forward.cc).
-    if (c.embedding_scale != 1.0f)
-      kc::scale<float>(residual_at(0), c.embedding_scale, N * C, stream_);
+    embed_forward(residual_at(0), bf.tokens, *w, B, T, /*first_position=*/0, stream_);
     if (host != nullptr) host->save(0, stream_);
   }
 
@@ -393,17 +396,8 @@ float CudaTransformer::forward(ParamAccess& params, const int32_t* tokens, const
   const UnitSpec& fu = layout_.unit(fin);
   AcquiredDeviceUnit fw(params, fin, fu, bf.widened_unit, stream_);
   check_dtype(*fw);
-  const float eps = static_cast<float>(c.norm_eps);
-  const float* xL = residual_at(c.num_layers);
-  if (c.arch == Arch::kGpt2) {
-    kc::layernorm_forward<float>(bf.final_norm, bf.final_mean, bf.final_rstd, xL,
-                                 fw->f32(ParamKind::kFinalNormWeight),
-                                 fw->f32(ParamKind::kFinalNormBias), N, C, eps, stream_);
-  } else {
-    kc::rmsnorm_forward<float>(bf.final_norm, bf.final_rstd, xL,
-                               norm_weight(fw->f32(ParamKind::kFinalNormWeight), C), N, C, eps,
-                               stream_);
-  }
+  final_norm_forward(bf.final_norm, bf.final_mean, bf.final_rstd, residual_at(c.num_layers), *fw, N,
+                     stream_);
   if (fu.find(ParamKind::kLmHead) != nullptr) {
     head_forward(bf.logits, bf.logits_ld, bf.final_norm, *fw, ParamKind::kLmHead, N);
   } else {
@@ -546,7 +540,7 @@ class CudaTransformer::BatchAttention final : public CudaBlockAttention {
   float* lse_;
 };
 
-const float* CudaTransformer::norm_weight(const float* w, int64_t n) {
+const float* CudaTransformer::norm_weight(const float* w, int64_t n) const {
   const ModelConfig& c = layout_.config();
   if (c.norm_weight_offset == 0) return w;
   const int64_t most = std::max(c.hidden_size, c.head_dim());

@@ -155,7 +155,7 @@ class CudaTransformer final : public Model {
                             BlockActs& a);
   // The weights an RMSNorm multiplies by: w itself, or Gemma's (1 + w) written into
   // Buffers::norm_weights (valid until the next call; n <= max(C, D)).
-  const float* norm_weight(const float* w, int64_t n);
+  const float* norm_weight(const float* w, int64_t n) const;
   void llama_block_backward(const DeviceUnit& w, float* dw, const float* x, float* dx,
                             BlockActs& a);
   // ZERO_CHECK: unit w has the dtype the slab was carved for (all units share one).
@@ -179,6 +179,15 @@ class CudaTransformer final : public Model {
   // that the large GEMM has every extent and row stride a multiple of 16 bytes (what cuBLASLt's
   // fast kernels need: GPT-2's V = 50257 otherwise takes align1 kernels, a fifth of an H200 step),
   // and the < 8 rows left their own small GEMM. inp16: as dense_forward.
+  // The embedding, training's and decoding's: x (B*T, C) fp32 = token rows of embedding unit w
+  // plus, for GPT-2, position rows from `first_position` (decoding appends after its cache), read
+  // in w's dtype.
+  void embed_forward(float* x, const int32_t* tokens, const DeviceUnit& w, int64_t B, int64_t T,
+                     int64_t first_position, cudaStream_t s) const;
+  // The final norm of `rows` rows of x with final unit fw's weights (LayerNorm for GPT-2 keeping
+  // mean and rstd, RMSNorm for the Llama family keeping rstd; mean unused then).
+  void final_norm_forward(float* norm, float* mean, float* rstd, const float* x,
+                          const DeviceUnit& fw, int64_t rows, cudaStream_t s) const;
   void head_forward(float* logits, int64_t logits_ld, const float* norm, const DeviceUnit& w,
                     ParamKind weight, int64_t N, void* inp16 = nullptr);
   // The loss's gradient through the LM head (weight `weight` of unit w, (V, C)): dlogits (N, V) =

@@ -14,6 +14,7 @@
 #include "kernels/attention/attention_cuda.h"
 #include "kernels/cross_entropy/cross_entropy_cuda.h"
 #include "kernels/elementwise/elementwise_cuda.h"
+#include "kernels/encoder/encoder_cuda.h"
 #include "kernels/gelu/gelu_cuda.h"
 #include "kernels/layernorm/layernorm_cuda.h"
 #include "kernels/matmul/matmul_cuda.h"
@@ -398,6 +399,38 @@ void CudaTransformer::dense_backward(float* dinp, float* dweight, float* dbias, 
                            static_cast<const T16*>(w.stored(weight)), N, C, OC, stream_,
                            accumulate_dinp);
   });
+}
+
+void CudaTransformer::embed_forward(float* x, const int32_t* tokens, const DeviceUnit& w, int64_t B,
+                                    int64_t T, int64_t first_position, cudaStream_t s) const {
+  const ModelConfig& c = layout_.config();
+  const int64_t C = c.hidden_size, V = c.vocab_size;
+  if (w.dtype == DType::kF32) {
+    const float* wpe = w.f32_opt(ParamKind::kPositionEmbedding);
+    kc::encoder_forward<float>(x, tokens, w.f32(ParamKind::kTokenEmbedding),
+                               wpe != nullptr ? wpe + first_position * C : nullptr, B, T, C, V, s);
+  } else {
+    const auto* wpe = static_cast<const char*>(w.stored_opt(ParamKind::kPositionEmbedding));
+    cuda_glue::embed_16(x, tokens, w.stored(ParamKind::kTokenEmbedding),
+                        wpe != nullptr ? wpe + first_position * C * dtype_bytes(w.dtype) : nullptr,
+                        w.dtype, B, T, C, V, s);
+  }
+  // Gemma: the rows times sqrt(hidden), as the CPU model (block_forward.cc).
+  if (c.embedding_scale != 1.0f) kc::scale<float>(x, c.embedding_scale, B * T * C, s);
+}
+
+void CudaTransformer::final_norm_forward(float* norm, float* mean, float* rstd, const float* x,
+                                         const DeviceUnit& fw, int64_t rows, cudaStream_t s) const {
+  const ModelConfig& c = layout_.config();
+  const float eps = static_cast<float>(c.norm_eps);
+  if (c.arch == Arch::kGpt2) {
+    kc::layernorm_forward<float>(norm, mean, rstd, x, fw.f32(ParamKind::kFinalNormWeight),
+                                 fw.f32(ParamKind::kFinalNormBias), rows, c.hidden_size, eps, s);
+  } else {
+    kc::rmsnorm_forward<float>(norm, rstd, x,
+                               norm_weight(fw.f32(ParamKind::kFinalNormWeight), c.hidden_size),
+                               rows, c.hidden_size, eps, s);
+  }
 }
 
 void CudaTransformer::head_forward(float* logits, int64_t logits_ld, const float* norm,

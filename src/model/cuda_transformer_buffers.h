@@ -15,6 +15,7 @@
 #include "core/check.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_stream.h"
+#include "core/cuda/device_alloc.h"
 #include "kernels/elementwise/elementwise_cuda.h"
 #include "kernels/matmul/matmul_cuda.h"
 #include "model/cuda_host_checkpoints.h"
@@ -131,7 +132,11 @@ class CudaTransformer::DeviceWiden {
     if (numel > numel_) {
       // Why the free's device sync is harmless: it happens once per size, in the first steps.
       if (values_ != nullptr) CUDA_ABORT_IF_ERROR(cudaFree(values_));
-      CUDA_ABORT_IF_ERROR(cudaMalloc(&values_, static_cast<size_t>(numel) * sizeof(float)));
+      values_ = static_cast<float*>(zero::cuda::device_alloc_or_exit(
+          {.what = "the fp32 buffer a 16-bit unit's small parameters are widened into",
+           .bytes = static_cast<size_t>(numel) * sizeof(float),
+           .planned_bytes = -1,
+           .advice = "fewer ranks per GPU, or a GPU with more free memory"}));
       numel_ = numel;
     }
     cuda_glue::WidenSegments segments;
@@ -178,7 +183,8 @@ class Carver {
 // Device bytes grown on demand to the largest request (attention's 16-bit copies).
 class DeviceScratch {
  public:
-  DeviceScratch() = default;
+  // `what` names it in an out-of-memory message (a string literal: not copied).
+  explicit DeviceScratch(const char* what) : what_(what) {}
   ~DeviceScratch() {
     if (data_ != nullptr) cudaFree(data_);
   }
@@ -189,7 +195,11 @@ class DeviceScratch {
     if (bytes > bytes_) {
       // Why the free's device sync is harmless: it happens once per size, in the first steps.
       if (data_ != nullptr) CUDA_ABORT_IF_ERROR(cudaFree(data_));
-      CUDA_ABORT_IF_ERROR(cudaMalloc(&data_, bytes));
+      data_ = zero::cuda::device_alloc_or_exit(
+          {.what = what_,
+           .bytes = bytes,
+           .planned_bytes = -1,
+           .advice = "a smaller --per_device_train_batch_size or --block_size"});
       bytes_ = bytes;
     }
     return static_cast<char*>(data_);
@@ -197,6 +207,7 @@ class DeviceScratch {
   int64_t bytes() const { return static_cast<int64_t>(bytes_); }
 
  private:
+  const char* what_;
   void* data_ = nullptr;
   size_t bytes_ = 0;
 };
@@ -239,10 +250,10 @@ struct CudaTransformer::Buffers {
   // own: the tied head holds it while the final unit is held).
   DeviceWiden widened_embedding, widened_unit;
   // 16-bit models: the 16-bit copies attention runs on (CudaTransformer::attention16_bytes).
-  DeviceScratch attention16;
+  DeviceScratch attention16{"the 16-bit copies attention runs on (q, k, v, output, gradients)"};
   // Gemma: the (1 + w) of the norm about to run (CudaTransformer::norm_weight), max(C, D) floats;
   // one suffices, each norm's kernels being queued before the next norm's weights are written.
-  DeviceScratch norm_weights;
+  DeviceScratch norm_weights{"Gemma's (1 + w) norm weights"};
   // cpu_checkpointing: the block inputs' host copies and their side stream (null when off).
   std::unique_ptr<CudaHostCheckpoints> host_checkpoints;
 

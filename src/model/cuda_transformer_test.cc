@@ -471,6 +471,37 @@ TEST(CudaTransformer, PresetGemmWeightsAreSixteenByteAligned) {
   }
 }
 
+// Issue 32 item 2: out of device memory mid-run (here forced by the ZERO_DEVICE_MEMORY_LIMIT
+// budget, on a GPU and on the emulator alike) names the buffer, the bytes asked and the plan's
+// figure, and exits with status 1 at once (it aborted naming only the cudaMalloc expression).
+// "threadsafe": the child re-executes the test binary, so it never inherits a CUDA context.
+TEST(CudaTransformerDeathTest, OutOfMemoryMidRunNamesTheBufferAndExits) {
+  ZERO_SKIP_WITHOUT_GPU();
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const ModelConfig config = gpt2_config();
+  const int64_t slab_bytes = CudaTransformer::activation_bytes(config, {}, kB, kT, DType::kF32);
+  EXPECT_EXIT(
+      {
+        Transformer cpu(config);
+        zero::cuda::CudaStream stream;
+        auto created = CudaTransformer::create(config, {}, stream);
+        if (!created.ok()) std::_Exit(3);
+        TestParams params(cpu.layout(), DType::kF32, 7);
+        TestParams::Access gpu_params(params, Device::kCuda);
+        const Batch batch = make_batch(1);
+        // From now on the device allows one byte in use: the first step's slab does not fit.
+        ::setenv("ZERO_DEVICE_MEMORY_LIMIT", "1", 1);
+        (*created)->forward(gpu_params, batch.tokens.data(), batch.targets.data(), kB, kT);
+        std::_Exit(0);
+      },
+      ::testing::ExitedWithCode(1),
+      "zero: error: out of GPU memory on device [0-9]+: the CUDA model's activation slab for 2 x 8 "
+      "tokens \\(f32\\) asks for " +
+          std::to_string(slab_bytes) + " bytes .*the memory plan counted " +
+          std::to_string(slab_bytes) +
+          " bytes .*ZERO_DEVICE_MEMORY_LIMIT allows 1 bytes .*--per_device_train_batch_size");
+}
+
 // Two forwards without targets back to back (no host sync between them; the second waits for the
 // first's batch upload before reusing its staging): logits only, loss 0, no counted targets. With
 // host checkpoints the copies out are never awaited by a backward: the second forward's writes

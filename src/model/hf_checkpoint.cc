@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstring>
+#include <optional>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -149,6 +150,19 @@ Status HfWeightReader::read_param(const ParamSpec& p, std::vector<float>& out) c
     for (int64_t o = 0; o < rows; ++o)
       out[static_cast<size_t>(o * cols + i)] = tmp[static_cast<size_t>(i * rows + o)];
   return ok_status();
+}
+
+DType HfWeightReader::stored_dtype() const {
+  std::optional<SafetensorsDType> common;
+  for (const auto& [name, src] : sources_) {
+    const SafetensorsEntry* e = src.reader->find(src.tensor_name);
+    if (e == nullptr) return DType::kF32;
+    if (common && *common != e->dtype) return DType::kF32;
+    common = e->dtype;
+  }
+  if (common == SafetensorsDType::kBF16) return DType::kBF16;
+  if (common == SafetensorsDType::kF16) return DType::kF16;
+  return DType::kF32;
 }
 
 Status HfWeightReader::read_unit_range(int u, int64_t begin, int64_t end, float* dst) const {

@@ -30,6 +30,9 @@ class HfWeightReader {
   // Writes unit u's flat elements [begin, end) into dst[0 .. end-begin); padding past the unit's
   // numel is zero-filled. Reads only the parameters overlapping the range.
   Status read_unit_range(int u, int64_t begin, int64_t end, float* dst) const;
+  // The dtype every parameter is stored in when they share one of fp32 / bf16 / fp16 (what a model
+  // loaded for inference keeps, bit for bit); fp32 when they differ or another dtype is stored.
+  DType stored_dtype() const;
 
  private:
   struct Source {

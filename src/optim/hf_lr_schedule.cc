@@ -225,37 +225,12 @@ double hf_lr_lambda(const HfScheduleParams& p, int64_t step) {
   return 1.0;
 }
 
-StatusOr<HfScheduleParams> hf_schedule_from_flags(std::string_view name, const json& kwargs_in,
-                                                  int64_t num_warmup_steps,
-                                                  int64_t num_training_steps, double lr_init) {
-  const json kwargs = kwargs_in.is_null() ? json::object() : kwargs_in;
-  if (!kwargs.is_object()) {
-    return invalid_argument("--lr_scheduler_kwargs: expected a JSON object, got {}", kwargs.dump());
-  }
-  if (name == "reduce_lr_on_plateau") {
-    return unimplemented(
-        "--lr_scheduler_type reduce_lr_on_plateau needs evaluation metrics, which zero train "
-        "does not compute");
-  }
-  auto found = std::find_if(kHfNames.begin(), kHfNames.end(),
-                            [&](const HfName& n) { return n.name == name; });
-  if (found == kHfNames.end()) {
-    return invalid_argument(
-        "--lr_scheduler_type {}: expected linear, cosine, cosine_with_restarts, polynomial, "
-        "constant, constant_with_warmup, inverse_sqrt, cosine_with_min_lr or "
-        "warmup_stable_decay",
-        name);
-  }
-  if (num_warmup_steps < 0) {
-    return invalid_argument("--lr_scheduler_type {}: warmup steps must be >= 0, got {}", name,
-                            num_warmup_steps);
-  }
-  HfScheduleParams p;
-  p.type = found->type;
-  p.num_warmup_steps = num_warmup_steps;
-  p.num_training_steps = num_training_steps;
-  p.lr_init = lr_init;
-  KwargReader r(kwargs, name);
+namespace {
+
+// The schedule's own --lr_scheduler_kwargs into `p` (whose type and step counts are set), as HF's
+// get_scheduler reads them, with the checks HF makes (or fails on later).
+Status read_schedule_kwargs(KwargReader& r, int64_t num_warmup_steps, int64_t num_training_steps,
+                            double lr_init, HfScheduleParams& p) {
   switch (p.type) {
     case HfScheduleType::kLinear:
     case HfScheduleType::kConstantWithWarmup: break;
@@ -323,6 +298,43 @@ StatusOr<HfScheduleParams> hf_schedule_from_flags(std::string_view name, const j
       break;
     }
   }
+  return ok_status();
+}
+
+}  // namespace
+
+StatusOr<HfScheduleParams> hf_schedule_from_flags(std::string_view name, const json& kwargs_in,
+                                                  int64_t num_warmup_steps,
+                                                  int64_t num_training_steps, double lr_init) {
+  const json kwargs = kwargs_in.is_null() ? json::object() : kwargs_in;
+  if (!kwargs.is_object()) {
+    return invalid_argument("--lr_scheduler_kwargs: expected a JSON object, got {}", kwargs.dump());
+  }
+  if (name == "reduce_lr_on_plateau") {
+    return unimplemented(
+        "--lr_scheduler_type reduce_lr_on_plateau needs evaluation metrics, which zero train "
+        "does not compute");
+  }
+  auto found = std::find_if(kHfNames.begin(), kHfNames.end(),
+                            [&](const HfName& n) { return n.name == name; });
+  if (found == kHfNames.end()) {
+    return invalid_argument(
+        "--lr_scheduler_type {}: expected linear, cosine, cosine_with_restarts, polynomial, "
+        "constant, constant_with_warmup, inverse_sqrt, cosine_with_min_lr or "
+        "warmup_stable_decay",
+        name);
+  }
+  if (num_warmup_steps < 0) {
+    return invalid_argument("--lr_scheduler_type {}: warmup steps must be >= 0, got {}", name,
+                            num_warmup_steps);
+  }
+  HfScheduleParams p;
+  p.type = found->type;
+  p.num_warmup_steps = num_warmup_steps;
+  p.num_training_steps = num_training_steps;
+  p.lr_init = lr_init;
+  KwargReader r(kwargs, name);
+  ZERO_RETURN_IF_ERROR(read_schedule_kwargs(r, num_warmup_steps, num_training_steps, lr_init, p));
   ZERO_RETURN_IF_ERROR(r.finish());
   const bool needs_total = p.type != HfScheduleType::kConstantWithWarmup &&
                            p.type != HfScheduleType::kInverseSqrt &&

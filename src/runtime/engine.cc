@@ -11,12 +11,12 @@
 #include <spdlog/spdlog.h>
 
 #include "comm/self_communicator.h"
+#include "config/zero_rules.h"
 #include "kernels/cross_entropy/cross_entropy.h"
 #include "kernels/elementwise/elementwise.h"
 #include "kernels/matmul/bf16_gemm.h"
 #include "kernels/norm/norm.h"
 #include "model/param_layout.h"
-#include "offload/cpu_adam.h"
 #include "offload/nvme_swapper.h"
 #include "optim/adam.h"
 #include "optim/grad_clip.h"
@@ -53,65 +53,61 @@ bool use_bf16_gemm(DType dtype) {
 
 }  // namespace
 
+namespace {
+
+config::OffloadTarget target_of(OptimizerOffload o) {
+  switch (o) {
+    case OptimizerOffload::kNone: return config::OffloadTarget::kNone;
+    case OptimizerOffload::kCpu: return config::OffloadTarget::kCpu;
+    case OptimizerOffload::kNvme: return config::OffloadTarget::kNvme;
+  }
+  return config::OffloadTarget::kNone;
+}
+
+config::OffloadTarget target_of(sharding::ParamOffload o) {
+  switch (o) {
+    case sharding::ParamOffload::kNone: return config::OffloadTarget::kNone;
+    case sharding::ParamOffload::kCpu: return config::OffloadTarget::kCpu;
+    case sharding::ParamOffload::kNvme: return config::OffloadTarget::kNvme;
+  }
+  return config::OffloadTarget::kNone;
+}
+
+}  // namespace
+
+config::ZeroPlacement zero_placement(const EngineOptions& o, int world_size) {
+  config::ZeroPlacement p;
+  p.stage = o.zero.stage;
+  p.stage_text = std::to_string(o.zero.stage);
+  p.optimizer_offload = target_of(o.offload.optimizer);
+  p.param_offload = target_of(o.offload.param.device);
+  p.optimizer_nvme_path = !o.offload.nvme_path.empty();
+  p.param_nvme_path = !o.offload.param.nvme_path.empty();
+  p.ratio = o.offload.ratio;
+  p.lamb = o.optimizer.kind == optim::OptimizerKind::kLamb;
+  p.world_size = world_size;
+  return p;
+}
+
 StatusOr<std::vector<std::string>> sanitize_engine_options(EngineOptions& o, int world_size) {
-  std::vector<std::string> warnings;
   o.zero.model_dtype = o.dtype;
   o.transformer.bf16_gemm = use_bf16_gemm(o.dtype);
-  if (o.zero.stage < 0 || o.zero.stage > 3) {
-    return invalid_argument("zero_optimization.stage: {} is not a ZeRO stage (0, 1, 2 or 3)",
-                            o.zero.stage);
-  }
-  if (o.optimizer.kind == optim::OptimizerKind::kLamb && o.zero.stage >= 1 && world_size > 1) {
-    return unimplemented(
-        "optimizer.type: Lamb with ZeRO stage {} across {} ranks is not supported (its per-tensor "
-        "trust ratio needs whole tensors; use stage 0)",
-        o.zero.stage, world_size);
-  }
+  const config::ZeroRules rules = config::apply_zero_rules(zero_placement(o, world_size));
+  ZERO_RETURN_IF_ERROR(rules.first_error());
   OffloadOptions& off = o.offload;
-  if (off.optimizer != OptimizerOffload::kNone && o.zero.stage == 0) {
-    return invalid_argument(
-        "zero_optimization.offload_optimizer.device: optimizer offload needs ZeRO stage 1, 2 or 3 "
-        "(zero_optimization.stage is 0)");
-  }
-  if (off.optimizer == OptimizerOffload::kNvme && o.zero.stage < 3) {
-    warnings.push_back(fmt::format(
-        "zero_optimization.offload_optimizer.device: \"nvme\" is treated as \"cpu\" below ZeRO "
-        "stage 3 (zero_optimization.stage is {}); DeepSpeed does the same",
-        o.zero.stage));
+  if (rules.optimizer_offload == config::OffloadTarget::kCpu)
     off.optimizer = OptimizerOffload::kCpu;
+  if (rules.param_offload == config::OffloadTarget::kNone) {
+    off.param.device = sharding::ParamOffload::kNone;
   }
   if (off.optimizer == OptimizerOffload::kNvme) {
-    if (off.nvme_path.empty()) {
-      return invalid_argument(
-          "zero_optimization.offload_optimizer.nvme_path: missing: required when "
-          "zero_optimization.offload_optimizer.device is \"nvme\"");
-    }
     ZERO_RETURN_IF_ERROR(offload::validate_aio_config(off.aio).with_context("aio"));
-  }
-  if (off.param.device != sharding::ParamOffload::kNone && o.zero.stage < 3) {
-    warnings.push_back(
-        fmt::format("zero_optimization.offload_param.device: parameter offload needs ZeRO stage 3 "
-                    "(zero_optimization.stage is {}); ignored, as DeepSpeed does",
-                    o.zero.stage));
-    off.param.device = sharding::ParamOffload::kNone;
   }
   if (off.param.device == sharding::ParamOffload::kNvme) {
     ZERO_RETURN_IF_ERROR(offload::validate_aio_config(off.param.aio).with_context("aio"));
   }
-  if (!(off.ratio >= 0.0 && off.ratio <= 1.0)) {
-    return invalid_argument("zero_optimization.offload_optimizer.ratio: {} is not in [0, 1]",
-                            off.ratio);
-  }
-  return warnings;
+  return rules.warnings();
 }
-
-namespace {
-
-// Floats between a unit's rollback copies: its partition rounded up to whole 64-byte lines, so
-// the three copies share their alignment (the CPU Adam streams them when they do).
-int64_t rollback_stride(int64_t partition_numel) { return (partition_numel + 15) / 16 * 16; }
-
-}  // namespace
 
 bool offload_overlaps_backward(const EngineOptions& o) {
   // A device model (the CPU backend counts when a model factory puts the model on its streams).
@@ -122,6 +118,7 @@ bool offload_overlaps_backward(const EngineOptions& o) {
          o.gradient_clipping <= 0.0 && o.dtype != DType::kF16;
 }
 
+// Engine::create's build steps, in order. Each fills in members the next ones read.
 StatusOr<std::unique_ptr<Engine>> Engine::create(EngineOptions options, const UnitInitFn& init,
                                                  Communicator* comm) {
   std::unique_ptr<Engine> e(new Engine(std::move(options)));
@@ -130,121 +127,145 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(EngineOptions options, const Un
     comm = e->own_comm_.get();
   }
   e->comm_ = comm;
-  EngineOptions& o = e->options_;
   ZERO_ASSIGN_OR_RETURN(std::vector<std::string> warnings,
-                        sanitize_engine_options(o, comm->world_size()));
+                        sanitize_engine_options(e->options_, comm->world_size()));
   if (comm->rank() == 0) {
     for (const std::string& w : warnings) spdlog::warn("{}", w);
   }
-  const OffloadOptions& off = o.offload;
+  ZERO_RETURN_IF_ERROR(e->build_contexts_and_model());
+  ZERO_ASSIGN_OR_RETURN(Communicator * zero_comm, e->build_placement());
+  ZERO_RETURN_IF_ERROR(e->check_memory_fits());
+  ZERO_RETURN_IF_ERROR(e->build_sharding(*zero_comm));
+  ZERO_RETURN_IF_ERROR(e->build_optimizer_state(init));
+  // Loss scaling exists only for fp16; bf16 and fp32 run at scale 1 (non-finite steps still skip).
+  const EngineOptions& o = e->options_;
+  e->scaler_ = std::make_unique<optim::LossScaler>(
+      o.dtype == DType::kF16 ? o.loss_scaler : optim::LossScalerConfig{});
+  return e;
+}
+
+Status Engine::build_contexts_and_model() {
+  const EngineOptions& o = options_;
+  device::StreamOptions inline_streams;
+  inline_streams.inline_host = true;
+  ZERO_ASSIGN_OR_RETURN(host_, device::ExecutionContext::create(Device::kCpu, inline_streams));
+  overlap_stream_ = host_->backend().create_stream("overlap");
   if (o.device == Device::kCpu && !o.model_factory) {
-    e->model_ = std::make_unique<model::Transformer>(o.model_config, o.transformer);
-  } else {
-    // One GPU per rank: the rank's index on its node (CUDA_VISIBLE_DEVICES narrows what is seen).
-    device::StreamOptions so;
-    so.cuda_device = comm->local_rank();
-    ZERO_ASSIGN_OR_RETURN(e->exec_, device::ExecutionContext::create(o.device, so));
-    const ModelFactory& factory = o.model_factory ? o.model_factory : make_device_model;
-    ZERO_ASSIGN_OR_RETURN(e->model_, factory(o.model_config, o.transformer, *e->exec_));
-    ZERO_CHECK(e->model_->device() == e->exec_->device(), "the model factory made a ",
-               device_name(e->model_->device()), " model for a ", device_name(e->exec_->device()),
-               " context");
+    model_ = std::make_unique<model::Transformer>(o.model_config, o.transformer);
+    return ok_status();
   }
-  const model::ModelLayout& layout = e->model_->layout();
-  e->shard_layout_ =
-      std::make_unique<sharding::ShardLayout>(layout, comm->world_size(), comm->rank());
-  e->state_device_ = e->choose_state_device(comm->world_size());
-  Communicator* zero_comm = comm;  // what the coordinator and reducer run their collectives on
-  if (e->state_device_ != nullptr && comm->world_size() > 1) {
+  // One GPU per rank: the rank's index on its node (CUDA_VISIBLE_DEVICES narrows what is seen).
+  device::StreamOptions so;
+  so.cuda_device = comm_->local_rank();
+  ZERO_ASSIGN_OR_RETURN(exec_, device::ExecutionContext::create(o.device, so));
+  const ModelFactory& factory = o.model_factory ? o.model_factory : make_device_model;
+  ZERO_ASSIGN_OR_RETURN(model_, factory(o.model_config, o.transformer, *exec_));
+  ZERO_CHECK(model_->device() == exec_->device(), "the model factory made a ",
+             device_name(model_->device()), " model for a ", device_name(exec_->device()),
+             " context");
+  return ok_status();
+}
+
+StatusOr<Communicator*> Engine::build_placement() {
+  shard_layout_ =
+      std::make_unique<sharding::ShardLayout>(model_->layout(), comm_->world_size(), comm_->rank());
+  state_device_ = choose_state_device(comm_->world_size());
+  Communicator* zero_comm = comm_;  // what the coordinator and reducer run their collectives on
+  if (state_device_ != nullptr && comm_->world_size() > 1) {
     // Collective: every rank decides alike (the same options, the same build).
-    StatusOr<std::unique_ptr<Communicator>> dc = make_device_communicator(*comm, *e->exec_);
+    StatusOr<std::unique_ptr<Communicator>> dc = make_device_communicator(*comm_, *exec_);
     if (dc.ok()) {
-      e->device_comm_ = std::move(*dc);
-      if (e->device_comm_ != nullptr) zero_comm = e->device_comm_.get();
+      device_comm_ = std::move(*dc);
+      if (device_comm_ != nullptr) zero_comm = device_comm_.get();
     } else if (dc.status().code() == StatusCode::kUnimplemented) {
-      e->state_device_ = nullptr;  // no collectives on device memory in this build: staging
+      state_device_ = nullptr;  // no collectives on device memory in this build: staging
     } else {
-      return dc.status().with_context(fmt::format("rank {}", comm->rank()));
+      return dc.status().with_context(fmt::format("rank {}", comm_->rank()));
     }
   }
-  if (o.check_memory) {
-    // Why before any allocation: a shortfall must be a message naming the setting to change,
-    // not the kernel's OOM killer halfway through loading the model.
-    MemoryNeeds needs = plan_memory(o, *e->shard_layout_, o.planned_micro_batch, o.planned_seq_len);
-    // The host plan leaves out the state kept on the device (the device plan counts it); an
-    // offloaded optimizer's master weights and moments stay in the host plan.
-    if (e->state_device_ != nullptr && e->state_device_->device() != Device::kCpu) {
-      needs.parameters = needs.gradients = 0;
-      if (off.optimizer == OptimizerOffload::kNone)
-        needs.master_weights = needs.optimizer_state = 0;
-    }
-    // No OffloadPipeline on the staging path (choose_state_device declined, or no collectives
-    // on device memory in this build).
-    if (e->state_device_ == nullptr || off.optimizer == OptimizerOffload::kNone)
-      needs.offload_buffers = 0;
-    const HostResources have = o.resources ? *o.resources : probe_host_resources();
-    Status fits = check_memory(needs, comm->local_world_size(), have);
-    if (fits.ok() && e->exec_ != nullptr)
-      fits = check_device_memory(o, *e->shard_layout_, *e->exec_, e->state_device_ != nullptr);
-    if (!fits.ok()) return fits.with_context(fmt::format("rank {}", comm->rank()));
+  return zero_comm;
+}
+
+Status Engine::check_memory_fits() const {
+  const EngineOptions& o = options_;
+  if (!o.check_memory) return ok_status();
+  // Why before any allocation: a shortfall must be a message naming the setting to change, not
+  // the kernel's OOM killer halfway through loading the model.
+  MemoryNeeds needs = plan_memory(o, *shard_layout_, o.planned_micro_batch, o.planned_seq_len);
+  // The host plan leaves out the state kept on the device (the device plan counts it); an
+  // offloaded optimizer's master weights and moments stay in the host plan.
+  const bool offloaded = o.offload.optimizer != OptimizerOffload::kNone;
+  if (state_device_ != nullptr && state_device_->device() != Device::kCpu) {
+    needs.parameters = needs.gradients = 0;
+    if (!offloaded) needs.master_weights = needs.optimizer_state = 0;
   }
+  // No OffloadPipeline on the staging path (choose_state_device declined, or no collectives on
+  // device memory in this build).
+  if (state_device_ == nullptr || !offloaded) needs.offload_buffers = 0;
+  const HostResources have = o.resources ? *o.resources : probe_host_resources();
+  Status fits = check_memory(needs, comm_->local_world_size(), have);
+  if (fits.ok() && exec_ != nullptr) {
+    fits = check_device_memory(o, *shard_layout_, *exec_, state_device_ != nullptr);
+  }
+  if (!fits.ok()) return fits.with_context(fmt::format("rank {}", comm_->rank()));
+  return ok_status();
+}
+
+Status Engine::build_sharding(Communicator& zero_comm) {
+  const EngineOptions& o = options_;
   ZERO_ASSIGN_OR_RETURN(
-      e->params_, sharding::ParamCoordinator::create(*e->shard_layout_, *zero_comm, o.zero,
-                                                     off.param, e->memory_, e->state_device_));
-  if (const sharding::ParamStore* store = e->params_->store();
-      store != nullptr && !store->pin_warning().empty() && comm->rank() == 0) {
+      params_, sharding::ParamCoordinator::create(*shard_layout_, zero_comm, o.zero,
+                                                  o.offload.param, memory_, state_device_));
+  if (const sharding::ParamStore* store = params_->store();
+      store != nullptr && !store->pin_warning().empty() && comm_->rank() == 0) {
     spdlog::warn(
         "zero_optimization.offload_param.pin_memory: parameter shards stay pageable: {} (raise "
         "`ulimit -l` to pin them)",
         store->pin_warning());
   }
-  ZERO_ASSIGN_OR_RETURN(
-      e->grads_, sharding::GradReducer::create(*e->shard_layout_, *zero_comm, o.zero, e->memory_,
-                                               e->state_device_));
-  if (e->exec_ != nullptr && e->state_device_ == nullptr) {
-    e->staged_params_ = std::make_unique<StagedParams>(*e->params_, *e->exec_, layout.num_units());
-    e->staged_grads_ = std::make_unique<StagedGrads>(*e->grads_, *e->exec_, layout);
+  ZERO_ASSIGN_OR_RETURN(grads_, sharding::GradReducer::create(*shard_layout_, zero_comm, o.zero,
+                                                              memory_, state_device_));
+  if (exec_ != nullptr && state_device_ == nullptr) {
+    const model::ModelLayout& layout = model_->layout();
+    staged_params_ = std::make_unique<StagedParams>(*params_, *exec_, layout.num_units());
+    staged_grads_ = std::make_unique<StagedGrads>(*grads_, *exec_, layout);
   }
+  return ok_status();
+}
 
+Status Engine::build_optimizer_state(const UnitInitFn& init) {
   // Master weights and optimizer state: this rank's partition only (the full unit at stage 0),
   // wherever offload_optimizer puts them.
+  const model::ModelLayout& layout = model_->layout();
   const int num_units = layout.num_units();
-  std::vector<int64_t> partition_numel(static_cast<size_t>(num_units));
+  std::vector<int64_t> partition_numels(static_cast<size_t>(num_units));
   int64_t max_partition_numel = 0;
   for (int u = 0; u < num_units; ++u) {
-    partition_numel[static_cast<size_t>(u)] = e->partition_numel(u);
-    max_partition_numel = std::max(max_partition_numel, e->partition_numel(u));
+    partition_numels[static_cast<size_t>(u)] = partition_numel(u);
+    max_partition_numel = std::max(max_partition_numel, partition_numel(u));
   }
   // ZeRO-Offload with the rest of the state on the device: the store keeps master weights and
   // moments in host memory (or NVMe), the pipeline moves gradients and new weights across.
+  const OffloadOptions& off = options_.offload;
   const bool offload_on_device =
-      e->state_device_ != nullptr && off.optimizer != OptimizerOffload::kNone;
+      state_device_ != nullptr && off.optimizer != OptimizerOffload::kNone;
   if (offload_on_device) {
-    ZERO_ASSIGN_OR_RETURN(
-        e->offload_,
-        OffloadPipeline::create(*e->state_device_, max_partition_numel, o.dtype, e->memory_));
+    ZERO_ASSIGN_OR_RETURN(offload_, OffloadPipeline::create(*state_device_, max_partition_numel,
+                                                            options_.dtype, memory_));
   }
-  Engine* engine = e.get();
-  auto fill = [engine, &init, &layout](int u, float* master) {
-    const int64_t begin = engine->partition_begin(u);
-    return init(u, begin, begin + engine->partition_numel(u), master)
+  auto fill = [this, &init, &layout](int u, float* master) {
+    const int64_t begin = partition_begin(u);
+    return init(u, begin, begin + partition_numel(u), master)
         .with_context(fmt::format("initialising unit {}", layout.unit(u).name));
   };
-  ZERO_ASSIGN_OR_RETURN(
-      e->state_,
-      OptimizerStateStore::create(off, std::move(partition_numel), comm->rank(), e->memory_, fill,
-                                  e->install_fn(), offload_on_device ? nullptr : e->state_device_));
-  if (e->offload_ != nullptr) {
-    ZERO_RETURN_IF_ERROR(e->offload_->finish());
-    e->setup_overlap();
+  ZERO_ASSIGN_OR_RETURN(state_, OptimizerStateStore::create(
+                                    off, std::move(partition_numels), comm_->rank(), memory_, fill,
+                                    install_fn(), offload_on_device ? nullptr : state_device_));
+  if (offload_ != nullptr) {
+    ZERO_RETURN_IF_ERROR(offload_->finish());
+    setup_overlap();
   }
-  ZERO_RETURN_IF_ERROR(e->params_->finish_updates());
-
-  // Loss scaling exists only for fp16; bf16 and fp32 run at scale 1 (non-finite steps still skip).
-  const bool fp16 = o.dtype == DType::kF16;
-  e->scaler_ =
-      std::make_unique<optim::LossScaler>(fp16 ? o.loss_scaler : optim::LossScalerConfig{});
-  return e;
+  return params_->finish_updates();
 }
 
 device::ExecutionContext* Engine::choose_state_device(int world_size) const {
@@ -265,24 +286,26 @@ device::ExecutionContext* Engine::choose_state_device(int world_size) const {
   return exec_.get();
 }
 
+device::ExecutionContext& Engine::grads_ctx() const {
+  return state_device_ != nullptr ? *state_device_ : *host_;
+}
+
+device::ExecutionContext& Engine::state_ctx() const {
+  return state_->on_device() ? *state_device_ : *host_;
+}
+
 void Engine::setup_overlap() {
   // The CPU Adam of a unit can start as soon as its gradient is final when the update depends on
   // that gradient alone: no clipping (the global norm scales every unit), no loss scale (fp16's
   // unscaling and overflow skip), the state in RAM (NVMe units stream in the store's order).
   // bf16 / fp32 steps still skip on a non-finite gradient: the units updated early are restored
-  // from rollback_ then (host memory: 12 bytes per element of this rank's partition).
+  // from the pipeline's rollback copy then (host memory: 12 bytes per element of this rank's
+  // partition).
   overlap_adam_ = offload_overlaps_backward(options_) && !state_->on_nvme();
   if (!overlap_adam_) return;
-  const int num_units = shard_layout_->num_units();
-  rollback_offset_.resize(static_cast<size_t>(num_units) + 1, 0);
-  int64_t rollback_numel = 0;  // without the padding (what the memory plan counts)
-  for (int u = 0; u < num_units; ++u) {
-    rollback_offset_[static_cast<size_t>(u) + 1] =
-        rollback_offset_[static_cast<size_t>(u)] + 3 * rollback_stride(partition_numel(u));
-    rollback_numel += 3 * partition_numel(u);
-  }
-  rollback_ = aligned_alloc_bytes(static_cast<size_t>(rollback_offset_.back()) * sizeof(float));
-  const int64_t bytes = rollback_numel * static_cast<int64_t>(sizeof(float));
+  std::vector<int64_t> numels(static_cast<size_t>(shard_layout_->num_units()));
+  for (size_t u = 0; u < numels.size(); ++u) numels[u] = partition_numel(static_cast<int>(u));
+  const int64_t bytes = offload_->keep_rollback(numels);
   memory_.master_bytes += bytes / 3;
   memory_.optimizer_state_bytes += bytes - bytes / 3;
   grads_->set_on_partition_final([this](int u, device::Stream& ready) {
@@ -293,11 +316,6 @@ void Engine::setup_overlap() {
                                 ready);
     }
   });
-}
-
-float* Engine::rollback_copy(int u, int k) {
-  return reinterpret_cast<float*>(rollback_.get()) + rollback_offset_[static_cast<size_t>(u)] +
-         k * rollback_stride(partition_numel(u));
 }
 
 void Engine::begin_overlapped_update() {
@@ -317,29 +335,18 @@ void Engine::begin_overlapped_update() {
     // anyway): three more streamed writes, not a second sweep. As separate single-threaded
     // memcpys it cost gpt2-1558m 2.7 s a step on an H200 host (bench/results/gpu_verify_stop23.md).
     UnitUpdateOutputs keep;
-    keep.prev_master = rollback_copy(u, 0);
-    keep.prev_exp_avg = rollback_copy(u, 1);
-    keep.prev_exp_avg_sq = rollback_copy(u, 2);
-    update_unit(u, lr, 1.0f, betas, step, grad, st.master, st.exp_avg, st.exp_avg_sq, keep);
+    keep.prev_master = offload_->rollback_copy(u, 0);
+    keep.prev_exp_avg = offload_->rollback_copy(u, 1);
+    keep.prev_exp_avg_sq = offload_->rollback_copy(u, 2);
+    update_unit(u, lr, 1.0f, betas, step, grad, st.master, st.exp_avg, st.exp_avg_sq, keep,
+                overlap_stream_.get());
   });
 }
 
 void Engine::roll_back_overlapped_update() {
   for (int u : offload_->end_overlap()) {
     const OptimizerStateStore::RamState st = state_->ram_state(u);
-    const size_t n = static_cast<size_t>(partition_numel(u));
-    // Parallel: the copy is memory-bound and 12 bytes per element (a skipped step only).
-    float* const dst[3] = {st.master, st.exp_avg, st.exp_avg_sq};
-    const float* const keep[3] = {rollback_copy(u, 0), rollback_copy(u, 1), rollback_copy(u, 2)};
-    const int64_t chunk = int64_t{1} << 16;
-    const int64_t chunks = (static_cast<int64_t>(n) + chunk - 1) / chunk;
-#pragma omp parallel for schedule(static) collapse(2)
-    for (int k = 0; k < 3; ++k) {
-      for (int64_t c = 0; c < chunks; ++c) {
-        const int64_t lo = c * chunk, hi = std::min<int64_t>(static_cast<int64_t>(n), lo + chunk);
-        std::memcpy(dst[k] + lo, keep[k] + lo, static_cast<size_t>(hi - lo) * sizeof(float));
-      }
-    }
+    offload_->restore_rollback(u, st.master, st.exp_avg, st.exp_avg_sq);
     ++rolled_back_units_;
   }
 }
@@ -355,6 +362,43 @@ OptimizerStateStore::InstallFn Engine::install_fn() {
     };
   }
   return [this](int u, const float* master) { return params_->set_values(u, master); };
+}
+
+std::string Engine::Placement::line() const {
+  return fmt::format("parameters {}; gradients {}; master weights and moments {}; activations {}",
+                     parameters, gradients, optimizer_state, activations);
+}
+
+Engine::Placement Engine::placement() const {
+  const std::string device = model_->device() == Device::kCpu ? "host memory" : "GPU memory";
+  const OffloadOptions& off = options_.offload;
+  Placement p;
+  p.activations = device;
+  if (staged_params_ != nullptr) {
+    p.parameters = "host memory, each unit copied to the GPU where the model uses it";
+    p.gradients = "host memory, each unit's copied back from the GPU";
+  } else {
+    p.parameters = state_device_ != nullptr ? device : "host memory";
+    p.gradients = p.parameters;
+  }
+  if (const sharding::ParamStore* store = params_->store(); store != nullptr) {
+    p.parameters += fmt::format(" (stage-3 shards offloaded to {}: offload_param)",
+                                store->num_on_nvme() > 0 ? "NVMe" : "host memory");
+  }
+  if (state_->on_device()) {
+    p.optimizer_state = fmt::format("{} (the fused AdamW there)", device);
+  } else if (state_->on_nvme()) {
+    p.optimizer_state = "NVMe swap files under offload_optimizer.nvme_path (the CPU Adam)";
+  } else if (off.optimizer != OptimizerOffload::kNone) {
+    p.optimizer_state = fmt::format("host memory (offload_optimizer cpu{}: the CPU Adam{})",
+                                    off.ratio < 1.0 ? fmt::format(", ratio {}", off.ratio) : "",
+                                    overlap_adam_ ? ", overlapping backward" : "");
+  } else {
+    p.optimizer_state = options_.optimizer.kind == optim::OptimizerKind::kAdam
+                            ? "host memory (the CPU Adam)"
+                            : "host memory";
+  }
+  return p;
 }
 
 model::ParamAccess& Engine::params() { return *params_; }
@@ -483,60 +527,34 @@ StatusOr<double> Engine::count_global_targets(const std::vector<MicroBatch>& mic
 }
 
 StatusOr<LossSum> Engine::eval_loss(const std::vector<MicroBatch>& micro_batches) {
-  double loss_sum = 0.0;
-  int64_t tokens = 0;
-  for (const MicroBatch& mb : micro_batches) {
-    params_->begin_micro_step();
-    const double mean =
-        model_->forward(model_params(), mb.tokens.data(), mb.targets.data(), mb.batch, mb.seq);
-    ZERO_RETURN_IF_ERROR(params_->status());
-    const int64_t counted = model_->counted_targets();
-    loss_sum += mean * static_cast<double>(counted);
-    tokens += counted;
-  }
-  // One all-reduce of (loss sum, token count); the count travels as two floats below 2^16 each
-  // summand so it stays exact in fp32 up to 2^24 ranks x 2^32 tokens.
-  float buf[3] = {static_cast<float>(loss_sum), static_cast<float>(tokens >> 16),
-                  static_cast<float>(tokens & 0xFFFF)};
-  ZERO_RETURN_IF_ERROR(comm_->all_reduce(buf, 3, DType::kF32, ReduceOp::kSum));
-  LossSum out;
-  out.loss_sum = static_cast<double>(buf[0]);
-  out.tokens = (static_cast<int64_t>(buf[1]) << 16) + static_cast<int64_t>(buf[2]);
-  return out;
+  ZERO_ASSIGN_OR_RETURN(LossSum local, forward_loss_sum(
+                                           *model_, model_params(), micro_batches,
+                                           [this] { params_->begin_micro_step(); },
+                                           [this] { return params_->status(); }));
+  return all_reduce_loss_sum(*comm_, local);
 }
 
 Status Engine::global_norm(double* norm_scaled, bool* nonfinite) {
   // Each rank sums squares over the real elements of its own shard of every unit (its partition at
   // stages 1–3; the matching slice of the full gradient at stage 0), so every element counts once.
-  double sum_sq = 0.0;
-  bool bad = false;
-  if (state_device_ != nullptr) {
-    device::SumSquaresOut out;
-    for (int u = 0; u < shard_layout_->num_units(); ++u) {
-      const int64_t skip = shard_layout_->shard_begin(u) - grads_->partition_begin(u);
-      const int64_t n = shard_layout_->shard_data_numel(u, comm_->rank());
-      state_device_->backend().sum_squares(
-          state_device_->compute(),
-          TensorView{const_cast<float*>(grads_->partition(u) + skip), DType::kF32, Shape{n},
-                     state_device_->device()},
-          &out);
-    }
-    // Why a host wait (the step's one): the clipping factor and the skip decision are host
-    // scalars. It also reports the first failed kernel or copy of the step; the reducer's
-    // collectives are waited for first, with their timeouts (a dead peer is an error, not a hang).
-    ZERO_RETURN_IF_ERROR(grads_->wait_collectives());
-    ZERO_RETURN_IF_ERROR(state_device_->compute().synchronize());
-    sum_sq = out.sum_sq;
-    bad = out.nonfinite;
-  } else {
-    for (int u = 0; u < shard_layout_->num_units(); ++u) {
-      const int64_t skip = shard_layout_->shard_begin(u) - grads_->partition_begin(u);
-      const int64_t n = shard_layout_->shard_data_numel(u, comm_->rank());
-      kernels::cpu::SumSquares part = kernels::cpu::sum_squares(grads_->partition(u) + skip, n);
-      sum_sq += part.sum_sq;
-      bad = bad || part.nonfinite;
-    }
+  device::ExecutionContext& ctx = grads_ctx();
+  device::SumSquaresOut out;
+  for (int u = 0; u < shard_layout_->num_units(); ++u) {
+    const int64_t skip = shard_layout_->shard_begin(u) - grads_->partition_begin(u);
+    const int64_t n = shard_layout_->shard_data_numel(u, comm_->rank());
+    ctx.backend().sum_squares(ctx.compute(),
+                              TensorView{const_cast<float*>(grads_->partition(u) + skip),
+                                         DType::kF32, Shape{n}, ctx.device()},
+                              &out);
   }
+  // Why a host wait (the step's one): the clipping factor and the skip decision are host scalars.
+  // It also reports the first failed kernel or copy of the step; the reducer's collectives are
+  // waited for first, with their timeouts (a dead peer is an error, not a hang). In host memory
+  // both are already done (inline streams, a reducer that finished its collectives).
+  ZERO_RETURN_IF_ERROR(grads_->wait_collectives());
+  ZERO_RETURN_IF_ERROR(ctx.compute().synchronize());
+  const double sum_sq = out.sum_sq;
+  const bool bad = out.nonfinite;
   float buf[2] = {static_cast<float>(sum_sq), bad ? 1.0f : 0.0f};
   ZERO_RETURN_IF_ERROR(comm_->all_reduce(buf, 2, DType::kF32, ReduceOp::kSum));
   *nonfinite = buf[1] > 0.0f || !std::isfinite(buf[0]);
@@ -547,7 +565,7 @@ Status Engine::global_norm(double* norm_scaled, bool* nonfinite) {
 void Engine::update_unit(int u, double lr, float grad_multiplier,
                          const std::optional<optim::Betas>& betas, int64_t step, const float* grad,
                          float* master, float* exp_avg, float* exp_avg_sq,
-                         const UnitUpdateOutputs& outputs) {
+                         const UnitUpdateOutputs& outputs, device::Stream* stream) {
   const optim::OptimizerSpec& spec = options_.optimizer;
   const int64_t pbegin = grads_->partition_begin(u), pend = pbegin + grads_->partition_numel(u);
   const bool prev = outputs.prev_master != nullptr;
@@ -592,25 +610,30 @@ void Engine::update_unit(int u, double lr, float grad_multiplier,
         args.beta1 = static_cast<float>(betas->beta1);
         args.beta2 = static_cast<float>(betas->beta2);
       }
-      if (state_->on_device()) {
-        // The fused AdamW on the device, queued on the compute stream after the gradient ops.
-        const Device d = state_device_->device();
-        auto view = [&](const float* p) {
-          return TensorView{const_cast<float*>(p), DType::kF32, Shape{shard.numel}, d};
-        };
-        device::AdamShardViews views;
-        views.param = view(shard.param);
-        views.grad = view(shard.grad);
-        views.exp_avg = view(shard.exp_avg);
-        views.exp_avg_sq = view(shard.exp_avg_sq);
-        state_device_->backend().adamw(state_device_->compute(), args, views, grad_multiplier);
-        continue;
+      // Where the state lives: the device's fused AdamW queued on its compute stream after the
+      // gradient ops, or the vectorised CPU Adam (DeepSpeedCPUAdam's role) in host memory, run
+      // at once on the inline host stream (bitwise the scalar optim::adam_update either way).
+      device::ExecutionContext& ctx = state_ctx();
+      const Device d = ctx.device();
+      auto view = [&](const float* p) {
+        return TensorView{const_cast<float*>(p), DType::kF32, Shape{shard.numel}, d};
+      };
+      device::AdamShardViews views;
+      views.param = view(shard.param);
+      views.grad = view(shard.grad);
+      views.exp_avg = view(shard.exp_avg);
+      views.exp_avg_sq = view(shard.exp_avg_sq);
+      if (shard.param_16bit != nullptr) {
+        views.param_16bit = TensorView{shard.param_16bit, shard.param_16bit_dtype,
+                                       Shape{shard.numel}, Device::kCpu};
       }
-      // On the host every unit uses the vectorised kernel (DeepSpeedCPUAdam's role), bitwise
-      // equal to the scalar reference optim::adam_update and 3-4x faster; the offloaded /
-      // resident split (offload_optimizer.ratio) decides where state lives, and on GPU builds
-      // which device updates it.
-      offload::cpu_adam_update(args, shard, grad_multiplier);
+      if (prev) {
+        views.prev_param = view(shard.prev_param);
+        views.prev_exp_avg = view(shard.prev_exp_avg);
+        views.prev_exp_avg_sq = view(shard.prev_exp_avg_sq);
+      }
+      ctx.backend().adamw(stream != nullptr ? *stream : ctx.compute(), args, views,
+                          grad_multiplier);
     } else {
       optim::LambArgs args = spec.lamb_args(lr, step, wd);
       if (betas) {
@@ -670,6 +693,8 @@ Status Engine::apply_update(double lr, float grad_multiplier) {
     if (updated.ok()) updated = std::move(copies);
   }
   ZERO_RETURN_IF_ERROR(updated);
+  // Not a wait (the host streams are inline): the first error of the host ops of this update.
+  ZERO_RETURN_IF_ERROR(host_->compute().synchronize());
   return params_->finish_updates();
 }
 

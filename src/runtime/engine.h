@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "comm/communicator.h"
+#include "config/zero_rules.h"
 #include "core/pinned_memory.h"
 #include "core/status.h"
 #include "core/tensor.h"
@@ -24,6 +25,7 @@
 #include "optim/loss_scaler.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer_spec.h"
+#include "runtime/batch.h"
 #include "runtime/device_model.h"
 #include "runtime/device_staging.h"
 #include "runtime/memory_plan.h"
@@ -31,6 +33,7 @@
 #include "runtime/offload_pipeline.h"
 #include "runtime/optimizer_state_store.h"
 #include "runtime/step_timers.h"
+#include "runtime/unit_init.h"
 #include "sharding/grad_reducer.h"
 #include "sharding/param_coordinator.h"
 #include "sharding/shard_layout.h"
@@ -91,14 +94,6 @@ struct EngineOptions {
   bool mean_over_global_targets = false;
 };
 
-// One micro-batch of this rank: tokens and targets, (B, T) each.
-struct MicroBatch {
-  std::vector<int32_t> tokens;
-  std::vector<int32_t> targets;
-  int64_t batch = 0;  // B
-  int64_t seq = 0;    // T
-};
-
 struct StepResult {
   double loss = 0.0;        // mean token cross-entropy over the global batch, before the update
   double lr = 0.0;          // the rate used by this update (0 if skipped)
@@ -108,26 +103,16 @@ struct StepResult {
   int64_t tokens = 0;
 };
 
-// The eval loss of micro-batches over all ranks: the sum of token cross-entropies over targets
-// != -100 and how many there were. mean() is the mean token cross-entropy.
-struct LossSum {
-  double loss_sum = 0.0;
-  int64_t tokens = 0;
-  double mean() const { return tokens > 0 ? loss_sum / static_cast<double>(tokens) : 0.0; }
-};
-
-// Fills elements [begin, end) of unit u's flat fp32 buffer (zeros past the unit's numel): what
-// model::init_unit_range and HfWeightReader::read_unit_range do. Under ZeRO each rank asks only for
-// its partition, so a model is never materialised whole on one rank.
-using UnitInitFn = std::function<Status(int u, int64_t begin, int64_t end, float* dst)>;
-
-// Applies the stage / offload rules to `options` once (Engine::create calls it; the trainer calls
-// it while planning, so what it prints is what runs): errors for what cannot run (stage out of
+// Applies the stage / offload rules to `options` once: config::apply_zero_rules, the same function
+// `zero config check` asks (Engine::create calls it; the trainer calls it while planning, so what
+// it prints is what runs): errors for what cannot run (stage out of
 // range, optimizer offload at stage 0, nvme without nvme_path, Lamb sharded across ranks, a bad
 // `aio` block or ratio), and, as DeepSpeed does, nvme optimizer offload treated as cpu below stage
 // 3 and parameter offload dropped below stage 3 — each returned as a warning to print once.
 // Idempotent: sanitized options come back unchanged with no warnings.
 StatusOr<std::vector<std::string>> sanitize_engine_options(EngineOptions& options, int world_size);
+// The facts apply_zero_rules (config/zero_rules.h) judges, read from engine options.
+config::ZeroPlacement zero_placement(const EngineOptions& options, int world_size);
 
 // Whether ZeRO-Offload's CPU Adam overlaps backward (runtime/offload_pipeline.h) for sanitized
 // `options` on a device whose state the device path holds: offload_optimizer cpu, no
@@ -185,6 +170,14 @@ class Engine {
   bool offload_on_device() const { return offload_ != nullptr; }
   // Whether its CPU Adam overlaps backward (EngineOptions::offload_overlap, where exact).
   bool offload_overlaps() const { return overlap_adam_; }
+  // Where this run keeps each kind of state, from the engine's own decisions (after the stage /
+  // offload rules): what `zero train` prints once, so no two messages can disagree.
+  struct Placement {
+    std::string parameters, gradients, optimizer_state, activations;
+    // "parameters X; gradients Y; master weights and moments Z; activations W".
+    std::string line() const;
+  };
+  Placement placement() const;
   // Units whose early (overlapped) update was undone because the step turned out non-finite.
   int64_t offload_rolled_back_units() const { return rolled_back_units_; }
   // The pipeline's host times so far (none without it).
@@ -249,10 +242,11 @@ class Engine {
   OptimizerStateStore::InstallFn install_fn();
   // Updates one unit's partition in place (the optimizer math, shared by every placement; the
   // pointers are device memory when the state is on the device). `outputs`: host Adam only.
+  // `stream`: one of state_ctx()'s (null: its compute stream).
   void update_unit(int u, double lr, float grad_multiplier,
                    const std::optional<optim::Betas>& betas, int64_t step, const float* grad,
                    float* master, float* exp_avg, float* exp_avg_sq,
-                   const UnitUpdateOutputs& outputs = {});
+                   const UnitUpdateOutputs& outputs = {}, device::Stream* stream = nullptr);
   // ZeRO-Offload's overlap (OffloadPipeline): decided once after the store exists; each step
   // begins it before backward, and either finishes it (apply_overlapped_update: the units left,
   // the uploads) or, on a skipped step, restores the units updated early.
@@ -261,6 +255,16 @@ class Engine {
   Status apply_overlapped_update(double lr, float grad_multiplier,
                                  const std::optional<optim::Betas>& betas);
   void roll_back_overlapped_update();
+  // Engine::create's build steps, in order (each reads what the ones before filled in): the host
+  // context and the model (with its device context); the shard layout, where the state lives and
+  // the communicator the ZeRO collectives use; the memory check before any allocation; the
+  // parameter coordinator and gradient reducer (and staging copies); master weights and moments
+  // (and the offload pipeline), initialised from `init`.
+  Status build_contexts_and_model();
+  StatusOr<Communicator*> build_placement();
+  Status check_memory_fits() const;
+  Status build_sharding(Communicator& zero_comm);
+  Status build_optimizer_state(const UnitInitFn& init);
   // The one decision of where the ZeRO state lives: the context to keep it on, or null for host
   // memory (see EngineOptions::device).
   device::ExecutionContext* choose_state_device(int world_size) const;
@@ -270,6 +274,15 @@ class Engine {
   Communicator* comm_ = nullptr;
   std::unique_ptr<device::ExecutionContext> exec_;    // a device model's streams; null on the CPU
   device::ExecutionContext* state_device_ = nullptr;  // exec_ when the state lives there
+  // Host memory as a backend: the CPU backend on inline streams (ops run on the calling thread),
+  // where the norm and the update of state in host memory run. `overlap_stream_`: the overlapped
+  // offload update's, driven from the pipeline's worker thread.
+  std::unique_ptr<device::ExecutionContext> host_;
+  std::unique_ptr<device::Stream> overlap_stream_;
+  // Where the gradient partitions live (the norm runs there) and where the master weights and
+  // moments live (the update runs there): state_device_ or host_.
+  device::ExecutionContext& grads_ctx() const;
+  device::ExecutionContext& state_ctx() const;
   // Several ranks with the state on a device: the communicator on its memory (NCCL), which the
   // coordinator and reducer use; the engine's own scalars go over comm_. Null otherwise.
   std::unique_ptr<Communicator> device_comm_;
@@ -286,14 +299,6 @@ class Engine {
   bool overlap_adam_ = false;  // the CPU Adam overlaps backward (setup_overlap)
   int64_t rolled_back_units_ = 0;
   double overlap_lr_ = 0.0;  // the rate the overlapped updates of this step use
-  // Overlap: each unit's master | exp_avg | exp_avg_sq before this step's early update (restored
-  // when the step turns out non-finite and is skipped), from rollback_offset_[u] floats into
-  // rollback_, each copy rounded up to 16 floats so all three start on a 64-byte boundary (the
-  // CPU Adam streams them: rollback_copy).
-  AlignedBuffer rollback_;
-  std::vector<int64_t> rollback_offset_;
-  // Unit u's copy k (0: master, 1: exp_avg, 2: exp_avg_sq).
-  float* rollback_copy(int u, int k);
   std::unique_ptr<optim::LossScaler> scaler_;
   int64_t global_step_ = 0;
   int64_t optimizer_updates_ = 0;  // successful updates (Adam's step counter)

@@ -1337,3 +1337,49 @@ TEST(MemoryCheck, SwapSpaceIsCheckedPerDirectoryNamingTheKey) {
 
 }  // namespace
 }  // namespace zero::runtime
+
+namespace zero::runtime {
+namespace {
+
+// Engine::placement says where each kind of state is, from the engine's own decisions: the host
+// engine; a device model (the CPU backend standing in) with the state there, with the optimizer
+// offloaded, and behind staging copies (offload_param at stage 3).
+TEST(EnginePlacement, OneLineFromTheEnginesDecisions) {
+  auto config = model::preset_model_config("gpt2-tiny");
+  ASSERT_TRUE(config.ok());
+  auto make = [&](bool device_model, int stage, OptimizerOffload optimizer,
+                  sharding::ParamOffload param) {
+    EngineOptions o;
+    o.model_config = *config;
+    o.zero.stage = stage;
+    o.offload.optimizer = optimizer;
+    o.offload.param.device = param;
+    if (device_model) o.model_factory = host_model_on_stream();
+    auto e = Engine::create(std::move(o), [](int, int64_t b, int64_t e, float* dst) {
+      std::fill(dst, dst + (e - b), 0.01f);
+      return ok_status();
+    });
+    EXPECT_TRUE(e.ok()) << e.status().to_string();
+    return std::move(*e);
+  };
+  const auto none = OptimizerOffload::kNone, cpu = OptimizerOffload::kCpu;
+  const auto no_param = sharding::ParamOffload::kNone;
+  EXPECT_EQ(make(false, 2, none, no_param)->placement().line(),
+            "parameters host memory; gradients host memory; master weights and moments host "
+            "memory (the CPU Adam); activations host memory");
+  EXPECT_EQ(make(false, 2, cpu, no_param)->placement().optimizer_state,
+            "host memory (offload_optimizer cpu: the CPU Adam)");
+  // The CPU backend as the device: its memory is host memory, but the engine's decision is the
+  // device's (the state on it, the fused update queued there).
+  EXPECT_EQ(make(true, 1, none, no_param)->placement().optimizer_state,
+            "host memory (the fused AdamW there)");
+  const Engine::Placement offload = make(true, 2, cpu, no_param)->placement();
+  EXPECT_EQ(offload.optimizer_state, "host memory (offload_optimizer cpu: the CPU Adam)");
+  const Engine::Placement staged = make(true, 3, cpu, sharding::ParamOffload::kCpu)->placement();
+  EXPECT_EQ(staged.parameters,
+            "host memory, each unit copied to the GPU where the model uses it (stage-3 shards "
+            "offloaded to host memory: offload_param)");
+}
+
+}  // namespace
+}  // namespace zero::runtime

@@ -1,6 +1,8 @@
 // See evaluation.h.
 #include "runtime/evaluation.h"
 
+#include "runtime/engine.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -31,6 +33,10 @@ std::vector<int64_t> Evaluator::samples(int64_t round, int rank) const {
 }
 
 StatusOr<EvalResult> Evaluator::run(Engine& engine) const {
+  return run([&engine](const std::vector<MicroBatch>& micro) { return engine.eval_loss(micro); });
+}
+
+StatusOr<EvalResult> Evaluator::run(const LossFn& eval_loss) const {
   const int64_t T = data_->block_size();
   LossSum total;
   std::vector<MicroBatch> micro;
@@ -49,7 +55,7 @@ StatusOr<EvalResult> Evaluator::run(Engine& engine) const {
             data_->get_sample(rows[r], mb.tokens.data() + r * T, mb.targets.data() + r * T));
       }
     }
-    ZERO_ASSIGN_OR_RETURN(LossSum part, engine.eval_loss(micro));
+    ZERO_ASSIGN_OR_RETURN(LossSum part, eval_loss(micro));
     total.loss_sum += part.loss_sum;
     total.tokens += part.tokens;
   }

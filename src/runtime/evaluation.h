@@ -1,16 +1,20 @@
 // Evaluation of `zero train --validation_file`: the mean token cross-entropy over every sample of
 // a validation set (each counted once, whatever the world size) and its perplexity, forward only
-// through Engine::eval_loss, so every ZeRO stage evaluates the same numbers.
+// through Engine::eval_loss (so every ZeRO stage evaluates the same numbers) or, in `zero eval`,
+// through a forward over ModelWeights with the same reduction.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "core/status.h"
 #include "data/token_dataset.h"
-#include "runtime/engine.h"
+#include "runtime/batch.h"
 
 namespace zero::runtime {
+
+class Engine;
 
 struct EvalResult {
   double loss = 0.0;        // mean token cross-entropy over the validation samples
@@ -32,7 +36,12 @@ class Evaluator {
   // the last round).
   std::vector<int64_t> samples(int64_t round, int rank) const;
 
-  // Evaluates `engine`'s current weights. Collective: every rank calls it.
+  // The loss sum of this rank's micro-batches of a round group, summed over ranks.
+  using LossFn = std::function<StatusOr<LossSum>(const std::vector<MicroBatch>&)>;
+  // Evaluates through `eval_loss` (a training Engine's, or a forward over ModelWeights). Collective
+  // when eval_loss is: every rank calls it.
+  StatusOr<EvalResult> run(const LossFn& eval_loss) const;
+  // Evaluates `engine`'s current weights (Engine::eval_loss). Collective: every rank calls it.
   StatusOr<EvalResult> run(Engine& engine) const;
 
  private:

@@ -2,6 +2,7 @@
 // loss of a model equal to the training loss of the same samples (train_step reports the loss
 // before its update, the mean token cross-entropy of its global batch).
 #include "runtime/evaluation.h"
+#include "runtime/engine.h"
 
 #include <cmath>
 #include <set>

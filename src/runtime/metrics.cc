@@ -27,15 +27,29 @@ std::string json_number(double v) {
 }  // namespace
 
 std::string metrics_json_line(const StepMetrics& m) {
-  std::string eval;
-  if (m.eval_loss) eval += fmt::format(", \"eval_loss\": {}", json_number(*m.eval_loss));
-  if (m.eval_ppl) eval += fmt::format(", \"eval_ppl\": {}", json_number(*m.eval_ppl));
+  std::string tail;
+  if (m.eval_loss) tail += fmt::format(", \"eval_loss\": {}", json_number(*m.eval_loss));
+  if (m.eval_ppl) tail += fmt::format(", \"eval_ppl\": {}", json_number(*m.eval_ppl));
+  // Added fields go after the original ones (readers of the first set are unaffected).
+  auto add_real = [&tail](const char* key, const std::optional<double>& v) {
+    if (v) tail += fmt::format(", \"{}\": {}", key, json_number(*v));
+  };
+  auto add_int = [&tail](const char* key, const std::optional<int64_t>& v) {
+    if (v) tail += fmt::format(", \"{}\": {}", key, *v);
+  };
+  add_real("step_s", m.step_s);
+  add_real("tokens_per_s", m.tokens_per_s);
+  add_real("mfu", m.mfu);
+  add_int("gpu_memory_used_bytes", m.gpu_memory_used_bytes);
+  add_int("gpu_memory_peak_bytes", m.gpu_memory_peak_bytes);
+  add_int("host_rss_bytes", m.host_rss_bytes);
+  add_int("host_rss_peak_bytes", m.host_rss_peak_bytes);
   return fmt::format(
       "{{\"step\": {}, \"loss\": {}, \"lr\": {}, \"grad_norm\": {}, \"loss_scale\": {}, "
       "\"skipped\": {}, \"tokens\": {}, \"elapsed_s\": {}{}}}",
       m.step, json_number(m.loss), json_number(m.lr), json_number(m.grad_norm),
       json_number(m.loss_scale), m.skipped ? "true" : "false", m.tokens, json_number(m.elapsed_s),
-      eval);
+      tail);
 }
 
 std::string eval_on_start_json_line(double eval_loss, double eval_ppl) {

@@ -24,6 +24,17 @@ struct StepMetrics {
   // cross-entropy over the validation samples; eval_ppl = exp(eval_loss)), else absent.
   std::optional<double> eval_loss;
   std::optional<double> eval_ppl;
+  // Watching the run (rank 0's view; absent where unknown). The step's wall time covers loading
+  // its data, forward, backward and the update (not evaluation, not the checkpoint save).
+  std::optional<double> step_s;
+  std::optional<double> tokens_per_s;  // tokens / step_s
+  // Model FLOPs utilization, 0..1: tokens_per_s x (6N + 12·L·C·T) / (world x the GPU's dense peak
+  // for the training dtype); only on the CUDA device of a GPU in the peak table (runtime/mfu.h).
+  std::optional<double> mfu;
+  std::optional<int64_t> gpu_memory_used_bytes;  // cudaMemGetInfo after the step (whole GPU)
+  std::optional<int64_t> gpu_memory_peak_bytes;  // the largest gpu_memory_used_bytes so far
+  std::optional<int64_t> host_rss_bytes;         // resident set after the step
+  std::optional<int64_t> host_rss_peak_bytes;    // the process's peak resident set (VmHWM)
 };
 
 // One JSON line (no trailing newline).

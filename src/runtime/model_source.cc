@@ -30,6 +30,8 @@ StatusOr<std::unique_ptr<ModelSource>> ModelSource::open(const std::string& spec
   return s;
 }
 
+DType ModelSource::stored_dtype() const { return reader_ ? reader_->stored_dtype() : DType::kF32; }
+
 UnitInitFn ModelSource::init_fn() const {
   const model::ModelLayout* layout = layout_.get();
   if (reader_) {

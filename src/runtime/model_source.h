@@ -11,7 +11,7 @@
 #include "model/hf_checkpoint.h"
 #include "model/model_config.h"
 #include "model/param_layout.h"
-#include "runtime/engine.h"
+#include "runtime/unit_init.h"
 
 namespace zero::runtime {
 
@@ -25,6 +25,8 @@ class ModelSource {
   const std::string& description() const { return description_; }
   // Fills elements [begin, end) of unit u (zeros past the unit's numel). Thread-compatible.
   UnitInitFn init_fn() const;
+  // The dtype the weights are stored in (HfWeightReader::stored_dtype; fp32 for a preset).
+  DType stored_dtype() const;
 
  private:
   ModelSource() = default;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <utility>
 
 #include "core/check.h"
@@ -310,6 +311,47 @@ void OffloadPipeline::worker_loop() {
     slot_busy[f.slot] = false;
     done_.push_back(f.u);
     cv_.notify_all();
+  }
+}
+
+namespace {
+
+// Floats between a unit's rollback copies: its partition rounded up to whole 64-byte lines, so
+// the three copies share their alignment (the CPU Adam streams them when they do).
+int64_t rollback_stride(int64_t partition_numel) { return (partition_numel + 15) / 16 * 16; }
+
+}  // namespace
+
+int64_t OffloadPipeline::keep_rollback(const std::vector<int64_t>& partition_numel) {
+  rollback_numel_ = partition_numel;
+  rollback_offset_.assign(partition_numel.size() + 1, 0);
+  int64_t numel = 0;  // without the padding
+  for (size_t u = 0; u < partition_numel.size(); ++u) {
+    rollback_offset_[u + 1] = rollback_offset_[u] + 3 * rollback_stride(partition_numel[u]);
+    numel += 3 * partition_numel[u];
+  }
+  rollback_ = aligned_alloc_bytes(static_cast<size_t>(rollback_offset_.back()) * sizeof(float));
+  return numel * static_cast<int64_t>(sizeof(float));
+}
+
+float* OffloadPipeline::rollback_copy(int u, int k) {
+  const size_t i = static_cast<size_t>(u);
+  return reinterpret_cast<float*>(rollback_.get()) + rollback_offset_[i] +
+         k * rollback_stride(rollback_numel_[i]);
+}
+
+void OffloadPipeline::restore_rollback(int u, float* master, float* exp_avg, float* exp_avg_sq) {
+  const int64_t n = rollback_numel_[static_cast<size_t>(u)];
+  float* const dst[3] = {master, exp_avg, exp_avg_sq};
+  const float* const keep[3] = {rollback_copy(u, 0), rollback_copy(u, 1), rollback_copy(u, 2)};
+  const int64_t chunk = int64_t{1} << 16;
+  const int64_t chunks = (n + chunk - 1) / chunk;
+#pragma omp parallel for schedule(static) collapse(2)
+  for (int k = 0; k < 3; ++k) {
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t lo = c * chunk, hi = std::min(n, lo + chunk);
+      std::memcpy(dst[k] + lo, keep[k] + lo, static_cast<size_t>(hi - lo) * sizeof(float));
+    }
   }
 }
 

@@ -126,6 +126,19 @@ class OffloadPipeline {
   std::vector<int> end_overlap();
   bool overlapping() const { return overlapping_; }
 
+  // The overlapped update's rollback copy: for each unit, master | exp_avg | exp_avg_sq as they
+  // were before this step's early update (the CPU Adam writes them in the same pass), restored when
+  // the step turns out non-finite and is skipped. keep_rollback allocates it for partitions of
+  // `partition_numel` floats (host memory: 12 bytes per element, each copy rounded up to 64-byte
+  // lines so all three share their alignment and the CPU Adam streams them) and returns the bytes
+  // without the padding (what the memory plan counts).
+  int64_t keep_rollback(const std::vector<int64_t>& partition_numel);
+  // Unit u's copy k (0: master, 1: exp_avg, 2: exp_avg_sq), partition_numel(u) floats.
+  float* rollback_copy(int u, int k);
+  // Copies unit u's rollback copy back into its state (parallel: memory-bound; a skipped step
+  // only).
+  void restore_rollback(int u, float* master, float* exp_avg, float* exp_avg_sq);
+
   void add_adam_ms(double ms);
   OffloadTimes times() const;
 
@@ -160,7 +173,10 @@ class OffloadPipeline {
   };
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  bool overlapping_ = false;  // host thread only
+  bool overlapping_ = false;              // host thread only
+  AlignedBuffer rollback_;                // keep_rollback
+  std::vector<int64_t> rollback_offset_;  // unit u's three copies start here (floats)
+  std::vector<int64_t> rollback_numel_;   // unit u's partition numel
   HostUpdateFn update_;
   std::deque<Handed> handed_;  // handed over, download not queued yet
   int64_t handed_count_ = 0;   // this overlap: units handed over

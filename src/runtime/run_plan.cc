@@ -1,6 +1,8 @@
 // The run plan (run_plan.h), moved out of trainer.cc unchanged in behaviour.
 #include "runtime/run_plan.h"
 
+#include <algorithm>
+
 #include <map>
 #include <optional>
 
@@ -346,10 +348,17 @@ Status make_engine_options(const TrainArgs& args, const model::ModelConfig& mode
         "micro-steps whatever the setting (16-bit accumulation is what makes bf16 runs diverge "
         "with gradient accumulation in DeepSpeed)");
   }
-  // The stage / offload rules, applied here so the plan (and the banner) says what will run; their
-  // warnings repeat the config validator's, already in plan.notes, and are not printed again.
-  ZERO_ASSIGN_OR_RETURN(std::vector<std::string> repeated, sanitize_engine_options(o, world));
-  (void)repeated;
+  // The stage / offload rules (config::apply_zero_rules, the validator's own), applied here so the
+  // plan (and the banner) says what will run. A warning the validator already noted for the
+  // config file is not repeated; one that comes from flags (no config, or values it left "auto")
+  // is noted here, so no rule that changed the run goes unsaid.
+  ZERO_ASSIGN_OR_RETURN(std::vector<std::string> warnings, sanitize_engine_options(o, world));
+  for (const std::string& w : warnings) {
+    const bool noted = std::any_of(plan.notes.begin(), plan.notes.end(), [&](const std::string& n) {
+      return n.find(w) != std::string::npos;
+    });
+    if (!noted) plan.notes.push_back("warning: " + w);
+  }
   return ok_status();
 }
 

@@ -3,12 +3,16 @@
 // the DsConfig -> engine options mapping. (Before, all of this was tested only through the CLI.)
 #include "runtime/run_plan.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
 
 #include <gtest/gtest.h>
+
+#include "config/loader.h"
+#include "config/validate.h"
 
 namespace zero::runtime {
 namespace {
@@ -133,6 +137,56 @@ TEST(RunPlan, BatchTriadThatCannotHoldIsNamed) {
   ASSERT_FALSE(plan.ok());
   EXPECT_NE(plan.status().message().find("train_batch_size"), std::string::npos)
       << plan.status().message();
+}
+
+}  // namespace
+}  // namespace zero::runtime
+
+namespace zero::runtime {
+namespace {
+
+// `zero config check` and `zero train` judge the stage / offload rules alike (one function,
+// config::apply_zero_rules): over stages x optimizer offload x parameter offload x ratio, the
+// config is valid exactly when the run plan accepts it, and every warning the validator gives for
+// those blocks is in the plan's notes (so nothing the engine changed goes unsaid).
+TEST(RunPlan, ConfigCheckAndTheEngineApplyTheSameZeroRules) {
+  const char* devices[] = {"none", "cpu", "nvme"};
+  int cases = 0, refused = 0;
+  for (int stage = 0; stage <= 3; ++stage) {
+    for (const char* optim : devices) {
+      for (const char* param : devices) {
+        for (const char* ratio : {"", ", \"ratio\": 0.5"}) {
+          const std::string json = fmt::format(
+              R"({{"train_micro_batch_size_per_gpu": 2, "zero_optimization": {{"stage": {},
+              "offload_optimizer": {{"device": "{}", "nvme_path": "/tmp/zr"{}}},
+              "offload_param": {{"device": "{}", "nvme_path": "/tmp/zr"}}}}}})",
+              stage, optim, ratio, param);
+          const std::string path = write_config("zero_rules_agree.json", json);
+          auto loaded = config::load_ds_config_file(path);
+          ASSERT_TRUE(loaded.ok()) << json;
+          const config::ValidationReport report = config::validate_ds_config(loaded->json, {});
+          TrainArgs args;
+          args.deepspeed = path;
+          args.max_steps = 1;
+          auto plan = make_plan(args, tiny_model(), 1, 100);
+          ++cases;
+          refused += !report.ok();
+          ASSERT_EQ(report.ok(), plan.ok())
+              << json << "\nconfig check:\n"
+              << report.format() << "plan: " << (plan.ok() ? "ok" : plan.status().to_string());
+          if (!plan.ok()) continue;
+          for (const config::Diagnostic& d : report.diagnostics) {
+            if (d.path.rfind("zero_optimization.offload", 0) != 0) continue;
+            const std::string line = config::format_diagnostic(d);
+            EXPECT_NE(std::find(plan->notes.begin(), plan->notes.end(), line), plan->notes.end())
+                << line;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(cases, 72);
+  EXPECT_GT(refused, 0);
 }
 
 }  // namespace

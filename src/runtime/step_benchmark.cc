@@ -113,6 +113,57 @@ StatusOr<Measured> measure(const StepBenchOptions& o, const ModelSource& source,
 
 }  // namespace
 
+namespace {
+
+// A stage's two rows (overlap_comm off / on) and the offload pipeline's lines (rank 0).
+void print_stage_rows(int stage, const Measured& off, const Measured& on, int64_t tokens_per_step,
+                      bool cuda) {
+  for (bool overlap : {false, true}) {
+    const Measured& m = overlap ? on : off;
+    std::string hidden = overlap ? fmt::format("{:.2f}", 1e3 * (off.comm_wait_s - on.comm_wait_s))
+                                 : std::string("-");
+    const std::string gpu_columns =
+        cuda ? fmt::format(" {:>12.2f} {:>10.0f}", static_cast<double>(m.staging_bytes) / (1 << 20),
+                           static_cast<double>(m.gpu_used_bytes) / (1 << 20))
+             : std::string();
+    std::printf("%-6d %-8s %10.2f %10.0f %12.2f %14s %12.2f %14.2f %10.2f %12.2f %10.2f%s\n", stage,
+                overlap ? "on" : "off", 1e3 * m.step_s,
+                static_cast<double>(tokens_per_step) / m.step_s, 1e3 * m.comm_wait_s,
+                hidden.c_str(), static_cast<double>(m.state_bytes) / (1 << 20),
+                m.wire_bytes / (1 << 20), static_cast<double>(m.param_bytes) / (1 << 20),
+                static_cast<double>(m.model_buffer_bytes) / (1 << 20),
+                static_cast<double>(m.swap_bytes) / (1 << 20), gpu_columns.c_str());
+  }
+  for (bool overlap : {false, true}) {
+    const Measured& m = overlap ? on : off;
+    if (!m.offload_line.empty()) {
+      std::printf("  stage %d overlap_comm %s: %s\n", stage, overlap ? "on" : "off",
+                  m.offload_line.c_str());
+    }
+  }
+}
+
+// What the columns mean.
+void print_legend(bool cuda) {
+  std::printf(
+      "comm wait: time the compute thread blocked on collectives; hidden: how much of it "
+      "overlap_comm removed (same run, same data); wire: bytes moved by this rank's collectives "
+      "per step (gradients in communication_data_type = the model dtype, gathers in the model "
+      "dtype); param: working parameters (full units, or shards plus the peak of gathered units "
+      "at stage 3: host shards, NVMe staging and loaded shards included); model: the model's "
+      "activation and scratch buffers; swap: stage-3 shards in the NVMe swap file "
+      "(--offload_param nvme)\n");
+  if (cuda) {
+    std::printf(
+        "device cuda: step times end with a device synchronize; model: the CUDA model's device "
+        "buffers; staging: device copies of the parameters and gradients (the ZeRO state stays "
+        "in host memory); GPU: memory in use on the GPU after the timed steps (cudaMemGetInfo: "
+        "the CUDA context and other processes included)\n");
+  }
+}
+
+}  // namespace
+
 int run_step_benchmark(const StepBenchOptions& o, Communicator& comm) {
   omp_set_num_threads(default_compute_threads(comm));
   const bool lead = comm.rank() == 0;
@@ -170,49 +221,9 @@ int run_step_benchmark(const StepBenchOptions& o, Communicator& comm) {
       }
       (overlap ? on : off) = *m;
     }
-    if (!lead) continue;
-    for (bool overlap : {false, true}) {
-      const Measured& m = overlap ? on : off;
-      std::string hidden = overlap ? fmt::format("{:.2f}", 1e3 * (off.comm_wait_s - on.comm_wait_s))
-                                   : std::string("-");
-      const std::string gpu_columns =
-          cuda ? fmt::format(" {:>12.2f} {:>10.0f}",
-                             static_cast<double>(m.staging_bytes) / (1 << 20),
-                             static_cast<double>(m.gpu_used_bytes) / (1 << 20))
-               : std::string();
-      std::printf("%-6d %-8s %10.2f %10.0f %12.2f %14s %12.2f %14.2f %10.2f %12.2f %10.2f%s\n",
-                  stage, overlap ? "on" : "off", 1e3 * m.step_s,
-                  static_cast<double>(tokens_per_step) / m.step_s, 1e3 * m.comm_wait_s,
-                  hidden.c_str(), static_cast<double>(m.state_bytes) / (1 << 20),
-                  m.wire_bytes / (1 << 20), static_cast<double>(m.param_bytes) / (1 << 20),
-                  static_cast<double>(m.model_buffer_bytes) / (1 << 20),
-                  static_cast<double>(m.swap_bytes) / (1 << 20), gpu_columns.c_str());
-    }
-    for (bool overlap : {false, true}) {
-      const Measured& m = overlap ? on : off;
-      if (!m.offload_line.empty()) {
-        std::printf("  stage %d overlap_comm %s: %s\n", stage, overlap ? "on" : "off",
-                    m.offload_line.c_str());
-      }
-    }
+    if (lead) print_stage_rows(stage, off, on, tokens_per_step, cuda);
   }
-  if (lead) {
-    std::printf(
-        "comm wait: time the compute thread blocked on collectives; hidden: how much of it "
-        "overlap_comm removed (same run, same data); wire: bytes moved by this rank's collectives "
-        "per step (gradients in communication_data_type = the model dtype, gathers in the model "
-        "dtype); param: working parameters (full units, or shards plus the peak of gathered units "
-        "at stage 3: host shards, NVMe staging and loaded shards included); model: the model's "
-        "activation and scratch buffers; swap: stage-3 shards in the NVMe swap file "
-        "(--offload_param nvme)\n");
-    if (cuda) {
-      std::printf(
-          "device cuda: step times end with a device synchronize; model: the CUDA model's device "
-          "buffers; staging: device copies of the parameters and gradients (the ZeRO state stays "
-          "in host memory); GPU: memory in use on the GPU after the timed steps (cudaMemGetInfo: "
-          "the CUDA context and other processes included)\n");
-    }
-  }
+  if (lead) print_legend(cuda);
   return 0;
 }
 

@@ -28,19 +28,22 @@
 #include "data/token_dataset.h"
 #include "model/hf_checkpoint.h"
 #include "optim/loss_scaler.h"
-#include "runtime/csv_monitor.h"
 #include "runtime/effective_config_file.h"
 #include "runtime/engine_checkpoint.h"
 #include "runtime/evaluation.h"
 #include "runtime/interrupt.h"
 #include "runtime/metrics.h"
+#include "runtime/mfu.h"
 #include "runtime/model_source.h"
 #include "runtime/progress.h"
 #include "runtime/resume_notes.h"
+#include "runtime/run_fingerprint.h"
 #include "runtime/run_lock.h"
 #include "runtime/run_plan.h"
 #include "runtime/start_agreement.h"
+#include "runtime/step_stats.h"
 #include "runtime/train_data.h"
+#include "runtime/train_monitor.h"
 #include "runtime/train_steps.h"
 
 namespace zero::runtime {
@@ -103,43 +106,6 @@ Status remove_checkpoints(const std::string& out_dir) {
   return ok_status();
 }
 
-// What every rank must agree on: the effective DeepSpeed config, the model and the run plan.
-RunFingerprint run_fingerprint(const TrainArgs& args, const Plan& plan,
-                               const model::ModelConfig& mc, int64_t block, int64_t num_samples,
-                               int64_t max_steps, int64_t start_step) {
-  RunFingerprint fp;
-  add_to_fingerprint(fp, "ds_config", plan.effective.json);
-  add_to_fingerprint(fp, "model", model::model_config_to_json(mc));
-  add_to_fingerprint(fp, "--model", args.model);
-  add_to_fingerprint(fp, "--train_file", args.train_file);
-  add_to_fingerprint(fp, "--validation_file", args.validation_file.value_or(""));
-  add_to_fingerprint(fp, "--eval_steps", args.eval_steps);
-  add_to_fingerprint(fp, "--per_device_eval_batch_size", args.per_device_eval_batch_size);
-  add_to_fingerprint(fp, "--eval_on_start", args.eval_on_start);
-  add_to_fingerprint(fp, "data.samples", num_samples);
-  add_to_fingerprint(fp, "--block_size", block);
-  add_to_fingerprint(fp, "--data_order", args.data_order);
-  add_to_fingerprint(fp, "--seed", args.seed);
-  add_to_fingerprint(fp, "--max_steps", max_steps);
-  // An HF schedule (no scheduler block) is not in the DeepSpeed config: its type and inputs.
-  const optim::LrSchedule& schedule = plan.engine.schedule;
-  add_to_fingerprint(fp, "lr_schedule.type", std::string(schedule.type_name()));
-  if (schedule.params().kind == optim::LrScheduleKind::kHuggingFace) {
-    add_to_fingerprint(fp, "lr_schedule.warmup_steps", schedule.params().hf.num_warmup_steps);
-    add_to_fingerprint(fp, "--lr_scheduler_kwargs", args.lr_scheduler_kwargs.value_or(""));
-  }
-  add_to_fingerprint(fp, "resume.step", start_step);
-  add_to_fingerprint(fp, "--save_steps", args.save_steps);
-  add_to_fingerprint(fp, "--save_total_limit", args.save_total_limit.value_or(0));
-  add_to_fingerprint(fp, "--save_final", args.save_final);
-  add_to_fingerprint(fp, "--save_dtype", args.save_dtype.value_or("fp32"));
-  add_to_fingerprint(fp, "--save_on_interrupt", args.save_on_interrupt);
-  add_to_fingerprint(fp, "--gradient_checkpointing", args.gradient_checkpointing);
-  add_to_fingerprint(fp, "--output_dir", args.output_dir);
-  add_to_fingerprint(fp, "--device", args.device);
-  return fp;
-}
-
 int fail(const Failure& f, int rank, int world) {
   // One whole line (one write), "[rank R] error: ..." when there are several ranks.
   std::fprintf(stderr, "%s\n", rank_error_line(rank, world, f.status.message()).c_str());
@@ -185,7 +151,7 @@ class TrainingRun {
   Exit train_steps();    // the step loop
   Exit interrupted(int64_t step, int signal);
   Exit load_micro_batches(int64_t step);
-  Exit record_step(int64_t step, const StepResult& result, double elapsed,
+  Exit record_step(int64_t step, const StepResult& result, double elapsed, double step_s,
                    const std::optional<EvalResult>& eval);
   Exit log_step(int64_t step, const StepResult& result, std::chrono::steady_clock::time_point now,
                 double elapsed);
@@ -218,7 +184,8 @@ class TrainingRun {
   int64_t start_step_ = 0;
 
   MetricsWriter metrics_;
-  std::unique_ptr<CsvMonitor> csv_;
+  std::unique_ptr<TrainMonitor> monitor_;  // tensorboard / csv_monitor (rank 0)
+  std::optional<StepStats> stats_;         // tokens/s, MFU, memory (rank 0)
   std::unique_ptr<RunLock> run_lock_;
   const std::string metrics_path_;
   int64_t steps_per_print_ = 0, log_every_ = 0;
@@ -443,10 +410,16 @@ Exit TrainingRun::prepare_output() {
   s = checkpoint::copy_tokenizer_files(storage, model_dir_of(args_.model),
                                        checkpoint::run_tokenizer_dir(args_.output_dir));
   if (!s.ok()) return bad(s.with_context("copying the tokenizer files of --model"));
-  if (plan.ds.csv_monitor.enabled.value) {
-    csv_ = std::make_unique<CsvMonitor>(plan.ds.csv_monitor.output_path.value,
-                                        plan.ds.csv_monitor.job_name.value);
-  }
+  auto monitor = TrainMonitor::open(plan.ds, plan.engine.dtype == DType::kF16);
+  if (!monitor.ok()) return bad(monitor.status());
+  monitor_ = std::move(*monitor);
+  const bool cuda = plan.engine.device == Device::kCuda;
+  stats_.emplace(StepStatsOptions{
+      .flops_per_token = train_flops_per_token(*mc_, block_),
+      .peak_flops_per_gpu =
+          cuda ? peak_dense_flops(probe_cuda().name, plan.engine.dtype) : std::nullopt,
+      .world_size = world_,
+      .cuda = cuda});
   return std::nullopt;
 }
 
@@ -467,10 +440,7 @@ void TrainingRun::print_banner() const {
       static_cast<long long>(plan.train_batch), static_cast<long long>(plan.micro_batch),
       static_cast<long long>(plan.grad_accum), world_, static_cast<long long>(max_steps_));
   if (plan.engine.device == Device::kCuda) {
-    std::printf(
-        "zero train: device: %s (the model on each rank's GPU, the ZeRO state in host "
-        "memory)\n",
-        probe_cuda().description.c_str());
+    std::printf("zero train: device: %s (one per rank)\n", probe_cuda().description.c_str());
   }
   for (const auto& n : plan.info) std::printf("zero train: %s\n", n.c_str());
   std::printf("zero train: config: %s; in %s/%s%s\n",
@@ -500,27 +470,18 @@ Exit TrainingRun::create_engine() {
         "zero train: note: --offload_overlap has no effect here (it needs --device cuda and "
         "zero_optimization.offload_optimizer.device cpu)\n");
   }
-  if (lead_ && engine_->device() != Device::kCpu) {
-    const std::string device(device_name(engine_->device()));
-    if (engine_->offload_on_device()) {
-      std::printf(
-          "zero train: parameters and gradients on the %s device (%.1f MiB); master weights and "
-          "Adam moments offloaded (offload_optimizer), the CPU Adam %s\n",
-          device.c_str(), static_cast<double>(engine_->memory().device_bytes) / (1024.0 * 1024.0),
-          engine_->offload_overlaps() ? "overlapping backward (--offload_overlap)"
-          : args_.offload_overlap
-              ? "after backward (--offload_overlap acts only without gradient_clipping and fp16)"
-              : "after backward");
-    } else if (engine_->state_on_device()) {
-      std::printf("zero train: ZeRO state and optimizer on the %s device (%.1f MiB)\n",
-                  device.c_str(),
+  if (lead_) {
+    // One line from the engine's own decisions (Engine::placement), so nothing printed disagrees.
+    std::printf("zero train: placement: %s", engine_->placement().line().c_str());
+    if (engine_->device() != Device::kCpu) {
+      std::printf(" (%.1f MiB of GPU memory for ZeRO state)",
                   static_cast<double>(engine_->memory().device_bytes) / (1024.0 * 1024.0));
-    } else {
+    }
+    std::printf("\n");
+    if (engine_->offload_on_device() && args_.offload_overlap && !engine_->offload_overlaps()) {
       std::printf(
-          "zero train: ZeRO state in host memory, each unit staged to the %s device (the "
-          "device-resident state covers Adam without offload_param, with several ranks only "
-          "where NCCL is built)\n",
-          device.c_str());
+          "zero train: note: --offload_overlap acts only without gradient_clipping and fp16; the "
+          "CPU Adam runs after backward\n");
     }
   }
   if (resume_) {
@@ -602,9 +563,8 @@ StatusOr<EvalResult> TrainingRun::evaluate(int64_t done_steps) {
   if (lead_) {
     progress_.message(fmt::format("eval after step {}/{} | eval_loss {:.4f} | eval_ppl {:.4g}",
                                   done_steps, max_steps_, r.loss, r.perplexity));
-    if (csv_) {
-      ZERO_RETURN_IF_ERROR(
-          csv_->write("Eval/Samples/eval_loss", done_steps * plan_->train_batch, r.loss));
+    if (monitor_) {
+      ZERO_RETURN_IF_ERROR(monitor_->write_eval(done_steps * plan_->train_batch, r.loss));
     }
   }
   return r;
@@ -633,11 +593,13 @@ Exit TrainingRun::train_steps() {
     auto sig = agree_on_interrupt(comm_);
     if (!sig.ok()) return broken(sig.status());
     if (*sig != 0) return interrupted(step, *sig);
+    const auto step_start = std::chrono::steady_clock::now();
     if (Exit e = load_micro_batches(step)) return e;
     auto result = engine_->train_step(micro_);
     if (!result.ok()) return broken(result.status());
     nonfinite_steps_ = std::isfinite(result->loss) ? 0 : nonfinite_steps_ + 1;
     const auto now = std::chrono::steady_clock::now();
+    const double step_s = std::chrono::duration<double>(now - step_start).count();
     const double elapsed = std::chrono::duration<double>(now - start_).count();
     window_tokens_ += static_cast<double>(result->tokens);
     std::optional<EvalResult> eval;
@@ -647,7 +609,7 @@ Exit TrainingRun::train_steps() {
       if (!r.ok()) return broken(r.status().with_context("evaluating"));
       eval = *r;
     }
-    if (Exit e = record_step(step, *result, elapsed, eval)) return e;
+    if (Exit e = record_step(step, *result, elapsed, step_s, eval)) return e;
     if (args_.save_steps > 0 && (step + 1) % args_.save_steps == 0) {
       Status s = save(step + 1);
       if (!s.ok()) return broken(s.with_context("saving a checkpoint"));
@@ -694,8 +656,9 @@ Exit TrainingRun::load_micro_batches(int64_t step) {
   return std::nullopt;
 }
 
-// The step's metrics line (rank 0; before its checkpoint, see save()) and the non-finite stop.
-Exit TrainingRun::record_step(int64_t step, const StepResult& result, double elapsed,
+// The step's metrics line and monitor scalars (rank 0; before its checkpoint, see save()) and the
+// non-finite stop.
+Exit TrainingRun::record_step(int64_t step, const StepResult& result, double elapsed, double step_s,
                               const std::optional<EvalResult>& eval) {
   if (lead_) {
     StepMetrics sm;
@@ -711,7 +674,9 @@ Exit TrainingRun::record_step(int64_t step, const StepResult& result, double ela
       sm.eval_loss = eval->loss;
       sm.eval_ppl = eval->perplexity;
     }
+    stats_->fill(sm, step_s);
     Status s = metrics_.write(sm);
+    if (s.ok() && monitor_) s = monitor_->write_step((step + 1) * plan_->train_batch, sm);
     if (!s.ok()) return broken(s);
   }
   if (args_.max_nonfinite_steps > 0 && nonfinite_steps_ >= args_.max_nonfinite_steps) {
@@ -732,20 +697,11 @@ Exit TrainingRun::record_step(int64_t step, const StepResult& result, double ela
   return std::nullopt;
 }
 
-// Rank 0: the CSV monitor, DeepSpeed's periodic line and the progress line.
+// Rank 0: DeepSpeed's periodic line and the progress line.
 Exit TrainingRun::log_step(int64_t step, const StepResult& result,
                            std::chrono::steady_clock::time_point now, double elapsed) {
   if (!lead_) return std::nullopt;
   const Plan& plan = *plan_;
-  if (csv_) {
-    const int64_t samples_seen = (step + 1) * plan.train_batch;
-    Status s = csv_->write("Train/Samples/train_loss", samples_seen, result.loss);
-    if (s.ok()) s = csv_->write("Train/Samples/lr", samples_seen, result.lr);
-    if (s.ok() && plan.engine.dtype == DType::kF16) {
-      s = csv_->write("Train/Samples/loss_scale", samples_seen, result.loss_scale);
-    }
-    if (!s.ok()) return broken(s);
-  }
   if ((step + 1) % steps_per_print_ == 0 && plan.ds.steps_per_print.value) {
     // DeepSpeed's periodic line (engine._report_progress).
     progress_.message(fmt::format("[Rank 0] step={}, skipped={}, lr=[{:g}], mom=[({:g}, {:g})]",
@@ -761,9 +717,10 @@ Exit TrainingRun::log_step(int64_t step, const StepResult& result,
     const double eta = elapsed / static_cast<double>(step + 1 - start_step_) *
                        static_cast<double>(max_steps_ - step - 1);
     std::string line = fmt::format(
-        "step {}/{} | loss {:.4f} | lr {:.3e} | grad norm {:.3f}{} | {:.0f} tok/s | ETA {}",
+        "step {}/{} | loss {:.4f} | lr {:.3e} | grad norm {:.3f}{} | {:.0f} tok/s{} | ETA {}",
         step + 1, max_steps_, result.loss, result.lr, result.grad_norm,
-        result.skipped ? " | skipped" : "", tok_s, format_duration(eta));
+        result.skipped ? " | skipped" : "", tok_s, stats_->progress_fields(tok_s),
+        format_duration(eta));
     const bool persist = (step + 1) % log_every_ == 0 || last;
     progress_.progress(line, persist);
     // DeepSpeed's wall_clock_breakdown line: rank 0's own phase times (no collective).

@@ -255,89 +255,87 @@ void GradReducer::issue(Bucket b) {
     reduce_alone(b);
     return;
   }
-  const bool single = b.units.size() == 1;
-  int64_t padded = 0, shard = 0;
-  for (int u : b.units) {
-    padded += layout_.unit(u).padded_numel;
-    shard += layout_.unit(u).shard_numel;
-  }
+  issue_on_host(std::move(b));
+}
+
+float* GradReducer::pack_on_host(Bucket& b, bool rank_major) {
   // The unit's buffer the collective reads: the micro-step gradient (stages 2–3) or the
   // accumulator (stages 0–1).
   auto src = [&](int u) -> float* {
     Unit& unit = units_[static_cast<size_t>(u)];
     return options_.stage <= 1 ? unit.accum.f32() : unit.micro.f32();
   };
-  // Stages 2–3 hand the micro buffers back once packed; a single unit is reduced from its own.
-  auto release_micros = [&] {
-    if (options_.stage <= 1 || single) return;
+  if (b.units.size() == 1) return src(b.units[0]);  // reduced from its own buffer
+  int64_t padded = 0;
+  for (int u : b.units) padded += layout_.unit(u).padded_numel;
+  b.in = take_buffer(padded);
+  float* dst = b.in.f32();
+  if (rank_major) {
+    // Block r is [u1 shard r | u2 shard r | ...].
+    for (int r = 0; r < layout_.world_size(); ++r) {
+      for (int u : b.units) {
+        const int64_t P = layout_.unit(u).shard_numel;
+        std::memcpy(dst, src(u) + static_cast<int64_t>(r) * P, static_cast<size_t>(P) * 4);
+        dst += P;
+      }
+    }
+  } else {
+    for (int u : b.units) {
+      const int64_t n = layout_.unit(u).padded_numel;
+      std::memcpy(dst, src(u), static_cast<size_t>(n) * 4);
+      dst += n;
+    }
+  }
+  // Stages 2–3 hand the micro buffers back once packed.
+  if (options_.stage >= 2) {
     for (int u : b.units) {
       Unit& unit = units_[static_cast<size_t>(u)];
       give_buffer(std::move(unit.micro));
       unit.micro = Tensor();
     }
-  };
+  }
+  return b.in.f32();
+}
+
+void GradReducer::issue_on_host(Bucket b) {
+  int64_t padded = 0, shard = 0;
+  for (int u : b.units) {
+    padded += layout_.unit(u).padded_numel;
+    shard += layout_.unit(u).shard_numel;
+  }
+  const DType wire = options_.comm_dtype;
   const bool all_reduce = options_.stage == 0 || !options_.reduce_scatter;
+  float* in = pack_on_host(b, /*rank_major=*/!all_reduce);
+  // A 16-bit wire: the input rounded into wire_in; the result widened into `result` at completion.
+  if (wire != DType::kF32) {
+    b.wire_in = take_buffer(padded, wire);
+    kernels::cpu::cast_from_f32(in, b.wire_in.data(), wire, padded);
+  }
   if (all_reduce) {
-    float* buf = nullptr;
-    if (single) {
-      buf = src(b.units[0]);
+    if (wire == DType::kF32) {
+      b.pending = comm_.all_reduce_async(in, static_cast<size_t>(padded), wire, ReduceOp::kSum);
     } else {
-      b.in = take_buffer(padded);
-      int64_t off = 0;
-      for (int u : b.units) {
-        const int64_t n = layout_.unit(u).padded_numel;
-        std::memcpy(b.in.f32() + off, src(u), static_cast<size_t>(n) * 4);
-        off += n;
-      }
-      release_micros();
-      buf = b.in.f32();
-    }
-    if (options_.comm_dtype == DType::kF32) {
-      b.pending =
-          comm_.all_reduce_async(buf, static_cast<size_t>(padded), DType::kF32, ReduceOp::kSum);
-    } else {
-      b.wire_in = take_buffer(padded, options_.comm_dtype);
-      kernels::cpu::cast_from_f32(buf, b.wire_in.data(), options_.comm_dtype, padded);
-      b.result = buf;
+      b.result = in;
       b.result_numel = padded;
-      b.pending = comm_.all_reduce_async(b.wire_in.data(), static_cast<size_t>(padded),
-                                         options_.comm_dtype, ReduceOp::kSum);
+      b.pending = comm_.all_reduce_async(b.wire_in.data(), static_cast<size_t>(padded), wire,
+                                         ReduceOp::kSum);
     }
   } else {
-    const float* in = nullptr;
-    if (single) {
-      in = src(b.units[0]);
-    } else {
-      // Rank-major: block r is [u1 shard r | u2 shard r | ...].
-      b.in = take_buffer(padded);
-      float* dst = b.in.f32();
-      for (int r = 0; r < world; ++r) {
-        for (int u : b.units) {
-          const int64_t P = layout_.unit(u).shard_numel;
-          std::memcpy(dst, src(u) + static_cast<int64_t>(r) * P, static_cast<size_t>(P) * 4);
-          dst += P;
-        }
-      }
-      release_micros();
-      in = b.in.f32();
-    }
     float* out = nullptr;
-    if (options_.stage == 1 && single) {
+    if (options_.stage == 1 && b.units.size() == 1) {
       out = units_[static_cast<size_t>(b.units[0])].reduced.f32();
     } else {
       b.out = take_buffer(shard);
       out = b.out.f32();
     }
-    if (options_.comm_dtype == DType::kF32) {
-      b.pending = comm_.reduce_scatter_async(in, out, static_cast<size_t>(shard), DType::kF32);
+    if (wire == DType::kF32) {
+      b.pending = comm_.reduce_scatter_async(in, out, static_cast<size_t>(shard), wire);
     } else {
-      b.wire_in = take_buffer(padded, options_.comm_dtype);
-      b.wire_out = take_buffer(shard, options_.comm_dtype);
-      kernels::cpu::cast_from_f32(in, b.wire_in.data(), options_.comm_dtype, padded);
+      b.wire_out = take_buffer(shard, wire);
       b.result = out;
       b.result_numel = shard;
       b.pending = comm_.reduce_scatter_async(b.wire_in.data(), b.wire_out.data(),
-                                             static_cast<size_t>(shard), options_.comm_dtype);
+                                             static_cast<size_t>(shard), wire);
     }
   }
   for (int u : b.units) units_[static_cast<size_t>(u)].has_pending = true;

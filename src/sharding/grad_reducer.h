@@ -135,6 +135,11 @@ class GradReducer : public model::GradSink {
   void add_to_bucket(int u);  // queue a ready unit; issues the bucket when it is full
   void flush_open();          // issue the bucket being filled (if any)
   void issue(Bucket b);
+  // issue() in host memory: the bucket's input (pack_on_host: the single unit's own buffer, or
+  // the units packed into b.in, concatenated for an all-reduce, rank-major for a reduce-scatter;
+  // stage 2-3 micro buffers handed back once packed), the 16-bit wire's rounding, the collective.
+  void issue_on_host(Bucket b);
+  float* pack_on_host(Bucket& b, bool rank_major);
   // A world of one with an fp32 wire: the reduction of a bucket is its input, so the bucket is
   // finished in place (no packing, no collective, no copies) and counted as the collective.
   void reduce_alone(const Bucket& b);

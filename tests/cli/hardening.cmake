@@ -146,3 +146,11 @@ file(WRITE ${CMAKE_BINARY_DIR}/test_out/s2_nvme.json
 add_test(NAME cli.train.offload_rules_reported_once
          COMMAND sh -c "$<TARGET_FILE:zero> train ${_zh_common} --max_steps 1 --deepspeed ${CMAKE_BINARY_DIR}/test_out/s2_nvme.json --overwrite_output_dir --output_dir ${_zh_out}/s2nvme > ${CMAKE_BINARY_DIR}/test_out/s2_nvme.log 2>&1 && test $(grep -c 'treated as' ${CMAKE_BINARY_DIR}/test_out/s2_nvme.log) -eq 1 && grep -q 'optimizer on cpu' ${CMAKE_BINARY_DIR}/test_out/s2_nvme.log && echo once")
 set_tests_properties(cli.train.offload_rules_reported_once PROPERTIES LABELS unit PASS_REGULAR_EXPRESSION "once")
+
+# Issue 32 item 1: nothing left behind on NVMe by a SIGKILLed run once the next run on the same
+# nvme_path has started (tests/cli/nvme_left_behind.sh; the live-run side: src/offload/swap_dir_test.cc).
+add_test(NAME cli.train.nvme_sigkill_leaves_nothing_behind
+         COMMAND ${PROJECT_SOURCE_DIR}/tests/cli/nvme_left_behind.sh $<TARGET_FILE:zero>
+                 ${PROJECT_SOURCE_DIR}/tests/fixtures/golden/tokens.bin ${CMAKE_BINARY_DIR}/test_out/nvme_left_behind)
+set_tests_properties(cli.train.nvme_sigkill_leaves_nothing_behind PROPERTIES LABELS unit TIMEOUT 180
+                     PASS_REGULAR_EXPRESSION "PASS: ")

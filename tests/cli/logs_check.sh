@@ -27,7 +27,7 @@ plain)
     --output_dir "$out/run" >"$out/stdout" 2>"$out/stderr" || fail "run exited $?: $(cat "$out/stderr")"
   if LC_ALL=C grep -q "[$cr$esc]" "$out/stdout"; then fail "control characters in stdout"; fi
   # Each line is one message: the banner, a progress line, or DeepSpeed's [Rank 0] lines.
-  bad=$(grep -Ev '^(zero train: |step [0-9]+/4 \| loss [^|]+\|[^|]+\|[^|]+\| [0-9]+ tok/s \| ETA [^ ]+$|\[Rank 0\] )' "$out/stdout")
+  bad=$(grep -Ev '^(zero train: |step [0-9]+/4 \| loss [^|]+\|[^|]+\|[^|]+\| [0-9]+ tok/s \| host RSS [0-9]+ MiB \| ETA [^ ]+$|\[Rank 0\] )' "$out/stdout")
   [ -z "$bad" ] || fail "lines that are not one message: $bad"
   [ "$(grep -c '^step ' "$out/stdout")" -eq 2 ] || fail "expected 2 progress lines (steps 2, 4)"
   timer='^\[Rank 0\] time \(ms\) \| fwd: [0-9]+\.[0-9]{2} \| bwd: [0-9]+\.[0-9]{2} \| bwd_inner: [0-9]+\.[0-9]{2} \| bwd_allreduce: [0-9]+\.[0-9]{2} \| step: [0-9]+\.[0-9]{2}$'

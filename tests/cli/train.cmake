@@ -33,7 +33,7 @@ set_tests_properties(cli.train.unknown_device PROPERTIES LABELS unit
 # --device cuda: trains on a GPU (one rank, nothing offloaded: the ZeRO state on the GPU, no
 # staging); without one (or in a build without CUDA), exit 2 saying which.
 add_test(NAME cli.train.device_cuda
-         COMMAND sh -c "out=$($<TARGET_FILE:zero> train ${_zt_common} --max_steps 2 --device cuda --output_dir ${_zt_out}/cuda 2>&1); rc=$?; echo \"$out\" | tail -3; if test $rc -eq 0 && echo \"$out\" | grep -q 'ZeRO state and optimizer on the cuda device'; then echo trained-on-gpu; elif test $rc -eq 2 && echo \"$out\" | grep -q 'no usable GPU\\|no CUDA backend'; then echo refused-clearly; fi")
+         COMMAND sh -c "out=$($<TARGET_FILE:zero> train ${_zt_common} --max_steps 2 --device cuda --output_dir ${_zt_out}/cuda 2>&1); rc=$?; echo \"$out\" | tail -3; if test $rc -eq 0 && echo \"$out\" | grep -q 'master weights and moments GPU memory'; then echo trained-on-gpu; elif test $rc -eq 2 && echo \"$out\" | grep -q 'no usable GPU\\|no CUDA backend'; then echo refused-clearly; fi")
 set_tests_properties(cli.train.device_cuda PROPERTIES LABELS unit
                      PASS_REGULAR_EXPRESSION "trained-on-gpu|refused-clearly")
 

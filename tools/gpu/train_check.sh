@@ -5,7 +5,8 @@
 # (ZERO_GPU_BENCH_GRID) beside PyTorch's (bench/gpu/torch_step.py, ZERO_GPU_TORCH_MODES) on the same
 # GPU; `zero generate --device cuda` giving the CPU's tokens (through the GPU's key/value cache and
 # with --no_kv_cache, also when the context fills), its tokens/s with the cache against a whole
-# forward per token (gpt2-124m, llama-1b), and `zero bench step --device cuda`.
+# forward per token (gpt2-124m, llama-1b), `zero bench step --device cuda`, a device out of memory
+# (one line, exit 1, promptly) and the run's placement line with and without ZeRO-Offload.
 # Packed by tools/gpu/pack.sh and run by verify.sh; prints markdown.
 #
 #   train_check.sh ZERO_BINARY CORPUS WORKDIR [--no-bench]
@@ -132,6 +133,27 @@ echo "## zero generate --device cuda vs --device cpu (the same tokens), zero ben
     echo "$out" | head -6 | sed 's/^/    /'
   else
     echo "- bench step FAILED: $(echo "$out" | tail -2 | tr '\n' ' ')"
+  fi
+  if [[ $device == cuda ]]; then
+    # Issue 32: a device out of memory mid-run is one line naming the buffer (real cudaMalloc
+    # failure: a gpt2-1558m micro-batch far past 80 GB), and exits promptly with status 1.
+    t0=$(date +%s)
+    oom=$(timeout 120 "$zero" train --model preset:gpt2-1558m --train_file "$corpus" --data_dtype uint8 \
+      --block_size 1024 --per_device_train_batch_size 256 --max_steps 1 --device cuda --bf16 \
+      --output_dir "$work/oom" --overwrite_output_dir 2>&1); rc=$?
+    line=$(echo "$oom" | grep -m1 -i 'out of memory\|does not fit\|short' || echo "$oom" | tail -1)
+    echo "- OOM run: exit $rc after $(( $(date +%s) - t0 )) s: ${line:0:300}"
+    ((rc == 0 || rc == 124)) && echo "- OOM run FAILED (exit $rc)"
+    # Issue 32 item 3: the one placement line, for the state on the GPU and for ZeRO-Offload.
+    for off in none cpu; do
+      cfg=$(config 2 bf16 $off 2 1)
+      echo "$cfg" >"$work/placement_$off.json"
+      pl=$(timeout 120 "$zero" train --model preset:gpt2-tiny --train_file "$corpus" --data_dtype uint8 \
+        --block_size 64 --max_steps 1 --device cuda --deepspeed "$work/placement_$off.json" \
+        --output_dir "$work/pl_$off" --overwrite_output_dir 2>&1 | grep '^zero train: placement' ||
+        echo "placement line FAILED")
+      echo "- offload $off: ${pl#zero train: }"
+    done
   fi
 } | tee "$work/cli_device.txt"
 grep -q -E 'MISMATCH|FAILED' "$work/cli_device.txt" && status=1
