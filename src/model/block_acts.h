@@ -36,6 +36,17 @@ struct Transformer::BlockActs {
       k_rot = Tensor(Shape{N, Hkv * D});
       gate = Tensor(Shape{N, F});
     }
+    if (c.qk_norm) {
+      q_rstd = Tensor(Shape{N * Hq});
+      k_rstd = Tensor(Shape{N * Hkv});
+    }
+    if (c.post_norms) {
+      attn_out = Tensor(Shape{N, C});
+      rstd_post_attn = Tensor(Shape{N});
+      mlp_out = Tensor(Shape{N, C});
+      rstd_post_mlp = Tensor(Shape{N});
+      gate_act = Tensor(Shape{N, F});
+    }
   }
   // Where block_forward writes (null for the tensors this architecture does not allocate).
   BlockBuffers buffers() const {
@@ -48,6 +59,8 @@ struct Transformer::BlockActs {
             .v = v.f32(),
             .q_rot = q_rot.f32(),
             .k_rot = k_rot.f32(),
+            .q_rstd = q_rstd.f32(),
+            .k_rstd = k_rstd.f32(),
             .attn_y = attn_y.f32(),
             .x2 = x2.f32(),
             .norm2 = norm2.f32(),
@@ -55,13 +68,20 @@ struct Transformer::BlockActs {
             .rstd2 = rstd2.f32(),
             .gate = gate.f32(),
             .up = up.f32(),
-            .act = act.f32()};
+            .act = act.f32(),
+            .attn_out = attn_out.f32(),
+            .rstd_post_attn = rstd_post_attn.f32(),
+            .mlp_out = mlp_out.f32(),
+            .rstd_post_mlp = rstd_post_mlp.f32(),
+            .gate_act = gate_act.f32()};
   }
 
   Tensor norm1, mean1, rstd1;  // (N, C), (N), (N): ln_1 / input_layernorm
   Tensor qkv;                  // GPT-2 (N, 3C)
   Tensor q, k, v;              // (N, Hq*D), (N, Hkv*D), (N, Hkv*D)
   Tensor q_rot, k_rot;         // Llama: after RoPE
+  Tensor q_rstd, k_rstd;       // Qwen3 / Gemma 3 (N*Hq), (N*Hkv): q_norm / k_norm statistics
+  Tensor attn_out, rstd_post_attn, mlp_out, rstd_post_mlp, gate_act;  // Gemma 3 (BlockBuffers)
   Tensor att;                  // (B, Hq, T, T) softmax probabilities
   Tensor attn_y;               // (N, Hq*D) attention output before the output projection
   Tensor x2;                   // (N, C) residual after attention
@@ -85,8 +105,18 @@ struct Transformer::BlockScratch {
     dup = Tensor(Shape{N, F});
     dgate = Tensor(Shape{N, F});
     if (c.arch == Arch::kGpt2) dqkv = Tensor(Shape{N, 3 * C});
+    if (c.qk_norm) {
+      dq_proj = Tensor(Shape{N, Hq * D});
+      dk_proj = Tensor(Shape{N, Hkv * D});
+    }
+    if (c.post_norms) {
+      dpost = Tensor(Shape{N, C});
+      dgelu = Tensor(Shape{N, F});
+    }
   }
   Tensor dnorm, dq, dk, dv, dqkv, dattn_y, dact, dup, dgate;
+  Tensor dq_proj, dk_proj;  // Qwen3: d(q), d(k) before q_norm / k_norm (N, Hq*D), (N, Hkv*D)
+  Tensor dpost, dgelu;      // Gemma 3: d(attention or MLP output) (N, C), d(gelu(gate)) (N, F)
 };
 
 }  // namespace zero::model

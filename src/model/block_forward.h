@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "model/model_config.h"
 #include "model/param_layout.h"
@@ -25,6 +26,9 @@ struct ForwardContext {
   int64_t position = 0;
   const float* rope_cos = nullptr;  // Llama: (positions, D/2) tables from position 0
   const float* rope_sin = nullptr;
+  // Gemma 3: the sliding layers' own tables (ModelConfig::uses_local_rope); null otherwise.
+  const float* rope_cos_local = nullptr;
+  const float* rope_sin_local = nullptr;
   kernels::cpu::Bf16Gemm* bf16_gemm = nullptr;  // null: fp32 GEMMs
 };
 
@@ -52,8 +56,10 @@ struct BlockBuffers {
   float* q;       // (N, Hq*D)
   float* k;       // (N, Hkv*D)
   float* v;       // (N, Hkv*D)
-  float* q_rot;   // Llama (N, Hq*D) q after RoPE
-  float* k_rot;   // Llama (N, Hkv*D) k after RoPE
+  float* q_rot;   // Llama (N, Hq*D) q after RoPE (Qwen3: after q_norm, then RoPE)
+  float* k_rot;   // Llama (N, Hkv*D) k after RoPE (Qwen3: after k_norm, then RoPE)
+  float* q_rstd;  // Qwen3 (N*Hq) q_norm statistics, one per row and head
+  float* k_rstd;  // Qwen3 (N*Hkv) k_norm statistics
   float* attn_y;  // (N, Hq*D) attention output before the output projection
   float* x2;      // (N, C) residual after attention
   float* norm2;   // (N, C) ln_2 / post_attention_layernorm output
@@ -61,7 +67,14 @@ struct BlockBuffers {
   float* rstd2;   // (N)
   float* gate;    // Llama (N, F) gate projection
   float* up;      // (N, F) GPT-2 c_fc output / Llama up projection
-  float* act;     // (N, F) GPT-2 gelu(up) / Llama silu(gate) * up
+  float* act;     // (N, F) GPT-2 gelu(up) / Llama silu(gate) * up / Gemma gelu(gate) * up
+  // Gemma 3 (post_norms): the attention and MLP outputs before their post-norms, those norms'
+  // statistics, and gelu(gate).
+  float* attn_out;        // (N, C) o_proj output
+  float* rstd_post_attn;  // (N)
+  float* mlp_out;         // (N, C) down_proj output
+  float* rstd_post_mlp;   // (N)
+  float* gate_act;        // (N, F) gelu(gate)
 };
 
 // Where the final unit writes its norm.
@@ -93,5 +106,12 @@ void gpt2_block_forward(const ForwardContext& ctx, const UnitSpec& u, const floa
 void llama_block_forward(const ForwardContext& ctx, const UnitSpec& u, const float* w,
                          const float* x, float* out, const BlockBuffers& b,
                          BlockAttention& attention);
+void gemma_block_forward(const ForwardContext& ctx, const UnitSpec& u, const float* w,
+                         const float* x, float* out, const BlockBuffers& b,
+                         BlockAttention& attention);
+
+// The weights an RMSNorm multiplies by: w itself, or Gemma's (1 + w) (norm_weight_offset), n of
+// them.
+std::vector<float> applied_norm_weight(const ModelConfig& c, const float* w, int64_t n);
 
 }  // namespace zero::model

@@ -51,7 +51,7 @@ struct OwnedBuffers {
       store.emplace_back(static_cast<size_t>(numel));
       return store.back().data();
     };
-    store.reserve(20);
+    store.reserve(27);
     b = {.norm1 = take(N * C),
          .mean1 = take(N),
          .rstd1 = take(N),
@@ -61,6 +61,8 @@ struct OwnedBuffers {
          .v = take(N * kv),
          .q_rot = take(N * HqD),
          .k_rot = take(N * kv),
+         .q_rstd = take(N * HqD),
+         .k_rstd = take(N * kv),
          .attn_y = take(N * HqD),
          .x2 = take(N * C),
          .norm2 = take(N * C),
@@ -68,7 +70,12 @@ struct OwnedBuffers {
          .rstd2 = take(N),
          .gate = take(N * F),
          .up = take(N * F),
-         .act = take(N * F)};
+         .act = take(N * F),
+         .attn_out = take(N * C),
+         .rstd_post_attn = take(N),
+         .mlp_out = take(N * C),
+         .rstd_post_mlp = take(N),
+         .gate_act = take(N * F)};
     if (shared_norms) {
       b.norm2 = b.norm1;
       b.mean2 = b.mean1;

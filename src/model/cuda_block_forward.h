@@ -19,6 +19,9 @@ struct CudaForwardContext {
   int64_t B = 1, T = 1;
   const float* rope_cos = nullptr;  // Llama: (T, D/2) device rows
   const float* rope_sin = nullptr;
+  // Gemma 3: the sliding layers' own tables (ModelConfig::uses_local_rope), the same rows.
+  const float* rope_cos_local = nullptr;
+  const float* rope_sin_local = nullptr;
   // A 16-bit model's GEMM operand copies: room for N rows of the widest dense-layer input, rows
   // padded to 8 elements (CudaTransformer::dense_forward); unused for fp32.
   void* x16 = nullptr;

@@ -12,6 +12,7 @@
 #include "core/dtype.h"
 #include "kernels/attention/attention_cuda.h"
 #include "kernels/attention/decode_attention_cuda.h"
+#include "kernels/elementwise/elementwise_cuda.h"
 #include "kernels/encoder/encoder_cuda.h"
 #include "kernels/layernorm/layernorm_cuda.h"
 #include "kernels/matmul/matmul_cuda.h"
@@ -110,10 +111,8 @@ StatusOr<std::unique_ptr<CudaKvDecoder>> CudaKvDecoder::create(CudaTransformer& 
   sizing.take<float>(cache_bytes(c, capacity) / static_cast<int64_t>(sizeof(float)));
   const int64_t scratch_bytes = static_cast<int64_t>(kc::decode_attention_scratch_bytes(D));
   sizing.take<char>(scratch_bytes);
-  if (c.arch == Arch::kLlama) {
-    sizing.take<float>(half);
-    sizing.take<float>(half);
-  }
+  const int tables = c.arch != Arch::kLlama ? 0 : (c.local_rope_theta > 0 ? 4 : 2);
+  for (int t = 0; t < tables; ++t) sizing.take<float>(half);
   d->fixed_bytes_ = sizing.bytes();
   if (const cudaError_t err = cudaMalloc(&d->fixed_, d->fixed_bytes_); err != cudaSuccess) {
     cudaGetLastError();  // clear the sticky-free allocation error
@@ -123,23 +122,29 @@ StatusOr<std::unique_ptr<CudaKvDecoder>> CudaKvDecoder::create(CudaTransformer& 
   Carver cv(d->fixed_);
   cv.take<float>(cache_bytes(c, capacity) / static_cast<int64_t>(sizeof(float)));
   d->attention_scratch_ = cv.take<char>(scratch_bytes);
-  if (c.arch == Arch::kLlama) {
-    d->rope_cos_ = cv.take<float>(half);
-    d->rope_sin_ = cv.take<float>(half);
-    // The tables of every cached position, in double on the host as the CPU model computes them.
+  // The tables of every cached position, in double on the host as the CPU model computes them.
+  auto upload_tables = [&](float* cos_dev, float* sin_dev, double theta,
+                           const kernels::cpu::RopeScaling& scaling) {
     std::vector<float> cos(static_cast<size_t>(half)), sin(static_cast<size_t>(half));
-    kernels::cpu::rope_tables(
-        cos.data(), sin.data(),
-        kernels::cpu::rope_inv_freq(D, c.rope_theta, c.rope_scaling, capacity), capacity,
-        c.rope_scaling.attention_factor);
+    kernels::cpu::rope_tables(cos.data(), sin.data(),
+                              kernels::cpu::rope_inv_freq(D, theta, scaling, capacity), capacity,
+                              scaling.attention_factor);
     const size_t bytes = static_cast<size_t>(half) * sizeof(float);
     cudaStream_t s = model.stream();
-    CUDA_ABORT_IF_ERROR(
-        cudaMemcpyAsync(d->rope_cos_, cos.data(), bytes, cudaMemcpyHostToDevice, s));
-    CUDA_ABORT_IF_ERROR(
-        cudaMemcpyAsync(d->rope_sin_, sin.data(), bytes, cudaMemcpyHostToDevice, s));
+    CUDA_ABORT_IF_ERROR(cudaMemcpyAsync(cos_dev, cos.data(), bytes, cudaMemcpyHostToDevice, s));
+    CUDA_ABORT_IF_ERROR(cudaMemcpyAsync(sin_dev, sin.data(), bytes, cudaMemcpyHostToDevice, s));
     // Why: the copies read the host vectors, which end here (once per decoder).
     CUDA_ABORT_IF_ERROR(cudaStreamSynchronize(s));
+  };
+  if (tables >= 2) {
+    d->rope_cos_ = cv.take<float>(half);
+    d->rope_sin_ = cv.take<float>(half);
+    upload_tables(d->rope_cos_, d->rope_sin_, c.rope_theta, c.rope_scaling);
+  }
+  if (tables == 4) {
+    d->rope_cos_local_ = cv.take<float>(half);
+    d->rope_sin_local_ = cv.take<float>(half);
+    upload_tables(d->rope_cos_local_, d->rope_sin_local_, c.local_rope_theta, c.local_rope_scaling);
   }
   return d;
 }
@@ -184,8 +189,16 @@ void CudaKvDecoder::ensure_rows(int64_t n) {
     a.k = f(n * kv_);  // GPT-2 writes its keys straight into the cache rows instead (append)
     a.v = nullptr;     // the cache rows
     a.q_rot = gpt2 ? nullptr : f(n * HqD);
-    a.k_rot = nullptr;  // Llama: the cache rows
-    a.lse = nullptr;    // the backward's; the prefill's attention writes lse_ (unread)
+    a.k_rot = nullptr;                                    // Llama: the cache rows
+    a.q_rstd = c.qk_norm ? f(n * c.num_heads) : nullptr;  // Qwen3: q_norm / k_norm statistics
+    a.k_rstd = c.qk_norm ? f(n * c.num_kv_heads) : nullptr;
+    if (c.post_norms) {  // Gemma 3 (the two post-norms' statistics share storage: unread)
+      a.attn_out = f(n * C);
+      a.mlp_out = f(n * C);
+      a.rstd_post_attn = a.rstd_post_mlp = f(n);
+      a.gate_act = f(n * F);
+    }
+    a.lse = nullptr;  // the backward's; the prefill's attention writes lse_ (unread)
     a.attn_y = f(n * HqD);
     a.x2 = f(n * C);
     a.gate = gpt2 ? nullptr : f(n * F);
@@ -230,12 +243,15 @@ void CudaKvDecoder::append(ParamAccess& params, const int32_t* tokens, int64_t n
                                       cudaMemcpyHostToDevice, s));
   // One sequence of the n new rows at positions [length_, length_ + n).
   const bool llama = c.arch == Arch::kLlama;
-  const CudaForwardContext ctx{.config = c,
-                               .B = 1,
-                               .T = n,
-                               .rope_cos = llama ? rope_cos_ + length_ * (D / 2) : nullptr,
-                               .rope_sin = llama ? rope_sin_ + length_ * (D / 2) : nullptr,
-                               .x16 = x16_};
+  const CudaForwardContext ctx{
+      .config = c,
+      .B = 1,
+      .T = n,
+      .rope_cos = llama ? rope_cos_ + length_ * (D / 2) : nullptr,
+      .rope_sin = llama ? rope_sin_ + length_ * (D / 2) : nullptr,
+      .rope_cos_local = rope_cos_local_ ? rope_cos_local_ + length_ * (D / 2) : nullptr,
+      .rope_sin_local = rope_sin_local_ ? rope_sin_local_ + length_ * (D / 2) : nullptr,
+      .x16 = x16_};
 
   float* x = x_a_;
   float* x_next = x_b_;

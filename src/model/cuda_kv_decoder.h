@@ -68,6 +68,7 @@ class CudaKvDecoder final : public CachedDecoder {
   void* attention_scratch_ = nullptr;
   size_t fixed_bytes_ = 0;
   float *rope_cos_ = nullptr, *rope_sin_ = nullptr;
+  float *rope_cos_local_ = nullptr, *rope_sin_local_ = nullptr;  // Gemma 3's sliding layers
   // The rows' scratch for up to rows_ rows: the block's intermediates, the residual stream
   // ping-pong, the tokens, the prefill's logsumexp, the last row's final norm and logits.
   char* rows_slab_ = nullptr;

@@ -53,19 +53,32 @@ ModelConfig llama_config() { return testing::tiny_llama_config(kPositions, /*tie
 // Untied, q/k/v/o and MLP biases, linear RoPE scaling, a sliding window of 5 on layer 0.
 ModelConfig llama_sliding_config() { return testing::tiny_llama_biased_config(kPositions); }
 
+// Qwen3: q_norm / k_norm, head_dim 12, a sliding window on layer 1.
+ModelConfig qwen3_config() { return testing::tiny_qwen3_config(kPositions); }
+
+// Phi-3: longrope (long factors throughout), a sliding window on every layer, tied.
+ModelConfig phi3_config() { return testing::tiny_phi3_config(kPositions); }
+
+// Gemma 3: post-norms, GeGLU, scaled embeddings, the sliding layer's own RoPE.
+ModelConfig gemma3_config() { return testing::tiny_gemma3_config(kPositions); }
+
 // Every unit's values, uniform around 0 (norm weights around 1), from a fixed seed.
 std::vector<std::vector<float>> random_units(const ModelLayout& layout) {
   std::mt19937 rng(7);
   std::vector<std::vector<float>> units;
+  // A norm weight's identity: 1, or 0 for Gemma's (1 + w).
+  const float identity = static_cast<float>(1.0 - layout.config().norm_weight_offset);
   for (const UnitSpec& u : layout.units()) {
     std::vector<float> values(static_cast<size_t>(u.numel));
     for (const ParamSpec& p : u.params) {
-      const bool norm = p.kind == ParamKind::kAttnNormWeight ||
-                        p.kind == ParamKind::kMlpNormWeight ||
-                        p.kind == ParamKind::kFinalNormWeight;
+      const bool norm =
+          p.kind == ParamKind::kAttnNormWeight || p.kind == ParamKind::kMlpNormWeight ||
+          p.kind == ParamKind::kFinalNormWeight || p.kind == ParamKind::kQNormWeight ||
+          p.kind == ParamKind::kKNormWeight || p.kind == ParamKind::kPostAttnNormWeight ||
+          p.kind == ParamKind::kPostMlpNormWeight;
       std::uniform_real_distribution<float> dist(-0.3f, 0.3f);
       for (int64_t i = 0; i < p.numel(); ++i) {
-        values[static_cast<size_t>(p.offset + i)] = (norm ? 1.0f : 0.0f) + dist(rng);
+        values[static_cast<size_t>(p.offset + i)] = (norm ? identity : 0.0f) + dist(rng);
       }
     }
     units.push_back(std::move(values));
@@ -192,7 +205,10 @@ INSTANTIATE_TEST_SUITE_P(Models, CudaKvDecoderTest,
                          ::testing::Combine(::testing::Values(ModelCase{"gpt2", gpt2_config},
                                                               ModelCase{"llama", llama_config},
                                                               ModelCase{"llama_sliding",
-                                                                        llama_sliding_config}),
+                                                                        llama_sliding_config},
+                                                              ModelCase{"qwen3", qwen3_config},
+                                                              ModelCase{"phi3", phi3_config},
+                                                              ModelCase{"gemma3", gemma3_config}),
                                             ::testing::Values(DType::kF32, DType::kBF16)),
                          [](const ::testing::TestParamInfo<std::tuple<ModelCase, DType>>& info) {
                            return std::string(std::get<0>(info.param).name) +

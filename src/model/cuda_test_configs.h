@@ -5,6 +5,7 @@
 // threads per (batch, head)): 2 query heads over 1 kv head there, still grouped.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #include "model/model_config.h"
@@ -68,6 +69,65 @@ inline ModelConfig tiny_llama_biased_config(int64_t positions) {
   c.rope_scaling.factor = 2.0;
   c.attention_bias = true;
   c.mlp_bias = true;
+  c.sliding_window = 5;
+  c.sliding_layers = {true, false};
+  return c;
+}
+
+// Qwen3: tiny_llama_config untied with q_norm / k_norm over each head and head_dim 12, unequal to
+// hidden / heads (so q_proj is (Hq*12, 32) and o_proj (32, Hq*12)), a sliding window of 5 on
+// layer 1.
+inline ModelConfig tiny_qwen3_config(int64_t positions) {
+  ModelConfig c = tiny_llama_config(positions, /*tied=*/false);
+  c.model_type = "qwen3";
+  c.qk_norm = true;
+  c.explicit_head_dim = 12;
+  c.norm_eps = 1e-6;
+  c.sliding_window = 5;
+  c.sliding_layers = {false, true};
+  return c;
+}
+
+// Phi-3: tiny_llama_config tied, with longrope (original context 4, so the long factors and the
+// attention factor apply to every sequence of the tests) and a sliding window of 5 on every layer.
+// Its fused qkv_proj / gate_up_proj are the HF files' business: the model sees q, k, v, gate, up.
+inline ModelConfig tiny_phi3_config(int64_t positions) {
+  ModelConfig c = tiny_llama_config(positions, /*tied=*/true);
+  c.model_type = "phi3";
+  c.rope_theta = 10000.0;
+  c.rope_scaling = {};
+  c.rope_scaling.type = "longrope";
+  c.rope_scaling.original_max_position_embeddings = 4;
+  c.rope_scaling.factor = static_cast<double>(positions) / 4.0;
+  c.rope_scaling.attention_factor =
+      std::sqrt(1.0 + std::log(c.rope_scaling.factor) / std::log(4.0));
+  for (int64_t i = 0; i < c.head_dim() / 2; ++i) {
+    c.rope_scaling.short_factor.push_back(1.0 + 0.25 * static_cast<double>(i));
+    c.rope_scaling.long_factor.push_back(1.5 + static_cast<double>(i * i));
+  }
+  c.sliding_window = 5;
+  c.sliding_layers = {true, true};
+  return c;
+}
+
+// Gemma 3 (text): (1 + w) norms incl. q_norm / k_norm, post-norms, GeGLU, embeddings times
+// sqrt(32), query_pre_attn_scalar 20, head_dim 12, layer 0 sliding (window 5) with its own RoPE
+// base, layer 1 global with linear RoPE, tied.
+inline ModelConfig tiny_gemma3_config(int64_t positions) {
+  ModelConfig c = tiny_llama_config(positions, /*tied=*/true);
+  c.model_type = "gemma3_text";
+  c.hidden_act = "gelu_pytorch_tanh";
+  c.qk_norm = c.post_norms = true;
+  c.norm_weight_offset = 1.0;
+  c.norm_eps = 1e-6;
+  c.embedding_scale = static_cast<float>(std::sqrt(32.0));
+  c.query_pre_attn_scalar = 20.0;
+  c.explicit_head_dim = 12;
+  c.rope_theta = 1e6;
+  c.rope_scaling = {};
+  c.rope_scaling.type = "linear";
+  c.rope_scaling.factor = 2.0;
+  c.local_rope_theta = 1e4;
   c.sliding_window = 5;
   c.sliding_layers = {true, false};
   return c;

@@ -24,6 +24,7 @@
 #include "kernels/attention/attention_cuda.h"
 #include "kernels/cross_entropy/cross_entropy.h"
 #include "kernels/cross_entropy/cross_entropy_cuda.h"
+#include "kernels/elementwise/elementwise_cuda.h"
 #include "kernels/encoder/encoder_cuda.h"
 #include "kernels/layernorm/layernorm_cuda.h"
 #include "kernels/matmul/matmul_cuda.h"
@@ -64,6 +65,14 @@ class CudaTransformer::AcquiredDeviceUnit {
 StatusOr<std::unique_ptr<CudaTransformer>> CudaTransformer::create(const ModelConfig& config,
                                                                    CudaTransformerOptions options,
                                                                    cudaStream_t stream) {
+  if (config.attn_logit_softcapping > 0 || config.final_logit_softcapping > 0 ||
+      (config.post_norms && !config.qk_norm)) {
+    // Refused before anything is allocated: the CUDA attention has no soft-capping yet.
+    return unimplemented(
+        "model_type \"{}\": the CUDA model does not compute Gemma 2 (attention and final-logit "
+        "soft-capping) yet (run it with --device cpu)",
+        config.model_type);
+  }
   auto matmul = kc::MatmulContext::create();
   if (!matmul.ok()) return matmul.status();
   std::unique_ptr<CudaTransformer> model(new CudaTransformer(config, options, stream));
@@ -106,6 +115,7 @@ size_t CudaTransformer::carve_slab(const ModelConfig& c, const CudaTransformerOp
                                                      : static_cast<int>(c.num_layers) + 1;
   bf.kernel_scratch_bytes = std::max({kc::layernorm_backward_scratch_bytes(N, C),
                                       kc::rmsnorm_backward_scratch_bytes(N, C),
+                                      kc::rmsnorm_backward_scratch_bytes(N * Hq, D),
                                       kc::attention_backward_scratch_bytes(B, T, Hq, Hkv, D),
                                       kc::encoder_backward_scratch_bytes(B, T, V)});
   Carver cv(base);
@@ -117,7 +127,8 @@ size_t CudaTransformer::carve_slab(const ModelConfig& c, const CudaTransformerOp
   bf.acts.assign(static_cast<size_t>(n_acts), BlockActs{});
   // Arrays only the block's own forward reads are carved once and shared by every block: GPT-2's
   // fused qkv (split into q, k, v), Llama's q and k before RoPE, and for a 16-bit model the fp32
-  // GEMM inputs whose 16-bit copies the backward reads instead (norm1, attn_y, norm2, act).
+  // GEMM inputs whose 16-bit copies the backward reads instead (norm1, attn_y, norm2, act). Not
+  // Qwen3's q and k: the q_norm / k_norm backward reads them.
   const bool sixteen = dtype != DType::kF32;
   for (size_t i = 0; i < bf.acts.size(); ++i) {
     BlockActs& a = bf.acts[i];
@@ -130,8 +141,9 @@ size_t CudaTransformer::carve_slab(const ModelConfig& c, const CudaTransformerOp
     a.mean1 = f(N);
     a.rstd1 = f(N);
     a.qkv = gpt2 ? own_or_shared(true, &BlockActs::qkv, N * 3 * C) : nullptr;
-    a.q = own_or_shared(!gpt2, &BlockActs::q, N * Hq * D);
-    a.k = own_or_shared(!gpt2, &BlockActs::k, N * Hkv * D);
+    a.q = own_or_shared(!gpt2 && !c.qk_norm, &BlockActs::q, N * Hq * D);
+    a.k = own_or_shared(!gpt2 && !c.qk_norm, &BlockActs::k, N * Hkv * D);
+    carve_family_arrays(c, N, a, f);
     a.v = f(N * Hkv * D);
     a.q_rot = gpt2 ? nullptr : f(N * Hq * D);
     a.k_rot = gpt2 ? nullptr : f(N * Hkv * D);
@@ -160,6 +172,10 @@ size_t CudaTransformer::carve_slab(const ModelConfig& c, const CudaTransformerOp
   bf.dact = f(N * F);
   bf.dup = f(N * F);
   bf.dgate = gpt2 ? nullptr : f(N * F);
+  bf.dq_proj = c.qk_norm ? f(N * Hq * D) : nullptr;
+  bf.dk_proj = c.qk_norm ? f(N * Hkv * D) : nullptr;
+  bf.dpost = c.post_norms ? f(N * C) : nullptr;
+  bf.dgelu = c.post_norms ? f(N * F) : nullptr;
   bf.final_norm = f(N * C);
   bf.final_mean = f(N);
   bf.final_rstd = f(N);
@@ -172,6 +188,8 @@ size_t CudaTransformer::carve_slab(const ModelConfig& c, const CudaTransformerOp
   bf.dresidual_b = f(N * C);
   bf.rope_cos = gpt2 ? nullptr : f(T * (D / 2));
   bf.rope_sin = gpt2 ? nullptr : f(T * (D / 2));
+  bf.rope_cos_local = c.local_rope_theta > 0 ? f(T * (D / 2)) : nullptr;
+  bf.rope_sin_local = c.local_rope_theta > 0 ? f(T * (D / 2)) : nullptr;
   bf.kernel_scratch = cv.take<char>(static_cast<int64_t>(bf.kernel_scratch_bytes));
   bf.x16 = bf.dout16 = nullptr;
   if (dtype != DType::kF32) {
@@ -185,6 +203,20 @@ size_t CudaTransformer::carve_slab(const ModelConfig& c, const CudaTransformerOp
         std::max(N * round_up_8(widest_out), lm_head_rows(options, N) * round_up_8(V)));
   }
   return cv.bytes();
+}
+
+void CudaTransformer::carve_family_arrays(const ModelConfig& c, int64_t N, BlockActs& a,
+                                          const std::function<float*(int64_t)>& take) {
+  const int64_t C = c.hidden_size, F = c.intermediate_size;
+  a.q_rstd = c.qk_norm ? take(N * c.num_heads) : nullptr;
+  a.k_rstd = c.qk_norm ? take(N * c.num_kv_heads) : nullptr;
+  if (c.post_norms) {
+    a.attn_out = take(N * C);
+    a.rstd_post_attn = take(N);
+    a.mlp_out = take(N * C);
+    a.rstd_post_mlp = take(N);
+    a.gate_act = take(N * F);
+  }
 }
 
 int64_t CudaTransformer::logits_row_stride(DType dtype, int64_t V) {
@@ -286,6 +318,18 @@ void CudaTransformer::ensure_buffers(int64_t B, int64_t T, DType dtype) {
                                         cudaMemcpyHostToDevice, stream_));
     CUDA_ABORT_IF_ERROR(cudaMemcpyAsync(bf.rope_sin, bf.host_rope_sin.data(), n * sizeof(float),
                                         cudaMemcpyHostToDevice, stream_));
+    if (c.local_rope_theta > 0) {  // Gemma 3's sliding layers
+      bf.host_rope_cos_local.assign(n, 0.0f);
+      bf.host_rope_sin_local.assign(n, 0.0f);
+      kernels::cpu::rope_tables(
+          bf.host_rope_cos_local.data(), bf.host_rope_sin_local.data(),
+          kernels::cpu::rope_inv_freq(D, c.local_rope_theta, c.local_rope_scaling, T), T,
+          c.local_rope_scaling.attention_factor);
+      CUDA_ABORT_IF_ERROR(cudaMemcpyAsync(bf.rope_cos_local, bf.host_rope_cos_local.data(),
+                                          n * sizeof(float), cudaMemcpyHostToDevice, stream_));
+      CUDA_ABORT_IF_ERROR(cudaMemcpyAsync(bf.rope_sin_local, bf.host_rope_sin_local.data(),
+                                          n * sizeof(float), cudaMemcpyHostToDevice, stream_));
+    }
   }
 }
 
@@ -412,9 +456,9 @@ void CudaTransformer::backward(ParamAccess& params, GradSink& grads, float dloss
         dx, fdw + wn, fdw + bn, dnorm, xL, fw->f32(ParamKind::kFinalNormWeight), bf.final_mean,
         bf.final_rstd, N, C, bf.kernel_scratch, bf.kernel_scratch_bytes, stream_);
   } else {
-    kc::rmsnorm_backward<float>(dx, fdw + wn, dnorm, xL, fw->f32(ParamKind::kFinalNormWeight),
-                                bf.final_rstd, N, C, bf.kernel_scratch, bf.kernel_scratch_bytes,
-                                stream_);
+    kc::rmsnorm_backward<float>(dx, fdw + wn, dnorm, xL,
+                                norm_weight(fw->f32(ParamKind::kFinalNormWeight), C), bf.final_rstd,
+                                N, C, bf.kernel_scratch, bf.kernel_scratch_bytes, stream_);
   }
   fw.release();
   grads.grad_ready(fin);
@@ -443,6 +487,8 @@ void CudaTransformer::backward(ParamAccess& params, GradSink& grads, float dloss
     }
     if (c.arch == Arch::kGpt2) {
       gpt2_block_backward(*w, dw, x, dx, a);
+    } else if (c.post_norms) {
+      gemma_block_backward(*w, dw, x, dx, a);
     } else {
       llama_block_backward(*w, dw, x, dx, a);
     }
@@ -455,6 +501,8 @@ void CudaTransformer::backward(ParamAccess& params, GradSink& grads, float dloss
     const UnitSpec& u = layout_.unit(emb);
     float* dw = grads.grad_buffer(emb);
     const ParamSpec* wpe = u.find(ParamKind::kPositionEmbedding);
+    // Gemma: d(wte) gets the scaled gradient (dx is dead after this).
+    if (c.embedding_scale != 1.0f) kc::scale<float>(dx, c.embedding_scale, N * C, stream_);
     kc::encoder_backward<float>(dw + u.param(ParamKind::kTokenEmbedding).offset,
                                 wpe ? dw + wpe->offset : nullptr, dx, bf.tokens, B, T, C, V,
                                 bf.kernel_scratch, bf.kernel_scratch_bytes, stream_);
@@ -492,6 +540,17 @@ class CudaTransformer::BatchAttention final : public CudaBlockAttention {
   float* lse_;
 };
 
+const float* CudaTransformer::norm_weight(const float* w, int64_t n) const {
+  const ModelConfig& c = layout_.config();
+  if (c.norm_weight_offset == 0) return w;
+  const int64_t most = std::max(c.hidden_size, c.head_dim());
+  ZERO_CHECK(n <= most, "norm_weight: ", n, " weights, room for ", most);
+  float* out = reinterpret_cast<float*>(
+      buffers_->norm_weights.ensure(static_cast<size_t>(most) * sizeof(float)));
+  cuda_glue::add_scalar(out, w, static_cast<float>(c.norm_weight_offset), n, stream_);
+  return out;
+}
+
 void CudaTransformer::block_forward(int layer, const DeviceUnit& w, const float* x, float* out,
                                     BlockActs& a) {
   ZERO_CHECK(w.spec == &layout_.unit(layout_.block_unit(layer)), "block ", layer,
@@ -502,6 +561,8 @@ void CudaTransformer::block_forward(int layer, const DeviceUnit& w, const float*
                                .T = T_,
                                .rope_cos = bf.rope_cos,
                                .rope_sin = bf.rope_sin,
+                               .rope_cos_local = bf.rope_cos_local,
+                               .rope_sin_local = bf.rope_sin_local,
                                .x16 = bf.x16};
   BatchAttention attention(*this, a.lse);
   block_forward(ctx, w, x, out, a, attention);
@@ -512,6 +573,8 @@ void CudaTransformer::block_forward(const CudaForwardContext& ctx, const DeviceU
                                     CudaBlockAttention& attention) {
   if (ctx.config.arch == Arch::kGpt2) {
     gpt2_block_forward(ctx, w, x, out, a, attention);
+  } else if (ctx.config.post_norms) {
+    gemma_block_forward(ctx, w, x, out, a, attention);
   } else {
     llama_block_forward(ctx, w, x, out, a, attention);
   }

@@ -13,6 +13,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "core/dtype.h"
@@ -113,6 +114,10 @@ class CudaTransformer final : public Model {
   // Points bf's arrays into the slab at `base` (null: only sizes it); returns the slab's bytes.
   static size_t carve_slab(const ModelConfig& config, const CudaTransformerOptions& options,
                            int64_t B, int64_t T, DType dtype, Buffers& bf, char* base);
+  // carve_slab's per-block arrays of Qwen3's q_norm / k_norm and Gemma 3's post-norms and GeGLU,
+  // N rows each, from `take` (n floats).
+  static void carve_family_arrays(const ModelConfig& config, int64_t N, BlockActs& a,
+                                  const std::function<float*(int64_t)>& take);
   void ensure_buffers(int64_t B, int64_t T, DType dtype);
   // Block inputs live in host memory (cpu_checkpointing with activation checkpointing).
   static bool host_checkpointing(const CudaTransformerOptions& options) {
@@ -143,6 +148,14 @@ class CudaTransformer final : public Model {
                           const float* y, const float* lse, const float* q, const float* k,
                           const float* v, int64_t Hq, int64_t Hkv);
   void gpt2_block_backward(const DeviceUnit& w, float* dw, const float* x, float* dx, BlockActs& a);
+  // Gemma 3 (cuda_gemma_block.cc).
+  void gemma_block_forward(const CudaForwardContext& ctx, const DeviceUnit& w, const float* x,
+                           float* out, BlockActs& a, CudaBlockAttention& attention);
+  void gemma_block_backward(const DeviceUnit& w, float* dw, const float* x, float* dx,
+                            BlockActs& a);
+  // The weights an RMSNorm multiplies by: w itself, or Gemma's (1 + w) written into
+  // Buffers::norm_weights (valid until the next call; n <= max(C, D)).
+  const float* norm_weight(const float* w, int64_t n) const;
   void llama_block_backward(const DeviceUnit& w, float* dw, const float* x, float* dx,
                             BlockActs& a);
   // ZERO_CHECK: unit w has the dtype the slab was carved for (all units share one).

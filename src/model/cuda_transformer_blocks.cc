@@ -238,7 +238,8 @@ void CudaTransformer::gpt2_block_backward(const DeviceUnit& w, float* dw, const 
 }
 
 // Llama: x2 = x + o_proj(attn(rope(q), rope(k), v)) over input_layernorm(x);
-// out = x2 + down(silu(gate(h)) * up(h)), h = post_attention_layernorm(x2).
+// out = x2 + down(silu(gate(h)) * up(h)), h = post_attention_layernorm(x2). Qwen3: q and k pass
+// an RMSNorm over each head's D values (rows N*Hq, N*Hkv) before RoPE, rotated in place.
 void CudaTransformer::llama_block_forward(const CudaForwardContext& ctx, const DeviceUnit& w,
                                           const float* x, float* out, BlockActs& a,
                                           CudaBlockAttention& attention) {
@@ -262,8 +263,18 @@ void CudaTransformer::llama_block_forward(const CudaForwardContext& ctx, const D
   dense(a.q, a.norm1, a.norm1_16, false, ParamKind::kQWeight, Wopt(ParamKind::kQBias), C, Hq * D);
   dense(a.k, a.norm1, a.norm1_16, true, ParamKind::kKWeight, Wopt(ParamKind::kKBias), C, Hkv * D);
   dense(a.v, a.norm1, a.norm1_16, true, ParamKind::kVWeight, Wopt(ParamKind::kVBias), C, Hkv * D);
-  kc::rope_forward<float>(a.q_rot, a.q, ctx.rope_cos, ctx.rope_sin, B, T, Hq, D, s);
-  kc::rope_forward<float>(a.k_rot, a.k, ctx.rope_cos, ctx.rope_sin, B, T, Hkv, D, s);
+  const float* q = a.q;  // what RoPE rotates
+  const float* k = a.k;
+  if (c.qk_norm) {
+    kc::rmsnorm_forward<float>(a.q_rot, a.q_rstd, a.q, W(ParamKind::kQNormWeight), N * Hq, D, eps,
+                               s);
+    kc::rmsnorm_forward<float>(a.k_rot, a.k_rstd, a.k, W(ParamKind::kKNormWeight), N * Hkv, D, eps,
+                               s);
+    q = a.q_rot;
+    k = a.k_rot;
+  }
+  kc::rope_forward<float>(a.q_rot, q, ctx.rope_cos, ctx.rope_sin, B, T, Hq, D, s);
+  kc::rope_forward<float>(a.k_rot, k, ctx.rope_cos, ctx.rope_sin, B, T, Hkv, D, s);
   attention.forward(u.block_index, a.q_rot, a.k_rot, a.v, a.attn_y);
   dense(a.x2, a.attn_y, a.attn_y16, false, ParamKind::kAttnOutWeight, Wopt(ParamKind::kAttnOutBias),
         Hq * D, C);
@@ -319,9 +330,23 @@ void CudaTransformer::llama_block_backward(const DeviceUnit& w, float* dw, const
   // Undo the rotation in place: the gradients become d(q), d(k) before RoPE.
   kc::rope_backward<float>(s.dq, s.dq, s.rope_cos, s.rope_sin, B, T, Hq, D, st);
   kc::rope_backward<float>(s.dk, s.dk, s.rope_cos, s.rope_sin, B, T, Hkv, D, st);
-  dense_backward(s.dnorm, dW(ParamKind::kQWeight), dWopt(ParamKind::kQBias), s.dq, a.norm1, w,
+  const float* dq = s.dq;  // d(q), d(k) of the projections' outputs
+  const float* dk = s.dk;
+  if (c.qk_norm) {
+    zero_fill(s.dq_proj, N * Hq * D, st);
+    zero_fill(s.dk_proj, N * Hkv * D, st);
+    kc::rmsnorm_backward<float>(s.dq_proj, dW(ParamKind::kQNormWeight), s.dq, a.q,
+                                W(ParamKind::kQNormWeight), a.q_rstd, N * Hq, D, s.kernel_scratch,
+                                s.kernel_scratch_bytes, st);
+    kc::rmsnorm_backward<float>(s.dk_proj, dW(ParamKind::kKNormWeight), s.dk, a.k,
+                                W(ParamKind::kKNormWeight), a.k_rstd, N * Hkv, D, s.kernel_scratch,
+                                s.kernel_scratch_bytes, st);
+    dq = s.dq_proj;
+    dk = s.dk_proj;
+  }
+  dense_backward(s.dnorm, dW(ParamKind::kQWeight), dWopt(ParamKind::kQBias), dq, a.norm1, w,
                  ParamKind::kQWeight, N, C, Hq * D, a.norm1_16, /*accumulate_dinp=*/false);
-  dense_backward(s.dnorm, dW(ParamKind::kKWeight), dWopt(ParamKind::kKBias), s.dk, a.norm1, w,
+  dense_backward(s.dnorm, dW(ParamKind::kKWeight), dWopt(ParamKind::kKBias), dk, a.norm1, w,
                  ParamKind::kKWeight, N, C, Hkv * D, a.norm1_16);
   dense_backward(s.dnorm, dW(ParamKind::kVWeight), dWopt(ParamKind::kVBias), s.dv, a.norm1, w,
                  ParamKind::kVWeight, N, C, Hkv * D, a.norm1_16);
@@ -390,6 +415,8 @@ void CudaTransformer::embed_forward(float* x, const int32_t* tokens, const Devic
                         wpe != nullptr ? wpe + first_position * C * dtype_bytes(w.dtype) : nullptr,
                         w.dtype, B, T, C, V, s);
   }
+  // Gemma: the rows times sqrt(hidden), as the CPU model (block_forward.cc).
+  if (c.embedding_scale != 1.0f) kc::scale<float>(x, c.embedding_scale, B * T * C, s);
 }
 
 void CudaTransformer::final_norm_forward(float* norm, float* mean, float* rstd, const float* x,
@@ -400,8 +427,9 @@ void CudaTransformer::final_norm_forward(float* norm, float* mean, float* rstd, 
     kc::layernorm_forward<float>(norm, mean, rstd, x, fw.f32(ParamKind::kFinalNormWeight),
                                  fw.f32(ParamKind::kFinalNormBias), rows, c.hidden_size, eps, s);
   } else {
-    kc::rmsnorm_forward<float>(norm, rstd, x, fw.f32(ParamKind::kFinalNormWeight), rows,
-                               c.hidden_size, eps, s);
+    kc::rmsnorm_forward<float>(norm, rstd, x,
+                               norm_weight(fw.f32(ParamKind::kFinalNormWeight), c.hidden_size),
+                               rows, c.hidden_size, eps, s);
   }
 }
 

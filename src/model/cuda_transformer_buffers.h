@@ -31,14 +31,23 @@ struct CudaTransformer::BlockActs {
   float *norm1, *mean1, *rstd1;  // (N, C), (N), (N)
   float* qkv;                    // GPT-2 (N, 3C)
   float *q, *k, *v;              // (N, Hq*D), (N, Hkv*D), (N, Hkv*D)
-  float *q_rot, *k_rot;          // Llama, after RoPE
-  float* lse;                    // (B, Hq, T)
-  float* attn_y;                 // (N, Hq*D) attention output before the output projection
-  float* x2;                     // (N, C) residual after attention
-  float *norm2, *mean2, *rstd2;  // (N, C), (N), (N)
-  float* gate;                   // Llama (N, F)
-  float* up;                     // (N, F)
-  float* act;                    // (N, F) gelu(up) / silu(gate) * up
+  float *q_rot, *k_rot;          // Llama, after RoPE (Qwen3: after q_norm / k_norm, then RoPE)
+  float* q_rstd = nullptr;       // Qwen3 (N*Hq) q_norm statistics, one per row and head
+  float* k_rstd = nullptr;       // Qwen3 (N*Hkv)
+  // Gemma 3 (post_norms): the attention and MLP outputs before their post-norms, those norms'
+  // statistics, and gelu(gate).
+  float* attn_out = nullptr;        // (N, C)
+  float* rstd_post_attn = nullptr;  // (N)
+  float* mlp_out = nullptr;         // (N, C)
+  float* rstd_post_mlp = nullptr;   // (N)
+  float* gate_act = nullptr;        // (N, F)
+  float* lse;                       // (B, Hq, T)
+  float* attn_y;                    // (N, Hq*D) attention output before the output projection
+  float* x2;                        // (N, C) residual after attention
+  float *norm2, *mean2, *rstd2;     // (N, C), (N), (N)
+  float* gate;                      // Llama (N, F)
+  float* up;                        // (N, F)
+  float* act;                       // (N, F) gelu(up) / silu(gate) * up
   // 16-bit models: the GEMM inputs' 16-bit copies (norm1, attn_y, norm2, act; rows padded to 8
   // elements), made once in the forward and read again by the backward's weight gradients (as
   // autocast saves them). Null (the KV decoder): cast into the context's x16 scratch instead.
@@ -215,19 +224,22 @@ struct CudaTransformer::Buffers {
   std::vector<BlockActs> acts;  // one per block (one shared if checkpointing)
   // Gradient scratch shared by the blocks.
   float *dnorm, *dq, *dk, *dv, *dqkv, *dattn_y, *dact, *dup, *dgate;
-  float *final_norm, *final_mean, *final_rstd;  // (N, C), (N), (N)
+  float *dq_proj = nullptr, *dk_proj = nullptr;  // Qwen3: d(q), d(k) before q_norm / k_norm
+  float *dpost = nullptr, *dgelu = nullptr;      // Gemma 3: (N, C) post-norm input grad, (N, F)
+  float *final_norm, *final_mean, *final_rstd;   // (N, C), (N), (N)
   float* logits;  // (N, V), rows logits_ld apart; fp32: holds dlogits after backward
   int64_t logits_ld = 0;
-  float *losses, *dloss;             // (N)
-  double* loss_sum;                  // (1)
-  float *dresidual_a, *dresidual_b;  // (N, C) ping-pong gradient buffers
-  float *rope_cos, *rope_sin;        // Llama (T, D/2)
-  void* kernel_scratch = nullptr;    // norms', attention's and encoder's backward
+  float *losses, *dloss;                                       // (N)
+  double* loss_sum;                                            // (1)
+  float *dresidual_a, *dresidual_b;                            // (N, C) ping-pong gradient buffers
+  float *rope_cos, *rope_sin;                                  // Llama (T, D/2)
+  float *rope_cos_local = nullptr, *rope_sin_local = nullptr;  // Gemma 3's sliding layers
+  void* kernel_scratch = nullptr;  // norms', attention's and encoder's backward
   size_t kernel_scratch_bytes = 0;
   // Host staging: the batch and the tables are read by copies queued on the stream; upload_done
   // marks when the last batch copy ran.
   std::vector<int32_t> host_tokens, host_targets;
-  std::vector<float> host_rope_cos, host_rope_sin;
+  std::vector<float> host_rope_cos, host_rope_sin, host_rope_cos_local, host_rope_sin_local;
   double host_loss_sum = 0.0;
   zero::cuda::CudaEvent upload_done;
   // 16-bit models: the GEMM operand copies (16-bit, rows padded to 8 elements = 16 bytes): a GEMM
@@ -239,6 +251,9 @@ struct CudaTransformer::Buffers {
   DeviceWiden widened_embedding, widened_unit;
   // 16-bit models: the 16-bit copies attention runs on (CudaTransformer::attention16_bytes).
   DeviceScratch attention16{"the 16-bit copies attention runs on (q, k, v, output, gradients)"};
+  // Gemma: the (1 + w) of the norm about to run (CudaTransformer::norm_weight), max(C, D) floats;
+  // one suffices, each norm's kernels being queued before the next norm's weights are written.
+  DeviceScratch norm_weights{"Gemma's (1 + w) norm weights"};
   // cpu_checkpointing: the block inputs' host copies and their side stream (null when off).
   std::unique_ptr<CudaHostCheckpoints> host_checkpoints;
 

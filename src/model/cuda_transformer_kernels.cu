@@ -34,6 +34,16 @@ __global__ void fill_kernel(float* x, float value, int64_t n) {
   if (i < n) x[i] = value;
 }
 
+__global__ void add_scalar_kernel(float* out, const float* in, float value, int64_t n) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = in[i] + value;
+}
+
+__global__ void multiply_kernel(float* out, const float* a, const float* b, int64_t n) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = a[i] * b[i];
+}
+
 // One block: thread t sums elements t, t + kThreads, ... in order, then a tree over the threads.
 __global__ void sum_to_f64_kernel(double* sum, const float* x, int64_t n) {
   __shared__ double partial[kThreads];
@@ -109,6 +119,22 @@ void fill(float* x, float value, int64_t n, cudaStream_t stream) {
   const int64_t blocks = (n + kThreads - 1) / kThreads;
   ZERO_LAUNCH(dim3(static_cast<unsigned>(blocks)), dim3(kThreads), 0, stream, fill_kernel)
   (x, value, n);
+  CUDA_CHECK_LAUNCH();
+}
+
+void add_scalar(float* out, const float* in, float value, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  const int64_t blocks = (n + kThreads - 1) / kThreads;
+  ZERO_LAUNCH(dim3(static_cast<unsigned>(blocks)), dim3(kThreads), 0, stream, add_scalar_kernel)
+  (out, in, value, n);
+  CUDA_CHECK_LAUNCH();
+}
+
+void multiply(float* out, const float* a, const float* b, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  const int64_t blocks = (n + kThreads - 1) / kThreads;
+  ZERO_LAUNCH(dim3(static_cast<unsigned>(blocks)), dim3(kThreads), 0, stream, multiply_kernel)
+  (out, a, b, n);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -21,6 +21,10 @@ void copy_columns(float* dst, int64_t dst_row_stride, const float* src, int64_t 
 
 // x(n) = value.
 void fill(float* x, float value, int64_t n, cudaStream_t stream);
+// out(n) = in(n) + value (Gemma's (1 + w) norm weights). out may alias in.
+void add_scalar(float* out, const float* in, float value, int64_t n, cudaStream_t stream);
+// out(n) = a(n) * b(n) (Gemma's GeGLU product and its gradients). out may alias a or b.
+void multiply(float* out, const float* a, const float* b, int64_t n, cudaStream_t stream);
 
 // *sum = Σ x(n) in fp64, one block, a fixed summation order (bitwise reproducible). Overwrites
 // *sum.

@@ -51,24 +51,37 @@ ModelConfig llama_config(bool tied) { return testing::tiny_llama_config(/*positi
 // Untied, q/k/v/o and MLP biases, linear RoPE scaling, a sliding window on layer 0.
 ModelConfig llama_biased_config() { return testing::tiny_llama_biased_config(/*positions=*/64); }
 
+// Qwen3: q_norm / k_norm, head_dim 12, a sliding window on layer 1.
+ModelConfig qwen3_config() { return testing::tiny_qwen3_config(/*positions=*/64); }
+
+// Phi-3: longrope with its long factors, a sliding window on every layer, tied.
+ModelConfig phi3_config() { return testing::tiny_phi3_config(/*positions=*/64); }
+
+// Gemma 3: post-norms, GeGLU, scaled embeddings, the sliding layer's own RoPE.
+ModelConfig gemma3_config() { return testing::tiny_gemma3_config(/*positions=*/64); }
+
 // Every unit's parameters on the host (fp32 values, and their 16-bit bits for a 16-bit model) and
 // on the device; the same values for both models. Logs acquire (u) and release (~u).
 class TestParams {
  public:
   TestParams(const ModelLayout& layout, DType dtype, uint32_t seed) : dtype_(dtype) {
     std::mt19937 rng(seed);
+    // A norm weight's identity: 1, or 0 for Gemma's (1 + w).
+    const float identity = static_cast<float>(1.0 - layout.config().norm_weight_offset);
     for (const UnitSpec& u : layout.units()) {
       std::vector<float> values(static_cast<size_t>(u.numel));
       for (const ParamSpec& p : u.params) {
-        const bool norm = p.kind == ParamKind::kAttnNormWeight ||
-                          p.kind == ParamKind::kMlpNormWeight ||
-                          p.kind == ParamKind::kFinalNormWeight;
+        const bool norm =
+            p.kind == ParamKind::kAttnNormWeight || p.kind == ParamKind::kMlpNormWeight ||
+            p.kind == ParamKind::kFinalNormWeight || p.kind == ParamKind::kQNormWeight ||
+            p.kind == ParamKind::kKNormWeight || p.kind == ParamKind::kPostAttnNormWeight ||
+            p.kind == ParamKind::kPostMlpNormWeight;
         const bool embedding =
             p.kind == ParamKind::kTokenEmbedding || p.kind == ParamKind::kPositionEmbedding;
         const float scale = embedding ? 0.5f : 0.3f;
         std::uniform_real_distribution<float> dist(-scale, scale);
         for (int64_t i = 0; i < p.numel(); ++i) {
-          values[static_cast<size_t>(p.offset + i)] = (norm ? 1.0f : 0.0f) + dist(rng);
+          values[static_cast<size_t>(p.offset + i)] = (norm ? identity : 0.0f) + dist(rng);
         }
       }
       if (dtype == DType::kF32) {
@@ -300,11 +313,22 @@ std::vector<Case> cases() {
        {"gpt2_bf16", gpt2_config(), DType::kBF16, false},
        {"gpt2_f32_checkpointing", gpt2_config(), DType::kF32, true},
        {"llama_tied_f32", llama_config(true), DType::kF32, false},
-       {"llama_biased_window_f32", llama_biased_config(), DType::kF32, false}},
+       {"llama_biased_window_f32", llama_biased_config(), DType::kF32, false},
+       {"qwen3_f32", qwen3_config(), DType::kF32, false},
+       {"qwen3_bf16_checkpointing", qwen3_config(), DType::kBF16, true},
+       {"phi3_f32", phi3_config(), DType::kF32, false},
+       {"phi3_bf16", phi3_config(), DType::kBF16, false},
+       {"gemma3_f32", gemma3_config(), DType::kF32, false},
+       {"gemma3_bf16_checkpointing", gemma3_config(), DType::kBF16, true}},
       {gpt2_f32,
        llama_untied_bf16_ckpt,
        llama_tied_f16,
-       {"gpt2_bf16", gpt2_config(), DType::kBF16, false, emulated_one}});
+       {"gpt2_bf16", gpt2_config(), DType::kBF16, false, emulated_one},
+       {"qwen3_f32", qwen3_config(), DType::kF32, false, emulated_one},
+       {"qwen3_bf16_checkpointing", qwen3_config(), DType::kBF16, true},
+       {"phi3_bf16", phi3_config(), DType::kBF16, false, emulated_one},
+       {"gemma3_f32", gemma3_config(), DType::kF32, false, emulated_one},
+       {"gemma3_bf16_checkpointing", gemma3_config(), DType::kBF16, true}});
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, CudaTransformerVsCpu, ::testing::ValuesIn(cases()),
@@ -482,6 +506,21 @@ TEST(CudaTransformerDeathTest, OutOfMemoryMidRunNamesTheBufferAndExits) {
 // first's batch upload before reusing its staging): logits only, loss 0, no counted targets. With
 // host checkpoints the copies out are never awaited by a backward: the second forward's writes
 // into the ring wait for them, then a third at another shape frees the slab under them.
+// Gemma 2 runs on the CPU model only (its attention and logits are soft-capped): the CUDA model
+// refuses it when created, naming it, before anything is allocated (docs/model_families.md).
+TEST(CudaTransformer, RefusesGemma2SoftCapping) {
+  ZERO_SKIP_WITHOUT_GPU();
+  ModelConfig config = gemma3_config();
+  config.model_type = "gemma2";
+  config.qk_norm = false;
+  config.attn_logit_softcapping = 50.0;
+  zero::cuda::CudaStream stream;
+  auto created = CudaTransformer::create(config, {}, stream);
+  ASSERT_FALSE(created.ok());
+  EXPECT_EQ(created.status().code(), StatusCode::kUnimplemented);
+  EXPECT_NE(created.status().message().find("gemma2"), std::string::npos);
+}
+
 TEST(CudaTransformer, ForwardWithoutTargetsComputesLogits) {
   ZERO_SKIP_WITHOUT_GPU();
   const ModelConfig config = gpt2_config();

@@ -23,7 +23,9 @@ bool is_ignored_buffer(const std::string& name) {
 }
 
 // HF names a file may use for our parameter `name` (GPT-2 base checkpoints drop "transformer.").
-std::vector<std::string> candidate_names(const ModelLayout& layout, const std::string& name) {
+std::vector<std::string> candidate_names(const ModelLayout& layout, const ParamSpec& p) {
+  if (!p.hf_fused.empty()) return {p.hf_fused};
+  const std::string& name = p.name;
   std::vector<std::string> c{name};
   const std::string pre = "transformer.";
   if (layout.config().arch == Arch::kGpt2 && name.rfind(pre, 0) == 0) {
@@ -32,7 +34,9 @@ std::vector<std::string> candidate_names(const ModelLayout& layout, const std::s
   return c;
 }
 
+// The HF tensor's shape: the whole fused matrix for a part of one.
 std::vector<int64_t> hf_shape(const ParamSpec& p) {
+  if (!p.hf_fused.empty()) return {p.hf_fused_rows, p.shape[1]};
   std::vector<int64_t> s = p.shape.dims();
   if (p.hf_transposed) std::reverse(s.begin(), s.end());
   return s;
@@ -99,7 +103,7 @@ StatusOr<std::unique_ptr<HfWeightReader>> HfWeightReader::open(Storage& storage,
     for (const auto& p : unit.params) {
       const SafetensorsEntry* found = nullptr;
       const SafetensorsReader* where = nullptr;
-      for (const auto& cand : candidate_names(layout, p.name)) {
+      for (const auto& cand : candidate_names(layout, p)) {
         auto it = by_name.find(cand);
         if (it != by_name.end()) {
           where = it->second;
@@ -107,7 +111,7 @@ StatusOr<std::unique_ptr<HfWeightReader>> HfWeightReader::open(Storage& storage,
           break;
         }
       }
-      if (!found) return not_found("{}: missing tensor {}", dir, p.name);
+      if (!found) return not_found("{}: missing tensor {}", dir, candidate_names(layout, p)[0]);
       if (!to_dtype(found->dtype)) {
         return invalid_argument("{}: tensor {} has dtype {}; weights must be F32, BF16 or F16",
                                 where->path(), found->name, safetensors_dtype_name(found->dtype));
@@ -117,7 +121,7 @@ StatusOr<std::unique_ptr<HfWeightReader>> HfWeightReader::open(Storage& storage,
                                 where->path(), found->name, fmt::join(found->shape, ", "),
                                 fmt::join(hf_shape(p), ", "));
       }
-      r->sources_[p.name] = Source{where, found->name};
+      r->sources_[p.name] = Source{where, found->name, p.hf_row_offset * p.shape.dim(-1)};
       used.insert(found->name);
     }
   }
@@ -135,7 +139,9 @@ StatusOr<std::unique_ptr<HfWeightReader>> HfWeightReader::open(Storage& storage,
 Status HfWeightReader::read_param(const ParamSpec& p, std::vector<float>& out) const {
   const Source& src = sources_.at(p.name);
   out.resize(static_cast<size_t>(p.numel()));
-  if (!p.hf_transposed) return src.reader->read_f32(src.tensor_name, out.data(), p.numel());
+  if (!p.hf_transposed) {
+    return src.reader->read_range_f32(src.tensor_name, src.elem_offset, p.numel(), out.data());
+  }
   std::vector<float> tmp(out.size());
   ZERO_RETURN_IF_ERROR(src.reader->read_f32(src.tensor_name, tmp.data(), p.numel()));
   const int64_t rows = p.shape[0],
@@ -168,8 +174,8 @@ Status HfWeightReader::read_unit_range(int u, int64_t begin, int64_t end, float*
     if (lo >= hi) continue;
     const Source& src = sources_.at(p.name);
     if (!p.hf_transposed) {
-      ZERO_RETURN_IF_ERROR(
-          src.reader->read_range_f32(src.tensor_name, lo - p.offset, hi - lo, dst + (lo - begin)));
+      ZERO_RETURN_IF_ERROR(src.reader->read_range_f32(
+          src.tensor_name, src.elem_offset + lo - p.offset, hi - lo, dst + (lo - begin)));
       continue;
     }
     ZERO_RETURN_IF_ERROR(read_param(p, buf));
@@ -234,7 +240,11 @@ Status save_hf_model(Storage& storage, const std::string& dir, const ModelLayout
   uint64_t shard_bytes = 0;
   for (int u = 0; u < layout.num_units(); ++u) {
     for (const auto& p : layout.unit(u).params) {
-      uint64_t bytes = static_cast<uint64_t>(p.numel()) * elem_bytes;
+      // A fused matrix (Phi-3) is written whole with its first part, from the unit's contiguous
+      // rows of all its parts.
+      if (p.hf_row_offset > 0) continue;
+      const int64_t numel = p.hf_fused.empty() ? p.numel() : p.hf_fused_rows * p.shape[1];
+      uint64_t bytes = static_cast<uint64_t>(numel) * elem_bytes;
       if (shard_bytes > 0 && shard_bytes + bytes > options.max_shard_bytes) {
         shards.emplace_back();
         shard_bytes = 0;
@@ -255,10 +265,12 @@ Status save_hf_model(Storage& storage, const std::string& dir, const ModelLayout
     for (const Item& item : shards[s]) {
       const ParamSpec& p = *item.param;
       const int unit = item.unit;
-      weight_map[p.name] = file;
-      total_bytes += static_cast<uint64_t>(p.numel()) * elem_bytes;
+      const std::string& hf_name = p.hf_fused.empty() ? p.name : p.hf_fused;
+      const int64_t numel = p.hf_fused.empty() ? p.numel() : p.hf_fused_rows * p.shape[1];
+      weight_map[hf_name] = file;
+      total_bytes += static_cast<uint64_t>(numel) * elem_bytes;
       ZERO_RETURN_IF_ERROR(writer.add_streamed(
-          p.name, st_dtype, hf_shape(p), [&, unit, pp = &p](WritableFile& f) -> Status {
+          hf_name, st_dtype, hf_shape(p), [&, unit, numel, pp = &p](WritableFile& f) -> Status {
             const float* src = unit_values(unit) + pp->offset;
             std::vector<float> tmp;
             if (pp->hf_transposed) {
@@ -269,8 +281,8 @@ Status save_hf_model(Storage& storage, const std::string& dir, const ModelLayout
                   tmp[static_cast<size_t>(i * rows + o)] = src[o * cols + i];
               src = tmp.data();
             }
-            std::vector<std::byte> bytes(static_cast<size_t>(pp->numel()) * elem_bytes);
-            convert_from_f32(src, bytes.data(), options.dtype, static_cast<size_t>(pp->numel()));
+            std::vector<std::byte> bytes(static_cast<size_t>(numel) * elem_bytes);
+            convert_from_f32(src, bytes.data(), options.dtype, static_cast<size_t>(numel));
             return f.append(bytes.data(), bytes.size());
           }));
     }

@@ -38,6 +38,7 @@ class HfWeightReader {
   struct Source {
     const SafetensorsReader* reader = nullptr;
     std::string tensor_name;  // name inside the file
+    int64_t elem_offset = 0;  // where the parameter starts in it (a part of a fused matrix)
   };
   HfWeightReader(const ModelLayout& layout) : layout_(layout) {}
   Status read_param(const ParamSpec& p, std::vector<float>& out) const;

@@ -3,7 +3,8 @@
 // window x tied/untied x fp32/bf16 weights x single/sharded files, as a covering subset. Each case
 // directory is loaded the way `zero train --model DIR` loads it; the step-1 loss on the recorded
 // batch must be within 1e-6 relative of transformers' fp64 loss, and the recorded logits rows
-// within the fp32 matmul-output bound of the tolerance table (kernels/tolerance.h).
+// within the fp32 matmul-output bound of the tolerance table (kernels/tolerance.h). Greedy decoding
+// with the KV cache (KvDecoder) continues the recorded prompt with transformers' own tokens.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -17,6 +18,7 @@
 
 #include "kernels/tolerance.h"
 #include "model/golden_testing.h"
+#include "model/kv_decoder.h"
 #include "model/transformer.h"
 
 namespace zero::model {
@@ -92,6 +94,100 @@ TEST_P(HfMatrix, StepOneLossAndLogitsMatchTransformersFp64) {
       "%s: loss rel %.2e (bound 1e-6), logits rel error norm %.2e (bound %.0e), elementwise "
       "worst err / (atol + rtol |ref|) %.2f\n",
       GetParam().c_str(), loss_rel, worst_norm, norm_rtol, worst_elem);
+}
+
+// GradSink over whole resident units.
+class ResidentGrads : public GradSink {
+ public:
+  explicit ResidentGrads(const ModelLayout& layout) {
+    for (const auto& u : layout.units()) grads_.emplace_back(static_cast<size_t>(u.numel), 0.0f);
+  }
+  float* grad_buffer(int u) override { return grads_[static_cast<size_t>(u)].data(); }
+  void grad_ready(int) override {}
+  std::vector<std::vector<float>> grads_;
+};
+
+// The backward against transformers' fp64 autograd (expected.json "grads_fp64": every parameter of
+// one dimension — norm weights, biases, Qwen3's q_norm / k_norm — and row 0 of layer 0's q_proj and
+// k_proj): each recorded gradient's relative error norm within 1e-5 (fp32 accumulation), with and
+// without activation checkpointing.
+TEST_P(HfMatrix, StepOneGradientsMatchTransformersFp64) {
+  const std::string dir = kMatrix + GetParam();
+  nlohmann::json expected = nlohmann::json::parse(std::ifstream(dir + "/expected.json"));
+  testing::GoldenModel g = testing::load_hf_dir(dir);
+  ASSERT_FALSE(::testing::Test::HasFailure()) << "loading " << dir;
+  const std::vector<int32_t> tokens = flatten_tokens(expected["input_ids"]);
+  const std::vector<int32_t> labels = flatten_tokens(expected["labels"]);
+  const int64_t B = static_cast<int64_t>(expected["input_ids"].size());
+  const int64_t T = static_cast<int64_t>(tokens.size()) / B;
+  // The backward recomputing each block from its input (activation checkpointing) gives the same.
+  for (const bool checkpointing : {false, true}) {
+    SCOPED_TRACE(checkpointing ? "activation checkpointing" : "saved activations");
+    Transformer model(g.config, TransformerOptions{.activation_checkpointing = checkpointing});
+    testing::ResidentParams params(g.units);
+    ResidentGrads grads(model.layout());
+    model.forward(params, tokens.data(), labels.data(), B, T);
+    model.backward(params, grads, 1.0f / static_cast<float>(model.counted_targets()));
+    ASSERT_FALSE(expected["grads_fp64"].empty());
+    double worst = 0;
+    for (const auto& entry : expected["grads_fp64"]) {
+      const std::string name = entry["name"].get<std::string>();
+      int unit = -1;
+      const ParamSpec* p = model.layout().find_param(name, &unit);
+      ASSERT_NE(p, nullptr) << name;
+      const float* got = grads.grads_[static_cast<size_t>(unit)].data() + p->offset;  // row 0 too
+      double err2 = 0, ref2 = 0;
+      for (size_t i = 0; i < entry["values"].size(); ++i) {
+        const double ref = entry["values"][i].get<double>();
+        err2 += (got[i] - ref) * (got[i] - ref);
+        ref2 += ref * ref;
+      }
+      const double rel = std::sqrt(err2 / std::max(ref2, 1e-30));
+      EXPECT_LE(rel, 1e-5) << name << ": relative error norm";
+      worst = std::max(worst, rel);
+    }
+    std::printf("%s%s: gradients' worst relative error norm %.2e (bound 1e-5)\n",
+                GetParam().c_str(), checkpointing ? " (checkpointing)" : "", worst);
+  }
+}
+
+// transformers' greedy continuation (expected.json "greedy": the fp64 model's argmax after each of
+// the prompt plus the tokens so far; the generator checks every chosen logit beats the runner-up by
+// more than 1e-3, far above fp32 error) is what KV-cached decoding picks: the prompt in one append,
+// then one token at a time.
+TEST_P(HfMatrix, KvCachedGreedyContinuationEqualsTransformers) {
+  const std::string dir = kMatrix + GetParam();
+  nlohmann::json expected = nlohmann::json::parse(std::ifstream(dir + "/expected.json"));
+  const auto prompt = expected["greedy"]["prompt"].get<std::vector<int32_t>>();
+  const auto want = expected["greedy"]["tokens"].get<std::vector<int32_t>>();
+  testing::GoldenModel g = testing::load_hf_dir(dir);
+  ASSERT_FALSE(::testing::Test::HasFailure()) << "loading " << dir;
+  const int64_t capacity = static_cast<int64_t>(prompt.size() + want.size());
+  if (g.config.rope_scaling.type == "dynamic" && capacity > g.config.max_position_embeddings) {
+    GTEST_SKIP() << "dynamic RoPE past max_position_embeddings: KvDecoder refuses it";
+  }
+  // transformers' longrope picks the short or long factors by the current length, so its tokens
+  // switch tables past original_max_position_embeddings; KvDecoder keeps one table, for its
+  // capacity.
+  const int64_t original = g.config.rope_scaling.original_max_position_embeddings;
+  if (g.config.rope_scaling.type == "longrope" && static_cast<int64_t>(prompt.size()) <= original &&
+      capacity > original) {
+    GTEST_SKIP() << "longrope crossing original_max_position_embeddings during decoding";
+  }
+  const ModelLayout layout(g.config);
+  testing::ResidentParams params(g.units);
+  KvDecoder decoder(layout, capacity);
+  std::vector<float> logits(static_cast<size_t>(g.config.vocab_size));
+  auto argmax = [&] {
+    return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  };
+  decoder.append(params, prompt.data(), static_cast<int64_t>(prompt.size()), logits.data());
+  std::vector<int32_t> got;
+  for (size_t i = 0; i < want.size(); ++i) {
+    got.push_back(argmax());
+    if (i + 1 < want.size()) decoder.append(params, &got.back(), 1, logits.data());
+  }
+  EXPECT_EQ(got, want);
 }
 
 // The parameterized test passes vacuously on an empty directory; this one does not.

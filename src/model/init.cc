@@ -47,7 +47,14 @@ void init_unit_range(const ModelLayout& layout, int u, uint64_t seed, int64_t be
     switch (p.kind) {
       case ParamKind::kAttnNormWeight:
       case ParamKind::kMlpNormWeight:
-      case ParamKind::kFinalNormWeight: std::fill(out, out + (hi - lo), 1.0f); continue;
+      case ParamKind::kFinalNormWeight:
+      case ParamKind::kQNormWeight:
+      case ParamKind::kKNormWeight:
+      case ParamKind::kPostAttnNormWeight:
+      case ParamKind::kPostMlpNormWeight:
+        // Gemma stores w of (1 + w): its identity is 0.
+        std::fill(out, out + (hi - lo), static_cast<float>(1.0 - c.norm_weight_offset));
+        continue;
       default: break;
     }
     if (!decays(p.kind)) continue;  // biases stay 0

@@ -41,6 +41,13 @@ KvDecoder::KvDecoder(const ModelLayout& layout, int64_t capacity)
     k::rope_tables(rope_cos_.data(), rope_sin_.data(),
                    k::rope_inv_freq(D, c.rope_theta, c.rope_scaling, capacity), capacity,
                    c.rope_scaling.attention_factor);
+    if (c.local_rope_theta > 0) {  // Gemma 3's sliding layers
+      resize(rope_cos_local_, capacity * (D / 2));
+      resize(rope_sin_local_, capacity * (D / 2));
+      k::rope_tables(rope_cos_local_.data(), rope_sin_local_.data(),
+                     k::rope_inv_freq(D, c.local_rope_theta, c.local_rope_scaling, capacity),
+                     capacity, c.local_rope_scaling.attention_factor);
+    }
   }
 }
 
@@ -82,6 +89,8 @@ BlockBuffers KvDecoder::block_buffers(int64_t n) {
           .v = rows(v_, n * kv_),
           .q_rot = gpt2 ? nullptr : rows(q_rot_, n * HqD),
           .k_rot = gpt2 ? nullptr : rows(k_rot_, n * kv_),
+          .q_rstd = c.qk_norm ? rows(q_rstd_, n * c.num_heads) : nullptr,
+          .k_rstd = c.qk_norm ? rows(k_rstd_, n * c.num_kv_heads) : nullptr,
           .attn_y = rows(y_, n * HqD),
           .x2 = rows(x2_, n * C),
           .norm2 = norm,
@@ -89,7 +98,12 @@ BlockBuffers KvDecoder::block_buffers(int64_t n) {
           .rstd2 = rstd,
           .gate = gpt2 ? nullptr : rows(gate_, n * F),
           .up = rows(up_, n * F),
-          .act = rows(act_, n * F)};
+          .act = rows(act_, n * F),
+          .attn_out = c.post_norms ? rows(attn_out_, n * C) : nullptr,
+          .rstd_post_attn = c.post_norms ? rows(rstd_post_, n) : nullptr,
+          .mlp_out = c.post_norms ? rows(mlp_out_, n * C) : nullptr,
+          .rstd_post_mlp = c.post_norms ? rows(rstd_post_, n) : nullptr,
+          .gate_act = c.post_norms ? rows(gate_act_, n * F) : nullptr};
 }
 
 void KvDecoder::append(ParamAccess& params, const int32_t* tokens, int64_t n, float* logits) {
@@ -98,12 +112,15 @@ void KvDecoder::append(ParamAccess& params, const int32_t* tokens, int64_t n, fl
              " exceed the capacity ", capacity_);
   const int64_t C = c.hidden_size;
   // One sequence of the n new rows, at positions [length_, length_ + n); fp32 GEMMs.
-  const ForwardContext ctx{.config = c,
-                           .B = 1,
-                           .T = n,
-                           .position = length_,
-                           .rope_cos = rope_cos_.data(),
-                           .rope_sin = rope_sin_.data()};
+  const ForwardContext ctx{
+      .config = c,
+      .B = 1,
+      .T = n,
+      .position = length_,
+      .rope_cos = rope_cos_.data(),
+      .rope_sin = rope_sin_.data(),
+      .rope_cos_local = rope_cos_local_.empty() ? nullptr : rope_cos_local_.data(),
+      .rope_sin_local = rope_sin_local_.empty() ? nullptr : rope_sin_local_.data()};
   std::vector<float> x(static_cast<size_t>(n * C));
 
   const int emb = layout_.embedding_unit();
@@ -134,6 +151,10 @@ void KvDecoder::append(ParamAccess& params, const int32_t* tokens, int64_t n, fl
     const float* head = ew + layout_.unit(emb).param(ParamKind::kTokenEmbedding).offset;
     final_forward(ctx, fu, fw, head, last, 1, fb, logits);
   }
+  if (c.final_logit_softcapping > 0) {  // Gemma 2
+    const float cap = static_cast<float>(c.final_logit_softcapping);
+    for (int64_t v = 0; v < c.vocab_size; ++v) logits[v] = cap * std::tanh(logits[v] / cap);
+  }
   length_ += n;
 }
 
@@ -145,6 +166,7 @@ void KvDecoder::attend(int layer, const float* q, float* y, int64_t n) const {
   const float scale = 1.0f / (std::sqrt(static_cast<float>(D)) *
                               static_cast<float>(c.attention_score_divisor(layer)));
   const int64_t window = c.attention_window(layer);
+  const float cap = static_cast<float>(c.attn_logit_softcapping);  // Gemma 2; 0: none
 #pragma omp parallel
   {
     std::vector<float> p(static_cast<size_t>(length_ + n));
@@ -161,8 +183,10 @@ void KvDecoder::attend(int layer, const float* q, float* y, int64_t n) const {
           const float* kj = K + j * kv_ + kvh * D;
           float s = 0.0f;
           for (int64_t d = 0; d < D; ++d) s += qi[d] * kj[d];
-          p[static_cast<size_t>(j)] = s * scale;
-          max_score = std::max(max_score, s * scale);
+          s *= scale;
+          if (cap > 0) s = cap * std::tanh(s / cap);
+          p[static_cast<size_t>(j)] = s;
+          max_score = std::max(max_score, s);
         }
         float sum = 0.0f;
         for (int64_t j = first; j < keys; ++j) {

@@ -47,8 +47,9 @@ class KvDecoder final : public CachedDecoder {
   std::vector<std::vector<float>> k_cache_, v_cache_;  // per layer (capacity, Hkv, D)
   std::vector<float> rope_cos_, rope_sin_;             // Llama: (capacity, D/2)
   // Scratch for n rows (resized per append).
-  std::vector<float> norm_, mean_, rstd_, qkv_, q_, k_, v_, q_rot_, k_rot_, y_, x2_, gate_, up_,
-      act_;
+  std::vector<float> norm_, mean_, rstd_, qkv_, q_, k_, v_, q_rot_, k_rot_, q_rstd_, k_rstd_, y_,
+      x2_, gate_, up_, act_, attn_out_, rstd_post_, mlp_out_, gate_act_;
+  std::vector<float> rope_cos_local_, rope_sin_local_;  // Gemma 3's sliding layers: (capacity, D/2)
   // 16-bit models: fp32 copies of the acquired units (the embedding apart: the tied head holds it
   // while the final unit is held).
   WidenBuffer widened_embedding_, widened_unit_;

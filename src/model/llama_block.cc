@@ -1,5 +1,6 @@
 // Llama-family block: x2 = x + o_proj(attn(rope(q), rope(k), v)) over input_layernorm(x);
 // out = x2 + down(silu(gate(h)) * up(h)), h = post_attention_layernorm(x2). RMSNorm, GQA, SwiGLU.
+// Qwen3 (config.qk_norm): q and k pass an RMSNorm over each head's D values before RoPE.
 // The forward is shared by training and decoding (block_forward.h); the backward is training's.
 // Legend: N = B*T rows, C hidden, F intermediate, Hq/Hkv heads, D head dim.
 #include <cstring>
@@ -45,8 +46,17 @@ void llama_block_forward(const ForwardContext& ctx, const UnitSpec& u, const flo
                     gemm);
   k::matmul_forward(b.v, b.norm1, W(ParamKind::kVWeight), Wopt(ParamKind::kVBias), N, C, Hkv * D,
                     gemm);
-  k::rope_forward(b.q_rot, b.q, cos, sin, B, T, Hq, D);
-  k::rope_forward(b.k_rot, b.k, cos, sin, B, T, Hkv, D);
+  if (c.qk_norm) {
+    // Qwen3: each (row, head) vector of D values is one RMSNorm row; normalised into q_rot / k_rot,
+    // which RoPE then rotates in place.
+    k::rmsnorm_forward(b.q_rot, b.q_rstd, b.q, W(ParamKind::kQNormWeight), N * Hq, D, eps);
+    k::rmsnorm_forward(b.k_rot, b.k_rstd, b.k, W(ParamKind::kKNormWeight), N * Hkv, D, eps);
+    k::rope_forward(b.q_rot, b.q_rot, cos, sin, B, T, Hq, D);
+    k::rope_forward(b.k_rot, b.k_rot, cos, sin, B, T, Hkv, D);
+  } else {
+    k::rope_forward(b.q_rot, b.q, cos, sin, B, T, Hq, D);
+    k::rope_forward(b.k_rot, b.k, cos, sin, B, T, Hkv, D);
+  }
   attention.forward(u.block_index, b.q_rot, b.k_rot, b.v, b.attn_y);
   k::matmul_forward(b.x2, b.attn_y, W(ParamKind::kAttnOutWeight), Wopt(ParamKind::kAttnOutBias), N,
                     Hq * D, C, gemm);
@@ -104,10 +114,22 @@ void Transformer::llama_block_backward(const UnitSpec& u, const float* w, float*
   // Undo the rotation in place: the gradients become d(q), d(k) before RoPE.
   k::rope_backward(s.dq.f32(), s.dq.f32(), rope_cos_.f32(), rope_sin_.f32(), B, T, Hq, D);
   k::rope_backward(s.dk.f32(), s.dk.f32(), rope_cos_.f32(), rope_sin_.f32(), B, T, Hkv, D);
+  const float* dq = s.dq.f32();  // d(q), d(k) of the projections' outputs
+  const float* dk = s.dk.f32();
+  if (c.qk_norm) {
+    zero_fill(s.dq_proj);
+    zero_fill(s.dk_proj);
+    k::rmsnorm_backward(s.dq_proj.f32(), dW(ParamKind::kQNormWeight), s.dq.f32(), a.q.f32(),
+                        W(ParamKind::kQNormWeight), a.q_rstd.f32(), N * Hq, D);
+    k::rmsnorm_backward(s.dk_proj.f32(), dW(ParamKind::kKNormWeight), s.dk.f32(), a.k.f32(),
+                        W(ParamKind::kKNormWeight), a.k_rstd.f32(), N * Hkv, D);
+    dq = s.dq_proj.f32();
+    dk = s.dk_proj.f32();
+  }
   zero_fill(s.dnorm);
-  k::matmul_backward(s.dnorm.f32(), dW(ParamKind::kQWeight), dWopt(ParamKind::kQBias), s.dq.f32(),
+  k::matmul_backward(s.dnorm.f32(), dW(ParamKind::kQWeight), dWopt(ParamKind::kQBias), dq,
                      a.norm1.f32(), W(ParamKind::kQWeight), N, C, Hq * D, bf16_gemm_.get());
-  k::matmul_backward(s.dnorm.f32(), dW(ParamKind::kKWeight), dWopt(ParamKind::kKBias), s.dk.f32(),
+  k::matmul_backward(s.dnorm.f32(), dW(ParamKind::kKWeight), dWopt(ParamKind::kKBias), dk,
                      a.norm1.f32(), W(ParamKind::kKWeight), N, C, Hkv * D, bf16_gemm_.get());
   k::matmul_backward(s.dnorm.f32(), dW(ParamKind::kVWeight), dWopt(ParamKind::kVBias), s.dv.f32(),
                      a.norm1.f32(), W(ParamKind::kVWeight), N, C, Hkv * D, bf16_gemm_.get());

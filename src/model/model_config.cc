@@ -12,105 +12,17 @@
 #include "core/check.h"
 #include "core/checked_math.h"
 #include "core/regular_file.h"
+#include "model/config_reader.h"
+#include "model/rope_config.h"
 
 namespace zero::model {
 namespace {
 
+using config_json::json_type_name;
+using config_json::parse_rope;
+using config_json::Reader;
+using config_json::rope_object;
 using nlohmann::json;
-
-const char* json_type_name(const json& v) {
-  if (v.is_null()) return "null";
-  if (v.is_boolean()) return "a boolean";
-  if (v.is_number_integer() || v.is_number_unsigned()) return "an integer";
-  if (v.is_number_float()) return "a float";
-  if (v.is_string()) return "a string";
-  if (v.is_array()) return "an array";
-  return "an object";
-}
-
-// Typed key readers. Every error names the source file and the key.
-class Reader {
- public:
-  Reader(const json& j, std::string_view source, std::string prefix = "")
-      : j_(j), source_(source), prefix_(std::move(prefix)) {}
-
-  // The key as errors name it: "rope_parameters.factor" inside a nested object.
-  std::string name(const std::string& key) const { return prefix_ + key; }
-
-  const json* find(const std::string& key) const {
-    auto it = j_.find(key);
-    return it == j_.end() ? nullptr : &*it;
-  }
-
-  Status type_error(const std::string& key, const char* want, const json& got) const {
-    return invalid_argument("{}: {}: expected {}, got {}", source_, name(key), want,
-                            json_type_name(got));
-  }
-
-  // A positive integer of at most `max`; integral floats (e.g. 4096.0) are accepted. The bound is
-  // checked here, before anything is sized from the value.
-  StatusOr<int64_t> positive_int(const std::string& key, std::optional<int64_t> fallback,
-                                 int64_t max = kMaxModelDimension) const {
-    const json* v = find(key);
-    if (v == nullptr || v->is_null()) {
-      if (fallback) return *fallback;
-      return invalid_argument("{}: {}: missing (required for model_type \"{}\")", source_,
-                              name(key), j_.value("model_type", std::string("?")));
-    }
-    int64_t out = 0;
-    if (v->is_number_integer() || v->is_number_unsigned()) {
-      out = v->get<int64_t>();
-    } else if (v->is_number_float() && std::floor(v->get<double>()) == v->get<double>() &&
-               std::fabs(v->get<double>()) < 9e15) {
-      out = static_cast<int64_t>(v->get<double>());
-    } else {
-      return type_error(key, "a positive integer", *v);
-    }
-    if (out <= 0)
-      return invalid_argument("{}: {}: must be positive, got {}", source_, name(key), out);
-    if (out > max) {
-      return invalid_argument("{}: {}: {} is larger than the limit {}", source_, name(key), out,
-                              max);
-    }
-    return out;
-  }
-
-  StatusOr<double> positive_number(const std::string& key, std::optional<double> fallback) const {
-    const json* v = find(key);
-    if (v == nullptr || v->is_null()) {
-      if (fallback) return *fallback;
-      return invalid_argument("{}: {}: missing", source_, name(key));
-    }
-    if (!v->is_number()) return type_error(key, "a number", *v);
-    double out = v->get<double>();
-    if (!(out > 0) || !std::isfinite(out)) {
-      return invalid_argument("{}: {}: must be a positive finite number, got {}", source_,
-                              name(key), out);
-    }
-    return out;
-  }
-
-  StatusOr<bool> boolean(const std::string& key, bool fallback) const {
-    const json* v = find(key);
-    if (v == nullptr || v->is_null()) return fallback;
-    if (!v->is_boolean()) return type_error(key, "true or false", *v);
-    return v->get<bool>();
-  }
-
-  StatusOr<std::string> string(const std::string& key, const std::string& fallback) const {
-    const json* v = find(key);
-    if (v == nullptr || v->is_null()) return fallback;
-    if (!v->is_string()) return type_error(key, "a string", *v);
-    return v->get<std::string>();
-  }
-
-  std::string_view source() const { return source_; }
-
- private:
-  const json& j_;
-  std::string_view source_;
-  std::string prefix_;
-};
 
 // The HF class names we can load for each model_type (causal LMs only).
 const char* causal_lm_class(std::string_view model_type) {
@@ -118,7 +30,62 @@ const char* causal_lm_class(std::string_view model_type) {
   if (model_type == "llama") return "LlamaForCausalLM";
   if (model_type == "mistral") return "MistralForCausalLM";
   if (model_type == "qwen2") return "Qwen2ForCausalLM";
+  if (model_type == "qwen3") return "Qwen3ForCausalLM";
+  if (model_type == "phi3") return "Phi3ForCausalLM";
+  if (model_type == "gemma3_text") return "Gemma3ForCausalLM";
+  if (model_type == "gemma2") return "Gemma2ForCausalLM";
   return nullptr;
+}
+
+// Keys of other families' configs that change the math of a model none of ours computes: present
+// with a value other than null, 0 or false, the config is refused rather than trained as something
+// else (a mixture of experts read as its dense trunk, a soft-capped model without its caps).
+Status refuse_unmodelled_keys(const Reader& r, std::string_view model_type) {
+  struct Unmodelled {
+    const char* key;
+    const char* what;
+  };
+  static const Unmodelled kKeys[] = {
+      {"num_experts", "a mixture-of-experts model (ZeRO.cpp's models are dense)"},
+      {"num_local_experts", "a mixture-of-experts model (ZeRO.cpp's models are dense)"},
+      {"n_routed_experts", "a mixture-of-experts model (ZeRO.cpp's models are dense)"},
+      {"num_experts_per_tok", "a mixture-of-experts model (ZeRO.cpp's models are dense)"},
+      {"moe_intermediate_size", "a mixture-of-experts model (ZeRO.cpp's models are dense)"},
+      {"attn_logit_softcapping", "attention-score soft-capping"},
+      {"final_logit_softcapping", "final-logit soft-capping"},
+      {"query_pre_attn_scalar", "a query scale other than 1/sqrt(head_dim)"},
+      {"rope_local_base_freq", "a separate RoPE base for sliding-window layers"},
+  };
+  for (const Unmodelled& u : kKeys) {
+    const json* v = r.find(u.key);
+    if (v == nullptr || v->is_null() || (v->is_boolean() && !v->get<bool>()) ||
+        (v->is_number() && v->get<double>() == 0.0)) {
+      continue;
+    }
+    return unimplemented("{}: {}: {} asks for {}, which model_type \"{}\" does not compute here",
+                         r.source(), u.key, v->dump(), u.what, model_type);
+  }
+  return ok_status();
+}
+
+// Families transformers has that read as close relatives of ours but compute differently; named
+// in the refusal so that nobody takes it for a typo.
+const char* unsupported_family_reason(std::string_view model_type) {
+  if (model_type == "gemma") {
+    return "Gemma 1 (GeGLU without the post-norms) is not implemented (gemma2 and gemma3_text are)";
+  }
+  if (model_type == "gemma3") {
+    return "the multimodal Gemma 3 checkpoint (vision tower, model.language_model.* names) is not "
+           "read; its language model as a gemma3_text checkpoint is";
+  }
+  if (model_type == "phi" || model_type == "phimoe") {
+    return "Phi-1 / Phi-2 (partial rotary embeddings, LayerNorm, a parallel block) and Phi-MoE are "
+           "not implemented (phi3 is)";
+  }
+  if (model_type == "mixtral" || model_type == "qwen2_moe" || model_type == "qwen3_moe") {
+    return "mixture-of-experts models are not implemented (ZeRO.cpp's models are dense)";
+  }
+  return "unknown to ZeRO.cpp";
 }
 
 Status check_architectures(const json& j, std::string_view source, std::string_view model_type) {
@@ -188,213 +155,25 @@ Status parse_gpt2(const Reader& r, ModelConfig& c) {
   return ok_status();
 }
 
-// One RoPE object: 4.x `rope_scaling` or transformers-5 `rope_parameters` (`where` is the key, for
-// errors). Every key must be known; keys that change the math must be implemented.
-// transformers' get_mscale: yarn's attention factor for `scale` (without attention_factor or the
-// mscale pair, m = 1).
-double yarn_mscale(double scale, double m) {
-  return scale <= 1.0 ? 1.0 : 0.1 * m * std::log(scale) + 1.0;
-}
-
-// top_orig: a top-level original_max_position_embeddings, which transformers 5 puts into the rope
-// parameters of llama3 / yarn (standardize_rope_params).
-Status parse_rope_object(const json& obj, std::string_view source, const std::string& where,
-                         const ModelConfig& c, kernels::cpu::RopeScaling& out,
-                         std::optional<double>& theta, std::optional<int64_t> top_orig) {
-  static const char* const kKnown[] = {"rope_type",
-                                       "type",
-                                       "rope_theta",
-                                       "factor",
-                                       "low_freq_factor",
-                                       "high_freq_factor",
-                                       "original_max_position_embeddings",
-                                       "beta_fast",
-                                       "beta_slow",
-                                       "attention_factor",
-                                       "truncate",
-                                       "mscale",
-                                       "mscale_all_dim",
-                                       "partial_rotary_factor"};
-  for (const auto& [key, value] : obj.items()) {
-    if (value.is_object()) {
-      return unimplemented(
-          "{}: {}.{}: per-layer-type RoPE parameters are not supported (one set for all layers)",
-          source, where, key);
-    }
-    if (std::find(std::begin(kKnown), std::end(kKnown), key) == std::end(kKnown)) {
-      return unimplemented("{}: {}.{}: unknown RoPE key (value {}) is not supported", source, where,
-                           key, value.dump());
-    }
-  }
-  Reader r(obj, source, where + ".");
-  if (const json* t = r.find("rope_theta"); t != nullptr && !t->is_null()) {
-    auto v = r.positive_number("rope_theta", std::nullopt);
-    if (!v.ok()) return v.status();
-    theta = *v;
-  }
-  if (const json* p = r.find("partial_rotary_factor"); p != nullptr && !p->is_null()) {
-    if (!p->is_number() || p->get<double>() != 1.0) {
-      return unimplemented("{}: {}.partial_rotary_factor: {} is not supported (only 1.0)", source,
-                           where, p->dump());
-    }
-  }
-  const std::string type_key = obj.contains("rope_type") ? "rope_type" : "type";
-  auto type = r.string(type_key, "default");
-  if (!type.ok()) return type.status();
-  out = kernels::cpu::RopeScaling{};
-  out.type = *type;
-  auto number = [&](const char* key, std::optional<double> fallback, double& dst) -> Status {
-    auto v = r.positive_number(key, fallback);
-    if (!v.ok()) return v.status();
-    dst = *v;
-    return ok_status();
-  };
-  if (out.type == "default") return ok_status();
-  if (out.type == "linear" || out.type == "dynamic") {
-    ZERO_RETURN_IF_ERROR(number("factor", std::nullopt, out.factor));
-    out.max_position_embeddings = c.max_position_embeddings;
-    return ok_status();
-  }
-  // llama3 and yarn: original_max_position_embeddings defaults to the top-level key, else to
-  // max_position_embeddings, as in transformers' standardize_rope_params.
-  auto orig = r.positive_int("original_max_position_embeddings",
-                             top_orig.value_or(c.max_position_embeddings));
-  if (!orig.ok()) return orig.status();
-  if (top_orig && *orig != *top_orig) {
-    return invalid_argument(
-        "{}: {}.original_max_position_embeddings: {} disagrees with the top-level "
-        "original_max_position_embeddings {} (remove one)",
-        source, where, *orig, *top_orig);
-  }
-  out.original_max_position_embeddings = *orig;
-  if (out.type == "llama3") {
-    ZERO_RETURN_IF_ERROR(number("factor", std::nullopt, out.factor));
-    ZERO_RETURN_IF_ERROR(number("low_freq_factor", std::nullopt, out.low_freq_factor));
-    ZERO_RETURN_IF_ERROR(number("high_freq_factor", std::nullopt, out.high_freq_factor));
-    if (out.low_freq_factor == out.high_freq_factor) {
-      return invalid_argument("{}: {}.high_freq_factor: must differ from low_freq_factor ({})",
-                              source, where, out.low_freq_factor);
-    }
-    return ok_status();
-  }
-  if (out.type == "yarn") {
-    // factor null: max_position_embeddings / original_max_position_embeddings (as HF).
-    ZERO_RETURN_IF_ERROR(number("factor",
-                                static_cast<double>(c.max_position_embeddings) /
-                                    static_cast<double>(out.original_max_position_embeddings),
-                                out.factor));
-    // HF: `beta_fast or 32`, `beta_slow or 1`.
-    ZERO_RETURN_IF_ERROR(number("beta_fast", 32.0, out.beta_fast));
-    ZERO_RETURN_IF_ERROR(number("beta_slow", 1.0, out.beta_slow));
-    auto truncate = r.boolean("truncate", true);
-    if (!truncate.ok()) return truncate.status();
-    out.truncate = *truncate;
-    double attention = 0, mscale = 0, mscale_all = 0;
-    const json* af = r.find("attention_factor");
-    const json* ms = r.find("mscale");
-    const json* msa = r.find("mscale_all_dim");
-    if (af != nullptr && !af->is_null()) {
-      ZERO_RETURN_IF_ERROR(number("attention_factor", std::nullopt, attention));
-    } else if (ms != nullptr && !ms->is_null() && msa != nullptr && !msa->is_null()) {
-      ZERO_RETURN_IF_ERROR(number("mscale", std::nullopt, mscale));
-      ZERO_RETURN_IF_ERROR(number("mscale_all_dim", std::nullopt, mscale_all));
-      attention = yarn_mscale(out.factor, mscale) / yarn_mscale(out.factor, mscale_all);
-    } else {
-      attention = yarn_mscale(out.factor, 1.0);
-    }
-    out.attention_factor = attention;
-    return ok_status();
-  }
-  return unimplemented(
-      "{}: {}.{}: \"{}\" is not supported (default, linear, dynamic, yarn, llama3)", source, where,
-      type_key, out.type);
-}
-
-bool same_rope(const kernels::cpu::RopeScaling& a, const kernels::cpu::RopeScaling& b) {
-  return a.type == b.type && a.factor == b.factor && a.low_freq_factor == b.low_freq_factor &&
-         a.high_freq_factor == b.high_freq_factor &&
-         a.original_max_position_embeddings == b.original_max_position_embeddings &&
-         a.beta_fast == b.beta_fast && a.beta_slow == b.beta_slow && a.truncate == b.truncate &&
-         a.attention_factor == b.attention_factor;
-}
-
-// Both layouts: 4.x top-level rope_theta + rope_scaling, transformers-5 rope_parameters
-// {rope_type, rope_theta, ...}. Present together, they must agree.
-Status parse_rope(const json& j, const Reader& r, ModelConfig& c) {
-  const std::string_view source = r.source();
-  if (const json* p = r.find("partial_rotary_factor"); p != nullptr && !p->is_null()) {
-    if (!p->is_number() || p->get<double>() != 1.0) {
-      return unimplemented("{}: partial_rotary_factor: {} is not supported (only 1.0)", source,
-                           p->dump());
-    }
-  }
-  std::optional<int64_t> top_orig;
-  if (const json* o = r.find("original_max_position_embeddings"); o != nullptr && !o->is_null()) {
-    ZERO_ASSIGN_OR_RETURN(int64_t v,
-                          r.positive_int("original_max_position_embeddings", std::nullopt));
-    top_orig = v;
-  }
-  std::optional<double> old_theta;
-  if (const json* t = r.find("rope_theta"); t != nullptr && !t->is_null()) {
-    ZERO_ASSIGN_OR_RETURN(double v, r.positive_number("rope_theta", std::nullopt));
-    old_theta = v;
-  }
-  std::optional<kernels::cpu::RopeScaling> old_scaling;
-  if (const json* s = r.find("rope_scaling"); s != nullptr && !s->is_null()) {
-    if (!s->is_object()) {
-      return invalid_argument("{}: rope_scaling: expected null or an object, got {}", source,
-                              json_type_name(*s));
-    }
-    kernels::cpu::RopeScaling scaling;
-    std::optional<double> theta_inside;
-    ZERO_RETURN_IF_ERROR(
-        parse_rope_object(*s, source, "rope_scaling", c, scaling, theta_inside, top_orig));
-    if (theta_inside && old_theta && *theta_inside != *old_theta) {
-      return invalid_argument("{}: rope_scaling.rope_theta: {} disagrees with rope_theta {}",
-                              source, *theta_inside, *old_theta);
-    }
-    if (theta_inside) old_theta = theta_inside;
-    old_scaling = scaling;
-  }
-  const json* params = r.find("rope_parameters");
-  if (params == nullptr || params->is_null()) {
-    c.rope_theta = old_theta.value_or(10000.0);
-    c.rope_scaling = old_scaling.value_or(kernels::cpu::RopeScaling{});
-    return ok_status();
-  }
-  if (!params->is_object()) {
-    return invalid_argument("{}: rope_parameters: expected an object, got {}", source,
-                            json_type_name(*params));
-  }
-  std::optional<double> new_theta;
-  ZERO_RETURN_IF_ERROR(parse_rope_object(*params, source, "rope_parameters", c, c.rope_scaling,
-                                         new_theta, top_orig));
-  // transformers fills a missing rope_parameters.rope_theta from the top-level key.
-  c.rope_theta = new_theta.value_or(old_theta.value_or(10000.0));
-  if (old_theta && *old_theta != c.rope_theta) {
-    return invalid_argument(
-        "{}: rope_theta: {} disagrees with rope_parameters.rope_theta {} (remove one)", source,
-        *old_theta, c.rope_theta);
-  }
-  if (old_scaling && !same_rope(*old_scaling, c.rope_scaling)) {
-    return invalid_argument(
-        "{}: rope_scaling ({}) disagrees with rope_parameters ({}) (remove one)", source,
-        j.at("rope_scaling").dump(), params->dump());
-  }
-  return ok_status();
-}
-
 // Which layers use sliding-window attention, and the window. Mistral: every layer when
 // sliding_window is set; Qwen2: layers >= max_window_layers when use_sliding_window; either
 // overridden by an explicit transformers-5 `layer_types`.
 Status parse_sliding_window(const Reader& r, ModelConfig& c) {
   const std::string_view source = r.source();
   std::vector<bool> sliding(static_cast<size_t>(c.num_layers), false);
-  if (c.model_type == "mistral") {
+  if (c.model_type == "mistral" || c.model_type == "phi3") {  // Phi-3: every layer too
     if (const json* w = r.find("sliding_window"); w != nullptr && !w->is_null()) {
       sliding.assign(sliding.size(), true);
     }
-  } else if (c.model_type == "qwen2") {
+  } else if (c.model_type == "gemma2") {
+    // Gemma2Config: even layers sliding, odd global (transformers 5 also writes layer_types).
+    for (int64_t i = 0; i < c.num_layers; ++i) sliding[static_cast<size_t>(i)] = i % 2 == 0;
+  } else if (c.model_type == "gemma3_text") {
+    // transformers 4.x: every sliding_window_pattern-th layer global (5 has layer_types).
+    ZERO_ASSIGN_OR_RETURN(int64_t pattern, r.positive_int("sliding_window_pattern", 6));
+    for (int64_t i = 0; i < c.num_layers; ++i)
+      sliding[static_cast<size_t>(i)] = (i + 1) % pattern != 0;
+  } else if (c.model_type == "qwen2" || c.model_type == "qwen3") {
     ZERO_ASSIGN_OR_RETURN(bool use, r.boolean("use_sliding_window", false));
     if (use) {
       ZERO_ASSIGN_OR_RETURN(int64_t from, r.positive_int("max_window_layers", c.num_layers));
@@ -421,12 +200,105 @@ Status parse_sliding_window(const Reader& r, ModelConfig& c) {
   if (std::find(sliding.begin(), sliding.end(), true) == sliding.end()) return ok_status();
   c.sliding_layers = sliding;
   const json* w = r.find("sliding_window");
+  if (c.model_type == "gemma3_text" || c.model_type == "gemma2") {  // their configs' default
+    ZERO_ASSIGN_OR_RETURN(c.sliding_window, r.positive_int("sliding_window", 4096));
+    return ok_status();
+  }
   if (w == nullptr || w->is_null()) {
     return invalid_argument("{}: sliding_window: missing, but layers use sliding-window attention",
                             source);
   }
   ZERO_ASSIGN_OR_RETURN(c.sliding_window, r.positive_int("sliding_window", std::nullopt));
   return ok_status();
+}
+
+// head_dim: transformers' attention reads config.head_dim, which may differ from hidden_size /
+// num_attention_heads (Qwen3, Mistral-Nemo); absent, it is that quotient, except for Qwen3, whose
+// config class defaults it to 128.
+Status parse_head_dim(const Reader& r, ModelConfig& c) {
+  // Qwen3Config and Gemma3TextConfig default head_dim to 128 and 256.
+  int64_t fallback_value = 0;
+  if (c.model_type == "qwen3") fallback_value = 128;
+  if (c.model_type == "gemma3_text" || c.model_type == "gemma2") fallback_value = 256;
+  std::optional<int64_t> fallback;
+  if (fallback_value > 0) fallback = fallback_value;
+  const json* head_dim = r.find("head_dim");
+  if ((head_dim == nullptr || head_dim->is_null()) && !fallback) {
+    if (c.hidden_size % c.num_heads != 0) {
+      return invalid_argument(
+          "{}: num_attention_heads: {} does not divide hidden_size {} (and head_dim is not given)",
+          r.source(), c.num_heads, c.hidden_size);
+    }
+    return ok_status();
+  }
+  ZERO_ASSIGN_OR_RETURN(int64_t hd, r.positive_int("head_dim", fallback));
+  const bool derived = c.hidden_size % c.num_heads == 0 && hd == c.hidden_size / c.num_heads;
+  c.explicit_head_dim = derived ? 0 : hd;
+  return ok_status();
+}
+
+// Gemma 2's soft-capping (Gemma2Config's defaults 50 and 30; null: none); refused for Gemma 3.
+Status parse_softcaps(const Reader& r, ModelConfig& c, bool gemma2) {
+  struct Cap {
+    const char* key;
+    double* dst;
+    double fallback;
+  };
+  for (const Cap& cap : {Cap{"attn_logit_softcapping", &c.attn_logit_softcapping, 50.0},
+                         Cap{"final_logit_softcapping", &c.final_logit_softcapping, 30.0}}) {
+    const json* v = r.find(cap.key);
+    if (!gemma2) {
+      if (v != nullptr && !v->is_null()) {
+        return unimplemented("{}: {}: {} (soft-capping) is not computed for gemma3_text here",
+                             r.source(), cap.key, v->dump());
+      }
+      continue;
+    }
+    if (v != nullptr && v->is_null()) continue;
+    ZERO_ASSIGN_OR_RETURN(*cap.dst, r.positive_number(cap.key, cap.fallback));
+  }
+  return ok_status();
+}
+
+// Gemma 2 and Gemma 3's text model (gemma3_text): Llama's skeleton with (1 + w) norms,
+// post-attention and post-feedforward norms, GeGLU, scaled embeddings, query_pre_attn_scalar and
+// sliding layers. Gemma 3: q_norm / k_norm, the sliding layers' own RoPE, every
+// sliding_window_pattern-th layer global. Gemma 2: one RoPE, every other layer global, attention
+// and final-logit soft-capping.
+Status parse_gemma(const json& j, const Reader& r, ModelConfig& c) {
+  const bool gemma2 = c.model_type == "gemma2";
+  if (gemma2) {
+    ZERO_RETURN_IF_ERROR(parse_rope(j, r, c));
+  } else {
+    ZERO_RETURN_IF_ERROR(config_json::parse_gemma3_rope(j, r, c));
+  }
+  ZERO_ASSIGN_OR_RETURN(c.tie_word_embeddings, r.boolean("tie_word_embeddings", true));
+  ZERO_ASSIGN_OR_RETURN(c.hidden_act, r.string("hidden_activation", "gelu_pytorch_tanh"));
+  if (c.hidden_act != "gelu_pytorch_tanh") {
+    return unimplemented("{}: hidden_activation: \"{}\" is not supported (gelu_pytorch_tanh)",
+                         r.source(), c.hidden_act);
+  }
+  ZERO_ASSIGN_OR_RETURN(c.attention_bias, r.boolean("attention_bias", false));
+  c.mlp_bias = false;
+  c.qk_norm = !gemma2;
+  c.post_norms = true;
+  c.norm_weight_offset = 1.0;
+  c.embedding_scale = static_cast<float>(std::sqrt(static_cast<double>(c.hidden_size)));
+  ZERO_ASSIGN_OR_RETURN(c.query_pre_attn_scalar, r.positive_number("query_pre_attn_scalar", 256.0));
+  ZERO_RETURN_IF_ERROR(parse_softcaps(r, c, gemma2));
+  ZERO_ASSIGN_OR_RETURN(bool bidirectional, r.boolean("use_bidirectional_attention", false));
+  if (bidirectional) {
+    return unimplemented("{}: use_bidirectional_attention: true is not supported (causal only)",
+                         r.source());
+  }
+  if (c.num_heads % c.num_kv_heads != 0) {
+    return invalid_argument("{}: num_key_value_heads: {} does not divide num_attention_heads {}",
+                            r.source(), c.num_kv_heads, c.num_heads);
+  }
+  if (c.head_dim() % 2 != 0) {
+    return invalid_argument("{}: head_dim {} must be even for RoPE", r.source(), c.head_dim());
+  }
+  return parse_sliding_window(r, c);
 }
 
 Status parse_llama_family(const json& j, const Reader& r, ModelConfig& c) {
@@ -441,6 +313,8 @@ Status parse_llama_family(const json& j, const Reader& r, ModelConfig& c) {
   ZERO_ASSIGN_OR_RETURN(c.max_position_embeddings,
                         r.positive_int("max_position_embeddings", std::nullopt));
   ZERO_ASSIGN_OR_RETURN(c.norm_eps, r.positive_number("rms_norm_eps", 1e-6));
+  ZERO_RETURN_IF_ERROR(parse_head_dim(r, c));
+  if (c.model_type == "gemma3_text" || c.model_type == "gemma2") return parse_gemma(j, r, c);
   ZERO_RETURN_IF_ERROR(parse_rope(j, r, c));
   ZERO_ASSIGN_OR_RETURN(c.tie_word_embeddings, r.boolean("tie_word_embeddings", false));
   ZERO_ASSIGN_OR_RETURN(c.hidden_act, r.string("hidden_act", "silu"));
@@ -451,70 +325,36 @@ Status parse_llama_family(const json& j, const Reader& r, ModelConfig& c) {
   if (c.model_type == "qwen2") {
     c.attention_bias = true;  // Qwen2 always has q/k/v biases (and none on o_proj)
     c.mlp_bias = false;
-  } else if (c.model_type == "mistral") {
-    c.attention_bias = false;  // MistralAttention has no biases
+  } else if (c.model_type == "mistral" || c.model_type == "phi3") {
+    c.attention_bias = false;  // MistralAttention and Phi3Attention / Phi3MLP have no biases
     c.mlp_bias = false;
+  } else if (c.model_type == "qwen3") {
+    ZERO_ASSIGN_OR_RETURN(c.attention_bias, r.boolean("attention_bias", false));  // q, k, v and o
+    c.mlp_bias = false;  // Qwen3MLP has none
   } else {
     ZERO_ASSIGN_OR_RETURN(c.attention_bias, r.boolean("attention_bias", false));
     ZERO_ASSIGN_OR_RETURN(c.mlp_bias, r.boolean("mlp_bias", false));
   }
-  if (c.hidden_size % c.num_heads != 0) {
-    return invalid_argument("{}: num_attention_heads: {} does not divide hidden_size {}",
-                            r.source(), c.num_heads, c.hidden_size);
-  }
+  c.qk_norm = c.model_type == "qwen3";
   if (c.num_heads % c.num_kv_heads != 0) {
     return invalid_argument("{}: num_key_value_heads: {} does not divide num_attention_heads {}",
                             r.source(), c.num_kv_heads, c.num_heads);
   }
   if (c.head_dim() % 2 != 0) {
-    return invalid_argument("{}: hidden_size / num_attention_heads = {} must be even for RoPE",
-                            r.source(), c.head_dim());
+    return invalid_argument(
+        "{}: head_dim {} (hidden_size / num_attention_heads unless given) must "
+        "be even for RoPE",
+        r.source(), c.head_dim());
   }
   ZERO_RETURN_IF_ERROR(parse_sliding_window(r, c));
-  if (const json* d = r.find("attention_dropout");
-      d != nullptr && d->is_number() && d->get<double>() != 0.0) {
-    c.warnings.push_back(
-        fmt::format("{}: attention_dropout: {} is not applied (ZeRO.cpp trains without dropout)",
-                    r.source(), d->get<double>()));
-  }
-  const json* head_dim = r.find("head_dim");
-  if (head_dim != nullptr && !head_dim->is_null()) {
-    ZERO_ASSIGN_OR_RETURN(int64_t hd, r.positive_int("head_dim", std::nullopt));
-    if (hd != c.head_dim()) {
-      return unimplemented(
-          "{}: head_dim: {} != hidden_size / num_attention_heads = {} is not supported", r.source(),
-          hd, c.head_dim());
+  for (const char* key : {"attention_dropout", "resid_pdrop", "embd_pdrop"}) {  // Phi-3: all three
+    if (const json* d = r.find(key); d != nullptr && d->is_number() && d->get<double>() != 0.0) {
+      c.warnings.push_back(
+          fmt::format("{}: {}: {} is not applied (ZeRO.cpp trains without dropout)", r.source(),
+                      key, d->get<double>()));
     }
   }
   return ok_status();
-}
-
-// The RoPE object for `s` (without rope_theta): the keys transformers reads for its type. yarn's
-// optional keys are written when `input` (the rope object read, or null) had them or when their
-// value is not the one transformers derives without them, so a save keeps the keys it was given.
-json rope_object(const kernels::cpu::RopeScaling& s, const json* input) {
-  auto had = [&](const char* key) {
-    return input != nullptr && input->is_object() && input->contains(key);
-  };
-  json o = {{"rope_type", s.type}};
-  if (s.type == "default") return o;
-  o["factor"] = s.factor;
-  if (s.type == "llama3") {
-    o["low_freq_factor"] = s.low_freq_factor;
-    o["high_freq_factor"] = s.high_freq_factor;
-  }
-  if (s.type == "llama3" || s.type == "yarn") {
-    o["original_max_position_embeddings"] = s.original_max_position_embeddings;
-  }
-  if (s.type == "yarn") {
-    if (had("beta_fast") || s.beta_fast != 32.0) o["beta_fast"] = s.beta_fast;
-    if (had("beta_slow") || s.beta_slow != 1.0) o["beta_slow"] = s.beta_slow;
-    if (had("attention_factor") || s.attention_factor != yarn_mscale(s.factor, 1.0)) {
-      o["attention_factor"] = s.attention_factor;
-    }
-    if (had("truncate") || !s.truncate) o["truncate"] = s.truncate;
-  }
-  return o;
 }
 
 ModelConfig gpt2_preset(int64_t vocab, int64_t positions, int64_t embd, int64_t layers,
@@ -572,16 +412,21 @@ StatusOr<ModelConfig> model_config_from_json(const nlohmann::json& j,
   if (!model_type->is_string()) return r.type_error("model_type", "a string", *model_type);
   c.model_type = model_type->get<std::string>();
   if (causal_lm_class(c.model_type) == nullptr) {
-    return unimplemented("{}: model_type: \"{}\" is not supported (gpt2, llama, mistral, qwen2)",
-                         source_name, c.model_type);
+    return unimplemented(
+        "{}: model_type: \"{}\" is not supported: {} (supported: gpt2, llama, mistral, qwen2, "
+        "qwen3, phi3, gemma2, gemma3_text)",
+        source_name, c.model_type, unsupported_family_reason(c.model_type));
   }
   ZERO_RETURN_IF_ERROR(check_architectures(j, source_name, c.model_type));
+  if (c.model_type != "gemma3_text" && c.model_type != "gemma2") {
+    ZERO_RETURN_IF_ERROR(refuse_unmodelled_keys(r, c.model_type));
+  }
   if (c.model_type == "gpt2") {
     ZERO_RETURN_IF_ERROR(parse_gpt2(r, c));
   } else {
     ZERO_RETURN_IF_ERROR(parse_llama_family(j, r, c));
   }
-  if (c.hidden_size % c.num_heads != 0) {
+  if (c.explicit_head_dim == 0 && c.hidden_size % c.num_heads != 0) {
     return invalid_argument("{}: number of heads {} does not divide the hidden size {}",
                             source_name, c.num_heads, c.hidden_size);
   }
@@ -682,6 +527,16 @@ nlohmann::json model_config_to_json(const ModelConfig& c, std::string_view dtype
   j["intermediate_size"] = c.intermediate_size;
   j["max_position_embeddings"] = c.max_position_embeddings;
   j["rms_norm_eps"] = c.norm_eps;
+  if (c.post_norms) {  // Gemma 2 / 3
+    j["head_dim"] = c.head_dim();
+    j["hidden_activation"] = c.hidden_act;
+    j["query_pre_attn_scalar"] = c.query_pre_attn_scalar;
+    if (!j.contains("sliding_window")) j["sliding_window"] = c.sliding_window;  // a preset's
+    if (c.model_type == "gemma3_text") {
+      config_json::write_gemma3_rope(c, j, v5);
+      return j;
+    }
+  }
   const json* rope_read = j.contains("rope_parameters")
                               ? &j["rope_parameters"]
                               : (j.contains("rope_scaling") ? &j["rope_scaling"] : nullptr);
@@ -695,13 +550,18 @@ nlohmann::json model_config_to_json(const ModelConfig& c, std::string_view dtype
   if (!v5 || j.contains("rope_scaling")) {
     j["rope_scaling"] = c.rope_scaling.type == "default" ? json(nullptr) : rope;
   }
-  // Sliding window: the keys read are kept as read; a preset has none.
-  j["hidden_act"] = c.hidden_act;
-  if (j.contains("head_dim")) j["head_dim"] = c.head_dim();
-  if (c.model_type == "llama") {
-    j["attention_bias"] = c.attention_bias;
-    j["mlp_bias"] = c.mlp_bias;
+  // Sliding window: the keys read are kept as read; a preset's window on every layer (phi-3-mini)
+  // is written as Mistral and Phi-3 read it.
+  if (!j.contains("sliding_window") && c.sliding_window > 0 &&
+      (c.model_type == "mistral" || c.model_type == "phi3")) {
+    j["sliding_window"] = c.sliding_window;
   }
+  if (!c.post_norms) j["hidden_act"] = c.hidden_act;
+  if (j.contains("head_dim") || c.explicit_head_dim > 0 || c.model_type == "qwen3") {
+    j["head_dim"] = c.head_dim();
+  }
+  if (c.model_type == "llama" || c.model_type == "qwen3") j["attention_bias"] = c.attention_bias;
+  if (c.model_type == "llama") j["mlp_bias"] = c.mlp_bias;
   return j;
 }
 
@@ -716,8 +576,9 @@ nlohmann::json generation_config_to_json(const ModelConfig& c) {
 }
 
 std::vector<std::string> preset_names() {
-  return {"gpt2-tiny",  "gpt2-mini",  "gpt2-124m", "gpt2-350m", "gpt2-774m",
-          "gpt2-1558m", "llama-tiny", "llama-1b",  "llama-8b"};
+  return {"gpt2-tiny",  "gpt2-mini",  "gpt2-124m",   "gpt2-350m", "gpt2-774m",
+          "gpt2-1558m", "llama-tiny", "llama-1b",    "llama-8b",  "qwen3-tiny",
+          "qwen3-8b",   "phi-3-mini", "gemma3-tiny", "gemma-3-4b"};
 }
 
 StatusOr<ModelConfig> preset_model_config(std::string_view name) {
@@ -744,6 +605,58 @@ StatusOr<ModelConfig> preset_model_config(std::string_view name) {
   }
   if (name == "llama-8b") {  // Meta-Llama-3-8B shape
     return llama_preset(128256, 4096, 32, 32, 8, 14336, 8192, 500000.0, false);
+  }
+  // Qwen3: q_norm / k_norm, head_dim given (128 for every Qwen3 size).
+  auto qwen3 = [](ModelConfig c, int64_t head_dim) {
+    c.model_type = "qwen3";
+    c.qk_norm = true;
+    c.explicit_head_dim = head_dim == c.hidden_size / c.num_heads ? 0 : head_dim;
+    c.norm_eps = 1e-6;
+    return c;
+  };
+  // qwen3-tiny: llama-tiny's shape with head_dim 32 (not 64 / 4) and intermediate size 176 (every
+  // GEMM row 16-byte aligned in 16 bits): tests and demos.
+  if (name == "qwen3-tiny") {
+    return qwen3(llama_preset(256, 64, 2, 4, 2, 176, 128, 1000000.0, false), 32);
+  }
+  if (name == "qwen3-8b") {  // Qwen3-8B shape
+    return qwen3(llama_preset(151936, 4096, 36, 32, 8, 12288, 40960, 1000000.0, false), 128);
+  }
+  // Gemma 3 text: (1 + w) norms, post-norms, GeGLU, scaled embeddings, every 6th layer global.
+  auto gemma3 = [](ModelConfig c, int64_t head_dim, int64_t window, double qpas) {
+    c.model_type = "gemma3_text";
+    c.explicit_head_dim = head_dim == c.hidden_size / c.num_heads ? 0 : head_dim;
+    c.norm_eps = 1e-6;
+    c.hidden_act = "gelu_pytorch_tanh";
+    c.qk_norm = c.post_norms = true;
+    c.norm_weight_offset = 1.0;
+    c.embedding_scale = static_cast<float>(std::sqrt(static_cast<double>(c.hidden_size)));
+    c.query_pre_attn_scalar = qpas;
+    c.local_rope_theta = 10000.0;
+    c.sliding_window = window;
+    c.sliding_layers.resize(static_cast<size_t>(c.num_layers));
+    for (int64_t l = 0; l < c.num_layers; ++l)
+      c.sliding_layers[static_cast<size_t>(l)] = (l + 1) % 6 != 0;
+    return c;
+  };
+  // gemma3-tiny: llama-tiny's widths, 6 layers (the last global), window 32: tests and demos.
+  if (name == "gemma3-tiny") {
+    return gemma3(llama_preset(256, 64, 6, 4, 2, 176, 128, 1000000.0, true), 32, 32, 32.0);
+  }
+  if (name == "gemma-3-4b") {  // Gemma 3 4B's language model: global layers' RoPE linear x8
+    ModelConfig c = gemma3(llama_preset(262208, 2560, 34, 8, 4, 10240, 131072, 1000000.0, true),
+                           256, 1024, 256.0);
+    c.rope_scaling.type = "linear";
+    c.rope_scaling.factor = 8.0;
+    c.rope_scaling.max_position_embeddings = c.max_position_embeddings;
+    return c;
+  }
+  if (name == "phi-3-mini") {  // Phi-3-mini-4k-instruct shape: a window of 2047 on every layer
+    ModelConfig c = llama_preset(32064, 3072, 32, 32, 32, 8192, 4096, 10000.0, false);
+    c.model_type = "phi3";
+    c.sliding_window = 2047;
+    c.sliding_layers.assign(32, true);
+    return c;
   }
   std::string known;
   for (const std::string& n : preset_names()) known += (known.empty() ? "" : ", ") + n;
@@ -785,8 +698,10 @@ StatusOr<ParamCounts> checked_count_params(const ModelConfig& c) {
     const N up_proj = C * I + (c.mlp_bias ? I : N(0));  // gate_proj and up_proj each
     const N down_proj = I * C + (c.mlp_bias ? C : N(0));
     const N norm = C;
+    const N head_norm = c.qk_norm ? N(c.head_dim()) : N(0);  // Qwen3 q_norm and k_norm each
     modules.insert(modules.end(), {q_proj, kv_proj, o_proj, up_proj, down_proj, norm});
-    per_block = q_proj + N(2) * kv_proj + o_proj + N(2) * up_proj + down_proj + N(2) * norm;
+    per_block = q_proj + N(2) * kv_proj + o_proj + N(2) * up_proj + down_proj + N(2) * norm +
+                N(2) * head_norm + (c.post_norms ? N(2) * norm : N(0));
     final_norm = C;
   }
   const N head = c.tie_word_embeddings ? N(0) : V * C;  // lm_head has no bias; tied shares wte

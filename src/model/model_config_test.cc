@@ -2,6 +2,8 @@
 // round trip, presets, and exact parameter counts against PyTorch's numel sums.
 #include "model/model_config.h"
 
+#include "model/param_layout.h"
+
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -147,8 +149,13 @@ TEST(ModelConfig, Errors) {
   expect_error(j, StatusCode::kInvalidArgument, "tie_word_embeddings");
 
   j = llama_json();
-  j["head_dim"] = 32;
-  expect_error(j, StatusCode::kUnimplemented, "head_dim");
+  j["head_dim"] = 32;  // unequal to hidden / heads (16), as in Mistral-Nemo: transformers reads it
+  ASSERT_TRUE(model_config_from_json(j, "x/config.json").ok());
+  EXPECT_EQ(model_config_from_json(j, "x/config.json")->head_dim(), 32);
+
+  j = llama_json();
+  j["head_dim"] = 7;
+  expect_error(j, StatusCode::kInvalidArgument, "must be even for RoPE");
 
   j = llama_json();
   j["head_dim"] = 16;  // equal to hidden / heads: fine
@@ -593,6 +600,192 @@ TEST(ModelConfig, Presets) {
   EXPECT_EQ(count_params(*llama_tiny).total, 2 * 16384 + 2 * (8192 + 4096 + 33024 + 128) + 64);
 
   EXPECT_FALSE(preset_model_config("gpt3").ok());
+
+  // Qwen3-8B: 8,190,735,360 parameters (its model card's 8.2B; untied head, q_norm / k_norm of
+  // 128).
+  auto qwen3_8b = preset_model_config("preset:qwen3-8b");
+  ASSERT_TRUE(qwen3_8b.ok());
+  EXPECT_EQ(qwen3_8b->head_dim(), 128);
+  EXPECT_EQ(count_params(*qwen3_8b).total, 8'190'735'360);
+  EXPECT_EQ(model_config_to_json(*qwen3_8b)["head_dim"], 128);
+  // Phi-3-mini-4k: 3,821,079,552 parameters (its model card's 3.8B).
+  auto phi3_mini = preset_model_config("phi-3-mini");
+  ASSERT_TRUE(phi3_mini.ok());
+  EXPECT_EQ(count_params(*phi3_mini).total, 3'821'079'552);
+  EXPECT_EQ(phi3_mini->attention_window(31), 2047);
+  EXPECT_EQ(model_config_from_json(model_config_to_json(*phi3_mini), "phi")->attention_window(0),
+            2047);
+  // Gemma 3 4B's language model: 3,880,263,168 parameters (the 4.3B of the multimodal model less
+  // its vision tower and projector).
+  auto gemma = preset_model_config("gemma-3-4b");
+  ASSERT_TRUE(gemma.ok());
+  EXPECT_EQ(count_params(*gemma).total, 3'880'263'168);
+  auto gemma_back = model_config_from_json(model_config_to_json(*gemma), "gemma");
+  ASSERT_TRUE(gemma_back.ok()) << gemma_back.status().to_string();
+  EXPECT_EQ(gemma_back->attention_window(0), 1024);
+  EXPECT_EQ(gemma_back->attention_window(5), 0);
+  EXPECT_EQ(gemma_back->rope_scaling.type, "linear");
+  EXPECT_EQ(gemma_back->local_rope_theta, 1e4);
+  auto qwen3_tiny = preset_model_config("qwen3-tiny");
+  ASSERT_TRUE(qwen3_tiny.ok());
+  EXPECT_EQ(qwen3_tiny->head_dim(), 32);
+  EXPECT_TRUE(qwen3_tiny->qk_norm);
+}
+
+json qwen3_json() {
+  json j = llama_json();
+  j["model_type"] = "qwen3";
+  j["architectures"] = {"Qwen3ForCausalLM"};
+  j["head_dim"] = 24;  // not 64 / 4
+  j["num_key_value_heads"] = 2;
+  return j;
+}
+
+TEST(HfConfigFamilies, Qwen3) {
+  auto c = model_config_from_json(qwen3_json(), "x/config.json");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_TRUE(c->qk_norm);
+  EXPECT_EQ(c->head_dim(), 24);
+  EXPECT_FALSE(c->attention_bias);
+  // Per block: q (96, 64), k and v (48, 64), o (64, 96), MLP 3 * 64 * 172, two norms of 64, q_norm
+  // and k_norm of 24.
+  EXPECT_EQ(count_params(*c).per_block, 6144 + 2 * 3072 + 6144 + 3 * 64 * 172 + 128 + 48);
+  // Written back: head_dim kept, and read again as the same model.
+  EXPECT_EQ(model_config_to_json(*c)["head_dim"], 24);
+  auto back = model_config_from_json(model_config_to_json(*c), "back");
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_TRUE(back->qk_norm);
+  EXPECT_EQ(count_params(*back).total, count_params(*c).total);
+
+  json j = qwen3_json();
+  j.erase("head_dim");  // Qwen3Config's default, not hidden / heads
+  EXPECT_EQ(model_config_from_json(j, "x/config.json")->head_dim(), 128);
+  j = qwen3_json();
+  j["attention_bias"] = true;  // q, k, v and o_proj
+  EXPECT_EQ(count_params(*model_config_from_json(j, "x/config.json")).per_block,
+            count_params(*c).per_block + 96 + 2 * 48 + 64);
+}
+
+json phi3_json() {
+  json j = llama_json();
+  j["model_type"] = "phi3";
+  j["architectures"] = {"Phi3ForCausalLM"};
+  j["original_max_position_embeddings"] = 32;
+  j["rope_scaling"] = {{"type", "su"},  // Phi3Config reads "su" as longrope
+                       {"short_factor", {1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5}},
+                       {"long_factor", {2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0}}};
+  return j;
+}
+
+TEST(HfConfigFamilies, Phi3) {
+  auto c = model_config_from_json(phi3_json(), "x/config.json");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->rope_scaling.type, "longrope");
+  EXPECT_EQ(c->rope_scaling.original_max_position_embeddings, 32);
+  EXPECT_DOUBLE_EQ(c->rope_scaling.factor, 128.0 / 32.0);  // max_position_embeddings / original
+  EXPECT_DOUBLE_EQ(c->rope_scaling.attention_factor,
+                   std::sqrt(1.0 + std::log(4.0) / std::log(32.0)));
+  EXPECT_EQ(c->rope_scaling.long_factor.size(), 8u);
+  // The layout names q, k, v and gate, up by the fused HF matrices, one after the other.
+  const ModelLayout layout(*c);
+  const UnitSpec& b = layout.unit(layout.block_unit(1));
+  const ParamSpec& k = b.param(ParamKind::kKWeight);
+  EXPECT_EQ(k.name, "model.layers.1.self_attn.qkv_proj.weight:k");
+  EXPECT_EQ(k.hf_fused, "model.layers.1.self_attn.qkv_proj.weight");
+  EXPECT_EQ(k.hf_row_offset, 64);
+  EXPECT_EQ(k.hf_fused_rows, 64 * 3);
+  EXPECT_EQ(b.param(ParamKind::kMlpUpWeight).hf_row_offset, 172);
+  EXPECT_EQ(layout.find_param("model.layers.1.mlp.gate_up_proj.weight"),
+            &b.param(ParamKind::kMlpGateWeight));
+
+  json j = phi3_json();
+  j["rope_scaling"]["long_factor"] = {1.0, 2.0};
+  expect_error(j, StatusCode::kInvalidArgument, "rope_scaling.long_factor: expected an array of 8");
+  j = phi3_json();
+  j["rope_scaling"]["type"] = "yarn";  // Phi3Config reads it as longrope; refused here
+  expect_error(j, StatusCode::kUnimplemented, "rope_scaling.type: \"yarn\"");
+  j = phi3_json();
+  j["resid_pdrop"] = 0.1;
+  ASSERT_TRUE(model_config_from_json(j, "x/config.json").ok());
+  EXPECT_EQ(model_config_from_json(j, "x/config.json")->warnings.size(), 1u);
+}
+
+json gemma3_json() {
+  json j = llama_json();
+  j["model_type"] = "gemma3_text";
+  j["architectures"] = {"Gemma3ForCausalLM"};
+  j["num_hidden_layers"] = 7;
+  j["num_key_value_heads"] = 2;
+  j["head_dim"] = 32;
+  j["query_pre_attn_scalar"] = 24;
+  j["rope_local_base_freq"] = 10000.0;
+  j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 8.0}};  // the global layers' (4b)
+  return j;
+}
+
+TEST(HfConfigFamilies, Gemma3Text) {
+  auto c = model_config_from_json(gemma3_json(), "x/config.json");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_TRUE(c->post_norms && c->qk_norm && c->tie_word_embeddings);
+  EXPECT_EQ(c->norm_weight_offset, 1.0);
+  EXPECT_EQ(c->hidden_act, "gelu_pytorch_tanh");
+  EXPECT_EQ(c->embedding_scale, 8.0f);  // sqrt(64)
+  EXPECT_DOUBLE_EQ(c->attention_score_divisor(0), std::sqrt(24.0) / std::sqrt(32.0));
+  // Every 6th layer global (sliding_window_pattern's default), window 4096 by default.
+  for (int64_t l = 0; l < 7; ++l) EXPECT_EQ(c->attention_window(l), l == 5 ? 0 : 4096) << l;
+  EXPECT_TRUE(c->uses_local_rope(0));
+  EXPECT_FALSE(c->uses_local_rope(5));
+  EXPECT_EQ(c->rope_theta, 1e6);  // Gemma3TextConfig's global default
+  EXPECT_EQ(c->rope_scaling.type, "linear");
+  EXPECT_EQ(c->local_rope_theta, 1e4);
+  EXPECT_EQ(c->local_rope_scaling.type, "default");
+  // Per block: q (4 x 32, 64), k and v (2 x 32, 64), o (64, 4 x 32), the MLP, q_norm / k_norm of 32
+  // and four norms of 64.
+  EXPECT_EQ(count_params(*c).per_block, 6 * 4096 + 3 * 64 * 172 + 4 * 64 + 2 * 32);
+
+  for (const char* key : {"attn_logit_softcapping", "final_logit_softcapping"}) {
+    json j = gemma3_json();
+    j[key] = 50.0;
+    expect_error(j, StatusCode::kUnimplemented, std::string(key) + ": 50");
+  }
+  json j = gemma3_json();
+  j["use_bidirectional_attention"] = true;
+  expect_error(j, StatusCode::kUnimplemented, "use_bidirectional_attention");
+  j = gemma3_json();
+  j["hidden_activation"] = "relu";
+  expect_error(j, StatusCode::kUnimplemented, "hidden_activation");
+}
+
+// Item 3 of issue 31: a config naming something none of the models computes is refused, naming the
+// file and the key, before anything is built from it.
+TEST(HfConfigFamilies, RefusesWhatNoModelComputes) {
+  for (const char* family : {"gemma", "gemma3", "phi", "phimoe", "qwen3_moe", "mixtral"}) {
+    json j = llama_json();
+    j["model_type"] = family;
+    j.erase("architectures");
+    expect_error(j, StatusCode::kUnimplemented, std::string("model_type: \"") + family);
+  }
+  const std::pair<const char*, json> keys[] = {{"num_experts", 8},
+                                               {"num_local_experts", 8},
+                                               {"num_experts_per_tok", 2},
+                                               {"n_routed_experts", 64},
+                                               {"moe_intermediate_size", 768},
+                                               {"final_logit_softcapping", 30.0},
+                                               {"attn_logit_softcapping", 50.0},
+                                               {"query_pre_attn_scalar", 256},
+                                               {"rope_local_base_freq", 1e4}};
+  for (const char* family : {"llama", "qwen3"}) {
+    for (const auto& [key, value] : keys) {
+      json j = std::string(family) == "llama" ? llama_json() : qwen3_json();
+      j[key] = value;
+      expect_error(j, StatusCode::kUnimplemented, std::string(key) + ": ");
+      j[key] = nullptr;  // null (or 0) is what the dense, uncapped configs write
+      EXPECT_TRUE(model_config_from_json(j, "x/config.json").ok()) << key;
+    }
+  }
+  json j = qwen3_json();
+  j["rope_parameters"] = {{"rope_type", "longrope"}, {"rope_theta", 10000.0}};
+  expect_error(j, StatusCode::kUnimplemented, "rope_parameters.rope_type: \"longrope\"");
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// Builds the unit layout of GPT-2 and Llama-family models with HF names.
+// Builds the unit layout of GPT-2 and Llama-family models (Qwen3 included) with HF names.
 #include "model/param_layout.h"
 
 #include <fmt/format.h>
@@ -54,7 +54,12 @@ UnitSpec make_unit(std::string name, UnitKind kind, int block_index = -1) {
 
 void add(UnitSpec& unit, std::string name, ParamKind kind, Shape shape,
          bool hf_transposed = false) {
-  ParamSpec p{std::move(name), kind, std::move(shape), unit.numel, hf_transposed};
+  ParamSpec p;
+  p.name = std::move(name);
+  p.kind = kind;
+  p.shape = std::move(shape);
+  p.offset = unit.numel;
+  p.hf_transposed = hf_transposed;
   unit.numel += p.numel();
   unit.params.push_back(std::move(p));
 }
@@ -92,6 +97,43 @@ std::vector<UnitSpec> gpt2_units(const ModelConfig& c) {
   return units;
 }
 
+// Phi-3 stores q, k, v as one qkv_proj (Hq*D + 2*Hkv*D, C) and gate, up as one gate_up_proj
+// (2F, C), in that row order: the same parameters as Llama's, named by the fused matrices.
+// REQUIRES: the parts were added consecutively (no biases: Phi-3 has none).
+void fuse_phi3(UnitSpec& b, const std::string& prefix, int64_t q_rows, int64_t kv_rows, int64_t F) {
+  struct Part {
+    ParamKind kind;
+    const char* fused;
+    const char* suffix;
+    int64_t row_offset, fused_rows;
+  };
+  const Part parts[] = {
+      {ParamKind::kQWeight, "self_attn.qkv_proj.weight", ":q", 0, q_rows + 2 * kv_rows},
+      {ParamKind::kKWeight, "self_attn.qkv_proj.weight", ":k", q_rows, q_rows + 2 * kv_rows},
+      {ParamKind::kVWeight, "self_attn.qkv_proj.weight", ":v", q_rows + kv_rows,
+       q_rows + 2 * kv_rows},
+      {ParamKind::kMlpGateWeight, "mlp.gate_up_proj.weight", ":gate", 0, 2 * F},
+      {ParamKind::kMlpUpWeight, "mlp.gate_up_proj.weight", ":up", F, 2 * F}};
+  for (const Part& part : parts) {
+    for (ParamSpec& p : b.params) {
+      if (p.kind != part.kind) continue;
+      p.hf_fused = prefix + part.fused;
+      p.name = p.hf_fused + part.suffix;
+      p.hf_row_offset = part.row_offset;
+      p.hf_fused_rows = part.fused_rows;
+    }
+  }
+  // The fused matrix's rows are contiguous in the unit: each part starts where the previous ended.
+  const ParamSpec& q = b.param(ParamKind::kQWeight);
+  const ParamSpec& up = b.param(ParamKind::kMlpUpWeight);
+  ZERO_CHECK(b.param(ParamKind::kKWeight).offset == q.offset + q.numel() &&
+                 b.param(ParamKind::kVWeight).offset ==
+                     b.param(ParamKind::kKWeight).offset + b.param(ParamKind::kKWeight).numel() &&
+                 up.offset == b.param(ParamKind::kMlpGateWeight).offset +
+                                  b.param(ParamKind::kMlpGateWeight).numel(),
+             "phi3 fused parameters are not contiguous in ", b.name);
+}
+
 std::vector<UnitSpec> llama_units(const ModelConfig& c) {
   const int64_t C = c.hidden_size, V = c.vocab_size, F = c.intermediate_size;
   const int64_t D = c.head_dim(), Hq = c.num_heads, Hkv = c.num_kv_heads;
@@ -114,13 +156,24 @@ std::vector<UnitSpec> llama_units(const ModelConfig& c) {
     }
     add(b, p + "self_attn.o_proj.weight", ParamKind::kAttnOutWeight, {C, Hq * D});
     if (out_bias) add(b, p + "self_attn.o_proj.bias", ParamKind::kAttnOutBias, {C});
-    add(b, p + "post_attention_layernorm.weight", ParamKind::kMlpNormWeight, {C});
+    if (c.qk_norm) {
+      add(b, p + "self_attn.q_norm.weight", ParamKind::kQNormWeight, {D});
+      add(b, p + "self_attn.k_norm.weight", ParamKind::kKNormWeight, {D});
+    }
+    if (c.post_norms) {  // Gemma 3: its post_attention_layernorm normalises the attention output
+      add(b, p + "post_attention_layernorm.weight", ParamKind::kPostAttnNormWeight, {C});
+      add(b, p + "pre_feedforward_layernorm.weight", ParamKind::kMlpNormWeight, {C});
+      add(b, p + "post_feedforward_layernorm.weight", ParamKind::kPostMlpNormWeight, {C});
+    } else {
+      add(b, p + "post_attention_layernorm.weight", ParamKind::kMlpNormWeight, {C});
+    }
     add(b, p + "mlp.gate_proj.weight", ParamKind::kMlpGateWeight, {F, C});
     if (c.mlp_bias) add(b, p + "mlp.gate_proj.bias", ParamKind::kMlpGateBias, {F});
     add(b, p + "mlp.up_proj.weight", ParamKind::kMlpUpWeight, {F, C});
     if (c.mlp_bias) add(b, p + "mlp.up_proj.bias", ParamKind::kMlpUpBias, {F});
     add(b, p + "mlp.down_proj.weight", ParamKind::kMlpDownWeight, {C, F});
     if (c.mlp_bias) add(b, p + "mlp.down_proj.bias", ParamKind::kMlpDownBias, {C});
+    if (c.model_type == "phi3") fuse_phi3(b, p, Hq * D, Hkv * D, F);
     units.push_back(std::move(b));
   }
   UnitSpec fin = make_unit("final", UnitKind::kFinal);
@@ -145,7 +198,7 @@ int64_t ModelLayout::total_numel() const {
 const ParamSpec* ModelLayout::find_param(const std::string& hf_name, int* unit_out) const {
   for (size_t u = 0; u < units_.size(); ++u) {
     for (const auto& p : units_[u].params) {
-      if (p.name == hf_name) {
+      if (p.name == hf_name || (p.hf_row_offset == 0 && p.hf_fused == hf_name)) {
         if (unit_out) *unit_out = static_cast<int>(u);
         return &p;
       }

@@ -18,7 +18,7 @@ enum class ParamKind {
   kPositionEmbedding,  // (Tmax, C)
   kAttnNormWeight,     // (C) GPT-2 ln_1 / Llama input_layernorm
   kAttnNormBias,       // (C) GPT-2 only
-  kMlpNormWeight,      // (C) GPT-2 ln_2 / Llama post_attention_layernorm
+  kMlpNormWeight,      // (C) GPT-2 ln_2 / Llama post_attention_layernorm / Gemma pre_feedforward
   kMlpNormBias,        // (C)
   kFinalNormWeight,    // (C) ln_f / model.norm
   kFinalNormBias,      // (C)
@@ -38,7 +38,11 @@ enum class ParamKind {
   kMlpGateBias,
   kMlpDownWeight,  // GPT-2 mlp.c_proj (C, 4C); Llama down_proj (C, F)
   kMlpDownBias,
-  kLmHead,  // untied (V, C)
+  kLmHead,              // untied (V, C)
+  kQNormWeight,         // Qwen3 self_attn.q_norm (D): RMSNorm over each query head
+  kKNormWeight,         // Qwen3 self_attn.k_norm (D): RMSNorm over each key head
+  kPostAttnNormWeight,  // Gemma 3 post_attention_layernorm (C): over the attention output
+  kPostMlpNormWeight,   // Gemma 3 post_feedforward_layernorm (C): over the MLP output
 };
 
 // True for the matrices (the GEMM weights, the untied LM head) and the embedding tables: the
@@ -52,10 +56,17 @@ bool is_residual_projection(ParamKind kind);
 
 struct ParamSpec {
   std::string name;  // HF name, e.g. "transformer.h.0.attn.c_attn.weight"
-  ParamKind kind;
+  ParamKind kind = ParamKind::kTokenEmbedding;
   Shape shape;                 // our layout: nn.Linear (out, in) for every matrix
   int64_t offset = 0;          // element offset inside the unit's flat buffer
   bool hf_transposed = false;  // HF stores it transposed (GPT-2 Conv1D [in, out])
+  // Phi-3: HF stores it as rows [hf_row_offset, hf_row_offset + shape[0]) of the fused matrix
+  // hf_fused (qkv_proj: q, k, v; gate_up_proj: gate, up) of hf_fused_rows rows; the parts of one
+  // fused matrix follow each other in the unit, so the unit holds it whole, in HF's order. Empty:
+  // the HF tensor is `name`.
+  std::string hf_fused;
+  int64_t hf_row_offset = 0;
+  int64_t hf_fused_rows = 0;
   int64_t numel() const { return shape.numel(); }
 };
 
@@ -84,7 +95,7 @@ class ModelLayout {
   int block_unit(int layer) const { return 1 + layer; }
   int final_unit() const { return num_units() - 1; }
   int64_t total_numel() const;
-  // Finds a parameter by its HF name; null when absent.
+  // Finds a parameter by its HF name (a fused HF matrix: its first part); null when absent.
   const ParamSpec* find_param(const std::string& hf_name, int* unit_out = nullptr) const;
 
  private:

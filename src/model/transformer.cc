@@ -4,10 +4,12 @@
 #include "model/transformer.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "kernels/attention/attention.h"
 #include "kernels/cross_entropy/cross_entropy.h"
+#include "kernels/elementwise/elementwise.h"
 #include "kernels/encoder/encoder.h"
 #include "kernels/layernorm/layernorm.h"
 #include "kernels/matmul/bf16_gemm.h"
@@ -67,10 +69,19 @@ int64_t Transformer::activation_bytes(const ModelConfig& c, const TransformerOpt
                  N * Hq * D + 2 * N * F;
   acts += gpt2 ? N * 3 * C : N * Hq * D + N * Hkv * D + N * F;
   int64_t scratch = N * C + 2 * N * Hq * D + 2 * N * Hkv * D + 3 * N * F + (gpt2 ? N * 3 * C : 0);
+  if (c.qk_norm) {
+    acts += N * Hq + N * Hkv;             // q_rstd, k_rstd
+    scratch += N * Hq * D + N * Hkv * D;  // dq_proj, dk_proj
+  }
+  if (c.post_norms) {
+    acts += 2 * N * C + 2 * N + N * F;  // attn_out, mlp_out, their rstd, gate_act
+    scratch += N * C + N * F;           // dpost, dgelu
+  }
   const int64_t blocks = options.activation_checkpointing ? 1 : c.num_layers;
   int64_t floats =
       (c.num_layers + 1) * N * C + blocks * acts + scratch + N * C + 2 * N + N * V + N + 2 * N * C;
   if (!gpt2) floats += 2 * T * (D / 2);
+  if (c.local_rope_theta > 0) floats += 2 * T * (D / 2);
   int64_t bf16_scratch_bytes = 0;
   if (options.bf16_gemm) {
     const GemmOperandNumel g = bf16_gemm_operand_numel(c, N);
@@ -105,24 +116,42 @@ void Transformer::ensure_buffers(int64_t B, int64_t T) {
     k::rope_tables(rope_cos_.f32(), rope_sin_.f32(),
                    k::rope_inv_freq(D, c.rope_theta, c.rope_scaling, T), T,
                    c.rope_scaling.attention_factor);
+    if (c.local_rope_theta > 0) {
+      rope_cos_local_ = Tensor(Shape{T, D / 2});
+      rope_sin_local_ = Tensor(Shape{T, D / 2});
+      k::rope_tables(rope_cos_local_.f32(), rope_sin_local_.f32(),
+                     k::rope_inv_freq(D, c.local_rope_theta, c.local_rope_scaling, T), T,
+                     c.local_rope_scaling.attention_factor);
+    }
   }
   int64_t bytes = 0;
   auto add = [&](const Tensor& t) { bytes += static_cast<int64_t>(t.nbytes()); };
   for (const Tensor& t : residual_) add(t);
   for (const auto& a : acts_) {
-    for (const Tensor* t : {&a->norm1, &a->mean1, &a->rstd1, &a->qkv, &a->q, &a->k, &a->v,
-                            &a->q_rot, &a->k_rot, &a->att, &a->attn_y, &a->x2, &a->norm2, &a->mean2,
-                            &a->rstd2, &a->gate, &a->up, &a->act}) {
+    for (const Tensor* t : {&a->norm1,    &a->mean1,
+                            &a->rstd1,    &a->qkv,
+                            &a->q,        &a->k,
+                            &a->v,        &a->q_rot,
+                            &a->k_rot,    &a->q_rstd,
+                            &a->k_rstd,   &a->att,
+                            &a->attn_y,   &a->x2,
+                            &a->norm2,    &a->mean2,
+                            &a->rstd2,    &a->gate,
+                            &a->up,       &a->act,
+                            &a->attn_out, &a->rstd_post_attn,
+                            &a->mlp_out,  &a->rstd_post_mlp,
+                            &a->gate_act}) {
       add(*t);
     }
   }
   const BlockScratch& sc = *scratch_;
-  for (const Tensor* t :
-       {&sc.dnorm, &sc.dq, &sc.dk, &sc.dv, &sc.dqkv, &sc.dattn_y, &sc.dact, &sc.dup, &sc.dgate}) {
+  for (const Tensor* t : {&sc.dnorm, &sc.dq, &sc.dk, &sc.dv, &sc.dqkv, &sc.dattn_y, &sc.dact,
+                          &sc.dup, &sc.dgate, &sc.dq_proj, &sc.dk_proj, &sc.dpost, &sc.dgelu}) {
     add(*t);
   }
-  for (const Tensor* t : {&final_norm_, &final_mean_, &final_rstd_, &logits_, &losses_,
-                          &dresidual_a_, &dresidual_b_, &rope_cos_, &rope_sin_}) {
+  for (const Tensor* t :
+       {&final_norm_, &final_mean_, &final_rstd_, &logits_, &losses_, &dresidual_a_, &dresidual_b_,
+        &rope_cos_, &rope_sin_, &rope_cos_local_, &rope_sin_local_}) {
     add(*t);
   }
   if (bf16_gemm_) {
@@ -181,6 +210,12 @@ float Transformer::forward(ParamAccess& params, const int32_t* tokens, const int
     final_forward(ctx, fu, fw, head, residual_.back().f32(), N, fb, logits_.f32());
   }
   fw.release();
+  if (c.final_logit_softcapping > 0) {  // Gemma 2: logits = cap * tanh(logits / cap)
+    const float cap = static_cast<float>(c.final_logit_softcapping);
+    float* logits = logits_.f32();
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < N * V; ++i) logits[i] = cap * std::tanh(logits[i] / cap);
+  }
 
   counted_targets_ = 0;
   for (int32_t t : targets_) counted_targets_ += (t != k::kIgnoreIndex);
@@ -199,7 +234,18 @@ void Transformer::backward(ParamAccess& params, GradSink& grads, float dloss_per
 
   // Loss -> logits, in place (the logits buffer becomes dlogits).
   std::vector<float> dloss(static_cast<size_t>(N), dloss_per_token);
+  // Gemma 2's capped logits L = cap tanh(x / cap): dx = dL (1 - (L / cap)^2), L read before the
+  // buffer becomes dL.
+  std::vector<float> cap_slope;
+  if (c.final_logit_softcapping > 0) {
+    const float cap = static_cast<float>(c.final_logit_softcapping);
+    cap_slope.resize(static_cast<size_t>(N * V));
+    const float* L = logits_.f32();
+    for (int64_t i = 0; i < N * V; ++i)
+      cap_slope[static_cast<size_t>(i)] = 1.0f - (L[i] / cap) * (L[i] / cap);
+  }
   k::cross_entropy_backward(logits_.f32(), logits_.f32(), targets_.data(), dloss.data(), N, V);
+  for (size_t i = 0; i < cap_slope.size(); ++i) logits_.f32()[i] *= cap_slope[i];
 
   // Final unit: head then norm.
   const int emb = layout_.embedding_unit();
@@ -227,7 +273,8 @@ void Transformer::backward(ParamAccess& params, GradSink& grads, float dloss_per
     k::layernorm_backward(dx, fdw + wn, fdw + bn, dnorm, xL, fw + wn, final_mean_.f32(),
                           final_rstd_.f32(), N, C);
   } else {
-    k::rmsnorm_backward(dx, fdw + wn, dnorm, xL, fw + wn, final_rstd_.f32(), N, C);
+    const std::vector<float> norm_w = applied_norm_weight(c, fw + wn, C);
+    k::rmsnorm_backward(dx, fdw + wn, dnorm, xL, norm_w.data(), final_rstd_.f32(), N, C);
   }
   fw.release();
   grads.grad_ready(fin);
@@ -255,6 +302,8 @@ void Transformer::backward(ParamAccess& params, GradSink& grads, float dloss_per
     const UnitSpec& u = layout_.unit(emb);
     float* dw = grads.grad_buffer(emb);
     const ParamSpec* wpe = u.find(ParamKind::kPositionEmbedding);
+    // Gemma: x = wte[token] * embedding_scale, so d(wte) gets the scaled gradient (dx is dead).
+    if (c.embedding_scale != 1.0f) k::scale(dx, c.embedding_scale, N * C);
     k::encoder_backward(dw + u.param(ParamKind::kTokenEmbedding).offset,
                         wpe ? dw + wpe->offset : nullptr, dx, tokens_.data(), B, T, C, V);
     grads.grad_ready(emb);
@@ -268,6 +317,8 @@ ForwardContext Transformer::forward_context() const {
           .position = 0,
           .rope_cos = rope_cos_.f32(),
           .rope_sin = rope_sin_.f32(),
+          .rope_cos_local = rope_cos_local_.empty() ? nullptr : rope_cos_local_.f32(),
+          .rope_sin_local = rope_sin_local_.empty() ? nullptr : rope_sin_local_.f32(),
           .bf16_gemm = bf16_gemm_.get()};
 }
 
@@ -282,7 +333,8 @@ class SequenceAttention final : public BlockAttention {
   void forward(int layer, const float* q, const float* k, const float* v, float* y) override {
     const ModelConfig& c = config_;
     k::attention_forward(y, att_, q, k, v, B_, T_, c.num_heads, c.num_kv_heads, c.head_dim(),
-                         c.attention_window(layer), c.attention_score_divisor(layer));
+                         c.attention_window(layer), c.attention_score_divisor(layer),
+                         c.attn_logit_softcapping);
   }
 
  private:
@@ -305,6 +357,8 @@ void Transformer::block_backward(int layer, const float* w, float* dw, const flo
   const UnitSpec& u = layout_.unit(layout_.block_unit(layer));
   if (layout_.config().arch == Arch::kGpt2) {
     gpt2_block_backward(u, w, dw, x, dx, a);
+  } else if (layout_.config().post_norms) {
+    gemma_block_backward(u, w, dw, x, dx, a);
   } else {
     llama_block_backward(u, w, dw, x, dx, a);
   }

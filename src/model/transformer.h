@@ -83,6 +83,8 @@ class Transformer final : public Model {
                            BlockActs& a);
   void llama_block_backward(const UnitSpec& u, const float* w, float* dw, const float* x, float* dx,
                             BlockActs& a);
+  void gemma_block_backward(const UnitSpec& u, const float* w, float* dw, const float* x, float* dx,
+                            BlockActs& a);
 
   ModelLayout layout_;
   TransformerOptions options_;
@@ -100,6 +102,7 @@ class Transformer final : public Model {
   Tensor losses_;                                // (N)
   Tensor dresidual_a_, dresidual_b_;             // (N, C) ping-pong gradient buffers
   Tensor rope_cos_, rope_sin_;                   // (T, D/2)
+  Tensor rope_cos_local_, rope_sin_local_;       // Gemma 3's sliding layers (T, D/2)
   // 16-bit models: fp32 copies of the acquired units. The embedding has its own (the tied head
   // holds it while the final unit is held); blocks and the final unit share the other.
   WidenBuffer widened_embedding_, widened_unit_;

@@ -131,7 +131,7 @@ INSTANTIATE_TEST_SUITE_P(Models, GoldenStep,
 // Memory planning (runtime/memory_plan) relies on activation_bytes being exactly what a forward
 // allocates.
 TEST(Transformer, ActivationBytesPredictsTheAllocatedBuffers) {
-  for (const char* name : {"gpt2-tiny", "llama-tiny"}) {
+  for (const char* name : {"gpt2-tiny", "llama-tiny", "qwen3-tiny", "gemma3-tiny"}) {
     for (bool ckpt : {false, true}) {
       auto config = preset_model_config(name);
       ASSERT_TRUE(config.ok());

@@ -21,3 +21,11 @@ foreach(_case ${_hfm_cases})
   set_tests_properties(cli.hf_matrix.np2_zero3_save_roundtrip.${_case} PROPERTIES LABELS mpi
                        TIMEOUT 120)
 endforeach()
+
+# Issue 31 item 3: a config naming something no model computes (here a mixture of experts:
+# num_experts in a Qwen3 config) is refused before training starts, naming the file and the key;
+# nothing is trained (no metrics.jsonl).
+set(_hfm_moe ${_hfm_out}/moe)
+add_test(NAME cli.hf_matrix.moe_key_refused_before_training
+         COMMAND sh -c "rm -rf ${_hfm_moe} ${_hfm_moe}_run && mkdir -p ${_hfm_moe} && cp ${_hfm_dir}/qwen3_headdim12_untied_fp32_single_hf5/* ${_hfm_moe}/ && sed -i 's/\"model_type\"/\"num_experts\": 8, \"model_type\"/' ${_hfm_moe}/config.json && $<TARGET_FILE:zero> train --model ${_hfm_moe} --train_file ${PROJECT_SOURCE_DIR}/tests/fixtures/golden/tokens.bin --block_size 16 --per_device_train_batch_size 2 --max_steps 1 --quiet --output_dir ${_hfm_moe}_run >${_hfm_moe}.log 2>&1; rc=$?; cat ${_hfm_moe}.log; test $rc -ne 0 && test ! -e ${_hfm_moe}_run/metrics.jsonl && grep -q 'moe/config.json: num_experts: 8 asks for a mixture-of-experts model' ${_hfm_moe}.log")
+set_tests_properties(cli.hf_matrix.moe_key_refused_before_training PROPERTIES LABELS unit)

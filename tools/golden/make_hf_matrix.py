@@ -2,10 +2,11 @@
 """Writes tests/fixtures/hf_matrix/<case>/: tiny models saved by transformers 5 itself, with its loss.
 
 Each case is a tiny model built with transformers' own classes (GPT2LMHeadModel, LlamaForCausalLM,
-MistralForCausalLM, Qwen2ForCausalLM), seeded, saved with save_pretrained (fp32 or bf16, one file
-or sharded), in the transformers-5 config layout or rewritten into the 4.x layout, plus
-expected.json: the batch, transformers' loss computed in fp64 (model.double()) and a few logits
-rows. Read by src/model/hf_matrix_test.cc and tests/cli/hf_matrix.cmake (CI needs no transformers).
+MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, Gemma3ForCausalLM),
+seeded, saved with save_pretrained (fp32 or bf16, one file or sharded), in the transformers-5
+config layout or rewritten into the 4.x layout, plus expected.json: the batch, transformers' loss
+computed in fp64 (model.double()), a few logits rows, fp64 gradients of the small parameters and
+the greedy continuation of a prompt. Read by src/model/hf_matrix_test.cc and tests/cli/hf_matrix.cmake (CI needs no transformers).
 The cases are a covering subset of family x layout x RoPE x sliding window x tied x dtype x files;
 tests/fixtures/hf_matrix/README.md lists them.
 
@@ -24,8 +25,11 @@ import shutil
 
 import torch
 import transformers
-from transformers import (AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM,
-                          MistralConfig, MistralForCausalLM, Qwen2Config, Qwen2ForCausalLM)
+from transformers import (AutoModelForCausalLM, Gemma2Config, Gemma2ForCausalLM, Gemma3ForCausalLM,
+                          Gemma3TextConfig, GPT2Config,
+                          GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM,
+                          MistralConfig, MistralForCausalLM, Phi3Config, Phi3ForCausalLM, Qwen2Config,
+                          Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 OUT = os.path.join(ROOT, "tests", "fixtures", "hf_matrix")
@@ -33,6 +37,7 @@ OUT = os.path.join(ROOT, "tests", "fixtures", "hf_matrix")
 V, B, T = 67, 2, 16
 SHARD = "16KB"  # small enough that every tiny model here is split over several files
 LOGIT_ROWS = [(0, 0), (0, 9), (1, 4), (1, 15)]  # (batch, position) rows of logits recorded
+PROMPT, NEW = 8, 8  # greedy continuation: NEW tokens after the first PROMPT tokens of batch row 0
 LLAMA = dict(vocab_size=V, hidden_size=32, intermediate_size=24, num_hidden_layers=2,
              num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32,
              rms_norm_eps=1e-5, bos_token_id=1, eos_token_id=2)
@@ -82,10 +87,58 @@ CASES = {
         "rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
         "original_max_position_embeddings": 8, "beta_fast": 16.0, "beta_slow": 2.0}, "bf16",
         True, "hf5", 27),
+    # Qwen3: q_norm / k_norm over each head, head_dim given and unequal to hidden / heads (32 / 4).
+    "qwen3_headdim12_untied_fp32_single_hf5": ("qwen3", {"head_dim": 12}, {
+        "rope_type": "default", "rope_theta": 1000000.0}, "fp32", False, "hf5", 51),
+    "qwen3_sliding_bias_tied_bf16_sharded_hf4": ("qwen3", {
+        "head_dim": 16, "use_sliding_window": True, "sliding_window": 5, "max_window_layers": 1,
+        "num_hidden_layers": 3, "attention_bias": True, "tie_word_embeddings": True}, {
+        "rope_type": "yarn", "rope_theta": 1000000.0, "factor": 4.0,
+        "original_max_position_embeddings": 8}, "bf16", True, "hf4", 52),
+    # Phi-3: fused qkv_proj and gate_up_proj. longrope with short / long factors (head_dim 8: 4
+    # each); T = 16 > original_max_position_embeddings 8, so the long factors and the attention
+    # factor sqrt(1 + ln(32 / 8) / ln 8) apply.
+    "phi3_longrope_untied_fp32_single_hf5": ("phi3", {
+        "original_max_position_embeddings": 8, "pad_token_id": 0}, {
+        "rope_type": "longrope", "rope_theta": 10000.0, "short_factor": [1.0, 1.1, 1.3, 1.7],
+        "long_factor": [1.2, 1.9, 3.1, 5.3]}, "fp32", False, "hf5", 61),
+    "phi3_sliding_tied_bf16_sharded_hf4": ("phi3", {
+        "sliding_window": 5, "tie_word_embeddings": True, "pad_token_id": 0}, {
+        "rope_type": "default", "rope_theta": 10000.0}, "bf16", True, "hf4", 62),
+    # Gemma 3 (text): (1 + w) norms incl. q_norm / k_norm, post-attention / post-feedforward norms,
+    # GeGLU, embeddings times sqrt(32), query_pre_attn_scalar 12 (not head_dim 16), layers 0 and 1
+    # sliding (window 5) with their own RoPE base, layer 2 global with linear scaling.
+    "gemma3_linear_tied_fp32_single_hf5": ("gemma3_text", {
+        "head_dim": 16, "num_hidden_layers": 3, "query_pre_attn_scalar": 12, "sliding_window": 5,
+        "layer_types": ["sliding_attention", "sliding_attention", "full_attention"],
+        "pad_token_id": 0}, {
+        "full_attention": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1000000.0},
+        "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}, "fp32", False, "hf5",
+        71),
+    "gemma3_untied_bf16_sharded_hf4": ("gemma3_text", {
+        "head_dim": 16, "num_hidden_layers": 3, "query_pre_attn_scalar": 24, "sliding_window": 4,
+        "layer_types": ["sliding_attention", "sliding_attention", "full_attention"],
+        "tie_word_embeddings": False, "attention_bias": True, "pad_token_id": 0}, {
+        "full_attention": {"rope_type": "default", "rope_theta": 1000000.0},
+        "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}, "bf16", True, "hf4",
+        72),
+    # Gemma 2: the Gemma 3 block without q_norm / k_norm, every other layer global, attention and
+    # final-logit soft-capping (small caps, so that tanh bends the tiny model's scores and logits).
+    "gemma2_softcap_tied_fp32_single_hf5": ("gemma2", {
+        "head_dim": 16, "num_hidden_layers": 3, "query_pre_attn_scalar": 12, "sliding_window": 5,
+        "attn_logit_softcapping": 1.5, "final_logit_softcapping": 2.0, "pad_token_id": 0}, {
+        "rope_type": "default", "rope_theta": 10000.0}, "fp32", False, "hf5", 81),
+    "gemma2_attncap_untied_bf16_sharded_hf4": ("gemma2", {
+        "num_hidden_layers": 2, "head_dim": 8, "query_pre_attn_scalar": 8, "sliding_window": 4,
+        "attn_logit_softcapping": 3.0, "final_logit_softcapping": None,
+        "tie_word_embeddings": False, "pad_token_id": 0}, {
+        "rope_type": "linear", "rope_theta": 10000.0, "factor": 2.0}, "bf16", True, "hf4", 82),
 }
 
 CLASSES = {"llama": (LlamaConfig, LlamaForCausalLM), "mistral": (MistralConfig, MistralForCausalLM),
-           "qwen2": (Qwen2Config, Qwen2ForCausalLM)}
+           "qwen2": (Qwen2Config, Qwen2ForCausalLM), "qwen3": (Qwen3Config, Qwen3ForCausalLM),
+           "phi3": (Phi3Config, Phi3ForCausalLM), "gemma3_text": (Gemma3TextConfig, Gemma3ForCausalLM),
+           "gemma2": (Gemma2Config, Gemma2ForCausalLM)}
 
 
 def build(family, kwargs, rope, seed):
@@ -107,15 +160,50 @@ def build(family, kwargs, rope, seed):
     with torch.no_grad():
         for name, p in sorted(model.named_parameters()):
             if p.dim() == 2 and ("wte" in name or "wpe" in name or "embed_tokens" in name):
-                p.copy_(0.3 * torch.randn(p.shape, generator=g))
+                # Gemma scales its embeddings by sqrt(hidden) itself.
+                gemma = family in ("gemma3_text", "gemma2")
+                scale = 0.3 / (kwargs.get("hidden_size", 32) ** 0.5 if gemma else 1)
+                p.copy_(scale * torch.randn(p.shape, generator=g))
             elif p.dim() == 2:
                 fan_in = p.shape[0] if family == "gpt2" else p.shape[1]  # GPT-2 Conv1D is [in, out]
                 p.copy_(torch.randn(p.shape, generator=g) / fan_in ** 0.5)
-            elif "norm" in name or "ln_" in name:
-                p.copy_(1 + 0.1 * torch.randn(p.shape, generator=g))
+            elif "norm" in name or "ln_" in name:  # Gemma's (1 + w) norms: w around 0
+                zero = family in ("gemma3_text", "gemma2")
+                p.copy_((0 if zero else 1) + 0.1 * torch.randn(p.shape, generator=g))
             else:
                 p.copy_(0.02 * torch.randn(p.shape, generator=g))
     return model.eval()
+
+
+def greedy(model, prompt):
+    """NEW greedy tokens after `prompt` (1, PROMPT), each from a full forward of the fp64 model, and
+    the smallest gap between the chosen logit and the runner-up (so that fp32 agrees on each)."""
+    ids, gap = prompt, float("inf")
+    with torch.no_grad():
+        for _ in range(NEW):
+            top = model(input_ids=ids).logits[0, -1].topk(2)
+            gap = min(gap, (top.values[0] - top.values[1]).item())
+            ids = torch.cat([ids, top.indices[:1].view(1, 1)], dim=1)
+    return ids[0, prompt.shape[1]:].tolist(), gap
+
+
+def grads(model, input_ids, labels):
+    """d(loss_fp64)/d(parameter) of the fp64 model for the parameters of one dimension (norm weights,
+    biases, Qwen3's q_norm / k_norm) and row 0 of layer 0's q_proj and k_proj (nn.Linear (out, in),
+    as ZeRO.cpp lays them out), to 10 significant digits: the backward checked without storing every
+    gradient."""
+    model.zero_grad()
+    ce = torch.nn.functional.cross_entropy
+    ce(model(input_ids=input_ids).logits.reshape(-1, V), labels.reshape(-1)).backward()
+    rows = ("model.layers.0.self_attn.q_proj.weight", "model.layers.0.self_attn.k_proj.weight",
+            "model.layers.0.self_attn.qkv_proj.weight")  # Phi-3: row 0 is q's
+    out = []
+    for name, p in model.named_parameters():
+        if p.dim() == 1 or name in rows:
+            g = p.grad if p.dim() == 1 else p.grad[0]
+            out.append({"name": name, "row": None if p.dim() == 1 else 0,
+                        "values": [float(f"{v:.10g}") for v in g.tolist()]})
+    return out
 
 
 def to_hf4_layout(path):
@@ -126,8 +214,17 @@ def to_hf4_layout(path):
         cfg = json.load(f)
     if "dtype" in cfg:
         cfg["torch_dtype"] = cfg.pop("dtype")
-    cfg.pop("layer_types", None)
+    layer_types = cfg.pop("layer_types", None)
     rope = cfg.pop("rope_parameters", None)
+    if rope is not None and "full_attention" in rope:
+        # Gemma 3: rope_theta / rope_scaling are the global layers', rope_local_base_freq the
+        # sliding layers' base; every sliding_window_pattern-th layer is global.
+        full = dict(rope["full_attention"])
+        cfg["rope_theta"] = full.pop("rope_theta")
+        cfg["rope_local_base_freq"] = rope["sliding_attention"]["rope_theta"]
+        cfg["rope_scaling"] = None if full["rope_type"] == "default" else full
+        cfg["sliding_window_pattern"] = layer_types.index("full_attention") + 1
+        rope = None
     if rope is not None:
         rope = dict(rope)
         cfg["rope_theta"] = rope.pop("rope_theta")
@@ -197,6 +294,13 @@ def main():
             # rounds the RoPE inv_freq buffer, which a loaded model computes afresh in fp32).
             built = model.double()(input_ids=input_ids).logits
             assert (built - logits).abs().max().item() < 1e-9 * logits.abs().max().item(), name
+        # Each on a fresh fp64 model: dynamic RoPE keeps the frequencies of the longest sequence seen.
+        def fresh():
+            return AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32,
+                                                        attn_implementation="eager").eval().double()
+        tokens, gap = greedy(fresh(), input_ids[:1, :PROMPT])
+        assert gap > 1e-3, (name, gap)
+        grads_fp64 = grads(fresh(), input_ids, labels)
         expected = {
             "case": name, "family": family, "layout": layout, "weights_dtype": dtype,
             "sharded": sharded, "files": files, "transformers": transformers.__version__,
@@ -204,6 +308,8 @@ def main():
             "loss_fp64": loss.item(), "loss_fp32": loss32,
             "logits_fp64": [{"b": b, "t": t, "values": logits[b, t].tolist()}
                             for b, t in LOGIT_ROWS],
+            "greedy": {"prompt": input_ids[0, :PROMPT].tolist(), "tokens": tokens, "min_gap": gap},
+            "grads_fp64": grads_fp64,
         }
         with open(os.path.join(path, "expected.json"), "w") as f:
             f.write(json.dumps(expected, indent=1) + "\n")

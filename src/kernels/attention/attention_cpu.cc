@@ -51,8 +51,9 @@ void causal_softmax_rows(float* att_TT, int64_t T_, int64_t window) {
 
 void attention_forward_blas(float* out, float* att, const float* q, const float* k, const float* v,
                             int64_t B, int64_t T_, int64_t Hq, int64_t Hkv, int64_t D,
-                            int64_t window, double score_divisor) {
+                            int64_t window, double score_divisor, double softcap) {
   const int64_t G = Hq / Hkv;
+  const float cap = static_cast<float>(softcap);
   const float scale = 1.0f / (std::sqrt(static_cast<float>(D)) * static_cast<float>(score_divisor));
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t b = 0; b < B; ++b) {
@@ -64,6 +65,9 @@ void attention_forward_blas(float* out, float* att, const float* q, const float*
       const float* v_h = v + (b * T_ * Hkv + hkv) * D;
       // scores = scale q k^T; softmax; out = att v.
       sgemm(false, true, T_, T_, D, scale, q_h, Hq * D, k_h, Hkv * D, 0.0f, att_TT, T_);
+      if (cap > 0) {
+        for (int64_t i = 0; i < T_ * T_; ++i) att_TT[i] = cap * std::tanh(att_TT[i] / cap);
+      }
       causal_softmax_rows(att_TT, T_, window);
       sgemm(false, false, T_, D, T_, 1.0f, att_TT, T_, v_h, Hkv * D, 0.0f,
             out + (b * T_ * Hq + h) * D, Hq * D);
@@ -73,15 +77,18 @@ void attention_forward_blas(float* out, float* att, const float* q, const float*
 
 void attention_backward_blas(float* dq, float* dk, float* dv, const float* dout, const float* att,
                              const float* q, const float* k, const float* v, int64_t B, int64_t T_,
-                             int64_t Hq, int64_t Hkv, int64_t D, double score_divisor) {
+                             int64_t Hq, int64_t Hkv, int64_t D, double score_divisor,
+                             double softcap) {
   const int64_t G = Hq / Hkv;
   const float scale = 1.0f / (std::sqrt(static_cast<float>(D)) * static_cast<float>(score_divisor));
+  const float cap = static_cast<float>(softcap);
   // One task per (b, kv head), as the reference: it owns dk/dv of that kv head and dq of its G
   // query heads, so sums over query heads run in a fixed order.
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t hkv = 0; hkv < Hkv; ++hkv) {
       std::vector<float> datt(static_cast<size_t>(T_ * T_));
+      std::vector<float> capped(cap > 0 ? static_cast<size_t>(T_ * T_) : 0);
       const float* k_h = k + (b * T_ * Hkv + hkv) * D;
       const float* v_h = v + (b * T_ * Hkv + hkv) * D;
       float* dk_h = dk + (b * T_ * Hkv + hkv) * D;
@@ -94,6 +101,11 @@ void attention_backward_blas(float* dq, float* dk, float* dv, const float* dout,
         // datt = dout v^T; dv += att^T dout.
         sgemm(false, true, T_, T_, D, 1.0f, dout_h, Hq * D, v_h, Hkv * D, 0.0f, datt.data(), T_);
         sgemm(true, false, T_, D, T_, 1.0f, att_TT, T_, dout_h, Hq * D, 1.0f, dv_h, Hkv * D);
+        // Softcap: tanh of the scores again, for d(cap tanh(x / cap)) / dx = 1 - tanh^2.
+        if (cap > 0) {
+          sgemm(false, true, T_, T_, D, scale, q_h, Hq * D, k_h, Hkv * D, 0.0f, capped.data(), T_);
+          for (float& x : capped) x = std::tanh(x / cap);
+        }
         // Softmax backward into dpre (in place of datt), scaled; 0 above the diagonal.
         for (int64_t t = 0; t < T_; ++t) {
           const float* p = att_TT + t * T_;
@@ -101,6 +113,10 @@ void attention_backward_blas(float* dq, float* dk, float* dv, const float* dout,
           float dot = 0;
           for (int64_t s = 0; s <= t; ++s) dot += p[s] * d[s];
           for (int64_t s = 0; s <= t; ++s) d[s] = p[s] * (d[s] - dot) * scale;
+          if (cap > 0) {
+            const float* th = capped.data() + t * T_;
+            for (int64_t s = 0; s <= t; ++s) d[s] *= 1.0f - th[s] * th[s];
+          }
           for (int64_t s = t + 1; s < T_; ++s) d[s] = 0;
         }
         // dq += dpre k; dk += dpre^T q.
@@ -115,16 +131,18 @@ void attention_backward_blas(float* dq, float* dk, float* dv, const float* dout,
 
 template <typename T>
 void attention_forward(T* out, T* att, const T* q, const T* k, const T* v, int64_t B, int64_t T_,
-                       int64_t Hq, int64_t Hkv, int64_t D, int64_t window, double score_divisor) {
+                       int64_t Hq, int64_t Hkv, int64_t D, int64_t window, double score_divisor,
+                       double softcap) {
   ZERO_CHECK(Hkv > 0 && Hq % Hkv == 0, "attention: Hq ", Hq, " not a multiple of Hkv ", Hkv);
-  ZERO_CHECK(window >= 0 && score_divisor > 0, "attention: window ", window, " score_divisor ",
-             score_divisor);
+  ZERO_CHECK(window >= 0 && score_divisor > 0 && softcap >= 0, "attention: window ", window,
+             " score_divisor ", score_divisor, " softcap ", softcap);
   if constexpr (std::is_same_v<T, float>) {
-    attention_forward_blas(out, att, q, k, v, B, T_, Hq, Hkv, D, window, score_divisor);
+    attention_forward_blas(out, att, q, k, v, B, T_, Hq, Hkv, D, window, score_divisor, softcap);
     return;
   }
   const int64_t G = Hq / Hkv;
   const T scale = T(1) / (std::sqrt(static_cast<T>(D)) * static_cast<T>(score_divisor));
+  const T cap = static_cast<T>(softcap);
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t h = 0; h < Hq; ++h) {
@@ -142,6 +160,7 @@ void attention_forward(T* out, T* att, const T* q, const T* k, const T* v, int64
           T score = 0;
           for (int64_t d = 0; d < D; ++d) score += q_D[d] * k_D[d];
           score *= scale;
+          if (cap > 0) score = cap * std::tanh(score / cap);
           att_T[s] = score;
           max_score = std::max(max_score, score);
         }
@@ -169,14 +188,16 @@ void attention_forward(T* out, T* att, const T* q, const T* k, const T* v, int64
 template <typename T>
 void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* att, const T* q, const T* k,
                         const T* v, int64_t B, int64_t T_, int64_t Hq, int64_t Hkv, int64_t D,
-                        double score_divisor) {
+                        double score_divisor, double softcap) {
   ZERO_CHECK(Hkv > 0 && Hq % Hkv == 0, "attention: Hq ", Hq, " not a multiple of Hkv ", Hkv);
   if constexpr (std::is_same_v<T, float>) {
-    attention_backward_blas(dq, dk, dv, dout, att, q, k, v, B, T_, Hq, Hkv, D, score_divisor);
+    attention_backward_blas(dq, dk, dv, dout, att, q, k, v, B, T_, Hq, Hkv, D, score_divisor,
+                            softcap);
     return;
   }
   const int64_t G = Hq / Hkv;
   const T scale = T(1) / (std::sqrt(static_cast<T>(D)) * static_cast<T>(score_divisor));
+  const T cap = static_cast<T>(softcap);
   // One task per (b, kv head): it owns dk/dv of that kv head and dq of its G query heads, so the
   // sums over query heads run in a fixed order and the result does not depend on the thread count.
 #pragma omp parallel for collapse(2) schedule(static)
@@ -211,7 +232,13 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* att, const 
             const int64_t kv_off = ((b * T_ + s) * Hkv + hkv) * D;
             const T* k_D = k + kv_off;
             T* dk_D = dk + kv_off;
-            const T dpre = att_T[s] * (dpre_T[s] - att_dot_datt) * scale;
+            T dpre = att_T[s] * (dpre_T[s] - att_dot_datt) * scale;
+            if (cap > 0) {  // through cap * tanh(score / cap): 1 - tanh^2
+              T score = 0;
+              for (int64_t d = 0; d < D; ++d) score += q_D[d] * k_D[d];
+              const T th = std::tanh(score * scale / cap);
+              dpre *= T(1) - th * th;
+            }
             for (int64_t d = 0; d < D; ++d) {
               dq_D[d] += dpre * k_D[d];
               dk_D[d] += dpre * q_D[d];
@@ -225,10 +252,10 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* att, const 
 
 #define ZERO_INSTANTIATE_ATTENTION(T)                                                        \
   template void attention_forward<T>(T*, T*, const T*, const T*, const T*, int64_t, int64_t, \
-                                     int64_t, int64_t, int64_t, int64_t, double);            \
+                                     int64_t, int64_t, int64_t, int64_t, double, double);    \
   template void attention_backward<T>(T*, T*, T*, const T*, const T*, const T*, const T*,    \
                                       const T*, int64_t, int64_t, int64_t, int64_t, int64_t, \
-                                      double);
+                                      double, double);
 ZERO_INSTANTIATE_ATTENTION(float)
 ZERO_INSTANTIATE_ATTENTION(double)
 #undef ZERO_INSTANTIATE_ATTENTION

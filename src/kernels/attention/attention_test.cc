@@ -1,7 +1,7 @@
-// Tests for CPU causal GQA attention (plain causal, sliding window, extra score divisor): FD
-// gradients, causality, a naive expanded-heads reference, float/double agreement and thread-count
-// independence. Legend: B batch, T time, Hq / Hkv heads, D head_dim. q/out (B,T,Hq,D); k/v
-// (B,T,Hkv,D).
+// Tests for CPU causal GQA attention (plain causal, sliding window, extra score divisor,
+// soft-capping): FD gradients, causality, a naive expanded-heads reference, float/double agreement
+// and thread-count independence. Legend: B batch, T time, Hq / Hkv heads, D head_dim. q/out
+// (B,T,Hq,D); k/v (B,T,Hkv,D).
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -25,11 +25,12 @@ struct AttnShape {
   int64_t B, T, Hq, Hkv, D;
   int64_t W = 0;         // sliding window (0: plain causal)
   double divisor = 1.0;  // extra score divisor (GPT-2 scale_attn_by_inverse_layer_idx)
+  double cap = 0.0;      // score soft-capping (Gemma 2 attn_logit_softcapping; 0: none)
 };
 
 void PrintTo(const AttnShape& s, std::ostream* os) {
   *os << "B" << s.B << "_T" << s.T << "_Hq" << s.Hq << "_Hkv" << s.Hkv << "_D" << s.D << "_W" << s.W
-      << "_div" << s.divisor;
+      << "_div" << s.divisor << "_cap" << s.cap;
 }
 
 // Repeats each kv head G = Hq / Hkv times: (B, T, Hkv, D) -> (B, T, Hq, D).
@@ -62,6 +63,8 @@ std::vector<double> naive_attention(const std::vector<double>& q, const std::vec
           const bool masked = u > t || (s.W > 0 && t - u >= s.W);
           scores[t * T + u] = masked ? -std::numeric_limits<double>::infinity()
                                      : sc / (std::sqrt(double(D)) * s.divisor);
+          if (!masked && s.cap > 0)
+            scores[t * T + u] = s.cap * std::tanh(scores[t * T + u] / s.cap);
         }
         double sum = 0;
         for (int64_t u = 0; u < T; ++u) sum += std::exp(scores[t * T + u]);
@@ -92,7 +95,7 @@ TEST_P(AttentionShapes, MatchesNaiveExpandedHeads) {
   const auto v = random_vector(kv_numel(), 3);
   std::vector<double> out(q_numel()), att(att_numel(), 7.0);
   attention_forward(out.data(), att.data(), q.data(), k.data(), v.data(), sh.B, sh.T, sh.Hq, sh.Hkv,
-                    sh.D, sh.W, sh.divisor);
+                    sh.D, sh.W, sh.divisor, sh.cap);
   const auto want = naive_attention(q, expand_kv(k, sh), expand_kv(v, sh), sh);
   EXPECT_LT(max_rel_error(out, want), 1e-13);
   // att rows are distributions over s <= t with exact zeros above the diagonal.
@@ -120,7 +123,7 @@ TEST_P(AttentionShapes, BackwardMatchesFiniteDifferences) {
   std::vector<double> out(q_numel()), att(att_numel());
   auto loss = [&] {
     attention_forward(out.data(), att.data(), q.data(), k.data(), v.data(), sh.B, sh.T, sh.Hq,
-                      sh.Hkv, sh.D, sh.W, sh.divisor);
+                      sh.Hkv, sh.D, sh.W, sh.divisor, sh.cap);
     return dot(w, out.data(), out.size());
   };
   const auto want_dq = numeric_grad(q, loss);
@@ -133,7 +136,7 @@ TEST_P(AttentionShapes, BackwardMatchesFiniteDifferences) {
   const auto dv0 = random_vector(kv_numel(), 17);
   auto dq = dq0, dk = dk0, dv = dv0;
   attention_backward(dq.data(), dk.data(), dv.data(), w.data(), att.data(), q.data(), k.data(),
-                     v.data(), sh.B, sh.T, sh.Hq, sh.Hkv, sh.D, sh.divisor);
+                     v.data(), sh.B, sh.T, sh.Hq, sh.Hkv, sh.D, sh.divisor, sh.cap);
   for (size_t i = 0; i < dq.size(); ++i) dq[i] -= dq0[i];
   for (size_t i = 0; i < dk.size(); ++i) dk[i] -= dk0[i];
   for (size_t i = 0; i < dv.size(); ++i) dv[i] -= dv0[i];
@@ -152,19 +155,20 @@ TEST_P(AttentionShapes, BackwardMatchesExpandedHeads) {
   const auto dout = random_vector(q_numel(), 24);
   std::vector<double> out(q_numel()), att(att_numel());
   attention_forward(out.data(), att.data(), q.data(), k.data(), v.data(), sh.B, sh.T, sh.Hq, sh.Hkv,
-                    sh.D, sh.W, sh.divisor);
+                    sh.D, sh.W, sh.divisor, sh.cap);
   std::vector<double> dq(q_numel()), dk(kv_numel()), dv(kv_numel());
   attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), att.data(), q.data(), k.data(),
-                     v.data(), sh.B, sh.T, sh.Hq, sh.Hkv, sh.D, sh.divisor);
+                     v.data(), sh.B, sh.T, sh.Hq, sh.Hkv, sh.D, sh.divisor, sh.cap);
 
   const auto k_exp = expand_kv(k, sh), v_exp = expand_kv(v, sh);
   std::vector<double> out_e(q_numel()), att_e(att_numel());
   attention_forward(out_e.data(), att_e.data(), q.data(), k_exp.data(), v_exp.data(), sh.B, sh.T,
-                    sh.Hq, sh.Hq, sh.D, sh.W, sh.divisor);
+                    sh.Hq, sh.Hq, sh.D, sh.W, sh.divisor, sh.cap);
   EXPECT_EQ(att_e, att);
   std::vector<double> dq_e(q_numel()), dk_e(q_numel()), dv_e(q_numel());
   attention_backward(dq_e.data(), dk_e.data(), dv_e.data(), dout.data(), att_e.data(), q.data(),
-                     k_exp.data(), v_exp.data(), sh.B, sh.T, sh.Hq, sh.Hq, sh.D, sh.divisor);
+                     k_exp.data(), v_exp.data(), sh.B, sh.T, sh.Hq, sh.Hq, sh.D, sh.divisor,
+                     sh.cap);
   std::vector<double> dk_sum(kv_numel(), 0.0), dv_sum(kv_numel(), 0.0);
   for (int64_t bt = 0; bt < sh.B * sh.T; ++bt)
     for (int64_t h = 0; h < sh.Hq; ++h)
@@ -184,7 +188,7 @@ TEST_P(AttentionShapes, FutureKeysAndValuesDoNotChangeEarlierOutputs) {
   const auto v = random_vector(kv_numel(), 33);
   std::vector<double> out(q_numel()), att(att_numel());
   attention_forward(out.data(), att.data(), q.data(), k.data(), v.data(), sh.B, sh.T, sh.Hq, sh.Hkv,
-                    sh.D, sh.W, sh.divisor);
+                    sh.D, sh.W, sh.divisor, sh.cap);
   for (int64_t t0 = 0; t0 < sh.T; ++t0) {
     // Replace k, v at every position after t0.
     auto k2 = k, v2 = v;
@@ -198,7 +202,7 @@ TEST_P(AttentionShapes, FutureKeysAndValuesDoNotChangeEarlierOutputs) {
         }
     std::vector<double> out2(q_numel()), att2(att_numel());
     attention_forward(out2.data(), att2.data(), q.data(), k2.data(), v2.data(), sh.B, sh.T, sh.Hq,
-                      sh.Hkv, sh.D, sh.W, sh.divisor);
+                      sh.Hkv, sh.D, sh.W, sh.divisor, sh.cap);
     for (int64_t b = 0; b < sh.B; ++b)
       for (int64_t t = 0; t <= t0; ++t)
         for (int64_t i = 0; i < sh.Hq * sh.D; ++i) {
@@ -217,16 +221,16 @@ TEST_P(AttentionShapes, FloatAgreesWithDouble) {
   std::vector<double> out(q_numel()), att(att_numel()), dq(q_numel()), dk(kv_numel()),
       dv(kv_numel());
   attention_forward(out.data(), att.data(), q.data(), k.data(), v.data(), sh.B, sh.T, sh.Hq, sh.Hkv,
-                    sh.D, sh.W, sh.divisor);
+                    sh.D, sh.W, sh.divisor, sh.cap);
   attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), att.data(), q.data(), k.data(),
-                     v.data(), sh.B, sh.T, sh.Hq, sh.Hkv, sh.D, sh.divisor);
+                     v.data(), sh.B, sh.T, sh.Hq, sh.Hkv, sh.D, sh.divisor, sh.cap);
   const auto qf = to_float(q), kf = to_float(k), vf = to_float(v), doutf = to_float(dout);
   std::vector<float> outf(q_numel()), attf(att_numel()), dqf(q_numel()), dkf(kv_numel()),
       dvf(kv_numel());
   attention_forward(outf.data(), attf.data(), qf.data(), kf.data(), vf.data(), sh.B, sh.T, sh.Hq,
-                    sh.Hkv, sh.D, sh.W, sh.divisor);
+                    sh.Hkv, sh.D, sh.W, sh.divisor, sh.cap);
   attention_backward(dqf.data(), dkf.data(), dvf.data(), doutf.data(), attf.data(), qf.data(),
-                     kf.data(), vf.data(), sh.B, sh.T, sh.Hq, sh.Hkv, sh.D, sh.divisor);
+                     kf.data(), vf.data(), sh.B, sh.T, sh.Hq, sh.Hkv, sh.D, sh.divisor, sh.cap);
   auto widen = [](const std::vector<float>& x) { return std::vector<double>(x.begin(), x.end()); };
   EXPECT_LT(max_rel_error(widen(outf), out), 1e-5);
   EXPECT_LT(max_rel_error(widen(attf), att), 1e-5);
@@ -247,9 +251,9 @@ TEST_P(AttentionShapes, ResultDoesNotDependOnThreadCount) {
     std::vector<float> out(q_numel()), att(att_numel()), dq(q_numel()), dk(kv_numel()),
         dv(kv_numel());
     attention_forward(out.data(), att.data(), q.data(), k.data(), v.data(), sh.B, sh.T, sh.Hq,
-                      sh.Hkv, sh.D, sh.W, sh.divisor);
+                      sh.Hkv, sh.D, sh.W, sh.divisor, sh.cap);
     attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), att.data(), q.data(), k.data(),
-                       v.data(), sh.B, sh.T, sh.Hq, sh.Hkv, sh.D, sh.divisor);
+                       v.data(), sh.B, sh.T, sh.Hq, sh.Hkv, sh.D, sh.divisor, sh.cap);
     omp_set_num_threads(saved);
     return std::vector<std::vector<float>>{out, att, dq, dk, dv};
   };
@@ -266,7 +270,10 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttentionShapes,
                                            AttnShape{1, 7, 3, 3, 8, 4}, AttnShape{1, 5, 2, 2, 3, 9},
                                            // GPT-2 scale_attn_by_inverse_layer_idx (layer 2).
                                            AttnShape{2, 5, 2, 2, 3, 0, 3.0},
-                                           AttnShape{1, 7, 4, 2, 8, 3, 2.0}));
+                                           AttnShape{1, 7, 4, 2, 8, 3, 2.0},
+                                           // Gemma 2 soft-capping, with GQA and a window.
+                                           AttnShape{2, 5, 4, 2, 3, 0, 1.0, 0.7},
+                                           AttnShape{1, 7, 2, 1, 8, 3, 1.0, 1.5}));
 
 }  // namespace
 }  // namespace zero::kernels::cpu

@@ -10,23 +10,29 @@ namespace zero::kernels::cpu {
 
 // HF RoPE scaling (4.x `rope_scaling`, transformers-5 `rope_parameters`), as transformers'
 // modeling_rope_utils computes it. type: "default" (none), "linear" (positions divided by factor),
-// "dynamic" (NTK: theta grows once the sequence passes max_position_embeddings), "yarn", "llama3".
+// "dynamic" (NTK: theta grows once the sequence passes max_position_embeddings), "yarn", "llama3",
+// "longrope" (Phi-3: per-frequency short / long factors).
 struct RopeScaling {
   std::string type = "default";
   double factor = 1.0;
   double low_freq_factor = 1.0;                     // llama3
   double high_freq_factor = 4.0;                    // llama3
-  int64_t original_max_position_embeddings = 8192;  // llama3, yarn
+  int64_t original_max_position_embeddings = 8192;  // llama3, yarn, longrope
   double beta_fast = 32.0;                          // yarn
   double beta_slow = 1.0;                           // yarn
   bool truncate = true;                             // yarn: floor/ceil the correction range
-  double attention_factor = 1.0;  // yarn: cos and sin are multiplied by this (resolved on read)
+  double attention_factor = 1.0;  // yarn, longrope: cos and sin are multiplied by this (resolved
+                                  // on read)
+  // longrope: D/2 divisors of the frequencies, for sequences of at most / more than
+  // original_max_position_embeddings positions.
+  std::vector<double> short_factor, long_factor;
   int64_t max_position_embeddings = 0;  // dynamic: the model's max_position_embeddings
 };
 
 // Inverse frequencies inv_freq[i], i < D/2, as HF computes them (in double), with scaling applied.
-// seq_len matters for "dynamic" only: the length of the sequence the tables are for (HF recomputes
-// the frequencies with max(seq_len, max_position_embeddings)).
+// seq_len matters for "dynamic" (HF recomputes the frequencies with max(seq_len,
+// max_position_embeddings)) and "longrope" (the long factors past
+// original_max_position_embeddings): the length of the sequence the tables are for.
 std::vector<double> rope_inv_freq(int64_t head_dim, double theta, const RopeScaling& scaling,
                                   int64_t seq_len = 0);
 

@@ -30,6 +30,16 @@ std::vector<double> rope_inv_freq(int64_t head_dim, double theta, const RopeScal
     inv_freq[i] = 1.0 / std::pow(theta, static_cast<double>(2 * i) / dim);
   }
   if (type == "default" || type == "dynamic") return inv_freq;
+  if (type == "longrope") {
+    // HF `_compute_longrope_parameters` (Phi-3): each frequency divided by its own factor, the
+    // long ones for a sequence longer than the original context, the short ones otherwise.
+    const bool long_context = seq_len > scaling.original_max_position_embeddings;
+    const std::vector<double>& ext = long_context ? scaling.long_factor : scaling.short_factor;
+    ZERO_CHECK(static_cast<int64_t>(ext.size()) == D2, "longrope: ", ext.size(),
+               " factors for head_dim ", head_dim);
+    for (int64_t i = 0; i < D2; ++i) inv_freq[i] /= ext[static_cast<size_t>(i)];
+    return inv_freq;
+  }
   if (type == "linear") {
     for (auto& f : inv_freq) f /= scaling.factor;
     return inv_freq;
