@@ -18,7 +18,6 @@
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/deepspeed_dir.h"
-#include "checkpoint/deepspeed_import.h"
 #include "checkpoint/tokenizer_files.h"
 #include "config/ds_config.h"
 #include "config/effective.h"
@@ -30,6 +29,7 @@
 #include "data/token_dataset.h"
 #include "model/hf_checkpoint.h"
 #include "optim/loss_scaler.h"
+#include "runtime/deepspeed_resume.h"
 #include "runtime/effective_config_file.h"
 #include "runtime/engine_checkpoint.h"
 #include "runtime/evaluation.h"
@@ -143,9 +143,8 @@ class TrainingRun {
   int bad(const Status& s) { return stop(2, s); }
   int broken(const Status& s) { return stop(1, s); }
 
-  Exit open_inputs();  // --model, the data, the plan, the sampler, --validation_file
-  Exit open_resume();  // --resume_from_checkpoint's manifest
-  StatusOr<std::string> import_deepspeed_for_resume(const std::string& ds_dir);
+  Exit open_inputs();     // --model, the data, the plan, the sampler, --validation_file
+  Exit open_resume();     // --resume_from_checkpoint's manifest
   Exit lock_output();     // rank 0: one job per output directory
   Exit agree();           // every rank runs the same thing
   Exit prepare_output();  // rank 0: metrics, the effective config, tokenizer files, monitors
@@ -330,7 +329,7 @@ Exit TrainingRun::open_resume() {
   std::string path = *args_.resume_from_checkpoint;
   auto ds = checkpoint::find_deepspeed_checkpoint(*default_storage(), path);
   if (ds.ok() && ds->found) {
-    auto imported = import_deepspeed_for_resume(path);
+    auto imported = import_deepspeed_for_resume(path, args_.output_dir, *mc_, comm_);
     if (!imported.ok()) return bad(imported.status().with_context("--resume_from_checkpoint"));
     path = *imported;
   }
@@ -356,36 +355,6 @@ Exit TrainingRun::open_resume() {
                          start_step_, max_steps_));
   }
   return std::nullopt;
-}
-
-// --resume_from_checkpoint DS_DIR (a DeepSpeed checkpoint): rank 0 imports it into
-// OUTPUT_DIR/deepspeed_import (made anew at every such start; docs/formats/deepspeed.md), then
-// every rank opens that. The outcome is broadcast so that no rank opens a half-written import (the
-// write itself publishes atomically) and a failed import stops every rank with rank 0's reason.
-StatusOr<std::string> TrainingRun::import_deepspeed_for_resume(const std::string& ds_dir) {
-  Storage& storage = *default_storage();
-  const std::string dir = args_.output_dir + "/deepspeed_import";
-  Status s;
-  if (rank_ == 0) {
-    s = storage.remove_dir(dir);
-    if (s.ok())
-      s = checkpoint::import_deepspeed_checkpoint(storage, {ds_dir, "", dir}, *mc_).status();
-    if (s.ok())
-      std::printf("zero train: imported the DeepSpeed checkpoint %s into %s\n", ds_dir.c_str(),
-                  dir.c_str());
-  }
-  if (!s.ok()) {
-    // What the directory is and the weights-only alternative, after why the import failed.
-    const Status what = checkpoint::refuse_deepspeed_checkpoint(storage, ds_dir);
-    s = Status(s.code(), "could not import it: " + s.message() + ". " + what.message());
-  }
-  float failed = s.ok() ? 0.f : 1.f;
-  // Every rank waits here for rank 0's import before opening it.
-  ZERO_RETURN_IF_ERROR(comm_.broadcast_async(&failed, 1, DType::kF32, 0).wait());
-  if (!s.ok()) return s;
-  if (failed != 0.f)
-    return failed_precondition("rank 0 could not import the DeepSpeed checkpoint {}", ds_dir);
-  return dir;
 }
 
 // Output directory (rank 0 only writes). One job per output directory: rank 0 holds OUT/.lock
