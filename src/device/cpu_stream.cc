@@ -77,18 +77,8 @@ void CpuStream::enqueue_always(std::function<void()> op) {
 }
 
 void CpuStream::push(Op op) {
-  if (inline_) {
-    // The caller is the stream: run it now, with the worker's sticky-error rule.
-    bool skip;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      skip = !first_error_.ok();
-    }
-    Status s = skip && !op.ordering_only ? ok_status() : op.fn();
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!s.ok() && first_error_.ok()) first_error_ = std::move(s);
-    ++queued_;
-    ++done_;
+  if (inline_) {  // the caller is the stream: run it now
+    run_op(op.fn, op.ordering_only, /*count_queued=*/true);
     return;
   }
   {
@@ -142,19 +132,7 @@ void CpuStream::worker_main() {
     if (max_delay_us_ > 0) {
       std::this_thread::sleep_for(std::chrono::microseconds(delay(delay_rng_)));
     }
-    bool skip;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      skip = !first_error_.ok();
-    }
-    // After a failure the stream's data is suspect: later ops are skipped (CUDA's sticky errors),
-    // except event records and waits, which only order work and must still complete.
-    Status s = skip && !op.ordering_only ? ok_status() : op.fn();
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!s.ok() && first_error_.ok()) first_error_ = std::move(s);
-      ++done_;
-    }
+    run_op(op.fn, op.ordering_only, /*count_queued=*/false);
     cv_.notify_all();
   }
 }

@@ -86,23 +86,11 @@ class CpuStream final : public Stream {
   // runs here and now, under the same sticky-error rule. The CPU backend's ops go through it.
   template <typename F>
   void submit(F&& op) {
-    if (!inline_) {
+    if (inline_) {
+      run_op(op, /*ordering_only=*/false, /*count_queued=*/true);
+    } else {
       enqueue(std::function<Status()>(std::forward<F>(op)));
-      return;
     }
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!first_error_.ok()) {  // skipped, as after a failure on a worker
-        ++queued_;
-        ++done_;
-        return;
-      }
-    }
-    Status s = op();
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!s.ok() && first_error_.ok()) first_error_ = std::move(s);
-    ++queued_;
-    ++done_;
   }
   // Queues `op` to run even after a failed op (as event records and waits do): a collective, which
   // every rank must issue whatever its own stream's state.
@@ -114,6 +102,23 @@ class CpuStream final : public Stream {
     bool ordering_only = false;  // event record / wait, enqueue_always: runs even after a failure
   };
   void push(Op op);
+  // Runs `fn` on the calling thread (the worker, or the caller of an inline stream) under the
+  // sticky-error rule: after a failure the stream's data is suspect and later ops are skipped
+  // (CUDA's sticky errors), except event records and waits (`ordering_only`), which only order
+  // work and must still complete. Counts it done (and queued too, for an inline stream's op).
+  template <typename F>
+  void run_op(F& fn, bool ordering_only, bool count_queued) {
+    bool skip;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      skip = !first_error_.ok();
+      if (count_queued) ++queued_;
+    }
+    Status s = skip && !ordering_only ? ok_status() : fn();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!s.ok() && first_error_.ok()) first_error_ = std::move(s);
+    ++done_;
+  }
   void worker_main();
 
   const std::string name_;
