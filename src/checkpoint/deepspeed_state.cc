@@ -58,9 +58,12 @@ StatusOr<const PyValue*> need(const PyValue& d, std::string_view key, PyKind kin
   if (!v)
     return data_loss("{}: no '{}' (not a DeepSpeed checkpoint of a known version?)", where, key);
   const bool ok = v->kind == kind || (kind == PyKind::kList && v->kind == PyKind::kTuple);
-  if (!ok)
+  if (!ok) {
+    PyValue expected;
+    expected.kind = kind;
     return data_loss("{}: '{}' is a {}, expected a {}", where, key, v->type_name(),
-                     PyValue{kind}.type_name());
+                     expected.type_name());
+  }
   return v;
 }
 
@@ -282,8 +285,9 @@ Status split_groups(const std::vector<std::vector<std::pair<std::string, int64_t
                          st.tag_dir, g, avail, name);
       }
       DeepSpeedParam& p = st.params[name];
+      const int64_t count = numel;  // a structured binding is not capturable before clang 16
       auto slice = [&](const std::vector<float>& src, std::vector<float>& dst) {
-        dst.assign(src.begin() + offset, src.begin() + offset + numel);
+        dst.assign(src.begin() + offset, src.begin() + offset + count);
       };
       slice(flat.master[g], p.master);
       slice(flat.exp_avg[g], p.exp_avg);
