@@ -6,6 +6,7 @@
 #include "checkpoint/torch_archive.h"
 
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 
@@ -98,8 +99,12 @@ std::string floats(int n) {
   return s;
 }
 
-StatusOr<std::unique_ptr<TorchArchive>> open_bytes(const std::string& bytes) {
-  return TorchArchive::from_file(memory_file(bytes, "test.pt"));
+StatusOr<std::unique_ptr<TorchArchive>> open_bytes(std::string bytes) {
+  // memory_file reads the bytes in place without owning them, and an archive reads tensor data
+  // after open: every test archive's bytes are kept for the test binary's lifetime.
+  static std::deque<std::string> kept;
+  kept.push_back(std::move(bytes));
+  return TorchArchive::from_file(memory_file(kept.back(), "test.pt"));
 }
 
 std::string archive(const std::string& pickle, const std::string& storage) {
