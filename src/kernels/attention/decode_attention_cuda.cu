@@ -12,6 +12,7 @@
 #include "core/check.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/launch.h"
+#include "kernels/attention/attention_internal_cuda.cuh"
 #include "kernels/attention/decode_attention_cuda.h"
 
 namespace zero::kernels::cuda {
@@ -22,7 +23,6 @@ constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * kLanes;  // also the keys per chunk
 constexpr int kMaxHeadDim = 256;
 constexpr int kColsPerThread = kMaxHeadDim / kThreads;  // output columns a thread owns
-constexpr unsigned kFullMask = 0xffffffffu;
 // Split the keys over more blocks until about this many run (flash-decoding): one new row has only
 // Hq (row, head) blocks, too few to read a long cache at the GPU's bandwidth.
 constexpr int64_t kSplitBlocks = 1024;
@@ -35,19 +35,9 @@ int64_t key_splits(int64_t n, int64_t P, int64_t Hq, int64_t window) {
   return std::max<int64_t>(1, std::min(chunks, kSplitBlocks / (n * Hq)));
 }
 
-__device__ __forceinline__ float warp_max(float x) {
-#pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) {
-    x = fmaxf(x, __shfl_xor_sync(kFullMask, x, offset));
-  }
-  return x;
-}
-
-__device__ __forceinline__ float warp_sum(float x) {
-#pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) x += __shfl_xor_sync(kFullMask, x, offset);
-  return x;
-}
+// The warp reductions of the training kernels (butterflies: every lane ends with the same bits).
+using attention_internal::warp_max;
+using attention_internal::warp_sum;
 
 // Block (i * Hq + h, split): query row i, head h, the split's share of the row's keys. Every thread
 // keeps the same running max and sum (it reads the same shared partials), and its own output
