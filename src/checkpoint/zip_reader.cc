@@ -2,9 +2,10 @@
 #include "checkpoint/zip_reader.h"
 
 #include <algorithm>
-#include <array>
 #include <cstring>
 #include <set>
+
+#include "core/crc32.h"
 
 namespace zero::checkpoint {
 namespace {
@@ -48,27 +49,10 @@ bool safe_member_name(std::string_view name) {
   return true;
 }
 
-const std::array<uint32_t, 256>& crc_table() {
-  static const std::array<uint32_t, 256> table = [] {
-    std::array<uint32_t, 256> t{};
-    for (uint32_t i = 0; i < 256; ++i) {
-      uint32_t c = i;
-      for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xedb88320u ^ (c >> 1) : c >> 1;
-      t[i] = c;
-    }
-    return t;
-  }();
-  return table;
-}
-
 }  // namespace
 
 uint32_t crc32_update(uint32_t crc, const void* data, size_t n) {
-  const auto& table = crc_table();
-  const auto* p = static_cast<const unsigned char*>(data);
-  crc = ~crc;
-  for (size_t i = 0; i < n; ++i) crc = table[(crc ^ p[i]) & 0xff] ^ (crc >> 8);
-  return ~crc;
+  return zero::crc32_update<kCrc32Polynomial>(crc, data, n);
 }
 
 StatusOr<ZipReader> ZipReader::open(std::unique_ptr<RandomAccessFile> file) {

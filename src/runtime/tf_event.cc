@@ -1,24 +1,14 @@
 // TensorBoard event records (tf_event.h): protobuf wire format and TFRecord framing.
 #include "runtime/tf_event.h"
 
-#include <array>
 #include <bit>
 #include <cstring>
+
+#include "core/crc32.h"
 
 namespace zero::runtime {
 
 namespace {
-
-constexpr std::array<uint32_t, 256> make_crc32c_table() {
-  std::array<uint32_t, 256> table{};
-  for (uint32_t i = 0; i < 256; ++i) {
-    uint32_t c = i;
-    for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
-    table[i] = c;
-  }
-  return table;
-}
-constexpr std::array<uint32_t, 256> kCrc32cTable = make_crc32c_table();
 
 // Protobuf wire types.
 constexpr uint32_t kVarint = 0, kFixed64 = 1, kLengthDelimited = 2, kFixed32 = 5;
@@ -67,9 +57,7 @@ std::string event_header(double wall_time, int64_t step) {
 }  // namespace
 
 uint32_t crc32c(std::string_view data) {
-  uint32_t crc = 0xffffffffu;
-  for (char ch : data) crc = kCrc32cTable[(crc ^ static_cast<uint8_t>(ch)) & 0xff] ^ (crc >> 8);
-  return crc ^ 0xffffffffu;
+  return crc32_update<kCrc32cPolynomial>(0, data.data(), data.size());
 }
 
 uint32_t masked_crc32c(std::string_view data) {
