@@ -21,6 +21,18 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// Imports the DeepSpeed directory `dir` into dir/out for the gpt2-tiny fixture model (a refusal
+// must leave dir/out uncreated).
+StatusOr<DeepSpeedImportResult> import_for_tiny_model(const fs::path& dir) {
+  auto config = model::load_model_config(std::string(ZERO_SOURCE_DIR) +
+                                         "/tests/fixtures/checkpoint/deepspeed/"
+                                         "gpt2_tiny_stage2_w1/config.json");
+  EXPECT_TRUE(config.ok()) << config.status().to_string();
+  if (!config.ok()) return config.status();
+  return import_deepspeed_checkpoint(*default_storage(), {dir.string(), "", (dir / "out").string()},
+                                     *config);
+}
+
 // ---- byte builders ----------------------------------------------------------------------------
 
 void put16(std::string& s, uint32_t v) { s += char(v & 0xff), s += char((v >> 8) & 0xff); }
@@ -293,12 +305,8 @@ TEST(TorchArchiveHostile, ImportFromAHostileModelStateFileWritesNothing) {
   std::ofstream(dir / "global_step1" / "mp_rank_00_model_states.pt", std::ios::binary)
       << archive(p, "");
   std::ofstream(dir / "global_step1" / "zero_pp_rank_0_mp_rank_00_optim_states.pt") << "x";
-  auto config = model::load_model_config(std::string(ZERO_SOURCE_DIR) +
-                                         "/tests/fixtures/checkpoint/deepspeed/"
-                                         "gpt2_tiny_stage2_w1/config.json");
-  ASSERT_TRUE(config.ok());
   const std::string out = (dir / "out").string();
-  auto r = import_deepspeed_checkpoint(*default_storage(), {dir.string(), "", out}, *config);
+  auto r = import_for_tiny_model(dir);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().to_string().find("os.system"), std::string::npos);
   EXPECT_FALSE(fs::exists(out));
@@ -328,12 +336,8 @@ TEST(DeepSpeedImportRefusal, AnotherOptimizerIsNamedBeforeAnythingIsWritten) {
   const fs::path dir = fs::path(::testing::TempDir()) / "ds_lamb";
   fs::remove_all(dir);
   write_model_states(dir / "global_step1", "Lamb");
-  auto config = model::load_model_config(std::string(ZERO_SOURCE_DIR) +
-                                         "/tests/fixtures/checkpoint/deepspeed/"
-                                         "gpt2_tiny_stage2_w1/config.json");
-  ASSERT_TRUE(config.ok());
   const std::string out = (dir / "out").string();
-  auto r = import_deepspeed_checkpoint(*default_storage(), {dir.string(), "", out}, *config);
+  auto r = import_for_tiny_model(dir);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(r.status().to_string().find("optimizer 'Lamb'; only Adam / AdamW"), std::string::npos)
