@@ -99,6 +99,12 @@ class Backend {
   virtual void copy(Stream& stream, TensorView dst, TensorView src) = 0;
   // acc (fp32) += float(x), x of any dtype.
   virtual void accumulate(Stream& stream, TensorView acc, TensorView x) = 0;
+  // acc (fp32) += float(round(x, dtype)): x (fp32) rounded to the 16-bit `dtype` first (a 16-bit
+  // model's gradient as its backward would produce it), in one pass; bitwise copy() into a `dtype`
+  // buffer followed by accumulate(). `dtype` fp32: accumulate().
+  virtual void accumulate_rounded(Stream& stream, TensorView acc, TensorView x, DType dtype) = 0;
+  // x (fp32) = float(round(x, dtype)) in place (`dtype` fp32: nothing).
+  virtual void round_to(Stream& stream, TensorView x, DType dtype) = 0;
   // x (fp32) *= s.
   virtual void scale(Stream& stream, TensorView x, float s) = 0;
   // out->sum_sq += sum(float(x)^2) in double; out->nonfinite |= any inf / NaN in x. `out` is host
@@ -130,6 +136,11 @@ class ExecutionContext {
  public:
   static StatusOr<std::unique_ptr<ExecutionContext>> create(Device device,
                                                             StreamOptions options = {});
+  // The host engine's context: the CPU backend with its compute stream inline (the caller's own
+  // thread runs its ops: the work is the caller's, a hand-off per op would only add latency) and
+  // its comm stream a worker thread, so the work queued behind a collective (waiting for it,
+  // accumulating its result) runs beside the caller's next work, as overlap_comm asks.
+  static std::unique_ptr<ExecutionContext> create_host();
 
   Backend& backend() const { return *backend_; }
   Stream& compute() const { return *compute_; }

@@ -14,6 +14,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <mutex>
 #include <random>
 #include <string>
@@ -280,6 +281,32 @@ TEST_P(BackendOps, AccumulateScaleAndSumSquaresMatchPlainLoops) {
   backend().sum_squares(s, x16_dev.view(), &flagged);
   ASSERT_TRUE(s.synchronize().ok());
   EXPECT_TRUE(flagged.nonfinite);
+}
+
+// accumulate_rounded and round_to are bitwise the two-op sequences they fuse (copy into the
+// 16-bit dtype, then accumulate / copy back), NaNs and values past the 16-bit range included.
+TEST_P(BackendOps, AccumulateRoundedAndRoundToAreTheCastThenTheOp) {
+  const int64_t n = numel();
+  Stream& s = compute();
+  std::vector<float> x = random_floats(n, 5);
+  x[0] = std::numeric_limits<float>::quiet_NaN();
+  if (n > 1) x[1] = 1e30f;  // past f16's range: inf after rounding
+  const std::vector<float> acc0 = random_floats(n, 6);
+  for (DType d : {DType::kBF16, DType::kF16}) {
+    DeviceBuffer acc = buffer(DType::kF32, n), x_dev = buffer(DType::kF32, n);
+    acc.upload(acc0);
+    x_dev.upload(x);
+    backend().accumulate_rounded(s, acc.view(), x_dev.view(), d);
+    backend().round_to(s, x_dev.view(), d);
+    ASSERT_TRUE(s.synchronize().ok());
+    std::vector<float> rounded(static_cast<size_t>(n)), want = acc0;
+    const std::vector<uint16_t> x16 = to_16bit(x, d);
+    convert_to_f32(x16.data(), d, rounded.data(), static_cast<size_t>(n));
+    for (size_t k = 0; k < want.size(); ++k) want[k] += rounded[k];
+    const std::vector<float> got_acc = acc.download<float>(), got_x = x_dev.download<float>();
+    EXPECT_EQ(std::memcmp(got_acc.data(), want.data(), want.size() * 4), 0) << dtype_name(d);
+    EXPECT_EQ(std::memcmp(got_x.data(), rounded.data(), rounded.size() * 4), 0) << dtype_name(d);
+  }
 }
 
 // Several sums of squares queued before one synchronize on both streams at once, two into the

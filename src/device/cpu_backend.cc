@@ -131,6 +131,31 @@ class CpuBackend final : public Backend {
     });
   }
 
+  void accumulate_rounded(Stream& stream, TensorView acc, TensorView x, DType dtype) override {
+    if (dtype == DType::kF32) return accumulate(stream, acc, x);
+    check_host(acc, "accumulate_rounded: acc");
+    check_host(x, "accumulate_rounded: x");
+    ZERO_CHECK(acc.dtype == DType::kF32 && x.dtype == DType::kF32,
+               "accumulate_rounded: fp32 accumulator and input");
+    ZERO_CHECK(acc.numel() == x.numel(), "accumulate_rounded: ", acc.numel(), " vs ", x.numel());
+    cpu(stream).submit([acc, x, dtype] {
+      kernels::cpu::accumulate_rounded(static_cast<float*>(acc.data),
+                                       static_cast<const float*>(x.data), dtype, x.numel());
+      return ok_status();
+    });
+  }
+
+  void round_to(Stream& stream, TensorView x, DType dtype) override {
+    if (dtype == DType::kF32) return;
+    check_host(x, "round_to: x");
+    ZERO_CHECK(x.dtype == DType::kF32, "round_to: x must be fp32");
+    cpu(stream).submit([x, dtype] {
+      float* v = static_cast<float*>(x.data);
+      kernels::cpu::round_to_dtype(v, v, dtype, x.numel());
+      return ok_status();
+    });
+  }
+
   void scale(Stream& stream, TensorView x, float s) override {
     check_host(x, "scale: x");
     ZERO_CHECK(x.dtype == DType::kF32, "scale: x must be fp32");
@@ -214,6 +239,16 @@ StatusOr<std::unique_ptr<ExecutionContext>> ExecutionContext::create(Device devi
   ZERO_ASSIGN_OR_RETURN(ctx->backend_, make_backend(device, options));
   ctx->compute_ = ctx->backend_->create_stream("compute");
   ctx->comm_ = ctx->backend_->create_stream("comm");
+  return ctx;
+}
+
+std::unique_ptr<ExecutionContext> ExecutionContext::create_host() {
+  auto ctx = std::unique_ptr<ExecutionContext>(new ExecutionContext());
+  StreamOptions inline_ops;
+  inline_ops.inline_host = true;
+  ctx->backend_ = make_cpu_backend(inline_ops);
+  ctx->compute_ = ctx->backend_->create_stream("compute");
+  ctx->comm_ = std::make_unique<CpuStream>("comm");  // a worker (ZERO_STREAM_DELAY_US applies)
   return ctx;
 }
 

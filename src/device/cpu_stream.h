@@ -75,6 +75,8 @@ class CpuStream final : public Stream {
 
   Device device() const override { return Device::kCpu; }
   const std::string& name() const override { return name_; }
+  // StreamOptions::inline_host: each op runs on the thread that queues it.
+  bool is_inline() const { return inline_; }
   void record(Event& event) override;
   void wait(const Event& event) override;
   Status synchronize() override;

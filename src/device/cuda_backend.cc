@@ -224,6 +224,37 @@ class CudaBackend final : public Backend {
     });
   }
 
+  void accumulate_rounded(Stream& stream, TensorView acc, TensorView x, DType dtype) override {
+    if (dtype == DType::kF32) return accumulate(stream, acc, x);
+    check_device(acc, "accumulate_rounded: acc");
+    check_device(x, "accumulate_rounded: x");
+    ZERO_CHECK(acc.dtype == DType::kF32 && x.dtype == DType::kF32,
+               "accumulate_rounded: fp32 accumulator and input");
+    ZERO_CHECK(acc.numel() == x.numel(), "accumulate_rounded: ", acc.numel(), " vs ", x.numel());
+    CudaStream& s = ready(stream);
+    if (s.failed()) return;
+    if (dtype == DType::kBF16) {
+      kernels::cuda::accumulate_rounded<__nv_bfloat16>(acc.as<float>(), x.as<const float>(),
+                                                       x.numel(), s.get());
+    } else {
+      kernels::cuda::accumulate_rounded<__half>(acc.as<float>(), x.as<const float>(), x.numel(),
+                                                s.get());
+    }
+  }
+
+  void round_to(Stream& stream, TensorView x, DType dtype) override {
+    if (dtype == DType::kF32) return;
+    check_device(x, "round_to: x");
+    ZERO_CHECK(x.dtype == DType::kF32, "round_to: x must be fp32");
+    CudaStream& s = ready(stream);
+    if (s.failed()) return;
+    if (dtype == DType::kBF16) {
+      kernels::cuda::round_to<__nv_bfloat16>(x.as<float>(), x.numel(), s.get());
+    } else {
+      kernels::cuda::round_to<__half>(x.as<float>(), x.numel(), s.get());
+    }
+  }
+
   void scale(Stream& stream, TensorView x, float factor) override {
     check_device(x, "scale: x");
     ZERO_CHECK(x.dtype == DType::kF32, "scale: x must be fp32");

@@ -51,12 +51,62 @@ class CpuStreamCollectives final : public StreamCollectives {
   CpuStream& stream_;
 };
 
+CommHandle issue_async(Communicator& comm, const CollectiveCall& c) {
+  switch (c.kind) {
+    case CommKind::kAllReduce: return comm.all_reduce_async(c.out, c.numel, c.dtype, c.reduce_op);
+    case CommKind::kReduceScatter: return comm.reduce_scatter_async(c.in, c.out, c.numel, c.dtype);
+    case CommKind::kAllGather: return comm.all_gather_async(c.in, c.out, c.numel, c.dtype);
+    case CommKind::kBroadcast: return comm.broadcast_async(c.out, c.numel, c.dtype, c.root);
+    case CommKind::kBarrier: return comm.barrier_async();
+  }
+  return CommHandle::ready(
+      invalid_argument("unknown collective kind {}", static_cast<int>(c.kind)));
+}
+
+// The host engine's context (ExecutionContext::create_host: compute inline on the caller's
+// thread): whatever `ready` marks has already run, so the collectives start now, through the
+// communicator's own asynchronous calls, in the caller's program order: the order in which every
+// rank issues them, shared with the collectives the caller issues on `comm` directly (the loss,
+// the norm), so one communicator serves both. The comm stream waits for their completion; work
+// queued on it later runs after them.
+class InlineStreamCollectives final : public StreamCollectives {
+ public:
+  InlineStreamCollectives(Communicator& comm, CpuStream& stream)
+      : StreamCollectives(comm), stream_(stream) {}
+
+  OrderedCollective issue(const Event& ready, std::span<const CollectiveCall> calls) override {
+    ZERO_CHECK(ready.query(), "a collective's inputs are still being written on an inline stream");
+    std::vector<CommHandle> handles;
+    handles.reserve(calls.size());
+    for (const CollectiveCall& c : calls) handles.push_back(issue_async(comm(), c));
+    auto completion = std::make_shared<PromiseCompletion>();
+    stream_.enqueue_always([completion, handles = std::move(handles)] {
+      Status first;
+      for (const CommHandle& h : handles) {
+        Status s = h.wait();  // each with the communicator's timeout
+        if (!s.ok() && first.ok()) first = std::move(s);
+      }
+      completion->fulfil(std::move(first));
+    });
+    auto done = std::make_shared<CpuEvent>();
+    stream_.record(*done);
+    return OrderedCollective{CommHandle(std::move(completion)), std::move(done)};
+  }
+
+ private:
+  CpuStream& stream_;
+};
+
 }  // namespace
 
 StatusOr<std::unique_ptr<StreamCollectives>> make_stream_collectives(Communicator& comm,
                                                                      ExecutionContext& ctx) {
   switch (ctx.device()) {
     case Device::kCpu:
+      if (static_cast<CpuStream&>(ctx.compute()).is_inline()) {
+        return std::unique_ptr<StreamCollectives>(
+            std::make_unique<InlineStreamCollectives>(comm, static_cast<CpuStream&>(ctx.comm())));
+      }
       return std::unique_ptr<StreamCollectives>(
           std::make_unique<CpuStreamCollectives>(comm, static_cast<CpuStream&>(ctx.comm())));
     case Device::kCuda:

@@ -9,8 +9,9 @@
 //   CPU backend:  the context's comm stream (a CpuStream worker) waits for `ready`, runs the calls
 //                 on any communicator of host memory (ThreadCommunicator, MpiCommunicator, ...)
 //                 and records `done`; work queued on ctx.comm() after issue() runs after them.
-//
-// Host-pointer communicators are unchanged: the host engine calls them directly, as before.
+//   host engine:  (ExecutionContext::create_host, compute inline) the calls start at once through
+//                 the communicator's asynchronous API, in the caller's program order; the comm
+//                 stream waits for them, then records `done`.
 #pragma once
 
 #include <memory>
@@ -59,7 +60,9 @@ class StreamCollectives {
 // outlives the result). CUDA: `comm` must be an NcclCommunicator on ctx's GPU. CPU: any
 // communicator on host memory, which ctx.comm()'s worker thread then calls: no other thread may
 // issue collectives on `comm` while any may be queued (give the device path its own communicator,
-// as the engine does: runtime/device_model.h).
+// as the engine does: runtime/device_model.h). The host engine's context (compute inline): the
+// collectives are issued on the calling thread, so `comm` may be shared with the caller's own
+// collectives; REQUIRES then that `ready` has completed (it was recorded on the inline stream).
 StatusOr<std::unique_ptr<StreamCollectives>> make_stream_collectives(Communicator& comm,
                                                                      ExecutionContext& ctx);
 

@@ -19,18 +19,24 @@
 // communication_data_type (ZeroOptions::comm_dtype) 16-bit: the bucket is rounded into a 16-bit
 // wire buffer, reduced (the communicator sums in fp32), and the 16-bit result widened back into the
 // fp32 buffers before accumulation: result = round(sum over ranks of round(g_r)).
-// Memory space: constructed with a device::ExecutionContext (`--device cuda` with the state on the
-// device), the micro-step buffers, accumulators and partitions are that backend's memory, and the
-// packing, accumulation and 16-bit rounding are Backend ops (zero / copy / accumulate) queued on
-// ctx.compute() behind the model's backward kernels: stream order, no host waits. At
-// world 1 every bucket is reduce_alone's (the 16-bit wire's rounding included), so no collective.
-// With several ranks the collectives are stream-ordered (device/stream_collectives.h, issues 10
-// and 11): a bucket's collective waits for an event recorded on the compute stream after its
-// packing; the work on its result (widening a 16-bit wire, copying out, accumulating) is queued
+// One algorithm for every memory space (STYLE 16): the micro-step buffers, accumulators,
+// partitions and bucket buffers are a backend's memory, and the packing, accumulation and 16-bit
+// rounding are Backend ops (zero / copy / accumulate / accumulate_rounded / round_to) queued on
+// ctx.compute() behind the model's backward. The context is the device's (`--device cuda`, or the
+// CPU backend on worker streams in the staging tests) or, when none is given, the reducer's own
+// host context (ExecutionContext::create_host: compute inline on the caller's thread, a comm worker
+// thread). At world 1 every bucket is reduce_alone's (the 16-bit wire's rounding included), so no
+// collective. With several ranks the collectives are stream-ordered (device/stream_collectives.h,
+// issues 10 and 11): a bucket's collective waits for an event recorded on the compute stream after
+// its packing; the work on its result (widening a 16-bit wire, copying out, accumulating) is queued
 // when it is issued, on ctx.comm() behind it, followed by the bucket's `done` event; completing a
-// bucket makes the compute stream wait for `done` (before the unit's buffer is zeroed again, a
-// pooled buffer reused, or the norm and the update read the partitions). No host waits: a failed
-// collective is reported by finish_step() once it has finished (wait_collectives() waits).
+// bucket makes the compute stream wait for `done` (before a pooled buffer is reused, or the norm
+// and the update read the partitions): on the host context that wait is the host's (timed:
+// MemoryAccounting::comm_wait_s), on a device it is the stream's. A failed collective is reported
+// by finish_step() once it has finished (wait_collectives() waits).
+// Micro-step buffers are pooled, not one per unit: a unit takes one when backward first writes it
+// and hands it back once nothing reads it any more (accumulated at stages 0-1, packed or reduced at
+// stages 2-3), so stages 2-3 never hold the whole model's fp32 gradient at once.
 #pragma once
 
 #include <cstdint>
@@ -44,7 +50,6 @@
 #include "device/backend.h"
 #include "device/stream_collectives.h"
 #include "model/param_access.h"
-#include "sharding/buffer_pool.h"
 #include "sharding/shard_layout.h"
 #include "sharding/zero_options.h"
 
@@ -57,13 +62,17 @@ class GradReducer : public model::GradSink {
 
   // `device` (not owned; outlives the reducer): buffers in its backend's memory (see the file
   // comment); `comm` must then work on that memory, its collectives issued through
-  // device::make_stream_collectives (REQUIRES as there: on the CPU backend no other thread issues
-  // collectives on `comm`). Fails when device memory runs out or `comm` does not fit the device.
+  // device::make_stream_collectives (REQUIRES as there: on the CPU backend's worker streams no
+  // other thread issues collectives on `comm`). Null: host memory, on the reducer's own host
+  // context (`comm` may then be shared with the caller's collectives, issued from this thread).
+  // Fails when device memory runs out or `comm` does not fit the device.
   static StatusOr<std::unique_ptr<GradReducer>> create(const ShardLayout& layout,
                                                        Communicator& comm,
                                                        const ZeroOptions& options,
                                                        MemoryAccounting& memory,
                                                        device::ExecutionContext* device = nullptr);
+  // Host memory on the reducer's own host context (create() without a device; aborts when host
+  // memory runs out).
   GradReducer(const ShardLayout& layout, Communicator& comm, const ZeroOptions& options,
               MemoryAccounting& memory);
   ~GradReducer() override;
@@ -92,7 +101,7 @@ class GradReducer : public model::GradSink {
   // Partition offset in unit-flat coordinates (0 at stage 0, shard_begin otherwise).
   int64_t partition_begin(int u) const;
   int64_t partition_numel(int u) const;
-  // On a device, stages 1-3: `hook(u, ready)` is called (on the thread driving the reducer) once
+  // Stages 1-3: `hook(u, ready)` is called (on the thread driving the reducer) once
   // per step as soon as the ops producing unit u's final partition(u) of the step are queued on
   // stream `ready` (ctx.comm() behind a collective, ctx.compute() for a world of one), often during
   // backward (ZeRO-Offload copies it to the host from there: its copy waits for an event recorded
@@ -103,92 +112,92 @@ class GradReducer : public model::GradSink {
 
  private:
   struct Unit {
-    Tensor micro;    // this micro-step's gradient as backward writes it (padded_numel)
-    Tensor accum;    // stages 0–1: full-unit accumulator; stages 2–3: own-shard accumulator
-    Tensor reduced;  // stage 1: this rank's reduced shard
+    // This micro-step's gradient as backward writes it (padded_numel, fp32; from the pool while
+    // held: empty between grad_ready / its reduction and the next grad_buffer).
+    device::DeviceBuffer micro;
+    device::DeviceBuffer accum;  // stages 0–1: full-unit accumulator; 2–3: own-shard accumulator
+    device::DeviceBuffer reduced;    // stage 1: this rank's reduced shard
     bool in_open = false;            // in the bucket being filled
     bool has_pending = false;        // an in-flight bucket still reads / writes this unit's buffers
     bool reduced_this_step = false;  // stages 0–1 reduced early (overlap on the last micro-step)
-    // On a device: micro (kept for the next micro-step; micro_open while backward writes it),
-    // accum and reduced as above, in the backend's memory.
-    device::DeviceBuffer micro_dev, accum_dev, reduced_dev;
-    bool micro_open = false;
   };
   struct Bucket {
     std::vector<int> units;
-    Tensor in;   // packed input (empty: a single unit reduced straight from / into its buffer)
-    Tensor out;  // reduce-scatter output: this rank's shards of all units, back to back
+    device::DeviceBuffer in;   // packed input (empty: a single unit reduced from / into its buffer)
+    device::DeviceBuffer out;  // reduce-scatter output: this rank's shards of all units
     // comm_dtype != fp32: the rounded input and the reduce-scatter output in the wire dtype, and
-    // the fp32 buffer the result is widened into at completion (numel result_numel).
-    Tensor wire_in, wire_out;
+    // the fp32 buffer the result is widened into (numel result_numel).
+    device::DeviceBuffer wire_in, wire_out;
     float* result = nullptr;
     int64_t result_numel = 0;
-    // On a device, the same buffers in its memory (from take_device), and the event recorded on
-    // ctx.comm() after the collective and the work on its result.
-    device::DeviceBuffer in_dev, out_dev, wire_in_dev, wire_out_dev;
+    // Recorded on ctx.comm() after the collective and the work on its result.
     std::unique_ptr<device::Event> done;
     CommHandle pending;
+    // The micro buffers the bucket still reads (a single unit reduced from its own buffer at
+    // stages 2-3), back to the pool once it completed.
+    std::vector<device::DeviceBuffer> micro_held;
     bool final_for_step = false;  // issued on the last micro-step (on_partition_final_)
   };
   GradReducer(const ShardLayout& layout, Communicator& comm, const ZeroOptions& options,
               MemoryAccounting& memory, device::ExecutionContext* device);
+  Status allocate();
   void add_to_bucket(int u);  // queue a ready unit; issues the bucket when it is full
   void flush_open();          // issue the bucket being filled (if any)
   void issue(Bucket b);
-  // issue() in host memory: the bucket's input (pack_on_host: the single unit's own buffer, or
-  // the units packed into b.in, concatenated for an all-reduce, rank-major for a reduce-scatter;
-  // stage 2-3 micro buffers handed back once packed), the 16-bit wire's rounding, the collective.
-  void issue_on_host(Bucket b);
-  float* pack_on_host(Bucket& b, bool rank_major);
-  // A world of one with an fp32 wire: the reduction of a bucket is its input, so the bucket is
-  // finished in place (no packing, no collective, no copies) and counted as the collective.
+  // A world of one: the reduction of a bucket is its input (rounded to a 16-bit wire: the sum over
+  // one rank is its rounded input), so the bucket is finished in place, on the compute stream, and
+  // counted as the collective it stands for.
   void reduce_alone(const Bucket& b);
-  // reduce_alone on a device (also for a 16-bit wire: its rounding is the reduction of one rank).
-  void reduce_alone_on_device(const Bucket& b);
-  // issue() on a device, several ranks: packing and wire rounding as backend ops on the compute
-  // stream, the stream-ordered collective on device buffers, then queue_result_on_device.
-  void issue_on_device(Bucket b);
+  // Several ranks: packing and wire rounding on the compute stream (pack()), the stream-ordered
+  // collective, then queue_result.
+  void issue_collective(Bucket b);
+  // The bucket's input: a single unit's own buffer, or the units packed into b.in (concatenated
+  // for an all-reduce, rank-major for a reduce-scatter); stage 2-3 micro buffers back to the pool
+  // once packed.
+  TensorView pack(Bucket& b, bool rank_major);
   // The work on a bucket's reduced result (widening, copies, accumulation), queued on ctx.comm()
-  // behind its collective (`collective_done`), then the bucket's `done` event.
-  void queue_result_on_device(Bucket& b, const device::Event& collective_done);
+  // behind its collective (`collective_done`; `in`: its fp32 input, pack()'s), then the bucket's
+  // `done` event.
+  void queue_result(Bucket& b, const TensorView& in, const device::Event& collective_done);
   // Keeps the first error of the finished collectives in status_ (never blocks).
   void note_finished_collectives();
-  // Transient device buffers, kept for reuse (freed with the reducer).
-  device::DeviceBuffer take_device(int64_t numel, DType dtype);
-  void give_device(device::DeviceBuffer b);
-  // Device views (the backend's device) of `numel` elements of `dtype` at `data`.
-  TensorView device_view(const void* data, DType dtype, int64_t numel) const;
-  // A device buffer of at least the largest padded unit in `dtype` (16-bit rounding on the way),
-  // reused by every op in stream order.
-  TensorView device_scratch(DType dtype, int64_t numel);
-  Status allocate_on_device();
+  // Pooled buffers (freed with the reducer): the same sizes recur every micro-step. A buffer given
+  // back is reused in stream order (its next user queues on the compute stream, after the ops that
+  // read it, or after a wait for the bucket that did).
+  device::DeviceBuffer take(int64_t numel, DType dtype);
+  void give(device::DeviceBuffer b);
+  // A view (the context's memory) of `numel` elements of `dtype` at `data`.
+  TensorView view_of(const void* data, DType dtype, int64_t numel) const;
+  // A buffer of at least the largest padded unit in `dtype` (a 16-bit wire's rounding at world
+  // 1), reused by every op in stream order.
+  TensorView scratch(DType dtype, int64_t numel);
   void complete_front();    // wait + post-process the oldest in-flight bucket
   void drain_until(int u);  // complete buckets in issue order until u's is done
-  // Transient buffers (from pool_, counted in transient_bytes_). `zeroed`: the caller needs zeros.
-  Tensor take_buffer(int64_t numel, DType dtype = DType::kF32, bool zeroed = false);
-  void give_buffer(Tensor t);
+  // What a collective of bucket `b`'s units reads at stages 0-1 (the accumulator) or 2-3 (this
+  // micro-step's gradient).
+  TensorView source(int u) const;
 
   const ShardLayout& layout_;
   Communicator& comm_;
   ZeroOptions options_;
   MemoryAccounting& memory_;
-  device::ExecutionContext* device_ = nullptr;  // null: host memory
-  // On a device, several ranks: the collectives, the event they wait for on the compute stream,
-  // and the handles of issued ones whose result is not known yet.
+  std::unique_ptr<device::ExecutionContext> own_host_;  // no context given: the host's
+  device::ExecutionContext* ctx_ = nullptr;             // the given one, or own_host_
+  // Several ranks: the collectives, the event they wait for on the compute stream, and the
+  // handles of issued ones whose result is not known yet.
   std::unique_ptr<device::StreamCollectives> collectives_;
   std::unique_ptr<device::Event> ready_;
   std::vector<CommHandle> unchecked_;
-  device::DeviceBuffer scratch_[3];                // device_scratch, by dtype
-  std::vector<device::DeviceBuffer> device_pool_;  // take_device / give_device
+  device::DeviceBuffer scratch_[3];         // scratch(), by dtype
+  std::vector<device::DeviceBuffer> pool_;  // take / give
   std::vector<Unit> units_;
   std::vector<int> open_;  // units of the bucket being filled, in ready order
   int64_t open_numel_ = 0;
   std::deque<Bucket> in_flight_;  // issued buckets, in issue order
   int num_micro_steps_ = 1;
   int micro_step_ = 0;
-  int64_t transient_bytes_ = 0;
+  int64_t pooled_bytes_ = 0;
   std::function<void(int u, device::Stream& ready)> on_partition_final_;
-  BufferPool pool_{64};  // the same sizes recur every micro-step
   Status status_;
 };
 

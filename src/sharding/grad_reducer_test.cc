@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -225,10 +226,13 @@ TEST(GradReducerWorldOfOne, ReducesInPlaceAndCountsTheCollective) {
   constexpr int kMicroSteps = 2;
   ThreadCommunicator::run(1, [&](Communicator& comm) {
     const ShardLayout shards(layout, 1, 0);
-    int64_t total_numel = 0, largest_numel = 0;
+    int64_t total_numel = 0, distinct_numel = 0;
+    std::set<int64_t> sizes;
     for (int u = 0; u < layout.num_units(); ++u) {
       total_numel += shards.unit(u).padded_numel;
-      largest_numel = std::max(largest_numel, shards.unit(u).padded_numel);
+      if (sizes.insert(shards.unit(u).padded_numel).second) {
+        distinct_numel += shards.unit(u).padded_numel;
+      }
     }
     for (int stage : {0, 1, 2, 3}) {
       ZeroOptions o;
@@ -254,9 +258,10 @@ TEST(GradReducerWorldOfOne, ReducesInPlaceAndCountsTheCollective) {
               << "stage " << stage << " unit " << u;
         }
       }
-      // Stages 0-1 hand each micro-step buffer back at once; stages 2-3 hold them until the
-      // bucket is reduced. Before: plus the packed bucket and its output.
-      const int64_t want_transient = (stage >= 2 ? total_numel : largest_numel) * 4;
+      // Stages 0-1 hand each micro-step buffer back at once, so the pool keeps one buffer per
+      // distinct unit size; stages 2-3 hold them until the bucket is reduced. Before: plus the
+      // packed bucket and its output.
+      const int64_t want_transient = (stage >= 2 ? total_numel : distinct_numel) * 4;
       EXPECT_EQ(memory.peak_transient_grad_bytes, want_transient) << "stage " << stage;
       const CommStats s = comm.stats();
       const CommKind kind = stage == 0 ? CommKind::kAllReduce : CommKind::kReduceScatter;

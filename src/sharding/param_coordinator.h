@@ -6,16 +6,20 @@
 // or reused soon. The trace is fixed by the model's unit order, so every rank issues the same
 // collectives in the same order.
 //
-// Memory space: created with a device::ExecutionContext (`--device cuda` with the state on the
-// device), every unit's working values (stage 3: the shards and gathered units) live in that
-// backend's memory and set_values casts the device master into them with Backend::copy on
-// ctx.compute(), the stream the model reads them on (stream order, no host wait). With several
-// ranks the gathers are stream-ordered (device/stream_collectives.h, issues 10 and 11): each waits
-// for an event recorded on the compute stream when it is issued (after the cast that wrote the own
-// block or shard, and after the kernels still reading a reused buffer), and acquire() (or a new
-// set_values) makes the compute stream wait for the gather's `done` event; a unit's owner
-// broadcasts (allgather_partitions=false) go out as one group. The host waits only where device
-// memory is freed. Without a context, host memory and the host kernels.
+// One algorithm for every memory space (STYLE 16): the units live in a backend's memory and every
+// move of values (the cast of the master into the unit, a shard copied into its block) is a
+// Backend op on ctx.compute(), the stream the model reads them on. The context is the device's
+// (`--device cuda` with the state on the device, or the CPU backend's worker streams in the
+// staging tests) or, when none is given, the coordinator's own host context
+// (ExecutionContext::create_host: compute inline on the caller's thread). With several ranks the
+// gathers are stream-ordered (device/stream_collectives.h, issues 10 and 11): each waits for an
+// event recorded on the compute stream when it is issued (after the cast that wrote the own block
+// or shard, and after the kernels still reading a reused buffer), and acquire() (or a new
+// set_values) makes the compute stream wait for the gather's `done` event: on the host context a
+// host wait (timed: MemoryAccounting::comm_wait_s), on a device the stream's. A unit's owner
+// broadcasts (allgather_partitions=false) go out as one group. Where the stage-3 shards live is
+// the one difference between placements: a ParamStore on the host context (host memory, or NVMe
+// beyond offload_param.max_in_cpu), a device buffer per unit on a device.
 #pragma once
 
 #include <cstdint>
@@ -29,7 +33,6 @@
 #include "device/backend.h"
 #include "device/stream_collectives.h"
 #include "model/param_access.h"
-#include "sharding/buffer_pool.h"
 #include "sharding/param_store.h"
 #include "sharding/shard_layout.h"
 #include "sharding/zero_options.h"
@@ -38,12 +41,14 @@ namespace zero::sharding {
 
 class ParamCoordinator : public model::ParamAccess {
  public:
-  // Stage 3 keeps its shards in a ParamStore placed as `offload` says (host memory, or NVMe
-  // beyond max_in_cpu); errors are those of creating the swap file. `rank` names the swap file.
-  // `device` (not owned; outlives the coordinator): keep the working values in its backend's
-  // memory (see the file comment); `comm` must then work on that memory, its collectives issued
-  // through device::make_stream_collectives (REQUIRES as there). REQUIRES then: no parameter
-  // offload.
+  // Stage 3 on the host keeps its shards in a ParamStore placed as `offload` says (host memory,
+  // or NVMe beyond max_in_cpu); errors are those of creating the swap file. `rank` names the swap
+  // file. `device` (not owned; outlives the coordinator): keep the units in its backend's memory
+  // (see the file comment); `comm` must then work on that memory, its collectives issued through
+  // device::make_stream_collectives (REQUIRES as there: on the CPU backend's worker streams no
+  // other thread issues collectives on `comm`). REQUIRES then: no parameter offload. Null: host
+  // memory, on the coordinator's own host context (`comm` may be shared with the caller's own
+  // collectives, issued from this thread).
   static StatusOr<std::unique_ptr<ParamCoordinator>> create(
       const ShardLayout& layout, Communicator& comm, const ZeroOptions& options,
       const ParamOffloadOptions& offload, MemoryAccounting& memory,
@@ -59,7 +64,7 @@ class ParamCoordinator : public model::ParamAccess {
   // set_values with `values` already rounded to the model dtype (the caller cast them, e.g. on
   // the host before uploading half the bytes: runtime/offload_pipeline.h): installed as they are
   // (a plain copy), everything else as set_values. REQUIRES: created with a device (`values` in
-  // its memory). For an fp32 model the same as set_values.
+  // its memory; a ParamStore takes fp32 values). For an fp32 model the same as set_values.
   Status set_model_dtype_values(int u, const void* values);
   // Completes the gathers set_values started (stages 1–2 with overlap issue them asynchronously);
   // stage 3's are prefetches, left in flight for acquire() to wait on.
@@ -82,23 +87,25 @@ class ParamCoordinator : public model::ParamAccess {
 
   // Number of gathers issued for unit u so far (tests).
   int64_t gathers(int u) const { return units_[static_cast<size_t>(u)].gathers; }
-  // Stage 3 in host memory: where the shards live (null below stage 3 and on a device).
+  // Stage 3 on the host context: where the shards live (null below stage 3 and on a device).
   const ParamStore* store() const { return store_.get(); }
 
  private:
   ParamCoordinator(const ShardLayout& layout, Communicator& comm, const ZeroOptions& options,
                    MemoryAccounting& memory, device::ExecutionContext* device);
   struct Unit {
-    Tensor full;  // model dtype; stages 0–2: always; stage 3: while gathered (padded_numel)
-    // On a device: the unit's values at stages 0-2, this rank's shard at stage 3 (the padded unit
-    // at world 1, lent as its `view` as the host shard is); gathered_dev: stage 3's gathered unit.
-    device::DeviceBuffer on_device, gathered_dev;
-    // Stage 3 in a world of one: the unit's values are the host shard itself (shard_numel ==
+    // The unit's values in the model dtype (padded_numel): stages 0–2 always; stage 3 while
+    // gathered (from the gather pool).
+    device::DeviceBuffer full;
+    // Stage 3 on a device: this rank's shard (the padded unit at world 1, lent as its `view`). On
+    // the host context the ParamStore holds the shards.
+    device::DeviceBuffer shard;
+    // Stage 3 in a world of one: the unit's values are the shard itself (shard_numel ==
     // padded_numel, in the model dtype), so "gathering" lends its pointer: no buffer, no copy.
-    // Valid until the next set_values (the store's write) or release.
+    // Valid until the next set_values (the shard's write) or release.
     const void* view = nullptr;
     CommHandle pending;  // an in-flight gather into `full`
-    // On a device: recorded after the gather (the compute stream waits for it before reading).
+    // Recorded after the gather (the compute stream waits for it before reading).
     std::shared_ptr<device::Event> done;
     bool has_pending = false;
     bool gathered = false;  // stage 3: `full` holds current values
@@ -106,29 +113,28 @@ class ParamCoordinator : public model::ParamAccess {
     int refcount = 0;
     int64_t gathers = 0;
   };
-  // set_values on a device: the cast (or, `values_dtype` the model dtype, the copy) into the
-  // device unit, then the gathers.
-  Status set_device_values(int u, const void* values, DType values_dtype);
+  Status allocate(const ParamOffloadOptions& offload);
+  // set_values for `values` of `values_dtype` (fp32, or the model dtype): the cast (or the copy)
+  // into the unit, then the gathers.
+  Status install(int u, const void* values, DType values_dtype);
+  // Stage 3: the own shard's values (the store's, loaded; or the device shard).
+  StatusOr<const void*> load_shard(int u);
   void gather_async(int u);
-  // gather_async on a device, several ranks: the all-gather of the device shard into a gathered
-  // buffer (kept ones reused).
-  void gather_on_device(int u);
-  // A world of one with the shard in host memory: gather_async lends the shard (see Unit::view).
+  // A world of one with the shard in memory (not on NVMe): gather_async lends the shard (see
+  // Unit::view).
   bool gather_is_view(int u) const;
   // Starts the all-gather (or owner broadcasts) of unit u into unit.full (model dtype) from this
-  // rank's shard `shard` (P values in the model dtype: the store's), or, when `shard` is null,
-  // from the own block as it stands.
+  // rank's shard `shard` (P values in the model dtype), or, when `shard` is null, from the own
+  // block as it stands. A world of one (an NVMe shard) copies the shard in.
   void issue_gather(int u, const void* shard);
-  // issue_gather's collectives on a device, stream-ordered; `in`: the all-gather's input.
-  void issue_gather_on_device(int u, const void* in);
-  // The buffer holding unit u's full values (unit.full, or on_device on a device).
-  char* unit_base(int u) const;
   // Unit u's own block (this rank's shard) inside unit.full.
   char* own_block(int u) const;
   model::ParamView working_view(const Unit& unit) const;
+  // A view (the context's memory) of `numel` elements of the model dtype at `data`.
+  TensorView view_of(const void* data, int64_t numel) const;
   void note_peak_gathered();
+  // Keeps gathered buffers plus pooled ones within stage3_max_live_parameters.
   void trim_pool();
-  void trim_device_pool();
   // Stage 3, set_values: whether unit u is gathered at the start of the next micro-step's trace
   // (within the prefetch bucket), so its gather can start now, during the rest of the update.
   bool leads_trace(int u) const;
@@ -142,16 +148,15 @@ class ParamCoordinator : public model::ParamAccess {
   Communicator& comm_;
   ZeroOptions options_;
   MemoryAccounting& memory_;
-  device::ExecutionContext* device_;  // null: host memory
-  // On a device, stage 3: gathered buffers kept for reuse.
-  std::vector<device::DeviceBuffer> device_pool_;
-  // On a device, several ranks: the gathers, the event they wait for on the compute stream, and
-  // the handles of issued ones whose result is not known yet.
+  std::unique_ptr<device::ExecutionContext> own_host_;  // no context given: the host's
+  device::ExecutionContext* ctx_ = nullptr;             // the given one, or own_host_
+  // Several ranks: the gathers, the event they wait for on the compute stream, and the handles of
+  // issued ones whose result is not known yet.
   std::unique_ptr<device::StreamCollectives> collectives_;
   std::unique_ptr<device::Event> ready_;
   std::vector<CommHandle> unchecked_;
   std::vector<Unit> units_;
-  std::unique_ptr<ParamStore> store_;  // stage 3: this rank's shards (host or NVMe)
+  std::unique_ptr<ParamStore> store_;  // stage 3 on the host: this rank's shards (host or NVMe)
   // Stage 3: the order of acquire() calls in one micro-step, recorded on the first one.
   std::vector<int> trace_;
   bool trace_recorded_ = false;
@@ -164,8 +169,9 @@ class ParamCoordinator : public model::ParamAccess {
   // Stage-3 gather buffers (full units in the model dtype), kept for the next gather of the same
   // size: blocks have equal sizes, and every unit is gathered again each step. A fresh buffer is
   // page-faulted and zeroed (the largest, the embedding, every step at world 2 when only two were
-  // kept). Kept buffers plus gathered units stay within stage3_max_live_parameters (trim_pool()).
-  BufferPool pool_{0};
+  // kept), and freeing device memory waits for the device. At most one per unit; kept buffers plus
+  // gathered units stay within stage3_max_live_parameters (trim_pool()).
+  std::vector<device::DeviceBuffer> pool_;
 };
 
 }  // namespace zero::sharding

@@ -103,6 +103,37 @@ struct CastOp {
   }
 };
 
+// acc += float(T(x)): an fp32 gradient rounded to the model dtype T first, as a T backward would
+// have produced it, then accumulated in fp32 (one pass instead of a cast and an accumulate).
+template <typename T>
+struct AccumulateRoundedOp {
+  float* acc;
+  const float* x;
+  template <int kPack>
+  __device__ void apply(int64_t i) const {
+    float a[kPack], v[kPack];
+    load_f32<kPack>(acc + i, a);
+    load_f32<kPack>(x + i, v);
+#pragma unroll
+    for (int k = 0; k < kPack; ++k) a[k] += exact_to_f32(exact_from_f32<T>(v[k]));
+    store_f32<kPack>(acc + i, a);
+  }
+};
+
+// x = float(T(x)), in place.
+template <typename T>
+struct RoundToOp {
+  float* x;
+  template <int kPack>
+  __device__ void apply(int64_t i) const {
+    float v[kPack];
+    load_f32<kPack>(x + i, v);
+#pragma unroll
+    for (int k = 0; k < kPack; ++k) v[k] = exact_to_f32(exact_from_f32<T>(v[k]));
+    store_f32<kPack>(x + i, v);
+  }
+};
+
 // Mixed-type ops move 4 elements per access: 16 bytes of float, 8 of a 16-bit type.
 constexpr int kMixedPack = 4;
 
@@ -128,6 +159,16 @@ void accumulate_f32(float* acc, const T* x, int64_t n, cudaStream_t stream) {
   launch_elementwise<kMixedPack>(n, AccumulateF32Op<T>{acc, x}, stream, acc, x);
 }
 
+template <typename T>
+void accumulate_rounded(float* acc, const float* x, int64_t n, cudaStream_t stream) {
+  launch_elementwise<kMixedPack>(n, AccumulateRoundedOp<T>{acc, x}, stream, acc, x);
+}
+
+template <typename T>
+void round_to(float* x, int64_t n, cudaStream_t stream) {
+  launch_elementwise<kMixedPack>(n, RoundToOp<T>{x}, stream, x);
+}
+
 template <typename Src, typename Dst>
 void cast(const Src* src, Dst* dst, int64_t n, cudaStream_t stream) {
   launch_elementwise<kMixedPack>(n, CastOp<Src, Dst>{src, dst}, stream, src, dst);
@@ -145,5 +186,9 @@ ZERO_INSTANTIATE_ARITHMETIC(float)
 ZERO_INSTANTIATE_ARITHMETIC(__nv_bfloat16)
 ZERO_INSTANTIATE_ARITHMETIC(__half)
 #undef ZERO_INSTANTIATE_ARITHMETIC
+template void accumulate_rounded<__nv_bfloat16>(float*, const float*, int64_t, cudaStream_t);
+template void accumulate_rounded<__half>(float*, const float*, int64_t, cudaStream_t);
+template void round_to<__nv_bfloat16>(float*, int64_t, cudaStream_t);
+template void round_to<__half>(float*, int64_t, cudaStream_t);
 
 }  // namespace zero::kernels::cuda

@@ -28,6 +28,15 @@ void scale(T* x, float s, int64_t n, cudaStream_t stream);
 template <typename T>
 void accumulate_f32(float* acc, const T* x, int64_t n, cudaStream_t stream);
 
+// acc(n) += float(T(x)): x (fp32) rounded to T (nearest even, as core/dtype.h) and accumulated in
+// fp32, bitwise the host's accumulate_rounded. T in {__nv_bfloat16, __half}.
+template <typename T>
+void accumulate_rounded(float* acc, const float* x, int64_t n, cudaStream_t stream);
+
+// x(n) = float(T(x)) in place, bitwise the host's round_to_dtype. T in {__nv_bfloat16, __half}.
+template <typename T>
+void round_to(float* x, int64_t n, cudaStream_t stream);
+
 // dst(n) = src converted to Dst exactly as convert_from_f32(convert_to_f32(src)) on the host:
 // 16-bit -> float exact, float -> 16-bit round to nearest even, NaN -> NaN (f16: canonical quiet
 // NaN; bf16: payload kept, quiet bit set), overflow -> inf. Src == Dst copies bits unchanged.
