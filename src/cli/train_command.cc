@@ -113,6 +113,12 @@ void add_run_flags(CLI::App* t, runtime::TrainArgs& args) {
   add_value(t, "device", a->device,
             "cpu (default) | cuda: the model on this rank's GPU; the ZeRO state and optimizer "
             "there too without offload, else in host memory");
+  add_value(t, "dist_backend", a->dist_backend,
+            "with --device cuda and several ranks: how ZeRO's collectives travel: nccl, mpi "
+            "(the host communicator, staged through pinned host memory on the comm stream; for "
+            "ranks that share a GPU or hosts without NCCL), or auto (default: nccl unless this "
+            "node has more ranks than GPUs)")
+      ->check(CLI::IsMember({"auto", "nccl", "mpi"}));
   add_bool_flag(t, "offload_overlap", a->offload_overlap,
                 "with --device cuda and offload_optimizer cpu: run each unit's CPU Adam during "
                 "backward (exact only without gradient_clipping and fp16; elsewhere after "

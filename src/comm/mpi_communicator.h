@@ -55,6 +55,12 @@ class MpiCommunicator final : public Communicator {
   static StatusOr<std::unique_ptr<MpiCommunicator>> create_world(
       MpiRuntime& runtime, const MpiCommunicatorOptions& options = {});
 
+  // Another communicator over the same ranks, with its own MPI communicator and communication
+  // thread (collective over all ranks): for collectives issued from another thread in their own
+  // order (the device path's staged transport, device/stream_collectives.h).
+  StatusOr<std::unique_ptr<MpiCommunicator>> duplicate() {
+    return create_world(runtime_, options_);
+  }
   // Finishes every queued collective, stops the communication thread and frees the MPI
   // communicators. If a timed-out collective could not be drained, the MPI communicator is leaked
   // and the runtime is told not to finalize.

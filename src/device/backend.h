@@ -8,6 +8,7 @@
 // elements.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -110,6 +111,11 @@ class Backend {
   // out->sum_sq += sum(float(x)^2) in double; out->nonfinite |= any inf / NaN in x. `out` is host
   // memory, read after the stream (or an event after the op) was synchronized.
   virtual void sum_squares(Stream& stream, TensorView x, SumSquaresOut* out) = 0;
+  // Runs `fn` on a host thread when `stream` reaches it; the stream's later work waits for it to
+  // return (CUDA: cudaLaunchHostFunc's thread; CPU: the stream's worker, or the caller of an
+  // inline stream). It runs even after a failed op on the stream (a collective that every rank must
+  // issue). `fn` must not call the backend or the CUDA API; it may block (a host collective).
+  virtual void host_function(Stream& stream, std::function<void()> fn) = 0;
   // One AdamW / Adam-L2 step of a shard (optim::adam_update's math, bitwise: the CPU backend runs
   // the vectorised CPU Adam, kernels/adamw/adamw_simd.h; the CUDA one its fused kernel).
   virtual void adamw(Stream& stream, const optim::AdamArgs& args, const AdamShardViews& shard,

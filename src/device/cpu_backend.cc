@@ -131,6 +131,10 @@ class CpuBackend final : public Backend {
     });
   }
 
+  void host_function(Stream& stream, std::function<void()> fn) override {
+    cpu(stream).enqueue_always(std::move(fn));
+  }
+
   void accumulate_rounded(Stream& stream, TensorView acc, TensorView x, DType dtype) override {
     if (dtype == DType::kF32) return accumulate(stream, acc, x);
     check_host(acc, "accumulate_rounded: acc");

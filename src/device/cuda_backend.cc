@@ -224,6 +224,22 @@ class CudaBackend final : public Backend {
     });
   }
 
+  void host_function(Stream& stream, std::function<void()> fn) override {
+    CudaStream& s = ready(stream);
+    auto* owned = new std::function<void()>(std::move(fn));
+    auto trampoline = [](void* p) {
+      std::unique_ptr<std::function<void()>> f(static_cast<std::function<void()>*>(p));
+      (*f)();
+    };
+    const cudaError_t err = cudaLaunchHostFunc(s.get(), trampoline, owned);
+    if (err != cudaSuccess) {
+      // A failed stream refuses new work; the function still runs (every rank must issue a
+      // collective), here and now, and the stream keeps its first error.
+      s.note_error(err, "host_function: queueing");
+      trampoline(owned);
+    }
+  }
+
   void accumulate_rounded(Stream& stream, TensorView acc, TensorView x, DType dtype) override {
     if (dtype == DType::kF32) return accumulate(stream, acc, x);
     check_device(acc, "accumulate_rounded: acc");

@@ -110,6 +110,9 @@ StatusOr<std::unique_ptr<StreamCollectives>> make_stream_collectives(Communicato
       return std::unique_ptr<StreamCollectives>(
           std::make_unique<CpuStreamCollectives>(comm, static_cast<CpuStream&>(ctx.comm())));
     case Device::kCuda:
+      // A host communicator (`--dist_backend mpi`, ranks sharing a GPU): staged through pinned
+      // host memory; NCCL's own otherwise.
+      if (comm.backend_name() != "nccl") return make_staged_stream_collectives(comm, ctx);
 #if defined(ZERO_WITH_NCCL)
       return make_nccl_stream_collectives(comm, ctx);
 #else

@@ -66,6 +66,14 @@ class StreamCollectives {
 StatusOr<std::unique_ptr<StreamCollectives>> make_stream_collectives(Communicator& comm,
                                                                      ExecutionContext& ctx);
 
+// A device's collectives over a host communicator (`comm`: host memory; not owned, outlives the
+// result; used only from ctx.comm()'s host functions, so give it to no one else: a duplicate of
+// the job's communicator), staged through pinned host memory on ctx.comm(): D2H, the host
+// collective in a host function, H2D, then `done` (device/staged_stream_collectives.cc). The
+// transport of `--dist_backend mpi` and of ranks that share a GPU.
+StatusOr<std::unique_ptr<StreamCollectives>> make_staged_stream_collectives(Communicator& comm,
+                                                                            ExecutionContext& ctx);
+
 // The CUDA backend's (device/cuda_stream_collectives.cc; builds with NCCL).
 StatusOr<std::unique_ptr<StreamCollectives>> make_nccl_stream_collectives(Communicator& comm,
                                                                           ExecutionContext& ctx);

@@ -35,11 +35,14 @@ struct Case {
   bool offload;          // offload_optimizer cpu
   bool no_clip = false;  // gradient_clipping 0: with offload (and offload_overlap), the CPU Adam
                          // overlaps backward
+  bool staged = false;   // --dist_backend mpi: the collectives over the host communicator,
+                         // staged through pinned host memory (ranks sharing a GPU)
 };
 
 void PrintTo(const Case& c, std::ostream* os) {
   *os << c.model << " stage " << c.stage << " world " << c.world << " " << dtype_name(c.dtype)
-      << (c.offload ? " offload cpu" : "") << (c.no_clip ? " no clipping" : "");
+      << (c.offload ? " offload cpu" : "") << (c.no_clip ? " no clipping" : "")
+      << (c.staged ? " dist_backend mpi" : "");
 }
 
 struct Curve {
@@ -72,6 +75,7 @@ Curve run(const Case& c, Device device, const model::TransformerOptions& transfo
     if (c.offload) o.offload.optimizer = OptimizerOffload::kCpu;
     o.offload_overlap = true;  // opt-in; acts without clipping (checked below)
     o.check_memory = false;
+    if (c.staged) o.dist_backend = DistBackend::kMpi;
     model::ModelLayout layout(o.model_config);
     auto reader = model::HfWeightReader::open(*default_storage(), kGolden + c.model, layout);
     ASSERT_TRUE(reader.ok()) << reader.status().to_string();
@@ -90,6 +94,10 @@ Curve run(const Case& c, Device device, const model::TransformerOptions& transfo
       EXPECT_TRUE((*engine)->state_on_device());
       EXPECT_EQ((*engine)->offload_on_device(), c.offload);
       EXPECT_GT((*engine)->memory().device_bytes, 0);
+      if (c.world > 1) {
+        EXPECT_EQ((*engine)->placement().collectives,
+                  c.staged ? "threads communicator, staged through pinned host memory" : "NCCL");
+      }
       if (c.offload) {
         EXPECT_NE((*engine)->master(0), nullptr);  // host memory
         EXPECT_GT((*engine)->memory().pinned_bytes, 0);
@@ -202,6 +210,16 @@ std::vector<Case> cases() {
       out.push_back({"gpt2_tiny", stage, world, DType::kBF16, true, true});
     }
   }
+  // --dist_backend mpi (issue 30 item 1): the device path's collectives over a duplicate of the
+  // ThreadCommunicator, each a D2H copy into pinned staging, the host collective in a host function
+  // on the comm stream and an H2D copy back, ordered by events as NCCL's are.
+  for (int world : {2, 4}) {
+    for (int stage = 0; stage <= 3; ++stage) {
+      out.push_back({"gpt2_tiny", stage, world, DType::kBF16, false, false, true});
+    }
+  }
+  out.push_back({"llama_tiny", 3, 2, DType::kF32, false, false, true});
+  out.push_back({"gpt2_tiny", 2, 2, DType::kBF16, true, true, true});
   return out;
 }
 
@@ -209,7 +227,7 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   const Case& c = info.param;
   return std::string(c.model) + "_s" + std::to_string(c.stage) + "_w" + std::to_string(c.world) +
          "_" + std::string(dtype_name(c.dtype)) + (c.offload ? "_offload" : "") +
-         (c.no_clip ? "_noclip" : "");
+         (c.no_clip ? "_noclip" : "") + (c.staged ? "_mpi" : "");
 }
 
 INSTANTIATE_TEST_SUITE_P(Ladder, CudaEngineOnEmulator, ::testing::ValuesIn(cases()), case_name);

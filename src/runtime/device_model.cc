@@ -1,6 +1,7 @@
 // make_device_model (device_model.h): the one dispatch from a device to its model.
 #include "runtime/device_model.h"
 
+#include "comm/mpi_communicator.h"
 #include "comm/thread_communicator.h"
 #include "model/kv_decoder.h"
 
@@ -69,8 +70,54 @@ StatusOr<DeviceMemoryInfo> probe_device_memory(device::ExecutionContext& ctx) {
   return unimplemented("--device {}: no device memory to probe", device_name(ctx.device()));
 }
 
+StatusOr<DistBackend> parse_dist_backend(std::string_view value) {
+  if (value == "auto") return DistBackend::kAuto;
+  if (value == "nccl") return DistBackend::kNccl;
+  if (value == "mpi") return DistBackend::kMpi;
+  return invalid_argument("--dist_backend {}: expected auto, nccl or mpi", value);
+}
+
+std::string_view dist_backend_name(DistBackend b) {
+  switch (b) {
+    case DistBackend::kAuto: return "auto";
+    case DistBackend::kNccl: return "nccl";
+    case DistBackend::kMpi: return "mpi";
+  }
+  return "?";
+}
+
+bool ranks_share_a_gpu(int local_world_size, int device_count) {
+  return device_count > 0 && local_world_size > device_count;
+}
+
+namespace {
+
+// A second communicator over `bootstrap`'s ranks for the staged transport (collective).
+StatusOr<std::unique_ptr<Communicator>> duplicate_host_communicator(Communicator& bootstrap) {
+  if (auto* threads = dynamic_cast<ThreadCommunicator*>(&bootstrap)) {
+    ZERO_ASSIGN_OR_RETURN(std::unique_ptr<ThreadCommunicator> dup, threads->duplicate());
+    return std::unique_ptr<Communicator>(std::move(dup));
+  }
+  if (auto* mpi = dynamic_cast<MpiCommunicator*>(&bootstrap)) {
+    ZERO_ASSIGN_OR_RETURN(std::unique_ptr<MpiCommunicator> dup, mpi->duplicate());
+    return std::unique_ptr<Communicator>(std::move(dup));
+  }
+  return unimplemented("--dist_backend mpi needs an MPI or thread communicator, not {}",
+                       bootstrap.backend_name());
+}
+
+}  // namespace
+
 StatusOr<std::unique_ptr<Communicator>> make_device_communicator(Communicator& bootstrap,
-                                                                 device::ExecutionContext& ctx) {
+                                                                 device::ExecutionContext& ctx,
+                                                                 DistBackend dist,
+                                                                 int device_count) {
+  if (ctx.device() == Device::kCuda &&
+      (dist == DistBackend::kMpi ||
+       (dist == DistBackend::kAuto &&
+        ranks_share_a_gpu(bootstrap.local_world_size(), device_count)))) {
+    return duplicate_host_communicator(bootstrap);
+  }
   switch (ctx.device()) {
     case Device::kCpu:
       // The CPU backend's device memory is host memory, but its comm stream's worker issues the

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string_view>
 
 #include "comm/communicator.h"
 #include "core/status.h"
@@ -70,13 +71,29 @@ struct DeviceMemoryInfo {
 StatusOr<DeviceMemoryInfo> probe_device_memory(device::ExecutionContext& ctx);
 StatusOr<DeviceMemoryInfo> probe_cuda_memory(device::ExecutionContext& ctx);
 
+// The transport of the device path's collectives (`--dist_backend`, DeepSpeed's
+// init_distributed(dist_backend=...)): NCCL, or the host communicator staged through pinned host
+// memory (`mpi`); `auto` takes NCCL unless this node's ranks share a GPU (NCCL refuses two ranks
+// on one device).
+enum class DistBackend { kAuto, kNccl, kMpi };
+// "auto" | "nccl" | "mpi"; otherwise an error naming the value.
+StatusOr<DistBackend> parse_dist_backend(std::string_view value);
+std::string_view dist_backend_name(DistBackend b);
+
+// Whether `local_world_size` ranks on this node have a GPU each (`device_count` visible ones).
+bool ranks_share_a_gpu(int local_world_size, int device_count);
+
 // The communicator for ZeRO's collectives on ctx's device memory, over `bootstrap`'s ranks
-// (collective: every rank calls it): NCCL on a GPU; on the CPU backend a duplicate of a
-// ThreadCommunicator (its collectives run on the comm stream's worker,
-// device/stream_collectives.h). UNIMPLEMENTED when this build has none for the device (a CUDA build
-// without NCCL, the CPU backend over MPI): the engine then keeps the ZeRO state in host memory.
-StatusOr<std::unique_ptr<Communicator>> make_device_communicator(Communicator& bootstrap,
-                                                                 device::ExecutionContext& ctx);
+// (collective: every rank calls it, with the same `dist`): on a GPU NCCL, or for `mpi` (and for
+// `auto` when ranks share a GPU) a duplicate of the host communicator (MpiCommunicator or
+// ThreadCommunicator), whose collectives device::make_stream_collectives stages through pinned
+// host memory; on the CPU backend a duplicate of a ThreadCommunicator (its collectives run on the
+// comm stream's worker, device/stream_collectives.h). UNIMPLEMENTED when this build has none for
+// the device (a CUDA build without NCCL, the CPU backend over MPI): the engine then keeps the ZeRO
+// state in host memory.
+StatusOr<std::unique_ptr<Communicator>> make_device_communicator(
+    Communicator& bootstrap, device::ExecutionContext& ctx, DistBackend dist = DistBackend::kAuto,
+    int device_count = 1);
 
 // CUDA builds (runtime/cuda_device_model.cc): NcclCommunicator over `bootstrap`; UNIMPLEMENTED
 // without NCCL. (The CPU emulator's build always has it, on its NCCL stand-in.)

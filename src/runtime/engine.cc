@@ -1,6 +1,8 @@
 // The engine: train_step reads as its phases (docs/design.md §5).
 #include "runtime/engine.h"
 
+#include "core/device.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -157,6 +159,12 @@ Status Engine::build_contexts_and_model() {
   // One GPU per rank: the rank's index on its node (CUDA_VISIBLE_DEVICES narrows what is seen).
   device::StreamOptions so;
   so.cuda_device = comm_->local_rank();
+  // Ranks that share a GPU (more on this node than it has): rank i takes GPU i mod count, as NCCL's
+  // bootstrap does, and the collectives go staged through host memory (make_device_communicator).
+  const int device_count = o.device == Device::kCuda ? probe_cuda().device_count : 0;
+  if (ranks_share_a_gpu(comm_->local_world_size(), device_count)) {
+    so.cuda_device = comm_->local_rank() % device_count;
+  }
   ZERO_ASSIGN_OR_RETURN(exec_, device::ExecutionContext::create(o.device, so));
   const ModelFactory& factory = o.model_factory ? o.model_factory : make_device_model;
   ZERO_ASSIGN_OR_RETURN(model_, factory(o.model_config, o.transformer, *exec_));
@@ -173,7 +181,9 @@ StatusOr<Communicator*> Engine::build_placement() {
   Communicator* zero_comm = comm_;  // what the coordinator and reducer run their collectives on
   if (state_device_ != nullptr && comm_->world_size() > 1) {
     // Collective: every rank decides alike (the same options, the same build).
-    StatusOr<std::unique_ptr<Communicator>> dc = make_device_communicator(*comm_, *exec_);
+    const int device_count = exec_->device() == Device::kCuda ? probe_cuda().device_count : 0;
+    StatusOr<std::unique_ptr<Communicator>> dc =
+        make_device_communicator(*comm_, *exec_, options_.dist_backend, device_count);
     if (dc.ok()) {
       device_comm_ = std::move(*dc);
       if (device_comm_ != nullptr) zero_comm = device_comm_.get();
@@ -365,8 +375,11 @@ OptimizerStateStore::InstallFn Engine::install_fn() {
 }
 
 std::string Engine::Placement::line() const {
-  return fmt::format("parameters {}; gradients {}; master weights and moments {}; activations {}",
-                     parameters, gradients, optimizer_state, activations);
+  std::string out =
+      fmt::format("parameters {}; gradients {}; master weights and moments {}; activations {}",
+                  parameters, gradients, optimizer_state, activations);
+  if (!collectives.empty()) out += fmt::format("; collectives {}", collectives);
+  return out;
 }
 
 Engine::Placement Engine::placement() const {
@@ -380,6 +393,12 @@ Engine::Placement Engine::placement() const {
   } else {
     p.parameters = state_device_ != nullptr ? device : "host memory";
     p.gradients = p.parameters;
+  }
+  if (device_comm_ != nullptr && model_->device() != Device::kCpu) {
+    p.collectives = device_comm_->backend_name() == "nccl"
+                        ? std::string("NCCL")
+                        : fmt::format("{} communicator, staged through pinned host memory",
+                                      device_comm_->backend_name());
   }
   if (const sharding::ParamStore* store = params_->store(); store != nullptr) {
     p.parameters += fmt::format(" (stage-3 shards offloaded to {}: offload_param)",

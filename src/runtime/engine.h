@@ -85,6 +85,9 @@ struct EngineOptions {
   // Adam (gpt2-1558m on an H200: 92 ms vs 310 ms), so the overlap saves at most the backward, and
   // the rollback copy it needs (12 more bytes written per element) costs about as much.
   bool offload_overlap = false;
+  // The transport of the device path's collectives at world >= 2 (`--dist_backend`): NCCL, or the
+  // host communicator staged through pinned memory (mpi; what auto picks when ranks share a GPU).
+  DistBackend dist_backend = DistBackend::kAuto;
   // ds_config wall_clock_breakdown: time the step phases (timers()).
   bool wall_clock_breakdown = false;
   // Loss masks (targets -100, prepared data): the loss is the mean over the unmasked targets of
@@ -174,7 +177,10 @@ class Engine {
   // offload rules): what `zero train` prints once, so no two messages can disagree.
   struct Placement {
     std::string parameters, gradients, optimizer_state, activations;
-    // "parameters X; gradients Y; master weights and moments Z; activations W".
+    // Several ranks with the state on a GPU: how ZeRO's collectives travel (NCCL, or a host
+    // communicator staged through pinned memory: --dist_backend); empty otherwise.
+    std::string collectives;
+    // "parameters X; gradients Y; master weights and moments Z; activations W[; collectives C]".
     std::string line() const;
   };
   Placement placement() const;

@@ -319,6 +319,7 @@ Status make_engine_options(const TrainArgs& args, const model::ModelConfig& mode
   o.model_config = model;
   ZERO_ASSIGN_OR_RETURN(o.device, parse_device_flag(args.device));
   o.offload_overlap = args.offload_overlap;
+  ZERO_ASSIGN_OR_RETURN(o.dist_backend, parse_dist_backend(args.dist_backend));
   o.transformer.activation_checkpointing = args.gradient_checkpointing;
   o.transformer.checkpoints_in_host_memory = ds.activation_checkpointing.cpu_checkpointing.value;
   if (o.transformer.checkpoints_in_host_memory && !o.transformer.activation_checkpointing) {

@@ -41,6 +41,7 @@ struct TrainArgs {
   std::optional<int64_t> save_total_limit;
   bool save_on_interrupt = false;  // SIGINT / SIGTERM: save a checkpoint before exiting
   std::string device = "cpu";
+  std::string dist_backend = "auto";  // the device path's collectives (EngineOptions::dist_backend)
   // offload_optimizer on a device: run each unit's CPU Adam during backward where that is exact
   // (EngineOptions::offload_overlap).
   bool offload_overlap = false;
