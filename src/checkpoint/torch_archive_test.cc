@@ -321,11 +321,12 @@ namespace {
 
 // A DeepSpeed model-state file whose ds_config names `optimizer_type` (hand-built pickle: only the
 // keys the import reads before any rank file).
-void write_model_states(const fs::path& tag_dir, const std::string& optimizer_type) {
+void write_model_states(const fs::path& tag_dir, const std::string& optimizer_type,
+                        int32_t rows = 67) {
   fs::create_directories(tag_dir);
   std::ofstream(tag_dir.parent_path() / "latest") << tag_dir.filename().string() << "\n";
   std::string p = "\x80\x02}" + str("param_shapes") + "]" + global("collections", "OrderedDict") +
-                  ")R" + str("transformer.wte.weight") + "(" + num(67) + num(6) + "tsas";
+                  ")R" + str("transformer.wte.weight") + "(" + num(rows) + num(6) + "tsas";
   p += str("dp_world_size") + num(1) + "s";
   p += str("ds_config") + "}" + str("optimizer") + "}" + str("type") + str(optimizer_type) + "sss.";
   std::ofstream(tag_dir / "mp_rank_00_model_states.pt", std::ios::binary) << archive(p, "");
@@ -352,6 +353,19 @@ TEST(DeepSpeedImportRefusal, AClientOptimizerIsRefused) {
   auto st = read_deepspeed_state(*default_storage(), dir.string());
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.status().to_string().find("names no optimizer"), std::string::npos)
+      << st.status().to_string();
+}
+
+// param_shapes claiming 2^31 x 6 elements against a 1-byte optimizer file: refused from the files'
+// sizes before the parameters' tensors are allocated (tens of GiB otherwise).
+TEST(DeepSpeedImportRefusal, ParamShapesLargerThanTheFilesAreRefusedBeforeAllocating) {
+  const fs::path dir = fs::path(::testing::TempDir()) / "ds_huge_claim";
+  fs::remove_all(dir);
+  write_model_states(dir / "global_step1", "AdamW", 0x7fffffff);
+  auto st = read_deepspeed_state(*default_storage(), dir.string());
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.status().to_string().find("param_shapes names 12884901882 elements"),
+            std::string::npos)
       << st.status().to_string();
 }
 
