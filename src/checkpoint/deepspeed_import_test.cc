@@ -172,5 +172,40 @@ TEST(DeepSpeedImport, ADirectoryThatIsNotDeepSpeedsIsNotFound) {
   EXPECT_EQ(st.status().code(), StatusCode::kNotFound);
 }
 
+// A write that fails (disk full at the first byte of the rank file) leaves no OUT behind: the
+// import made it, so it removes it.
+TEST(DeepSpeedImport, AFailedWriteLeavesNoOutputDirectory) {
+  const std::string dir = fixture("gpt2_tiny_stage2_w1");
+  auto config = model::load_model_config(dir + "/config.json");
+  ASSERT_TRUE(config.ok());
+  const std::string out = fresh_dir("failed_write");
+  FaultInjectingStorage storage(default_storage());
+  storage.disk_full_after(0);
+  auto r = import_deepspeed_checkpoint(storage, {dir, "", out}, *config);
+  ASSERT_FALSE(r.ok());
+  EXPECT_FALSE(fs::exists(out)) << r.status().to_string();
+}
+
+// A universal checkpoint copied with one parameter's file missing, then with one of another size:
+// refused naming the file.
+TEST(DeepSpeedImport, UniversalCheckpointWithAMissingOrWrongSizedFileIsRefused) {
+  const fs::path copy = fs::path(fresh_dir("universal_broken"));
+  fs::copy(fixture("gpt2_tiny_bf16_stage2_w2/universal"), copy, fs::copy_options::recursive);
+  const fs::path param = copy / "zero" / "transformer.h.1.mlp.c_fc.bias";
+  fs::remove(param / "exp_avg_sq.pt");
+  auto st = read_deepspeed_state(*default_storage(), copy.string());
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.status().to_string().find("transformer.h.1.mlp.c_fc.bias/exp_avg_sq.pt: missing"),
+            std::string::npos)
+      << st.status().to_string();
+  fs::copy_file(copy / "zero" / "transformer.ln_f.bias" / "exp_avg_sq.pt", param / "exp_avg_sq.pt");
+  st = read_deepspeed_state(*default_storage(), copy.string());
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.status().to_string().find("exp_avg_sq.pt: 6 elements, but the model states give "
+                                         "the parameter 24"),
+            std::string::npos)
+      << st.status().to_string();
+}
+
 }  // namespace
 }  // namespace zero::checkpoint
