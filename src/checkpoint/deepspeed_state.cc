@@ -79,6 +79,13 @@ Status set_optimizer(const json& ds_config, DeepSpeedState& st, const std::strin
 // param_shapes: the groups' parameters in flattening order, each allocated once in st.params.
 Status read_param_shapes(const PyValue& root, const std::string& path, DeepSpeedState& st,
                          std::vector<ParamGroup>& groups) {
+  if (const PyValue* shapes = root.get("param_shapes"); shapes && shapes->is_none()) {
+    return unimplemented(
+        "{}: saved without ZeRO (stage 0: param_shapes is None, the optimizer's state is torch's "
+        "in this file); only ZeRO stage 1-3 checkpoints are imported (or convert the weights "
+        "with zero_to_fp32.py / the module state and start from them with --model)",
+        path);
+  }
   ZERO_ASSIGN_OR_RETURN(const PyValue* shapes, need_key(root, "param_shapes", PyKind::kList, path));
   for (const PyValue* group : shapes->items) {
     if (group->kind != PyKind::kDict)

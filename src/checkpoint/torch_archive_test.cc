@@ -369,5 +369,22 @@ TEST(DeepSpeedImportRefusal, ParamShapesLargerThanTheFilesAreRefusedBeforeAlloca
       << st.status().to_string();
 }
 
+// A stage-0 run (no ZeRO) saves param_shapes as None and torch's optimizer state in the model
+// file: refused as such, not as a malformed ZeRO checkpoint.
+TEST(DeepSpeedImportRefusal, AStageZeroCheckpointIsRefusedAsSuch) {
+  const fs::path dir = fs::path(::testing::TempDir()) / "ds_stage0";
+  fs::remove_all(dir);
+  fs::create_directories(dir / "global_step1");
+  std::ofstream(dir / "latest") << "global_step1\n";
+  const std::string p =
+      "\x80\x02}(" + str("param_shapes") + "N" + str("dp_world_size") + num(1) + "u.";
+  std::ofstream(dir / "global_step1" / "mp_rank_00_model_states.pt", std::ios::binary)
+      << archive(p, "");
+  auto st = read_deepspeed_state(*default_storage(), dir.string());
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.status().to_string().find("saved without ZeRO (stage 0"), std::string::npos)
+      << st.status().to_string();
+}
+
 }  // namespace
 }  // namespace zero::checkpoint
