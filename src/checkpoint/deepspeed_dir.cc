@@ -30,6 +30,14 @@ void scan_tag_dir(Storage& storage, const std::string& tag_dir, DeepSpeedCheckpo
   std::sort(out.optim_files.begin(), out.optim_files.end());
 }
 
+// `latest`, or `latest_universal` (ds_to_universal's tag file) in a directory without `latest`;
+// "" when neither is there.
+std::string latest_file(Storage& storage, const std::string& dir) {
+  for (const char* name : {"latest", "latest_universal"})
+    if (storage.file_exists(join(dir, name))) return name;
+  return "";
+}
+
 }  // namespace
 
 StatusOr<DeepSpeedCheckpoint> find_deepspeed_checkpoint(Storage& storage, const std::string& dir,
@@ -40,9 +48,9 @@ StatusOr<DeepSpeedCheckpoint> find_deepspeed_checkpoint(Storage& storage, const 
   if (!tag.empty()) {
     ds.tag = tag;
     tag_dir = join(dir, tag);
-  } else if (storage.file_exists(join(dir, "latest"))) {
+  } else if (const std::string latest = latest_file(storage, dir); !latest.empty()) {
     ZERO_ASSIGN_OR_RETURN(std::string text,
-                          read_file(storage, join(dir, "latest"), kMaxMetadataFileBytes));
+                          read_file(storage, join(dir, latest), kMaxMetadataFileBytes));
     while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
     if (!text.empty() && text.find('/') == std::string::npos) {
       ds.tag = text;

@@ -22,9 +22,10 @@ struct DeepSpeedCheckpoint {
   bool has_zero_to_fp32 = false;         // zero_to_fp32.py in the save directory
 };
 
-// Looks at `dir` (a DeepSpeed save directory with `latest`, or a tag directory itself), with `tag`
-// overriding `latest`. found == false when it is not a DeepSpeed checkpoint (ZeRO.cpp's own
-// checkpoints, with manifest.json, never are). Errors only on an unreadable `latest`.
+// Looks at `dir` (a DeepSpeed save directory with `latest` -- or only `latest_universal`, naming
+// ds_to_universal's output --, or a tag directory itself), with `tag` overriding `latest`. found ==
+// false when it is not a DeepSpeed checkpoint (ZeRO.cpp's own checkpoints, with manifest.json,
+// never are). Errors only on an unreadable `latest`.
 StatusOr<DeepSpeedCheckpoint> find_deepspeed_checkpoint(Storage& storage, const std::string& dir,
                                                         const std::string& tag = "");
 

@@ -15,36 +15,51 @@ namespace {
 
 using json = nlohmann::json;
 
-// The unit-flat fp32 state of a world-1 checkpoint: whole padded units.
-struct UnitBuffers {
-  std::vector<float> master, exp_avg, exp_avg_sq;
-};
-
-// Copies DeepSpeed's (HF-layout) tensors of one parameter into our layout at `spec.offset`.
-Status place(const model::ParamSpec& spec, const DeepSpeedParam& p, UnitBuffers& unit) {
-  std::vector<int64_t> ours;
-  for (int d = 0; d < spec.shape.rank(); ++d) ours.push_back(spec.shape[d]);
-  std::vector<int64_t> want = ours;
+// DeepSpeed's (HF-layout) shape of our parameter `spec`, checked against what it saved.
+Status check_shape(const model::ParamSpec& spec, const DeepSpeedParam& p) {
+  std::vector<int64_t> want;
+  for (int d = 0; d < spec.shape.rank(); ++d) want.push_back(spec.shape[d]);
   if (spec.hf_transposed && want.size() == 2) std::swap(want[0], want[1]);
   if (p.shape != want) {
     return invalid_argument("parameter '{}': DeepSpeed holds shape [{}], this model [{}]",
                             spec.name, fmt::join(p.shape, ", "), fmt::join(want, ", "));
   }
-  const int64_t n = spec.numel();
-  auto copy = [&](const std::vector<float>& src, std::vector<float>& dst) {
-    float* out = dst.data() + spec.offset;
-    if (!spec.hf_transposed) {
-      std::copy(src.begin(), src.begin() + n, out);
-      return;
-    }
-    const int64_t rows = ours[0], cols = ours[1];  // ours (out, in); DeepSpeed's (in, out)
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t c = 0; c < cols; ++c) out[r * cols + c] = src[static_cast<size_t>(c * rows + r)];
-  };
-  copy(p.master, unit.master);
-  copy(p.exp_avg, unit.exp_avg);
-  copy(p.exp_avg_sq, unit.exp_avg_sq);
   return ok_status();
+}
+
+// Copies one of DeepSpeed's (HF-layout) tensors of `spec` into a unit-flat buffer at its offset,
+// transposing GPT-2's Conv1D weights into our (out, in).
+void place(const model::ParamSpec& spec, const std::vector<float>& src, float* unit_flat) {
+  float* out = unit_flat + spec.offset;
+  if (!spec.hf_transposed) {
+    std::copy(src.begin(), src.begin() + spec.numel(), out);
+    return;
+  }
+  const int64_t rows = spec.shape[0],
+                cols = spec.shape[1];  // ours (out, in); DeepSpeed's (in, out)
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) out[r * cols + c] = src[static_cast<size_t>(c * rows + r)];
+}
+
+// Unit u's padded flat buffer of one kind (master / exp_avg / exp_avg_sq), filled when the writer
+// asks for it: the import holds DeepSpeed's state once and one unit's tensor at a time.
+UnitPartition streamed_unit(const model::ModelLayout& layout, int u, int64_t padded,
+                            const DeepSpeedState& st) {
+  UnitPartition part{0, padded, nullptr, nullptr, nullptr, nullptr};
+  part.read = [&layout, &st, u, padded](float* master, float* exp_avg, float* exp_avg_sq) {
+    const std::pair<float*, std::vector<float> DeepSpeedParam::*> kinds[3] = {
+        {master, &DeepSpeedParam::master},
+        {exp_avg, &DeepSpeedParam::exp_avg},
+        {exp_avg_sq, &DeepSpeedParam::exp_avg_sq}};
+    for (const auto& [dst, kind] : kinds) {
+      if (!dst) continue;
+      std::fill(dst, dst + padded, 0.f);
+      for (const model::ParamSpec& spec : layout.unit(u).params)
+        place(spec, st.params.at(spec.name).*kind, dst);
+    }
+    return ok_status();
+  };
+  return part;
 }
 
 // Our trainer's state keys from DeepSpeed's (docs/formats/deepspeed.md, "What is carried over").
@@ -92,15 +107,10 @@ StatusOr<DeepSpeedImportResult> import_deepspeed_checkpoint(Storage& storage,
                         read_deepspeed_state(storage, request.ds_dir, request.tag));
   const model::ModelLayout layout(model);
   const sharding::ShardLayout shards(layout, /*world_size=*/1, /*rank=*/0);
-  std::vector<UnitBuffers> units(static_cast<size_t>(layout.num_units()));
+  // Every parameter is matched (name and shape) before anything is written.
   std::set<std::string> used;
   DeepSpeedImportResult result;
   for (int u = 0; u < layout.num_units(); ++u) {
-    const int64_t padded = shards.unit(u).padded_numel;
-    UnitBuffers& b = units[static_cast<size_t>(u)];
-    b.master.assign(static_cast<size_t>(padded), 0.f);
-    b.exp_avg.assign(static_cast<size_t>(padded), 0.f);
-    b.exp_avg_sq.assign(static_cast<size_t>(padded), 0.f);
     for (const model::ParamSpec& spec : layout.unit(u).params) {
       auto it = st.params.find(spec.name);
       if (it == st.params.end()) {
@@ -109,7 +119,7 @@ StatusOr<DeepSpeedImportResult> import_deepspeed_checkpoint(Storage& storage,
             "(another model, or --model's config.json differs?)",
             st.tag_dir, spec.name);
       }
-      ZERO_RETURN_IF_ERROR(place(spec, it->second, b).with_context(st.tag_dir));
+      ZERO_RETURN_IF_ERROR(check_shape(spec, it->second).with_context(st.tag_dir));
       used.insert(spec.name);
       result.params += spec.numel();
     }
@@ -134,17 +144,20 @@ StatusOr<DeepSpeedImportResult> import_deepspeed_checkpoint(Storage& storage,
   r.optimizer_type = st.optimizer_type;
   r.beta1 = st.beta1;
   r.beta2 = st.beta2;
-  for (int u = 0; u < layout.num_units(); ++u) {
-    const UnitBuffers& b = units[static_cast<size_t>(u)];
-    r.partitions.push_back(UnitPartition{0, static_cast<int64_t>(b.master.size()), b.master.data(),
-                                         b.exp_avg.data(), b.exp_avg_sq.data(), nullptr});
-  }
+  for (int u = 0; u < layout.num_units(); ++u)
+    r.partitions.push_back(streamed_unit(layout, u, shards.unit(u).padded_numel, st));
   r.state = training_state(st);
   r.effective_config = st.ds_config;
+  // A directory made here is removed again if the write fails: a failed import leaves nothing.
+  const bool made_out_dir = !storage.file_exists(request.out_dir);
   ZERO_RETURN_IF_ERROR(storage.make_dirs(request.out_dir));
   SelfCommunicator comm;
-  ZERO_ASSIGN_OR_RETURN(SaveResult saved, save_checkpoint(storage, comm, r));
-  result.tag_dir = saved.tag_dir;
+  StatusOr<SaveResult> saved = save_checkpoint(storage, comm, r);
+  if (!saved.ok()) {
+    if (made_out_dir) (void)storage.remove_dir(request.out_dir);
+    return saved.status();
+  }
+  result.tag_dir = saved->tag_dir;
   result.global_step = st.global_steps;
   result.optimizer_step = st.optimizer_step;
   result.stage = st.stage;

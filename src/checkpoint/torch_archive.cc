@@ -125,6 +125,18 @@ Status TorchArchive::read_f32(const PyTensor& t, std::vector<float>& out,
   const int64_t numel = t.numel();
   out.resize(static_cast<size_t>(numel));
   if (numel == 0) return ok_status();
+  // A row-major fp32 view (DeepSpeed's flat partitions and moments): read straight into `out`,
+  // so a large tensor is held once, not also as raw bytes.
+  bool row_major = true;
+  for (size_t d = t.shape.size(), expect = 1; d-- > 0;) {
+    if (t.shape[d] != 1 && t.stride[d] != static_cast<int64_t>(expect)) row_major = false;
+    expect *= static_cast<size_t>(t.shape[d]);
+  }
+  if (row_major && t.storage->dtype == TorchDType::kF32) {
+    Status s = zip_.read(*e, static_cast<uint64_t>(t.offset) * sizeof(float),
+                         static_cast<uint64_t>(numel) * sizeof(float), out.data());
+    return s.ok() ? s : s.with_context(what);
+  }
   // Read the span the view touches (bounded by the storage, checked when the tensor was built),
   // then gather in row-major order.
   int64_t last = t.offset;

@@ -321,11 +321,12 @@ namespace {
 
 // A DeepSpeed model-state file whose ds_config names `optimizer_type` (hand-built pickle: only the
 // keys the import reads before any rank file).
-void write_model_states(const fs::path& tag_dir, const std::string& optimizer_type) {
+void write_model_states(const fs::path& tag_dir, const std::string& optimizer_type,
+                        int32_t rows = 67) {
   fs::create_directories(tag_dir);
   std::ofstream(tag_dir.parent_path() / "latest") << tag_dir.filename().string() << "\n";
   std::string p = "\x80\x02}" + str("param_shapes") + "]" + global("collections", "OrderedDict") +
-                  ")R" + str("transformer.wte.weight") + "(" + num(67) + num(6) + "tsas";
+                  ")R" + str("transformer.wte.weight") + "(" + num(rows) + num(6) + "tsas";
   p += str("dp_world_size") + num(1) + "s";
   p += str("ds_config") + "}" + str("optimizer") + "}" + str("type") + str(optimizer_type) + "sss.";
   std::ofstream(tag_dir / "mp_rank_00_model_states.pt", std::ios::binary) << archive(p, "");
@@ -352,6 +353,36 @@ TEST(DeepSpeedImportRefusal, AClientOptimizerIsRefused) {
   auto st = read_deepspeed_state(*default_storage(), dir.string());
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.status().to_string().find("names no optimizer"), std::string::npos)
+      << st.status().to_string();
+}
+
+// param_shapes claiming 2^31 x 6 elements against a 1-byte optimizer file: refused from the files'
+// sizes before the parameters' tensors are allocated (tens of GiB otherwise).
+TEST(DeepSpeedImportRefusal, ParamShapesLargerThanTheFilesAreRefusedBeforeAllocating) {
+  const fs::path dir = fs::path(::testing::TempDir()) / "ds_huge_claim";
+  fs::remove_all(dir);
+  write_model_states(dir / "global_step1", "AdamW", 0x7fffffff);
+  auto st = read_deepspeed_state(*default_storage(), dir.string());
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.status().to_string().find("param_shapes names 12884901882 elements"),
+            std::string::npos)
+      << st.status().to_string();
+}
+
+// A stage-0 run (no ZeRO) saves param_shapes as None and torch's optimizer state in the model
+// file: refused as such, not as a malformed ZeRO checkpoint.
+TEST(DeepSpeedImportRefusal, AStageZeroCheckpointIsRefusedAsSuch) {
+  const fs::path dir = fs::path(::testing::TempDir()) / "ds_stage0";
+  fs::remove_all(dir);
+  fs::create_directories(dir / "global_step1");
+  std::ofstream(dir / "latest") << "global_step1\n";
+  const std::string p =
+      "\x80\x02}(" + str("param_shapes") + "N" + str("dp_world_size") + num(1) + "u.";
+  std::ofstream(dir / "global_step1" / "mp_rank_00_model_states.pt", std::ios::binary)
+      << archive(p, "");
+  auto st = read_deepspeed_state(*default_storage(), dir.string());
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.status().to_string().find("saved without ZeRO (stage 0"), std::string::npos)
       << st.status().to_string();
 }
 

@@ -111,16 +111,44 @@ int run_verify(const CkptArgs& a) {
   return 0;
 }
 
+// What OUT held before a command took its lock (which creates OUT and OUT/.lock), so that a run
+// that fails leaves OUT as it found it.
+struct OutBefore {
+  bool dir = false;
+  bool lock = false;
+};
+
+OutBefore look_at(const std::string& out) {
+  std::error_code ec;
+  return {std::filesystem::exists(out, ec), std::filesystem::exists(out + "/.lock", ec)};
+}
+
+// After a failure, while the lock is still held (no other job can have started writing in OUT):
+// removes OUT if this run created it, else the lock file if this run created that.
+void leave_as_found(const std::string& out, const OutBefore& before) {
+  std::error_code ec;
+  if (!before.dir)
+    std::filesystem::remove_all(out, ec);
+  else if (!before.lock)
+    std::filesystem::remove(out + "/.lock", ec);
+}
+
 // DeepSpeed's pickles are read by the restricted reader (docs/formats/deepspeed.md); nothing is
-// written unless every parameter and the optimizer carry over.
+// written unless every parameter and the optimizer carry over, and a refusal or a failed write
+// leaves OUT as it was (no directory, no lock file made by this run).
 int run_import(const CkptArgs& a) {
   auto config = model::load_model_config(a.model);
   if (!config.ok()) return fail(config.status().with_context("--model"));
+  const OutBefore before = look_at(a.out);
   auto lock = runtime::RunLock::acquire(a.out, "zero ckpt import");
+  // Not held: another job may own OUT now, so nothing is removed.
   if (!lock.ok()) return fail(lock.status());
   auto r =
       checkpoint::import_deepspeed_checkpoint(*default_storage(), {a.dir, a.tag, a.out}, *config);
-  if (!r.ok()) return fail(r.status());
+  if (!r.ok()) {
+    leave_as_found(a.out, before);
+    return fail(r.status());
+  }
   std::printf(
       "wrote %s (from DeepSpeed ZeRO stage %d, world size %d: step %lld, Adam step %lld, "
       "%lld parameters with their Adam moments)\n",

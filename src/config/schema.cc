@@ -81,6 +81,12 @@ constexpr KeySpec kZeroKeys[] = {
      .note = "defaults to true at stage 3, false below"},
     flag("load_from_fp32_weights", "true"),
     flag("elastic_checkpoint", "false", kNone),
+    {.name = "parameter_alignment",
+     .kind = kBool,
+     .default_json = "false",
+     .support = kNone,
+     .note = "DeepSpeed >= 0.18 pads each parameter in its ZeRO-1/2 flat buffers: a memory layout "
+             "(ZeRO.cpp lays out its own; zero ckpt import reads DeepSpeed's)"},
     {.name = "offload_param",
      .kind = kBlock,
      .default_json = "{}",

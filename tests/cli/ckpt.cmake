@@ -60,35 +60,52 @@ set_tests_properties(cli.ckpt.to_fp32_keeps_generation_config PROPERTIES LABELS 
 add_test(NAME cli.bench.ckpt_runs COMMAND $<TARGET_FILE:zero> bench ckpt)
 set_tests_properties(cli.bench.ckpt_runs PROPERTIES LABELS unit PASS_REGULAR_EXPRESSION "share = model state bytes")
 
-# Issue 33: DeepSpeed checkpoints made by DeepSpeed 0.14.4 itself (tests/fixtures/checkpoint/
-# deepspeed/, tools/golden/make_deepspeed_ckpt.py) imported, consolidated and resumed; the resumed
-# losses equal DeepSpeed's own continuation after its load_checkpoint within 1e-5: at the same
-# stage, at another stage, and (mpi) at world size 2 / stage 3.
+# Issue 33: DeepSpeed checkpoints made by DeepSpeed itself (0.14.4 for the fp32 GPT-2s, 0.19.8 for
+# the bf16 / fp16 GPT-2s and the Llamas; tests/fixtures/checkpoint/deepspeed/,
+# tools/golden/make_deepspeed_ckpt.py) imported, consolidated and resumed; the 10 resumed losses
+# equal DeepSpeed's own continuation after its load_checkpoint within the dtype's tolerance
+# (deepspeed_resume.sh): at the same stage, at another stage, and (mpi) at world size 2 / stage 3.
 set(_ds_fix ${PROJECT_SOURCE_DIR}/tests/fixtures/checkpoint/deepspeed)
 set(_ds_sh ${CMAKE_CURRENT_SOURCE_DIR}/cli/deepspeed_resume.sh)
-foreach(_case "stage2_w1;2" "stage2_w1;3" "stage1_w2;1" "stage1_w2;3" "stage3_w1;3" "stage3_w2;1")
+foreach(_case "gpt2_tiny_stage2_w1;2" "gpt2_tiny_stage2_w1;3" "gpt2_tiny_stage1_w2;1"
+              "gpt2_tiny_stage1_w2;3" "gpt2_tiny_stage3_w1;3" "gpt2_tiny_stage3_w2;1"
+              "gpt2_tiny_bf16_stage1_w2;1" "gpt2_tiny_bf16_stage2_w2;2" "gpt2_tiny_bf16_stage3_w1;3"
+              "gpt2_tiny_bf16_stage3_w1;1" "gpt2_tiny_fp16_stage2_w1;2" "llama_tiny_stage3_w2;3"
+              "llama_tiny_stage3_w2;1" "llama_tiny_bf16_stage2_w1;2")
   list(GET _case 0 _fix)
   list(GET _case 1 _stage)
   add_test(NAME cli.ckpt.deepspeed_import_resume.${_fix}.as_stage${_stage}
-           COMMAND sh ${_ds_sh} $<TARGET_FILE:zero> ${_ds_fix}/gpt2_tiny_${_fix}
+           COMMAND sh ${_ds_sh} $<TARGET_FILE:zero> ${_ds_fix}/${_fix}
                    ${CMAKE_CURRENT_BINARY_DIR}/test_out/ds_${_fix}_s${_stage} ${_stage})
   set_tests_properties(cli.ckpt.deepspeed_import_resume.${_fix}.as_stage${_stage} PROPERTIES
-    LABELS unit PASS_REGULAR_EXPRESSION "resumed curve matches DeepSpeed's: 5 steps")
+    LABELS unit PASS_REGULAR_EXPRESSION "resumed curve matches DeepSpeed's: 10 steps")
 endforeach()
-add_test(NAME cli.ckpt.deepspeed_import_resume.stage2_w1.as_world2_stage3
+add_test(NAME cli.ckpt.deepspeed_import_resume.gpt2_tiny_stage2_w1.as_world2_stage3
          COMMAND sh ${_ds_sh} $<TARGET_FILE:zero> ${_ds_fix}/gpt2_tiny_stage2_w1
                  ${CMAKE_CURRENT_BINARY_DIR}/test_out/ds_stage2_w2s3 3 ${MPIEXEC_EXECUTABLE}
                  --oversubscribe --allow-run-as-root --bind-to none -np 2)
-set_tests_properties(cli.ckpt.deepspeed_import_resume.stage2_w1.as_world2_stage3 PROPERTIES
-  LABELS mpi PASS_REGULAR_EXPRESSION "resumed curve matches DeepSpeed's: 5 steps")
+set_tests_properties(cli.ckpt.deepspeed_import_resume.gpt2_tiny_stage2_w1.as_world2_stage3
+  PROPERTIES LABELS mpi PASS_REGULAR_EXPRESSION "resumed curve matches DeepSpeed's: 10 steps")
 # --resume_from_checkpoint DS_DIR directly (imported into OUT/deepspeed_import by rank 0).
-add_test(NAME cli.ckpt.deepspeed_direct_resume.stage3_w2.as_stage2
+add_test(NAME cli.ckpt.deepspeed_direct_resume.gpt2_tiny_stage3_w2.as_stage2
          COMMAND env ZERO_DS_DIRECT=1 sh ${_ds_sh} $<TARGET_FILE:zero> ${_ds_fix}/gpt2_tiny_stage3_w2
                  ${CMAKE_CURRENT_BINARY_DIR}/test_out/ds_direct_s3w2 2)
-set_tests_properties(cli.ckpt.deepspeed_direct_resume.stage3_w2.as_stage2 PROPERTIES
-  LABELS unit PASS_REGULAR_EXPRESSION "resumed curve matches DeepSpeed's: 5 steps")
-# An import refuses a model that is not the one saved, naming the parameter, and writes nothing.
+set_tests_properties(cli.ckpt.deepspeed_direct_resume.gpt2_tiny_stage3_w2.as_stage2 PROPERTIES
+  LABELS unit PASS_REGULAR_EXPRESSION "resumed curve matches DeepSpeed's: 10 steps")
+# DeepSpeed's universal checkpoint (ds_to_universal's output of the bf16 stage-2 world-2 run)
+# imported, and resumed from directly.
+add_test(NAME cli.ckpt.deepspeed_universal_resume.gpt2_tiny_bf16_stage2_w2.as_stage1
+         COMMAND env ZERO_DS_SOURCE=universal sh ${_ds_sh} $<TARGET_FILE:zero>
+                 ${_ds_fix}/gpt2_tiny_bf16_stage2_w2 ${CMAKE_CURRENT_BINARY_DIR}/test_out/ds_univ_s1 1)
+add_test(NAME cli.ckpt.deepspeed_universal_direct_resume.gpt2_tiny_bf16_stage2_w2.as_stage3
+         COMMAND env ZERO_DS_SOURCE=universal ZERO_DS_DIRECT=1 sh ${_ds_sh} $<TARGET_FILE:zero>
+                 ${_ds_fix}/gpt2_tiny_bf16_stage2_w2 ${CMAKE_CURRENT_BINARY_DIR}/test_out/ds_univ_s3 3)
+set_tests_properties(cli.ckpt.deepspeed_universal_resume.gpt2_tiny_bf16_stage2_w2.as_stage1
+  cli.ckpt.deepspeed_universal_direct_resume.gpt2_tiny_bf16_stage2_w2.as_stage3 PROPERTIES
+  LABELS unit PASS_REGULAR_EXPRESSION "resumed curve matches DeepSpeed's: 10 steps")
+# An import refuses a model that is not the one saved, naming the parameter, and leaves nothing:
+# no OUT when there was none, and in an OUT that existed (empty) no lock file either.
 add_test(NAME cli.ckpt.deepspeed_import_wrong_model
-         COMMAND sh -c "rm -rf '${CMAKE_CURRENT_BINARY_DIR}/test_out/ds_wrong' && '$<TARGET_FILE:zero>' ckpt import '${_ds_fix}/gpt2_tiny_stage2_w1' '${CMAKE_CURRENT_BINARY_DIR}/test_out/ds_wrong' --model '${PROJECT_SOURCE_DIR}/tests/fixtures/golden/gpt2_tiny' 2>&1; echo rc=$?; test -e '${CMAKE_CURRENT_BINARY_DIR}/test_out/ds_wrong/latest' || echo nothing-written")
+         COMMAND sh -c "d='${CMAKE_CURRENT_BINARY_DIR}/test_out/ds_wrong' && rm -rf $d && '$<TARGET_FILE:zero>' ckpt import '${_ds_fix}/gpt2_tiny_stage2_w1' $d --model '${PROJECT_SOURCE_DIR}/tests/fixtures/golden/gpt2_tiny' 2>&1; echo rc=$?; test -e $d || echo no-out-dir; mkdir -p $d && '$<TARGET_FILE:zero>' ckpt import '${_ds_fix}/gpt2_tiny_stage2_w1' $d --model '${PROJECT_SOURCE_DIR}/tests/fixtures/golden/gpt2_tiny' >/dev/null 2>&1; echo rc=$?; test -z \"$(ls -A $d)\" && echo out-dir-left-empty")
 set_tests_properties(cli.ckpt.deepspeed_import_wrong_model PROPERTIES LABELS unit
-  PASS_REGULAR_EXPRESSION "DeepSpeed holds shape.*rc=2.*nothing-written")
+  PASS_REGULAR_EXPRESSION "DeepSpeed holds shape.*rc=2.*no-out-dir.*rc=2.*out-dir-left-empty")
