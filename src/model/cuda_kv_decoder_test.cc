@@ -201,6 +201,66 @@ TEST_P(CudaKvDecoderTest, LogitsEqualTheCpuDecoderAndTheFullForward) {
   EXPECT_EQ((*gpu)->length(), T);
 }
 
+// Three slots of one cache: ragged prompts prefilled in one append, then decode rows beside a new
+// prompt in a freed slot (kv_decoder_test.cc's schedule), against the CPU KvDecoder with the same
+// slots and appends (itself tested against one single-slot decoder per sequence).
+TEST_P(CudaKvDecoderTest, BatchedSlotsEqualTheCpuDecoder) {
+  ZERO_SKIP_WITHOUT_GPU();
+  const auto [model_case, dtype] = GetParam();
+  const ModelConfig config = model_case.config();
+  const ModelLayout layout(config);
+  const std::vector<std::vector<float>> units = random_units(layout);
+  testing::TypedResidentParams typed(units, dtype);
+  testing::ResidentParams f32(units);
+  ParamAccess& host = dtype == DType::kF32 ? static_cast<ParamAccess&>(f32) : typed;
+  DeviceParams device(host, layout.num_units());
+  zero::cuda::CudaStream stream;
+  auto model = CudaTransformer::create(config, {}, stream.get());
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  const int64_t V = config.vocab_size, capacity = 12;
+  auto gpu = CudaKvDecoder::create(**model, capacity, 3);
+  ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
+  EXPECT_EQ((*gpu)->slots(), 3);
+  KvDecoder cpu(layout, capacity, 3);
+  std::vector<std::vector<int32_t>> seqs(4);
+  for (int64_t s = 0; s < 4; ++s) {
+    for (int64_t t = 0; t < 12; ++t) {
+      seqs[static_cast<size_t>(s)].push_back(static_cast<int32_t>((s * 101 + t * 37 + 5) % V));
+    }
+  }
+  const int64_t prompt[4] = {7, 3, 1, 5};
+  // (sequence, slot) per step: 0-2 prefill, decode twice, 3 replaces 1 while 0 and 2 decode.
+  const std::vector<std::vector<std::pair<int64_t, int64_t>>> steps = {
+      {{0, 0}, {1, 1}, {2, 2}}, {{0, 0}, {1, 1}, {2, 2}}, {{2, 2}, {0, 0}, {1, 1}},
+      {{0, 0}, {3, 1}, {2, 2}}, {{3, 1}, {0, 0}, {2, 2}}, {{0, 0}, {2, 2}, {3, 1}}};
+  std::vector<int64_t> read(4, 0);
+  for (size_t k = 0; k < steps.size(); ++k) {
+    std::vector<SlotTokens> entries;
+    for (const auto& [seq, slot] : steps[k]) {
+      const int64_t at = read[static_cast<size_t>(seq)];
+      if (at == 0) {
+        (*gpu)->reset_slot(slot);
+        cpu.reset_slot(slot);
+      }
+      entries.push_back(
+          {slot, seqs[static_cast<size_t>(seq)].data() + at, at == 0 ? prompt[seq] : 1});
+      read[static_cast<size_t>(seq)] += entries.back().n;
+    }
+    std::vector<float> got(entries.size() * static_cast<size_t>(V)), want(got.size());
+    (*gpu)->append_batch(device, entries, got.data());
+    cpu.append_batch(host, entries, want.data());
+    for (size_t e = 0; e < entries.size(); ++e) {
+      const std::vector<float> g(got.begin() + static_cast<std::ptrdiff_t>(e * V),
+                                 got.begin() + static_cast<std::ptrdiff_t>((e + 1) * V));
+      const std::vector<float> w(want.begin() + static_cast<std::ptrdiff_t>(e * V),
+                                 want.begin() + static_cast<std::ptrdiff_t>((e + 1) * V));
+      EXPECT_TRUE(logits_close(g, w, config, dtype)) << "step " << k << " entry " << e;
+      EXPECT_EQ((*gpu)->slot_length(entries[e].slot), cpu.slot_length(entries[e].slot));
+    }
+  }
+  EXPECT_GE((*gpu)->device_bytes(), CudaKvDecoder::cache_bytes(config, capacity, 3));
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, CudaKvDecoderTest,
                          ::testing::Combine(::testing::Values(ModelCase{"gpt2", gpt2_config},
                                                               ModelCase{"llama", llama_config},
