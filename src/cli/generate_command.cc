@@ -313,7 +313,11 @@ int load_weights(const GenerateArgs& a, Generation& g) {
   }
   g.weights = std::move(*weights);
   if (g.device != Device::kCpu) {
-    auto on_device = runtime::DeviceGenerator::create(g.device, *g.config, *g.weights);
+    // A 16-bit checkpoint's keys and values are cached in bf16 on the GPU (half the cache's bytes;
+    // its tokens may then differ from the CPU's, which caches fp32, beyond float ties).
+    const bool sixteen_bit = g.source->stored_dtype() != DType::kF32;
+    const DType cache_dtype = sixteen_bit ? DType::kBF16 : DType::kF32;
+    auto on_device = runtime::DeviceGenerator::create(g.device, *g.config, *g.weights, cache_dtype);
     if (!on_device.ok()) {
       std::fprintf(stderr, "error: --device %s: %s\n", a.device.c_str(),
                    on_device.status().message().c_str());
@@ -322,6 +326,7 @@ int load_weights(const GenerateArgs& a, Generation& g) {
     g.on_device = std::move(*on_device);
     std::fprintf(stderr, "zero generate: on %s; %s\n", probe_cuda().description.c_str(),
                  a.no_kv_cache ? "a whole forward per token (--no_kv_cache)"
+                 : sixteen_bit ? "a bf16 key/value cache on the GPU (16-bit checkpoint)"
                                : "a key/value cache on the GPU");
   } else if (a.no_kv_cache) {
     std::fprintf(stderr, "error: --no_kv_cache is for --device cuda (the CPU always caches)\n");

@@ -64,8 +64,23 @@ class CudaKvDecoder::CacheAttention final : public CudaBlockAttention {
       const int64_t row = decoder_.entry_row_[e], n = entry.n;
       const int64_t length = decoder_.lengths_[static_cast<size_t>(entry.slot)];
       const size_t bytes = static_cast<size_t>(n * kv) * sizeof(float);
-      float* k_dst = decoder_.k_rows(layer, entry);
-      float* v_dst = decoder_.v_rows(layer, entry);
+      if (decoder_.cache_dtype_ == DType::kBF16) {
+        // The new keys and values rounded into the bf16 cache; attention reads them widened, the
+        // prefill too (no flash kernel over a bf16 cache), so every row sees the same values.
+        auto* k_dst = static_cast<__nv_bfloat16*>(decoder_.k_rows(layer, entry));
+        auto* v_dst = static_cast<__nv_bfloat16*>(decoder_.v_rows(layer, entry));
+        kc::cast<float, __nv_bfloat16>(k + row * kv, k_dst, n * kv, s);
+        kc::cast<float, __nv_bfloat16>(v + row * kv, v_dst, n * kv, s);
+        kc::decode_attention(y + row * HqD, q + row * HqD,
+                             static_cast<const __nv_bfloat16*>(decoder_.k_cache(layer, entry.slot)),
+                             static_cast<const __nv_bfloat16*>(decoder_.v_cache(layer, entry.slot)),
+                             n, length, c.num_heads, c.num_kv_heads, c.head_dim(),
+                             decoder_.attention_scratch_, s, c.attention_window(layer),
+                             c.attention_score_divisor(layer));
+        continue;
+      }
+      auto* k_dst = static_cast<float*>(decoder_.k_rows(layer, entry));
+      auto* v_dst = static_cast<float*>(decoder_.v_rows(layer, entry));
       if (k + row * kv != k_dst) {
         CUDA_ABORT_IF_ERROR(
             cudaMemcpyAsync(k_dst, k + row * kv, bytes, cudaMemcpyDeviceToDevice, s));
@@ -80,10 +95,12 @@ class CudaKvDecoder::CacheAttention final : public CudaBlockAttention {
                                      c.attention_window(layer), c.attention_score_divisor(layer));
         continue;
       }
-      kc::decode_attention(y + row * HqD, q + row * HqD, decoder_.k_cache(layer, entry.slot),
-                           decoder_.v_cache(layer, entry.slot), n, length, c.num_heads,
-                           c.num_kv_heads, c.head_dim(), decoder_.attention_scratch_, s,
-                           c.attention_window(layer), c.attention_score_divisor(layer));
+      kc::decode_attention(y + row * HqD, q + row * HqD,
+                           static_cast<const float*>(decoder_.k_cache(layer, entry.slot)),
+                           static_cast<const float*>(decoder_.v_cache(layer, entry.slot)), n,
+                           length, c.num_heads, c.num_kv_heads, c.head_dim(),
+                           decoder_.attention_scratch_, s, c.attention_window(layer),
+                           c.attention_score_divisor(layer));
     }
   }
 
@@ -92,16 +109,21 @@ class CudaKvDecoder::CacheAttention final : public CudaBlockAttention {
   std::span<const SlotTokens> entries_;
 };
 
-int64_t CudaKvDecoder::cache_bytes(const ModelConfig& c, int64_t capacity, int64_t slots) {
+int64_t CudaKvDecoder::cache_bytes(const ModelConfig& c, int64_t capacity, int64_t slots,
+                                   DType cache_dtype) {
   return 2 * c.num_layers * slots * capacity * c.num_kv_heads * c.head_dim() *
-         static_cast<int64_t>(sizeof(float));
+         static_cast<int64_t>(dtype_bytes(cache_dtype));
 }
 
 StatusOr<std::unique_ptr<CudaKvDecoder>> CudaKvDecoder::create(CudaTransformer& model,
-                                                               int64_t capacity, int64_t slots) {
+                                                               int64_t capacity, int64_t slots,
+                                                               DType cache_dtype) {
   const ModelConfig& c = model.layout().config();
   if (capacity < 1 || slots < 1) {
     return invalid_argument("key/value cache of {} positions for {} sequences", capacity, slots);
+  }
+  if (cache_dtype != DType::kF32 && cache_dtype != DType::kBF16) {
+    return invalid_argument("a key/value cache in {}: fp32 or bf16 only", dtype_name(cache_dtype));
   }
   if (c.arch == Arch::kGpt2 && capacity > c.max_position_embeddings) {
     return invalid_argument("key/value cache of {} positions exceeds max_position_embeddings {}",
@@ -116,11 +138,11 @@ StatusOr<std::unique_ptr<CudaKvDecoder>> CudaKvDecoder::create(CudaTransformer& 
         "(not supported)",
         capacity, c.max_position_embeddings);
   }
-  std::unique_ptr<CudaKvDecoder> d(new CudaKvDecoder(model, capacity, slots));
+  std::unique_ptr<CudaKvDecoder> d(new CudaKvDecoder(model, capacity, slots, cache_dtype));
   const int64_t D = c.head_dim();
   const int64_t half = capacity * (D / 2);
   Carver sizing(nullptr);
-  sizing.take<float>(cache_bytes(c, capacity, slots) / static_cast<int64_t>(sizeof(float)));
+  sizing.take<char>(cache_bytes(c, capacity, slots, cache_dtype));
   const int64_t scratch_bytes = static_cast<int64_t>(kc::decode_attention_scratch_bytes(D));
   sizing.take<char>(scratch_bytes);
   const int tables = c.arch != Arch::kLlama ? 0 : (c.local_rope_theta > 0 ? 4 : 2);
@@ -133,7 +155,7 @@ StatusOr<std::unique_ptr<CudaKvDecoder>> CudaKvDecoder::create(CudaTransformer& 
         slots, d->fixed_bytes_, cudaGetErrorString(err));
   }
   Carver cv(d->fixed_);
-  cv.take<float>(cache_bytes(c, capacity, slots) / static_cast<int64_t>(sizeof(float)));
+  cv.take<char>(cache_bytes(c, capacity, slots, cache_dtype));
   d->attention_scratch_ = cv.take<char>(scratch_bytes);
   // The tables of every cached position, in double on the host as the CPU model computes them.
   // With several slots the host keeps them (a batch's rows are gathered from them).
@@ -170,9 +192,11 @@ StatusOr<std::unique_ptr<CudaKvDecoder>> CudaKvDecoder::create(CudaTransformer& 
   return d;
 }
 
-CudaKvDecoder::CudaKvDecoder(CudaTransformer& model, int64_t capacity, int64_t slots)
+CudaKvDecoder::CudaKvDecoder(CudaTransformer& model, int64_t capacity, int64_t slots,
+                             DType cache_dtype)
     : model_(model),
       capacity_(capacity),
+      cache_dtype_(cache_dtype),
       lengths_(static_cast<size_t>(slots), 0),
       kv_(model.layout().config().num_kv_heads * model.layout().config().head_dim()),
       acts_(std::make_unique<CudaTransformer::BlockActs>()) {}
@@ -184,13 +208,13 @@ CudaKvDecoder::~CudaKvDecoder() {
   if (fixed_ != nullptr) cudaFree(fixed_);
 }
 
-float* CudaKvDecoder::k_cache(int layer, int64_t slot) const {
-  const int64_t layer_floats = slots() * capacity_ * kv_;  // K or V of one layer
-  return reinterpret_cast<float*>(fixed_) + 2 * layer * layer_floats + slot * capacity_ * kv_;
+void* CudaKvDecoder::k_cache(int layer, int64_t slot) const {
+  const int64_t layer_elements = slots() * capacity_ * kv_;  // K or V of one layer
+  return fixed_ + (2 * layer * layer_elements + slot * capacity_ * kv_) * element_bytes();
 }
 
-float* CudaKvDecoder::v_cache(int layer, int64_t slot) const {
-  return k_cache(layer, slot) + slots() * capacity_ * kv_;
+void* CudaKvDecoder::v_cache(int layer, int64_t slot) const {
+  return static_cast<char*>(k_cache(layer, slot)) + slots() * capacity_ * kv_ * element_bytes();
 }
 
 void CudaKvDecoder::ensure_rows(int64_t n) {
@@ -235,9 +259,11 @@ void CudaKvDecoder::ensure_rows(int64_t n) {
     x16_ = cv.take<uint16_t>(n * widest_in);
     lse_ = f(c.num_heads * n);
     const int64_t S = slots();
-    if (S > 1) {
+    if (S > 1 || cache_dtype_ != DType::kF32) {
       k_new_ = f(n * kv_);
       v_new_ = f(n * kv_);
+    }
+    if (S > 1) {
       const int64_t half = c.head_dim() / 2;
       rows_cos_ = host_cos_.empty() ? nullptr : f(n * half);
       rows_sin_ = host_sin_.empty() ? nullptr : f(n * half);
@@ -321,9 +347,11 @@ void CudaKvDecoder::append_batch(ParamAccess& params, std::span<const SlotTokens
                                       static_cast<size_t>(N) * sizeof(int32_t),
                                       cudaMemcpyHostToDevice, s));
   // One entry: its rows at positions [length, length + n), the tables from there, its keys and
-  // values written by the block straight into its cache rows. Several: the N packed rows as one
-  // sequence whose RoPE rows are each row's own, the keys and values through k_new_ / v_new_.
+  // values written by the block straight into its fp32 cache rows. Several: the N packed rows as
+  // one sequence whose RoPE rows are each row's own. A bf16 cache or several entries: the keys and
+  // values through k_new_ / v_new_.
   const bool one = E == 1;
+  const bool direct = one && cache_dtype_ == DType::kF32;
   const int64_t first = lengths_[static_cast<size_t>(entries[0].slot)];
   const bool llama = c.arch == Arch::kLlama;
   auto table = [&](float* full, float* rows) -> const float* {
@@ -366,8 +394,8 @@ void CudaKvDecoder::append_batch(ParamAccess& params, std::span<const SlotTokens
     // The block writes this layer's new keys (GPT-2 after the split, Llama after RoPE) and values
     // where attention takes them from.
     CudaTransformer::BlockActs a = *acts_;
-    (llama ? a.k_rot : a.k) = one ? k_rows(l, entries[0]) : k_new_;
-    a.v = one ? v_rows(l, entries[0]) : v_new_;
+    (llama ? a.k_rot : a.k) = direct ? static_cast<float*>(k_rows(l, entries[0])) : k_new_;
+    a.v = direct ? static_cast<float*>(v_rows(l, entries[0])) : v_new_;
     model_.block_forward(ctx, *w, x, x_next, a, attention);
     std::swap(x, x_next);
   }

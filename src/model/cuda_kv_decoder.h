@@ -22,6 +22,7 @@
 #include <span>
 #include <vector>
 
+#include "core/dtype.h"
 #include "core/status.h"
 #include "model/cached_decoder.h"
 #include "model/cuda_transformer.h"
@@ -34,8 +35,11 @@ class CudaKvDecoder final : public CachedDecoder {
   // the decoder; allocates the cache (cache_bytes) now, the rows' scratch on the first append of
   // each larger N. Errors: capacity or slots < 1, capacity past GPT-2's max_position_embeddings or
   // past it with dynamic RoPE (as KvDecoder); out of device memory.
+  // `cache_dtype`: fp32, or bf16 (half the cache's bytes, for 16-bit models: the new keys and
+  // values rounded to nearest even as they are cached, widened as attention reads them).
   static StatusOr<std::unique_ptr<CudaKvDecoder>> create(CudaTransformer& model, int64_t capacity,
-                                                         int64_t slots = 1);
+                                                         int64_t slots = 1,
+                                                         DType cache_dtype = DType::kF32);
   ~CudaKvDecoder() override;
   CudaKvDecoder(const CudaKvDecoder&) = delete;
   CudaKvDecoder& operator=(const CudaKvDecoder&) = delete;
@@ -49,15 +53,17 @@ class CudaKvDecoder final : public CachedDecoder {
                     float* logits) override;
 
   // Device bytes of the key/value cache of `capacity` positions per slot: 2 * L * S * capacity *
-  // Hkv * D fp32.
-  static int64_t cache_bytes(const ModelConfig& config, int64_t capacity, int64_t slots = 1);
+  // Hkv * D elements of cache_dtype.
+  static int64_t cache_bytes(const ModelConfig& config, int64_t capacity, int64_t slots = 1,
+                             DType cache_dtype = DType::kF32);
+  DType cache_dtype() const { return cache_dtype_; }
   // Device bytes this decoder holds: the cache, the RoPE tables and the largest append's scratch.
   int64_t device_bytes() const override { return static_cast<int64_t>(fixed_bytes_ + rows_bytes_); }
 
  private:
   class CacheAttention;
   class AcquiredUnit;
-  CudaKvDecoder(CudaTransformer& model, int64_t capacity, int64_t slots);
+  CudaKvDecoder(CudaTransformer& model, int64_t capacity, int64_t slots, DType cache_dtype);
   // Checks the entries and packs their rows: host_tokens_, row_positions_, entry_row_. Returns N.
   int64_t pack_rows(std::span<const SlotTokens> entries);
   // The final norm and head of each entry's last row of x (N, C), its logits copied to row e of
@@ -69,19 +75,24 @@ class CudaKvDecoder final : public CachedDecoder {
   // rows (N, D/2) on the device = the host table's rows at each packed row's position (the copy is
   // complete when append_batch returns: it synchronises).
   void upload_rope_rows(const std::vector<float>& table, std::vector<float>* staging, float* rows);
-  // Slot `slot`'s key / value cache in the layer (capacity, Hkv, D), and its rows from `position`
-  // on (where an append's new keys and values go).
-  float* k_cache(int layer, int64_t slot) const;
-  float* v_cache(int layer, int64_t slot) const;
-  float* k_rows(int layer, const SlotTokens& e) const {
-    return k_cache(layer, e.slot) + lengths_[static_cast<size_t>(e.slot)] * kv_;
+  // Slot `slot`'s key / value cache in the layer (capacity, Hkv, D) of cache_dtype_, and an
+  // entry's rows in it from its slot's length on (where its new keys and values go).
+  void* k_cache(int layer, int64_t slot) const;
+  void* v_cache(int layer, int64_t slot) const;
+  void* k_rows(int layer, const SlotTokens& e) const {
+    return static_cast<char*>(k_cache(layer, e.slot)) + row_offset_bytes(e);
   }
-  float* v_rows(int layer, const SlotTokens& e) const {
-    return v_cache(layer, e.slot) + lengths_[static_cast<size_t>(e.slot)] * kv_;
+  void* v_rows(int layer, const SlotTokens& e) const {
+    return static_cast<char*>(v_cache(layer, e.slot)) + row_offset_bytes(e);
+  }
+  int64_t element_bytes() const { return static_cast<int64_t>(dtype_bytes(cache_dtype_)); }
+  int64_t row_offset_bytes(const SlotTokens& e) const {
+    return lengths_[static_cast<size_t>(e.slot)] * kv_ * element_bytes();
   }
 
   CudaTransformer& model_;
   int64_t capacity_ = 0;
+  DType cache_dtype_ = DType::kF32;
   std::vector<int64_t> lengths_;  // per slot
   int64_t kv_ = 0;                // Hkv * D floats per cached position
   // The fixed slab: per layer K then V (S, capacity, Hkv, D), decode_attention's scratch, then
@@ -104,8 +115,8 @@ class CudaKvDecoder final : public CachedDecoder {
   void* x16_ =
       nullptr;  // a 16-bit model's GEMM operand copies (n, widest input padded to 8) // (n)
   float* lse_ = nullptr;  // (Hq, n) the flash prefill's logsumexp (unread)
-  // Several slots: the new keys / values (n, Hkv*D) before they go to their slots, the packed
-  // rows' RoPE rows (n, D/2) each, and the entries' last rows (S, C).
+  // Several slots or a bf16 cache: the new keys / values (n, Hkv*D) before they go to their slots.
+  // Several slots: the packed rows' RoPE rows (n, D/2) each, and the entries' last rows (S, C).
   float *k_new_ = nullptr, *v_new_ = nullptr;
   float *rows_cos_ = nullptr, *rows_sin_ = nullptr, *rows_cos_local_ = nullptr,
         *rows_sin_local_ = nullptr;

@@ -33,8 +33,10 @@ class DeviceGenerator::ResidentParams final : public model::ParamAccess {
 
 StatusOr<std::unique_ptr<DeviceGenerator>> DeviceGenerator::create(Device device,
                                                                    const model::ModelConfig& config,
-                                                                   model::ParamAccess& host) {
+                                                                   model::ParamAccess& host,
+                                                                   DType cache_dtype) {
   std::unique_ptr<DeviceGenerator> g(new DeviceGenerator());
+  g->cache_dtype_ = cache_dtype;
   ZERO_ASSIGN_OR_RETURN(g->exec_, device::ExecutionContext::create(device));
   ZERO_ASSIGN_OR_RETURN(g->model_, make_device_model(config, {}, *g->exec_));
   const int num_units = g->model_->layout().num_units();
@@ -71,7 +73,8 @@ Status DeviceGenerator::ensure_decoder(int64_t capacity, int64_t slots) {
     return ok_status();
   }
   decoder_.reset();  // the old cache's memory first
-  ZERO_ASSIGN_OR_RETURN(decoder_, make_device_decoder(*model_, capacity, *exec_, slots));
+  ZERO_ASSIGN_OR_RETURN(decoder_,
+                        make_device_decoder(*model_, capacity, *exec_, slots, cache_dtype_));
   decoder_slots_ = slots;
   return ok_status();
 }

@@ -25,11 +25,13 @@ class DeviceGenerator {
  public:
   // The model of `device` (make_device_model) on a fresh execution context of GPU 0. `host`: the
   // working parameters in host memory, e.g. Engine::params(); not owned, must outlive this and not
-  // change while it is used (the device copies are made once). Errors: no backend / GPU for
-  // `device`, or a model the device cannot run.
+  // change while it is used (the device copies are made once). `cache_dtype`: the key/value
+  // cache's on the GPU (bf16 for a 16-bit checkpoint: half the bytes; make_device_decoder).
+  // Errors: no backend / GPU for `device`, or a model the device cannot run.
   static StatusOr<std::unique_ptr<DeviceGenerator>> create(Device device,
                                                            const model::ModelConfig& config,
-                                                           model::ParamAccess& host);
+                                                           model::ParamAccess& host,
+                                                           DType cache_dtype = DType::kF32);
   ~DeviceGenerator();
 
   // How each new token's logits are computed.
@@ -63,6 +65,7 @@ class DeviceGenerator {
   std::unique_ptr<model::Model> model_;
   std::unique_ptr<model::CachedDecoder> decoder_;  // made on the first cached generate
   int64_t decoder_slots_ = 0;                      // the slots decoder_ was asked for
+  DType cache_dtype_ = DType::kF32;
   std::unique_ptr<StagedParams> staged_;
   std::unique_ptr<ResidentParams> resident_;
 };
