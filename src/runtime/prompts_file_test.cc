@@ -3,6 +3,7 @@
 #include "runtime/prompts_file.h"
 
 #include <fstream>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -86,6 +87,8 @@ struct BadLine {
   std::string content;
   std::string message;  // expected in the error, after "PATH:"
 };
+
+void PrintTo(const BadLine& bad, std::ostream* os) { *os << bad.name; }
 
 class PromptsFileBadLine : public ::testing::TestWithParam<BadLine> {};
 
