@@ -5,12 +5,14 @@ completion a single `--prompt` run prints for that prompt, and the same whatever
 (1: one at a time, and 3); per-line max_new_tokens, stop strings (the completion cut before the stop
 string, finish_reason "stop") and ids are honoured; sampled lines are the same across batch sizes
 (each line its own seed stream). Bad input is refused with exit 2, naming the file and the line,
-before any output file is made.
+before any output file is made; a run killed mid-batch leaves its finished lines whole.
 Usage: generate_batch.py ZERO BPE_MODEL_DIR WORK_DIR"""
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 
 zero, model, work = sys.argv[1:4]
 os.makedirs(work, exist_ok=True)
@@ -131,6 +133,28 @@ if os.path.exists("/dev/full"):
                      "/dev/full", *greedy)
     check(rc == 1 and "--output /dev/full: writing the line of prompt" in err,
           "a failed write exits 1 naming the output: " + err.strip())
+
+# Killed mid-batch (SIGKILL after the first line is out): every line written is whole JSON, for a
+# prompt that finished, and nothing is lost of them.
+long_file = write("long.jsonl", [json.dumps({"prompt_tokens": [3 + i, 7], "max_new_tokens": 3000 if i
+                                             else 5}) for i in range(6)])
+killed_out = os.path.join(work, "killed.jsonl")
+proc = subprocess.Popen([zero, "generate", "--model", model, "--prompts_file", long_file, "--output",
+                         killed_out, "--temperature", "0", "--batch_size", "1"],
+                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+deadline = time.time() + 60
+while time.time() < deadline and proc.poll() is None:
+    if os.path.exists(killed_out) and os.path.getsize(killed_out) > 0:
+        break
+    time.sleep(0.005)
+proc.send_signal(signal.SIGKILL)
+proc.wait()
+with open(killed_out) as f:
+    text = f.read()
+kept = [json.loads(line) for line in text.splitlines()]
+check(proc.returncode == -signal.SIGKILL and text.endswith("\n") and len(kept) >= 1 and
+      kept[0]["index"] == 0 and kept[0]["tokens"] == 5,
+      f"killed mid-batch: the finished lines are whole ({len(kept)} kept)")
 
 if failures:
     print(f"{len(failures)} failure(s)")
