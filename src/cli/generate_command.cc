@@ -9,6 +9,9 @@
 // key/value cache (--no_kv_cache: a whole forward per token); sampling stays on the host either
 // way. The speed goes to stderr at the end: new tokens per second, and the first token's latency
 // (the prompt's prefill) apart from the decode steps after it.
+// `--prompts_file F.jsonl` generates for many prompts at once, batched (runtime::generate_batch:
+// up to --batch_size sequences through one forward per step), each line's result written to
+// --output as its sequence finishes (cli/completion_writer.h).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -19,6 +22,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/completion_writer.h"
 #include "cli/flag_checks.h"
 #include "core/device.h"
 #include "model/model_config.h"
@@ -27,6 +31,7 @@
 #include "runtime/generate.h"
 #include "runtime/model_source.h"
 #include "runtime/model_weights.h"
+#include "runtime/prompts_file.h"
 #include "text/chat_template.h"
 #include "text/stream_decoder.h"
 #include "text/tokenizer.h"
@@ -45,6 +50,9 @@ struct GenerateArgs {
   bool ignore_eos = false;
   std::string device = "cpu";
   bool no_kv_cache = false;
+  std::string prompts_file;  // JSONL, one prompt a line (batch mode)
+  std::string output;        // batch mode's JSONL results; "-" or empty: stdout
+  int64_t batch_size = 8;    // sequences at once in batch mode
 };
 
 // Where generated tokens go: decoded text (tokenizer), raw bytes (byte-level) or ids.
@@ -130,9 +138,26 @@ struct Generation {
 // The prompt flags exclude each other; the device must be known and usable. Before anything is
 // printed.
 int check_flags_and_device(const GenerateArgs& a, Generation& g) {
+  const bool batch = !a.prompts_file.empty();
   if (a.has_chat + a.has_prompt + a.has_prompt_tokens > 1) {
     std::fprintf(stderr,
                  "error: --chat, --prompt and --prompt_tokens exclude each other: give one\n");
+    return 2;
+  }
+  if (batch && a.has_chat + a.has_prompt + a.has_prompt_tokens > 0) {
+    std::fprintf(stderr,
+                 "error: --prompts_file excludes --chat, --prompt and --prompt_tokens (each line "
+                 "holds its prompt)\n");
+    return 2;
+  }
+  if (!batch && !a.output.empty()) {
+    std::fprintf(stderr,
+                 "error: --output is for --prompts_file (the single prompt streams to "
+                 "stdout)\n");
+    return 2;
+  }
+  if (batch && a.no_kv_cache) {
+    std::fprintf(stderr, "error: --no_kv_cache is for a single prompt, not --prompts_file\n");
     return 2;
   }
   const StatusOr<Device> device = parse_device_flag(a.device);
@@ -175,6 +200,18 @@ int open_model(const GenerateArgs& a, Generation& g) {
   return 0;
 }
 
+// A text prompt's ids as HF's tokenizer(prompt): the special prefix (BOS) the tokenizer adds, not
+// its suffix (an EOS after the prompt would ask the model to start a new document). An empty
+// prompt starts from BOS (else EOS: GPT-2's <|endoftext|> plays both parts).
+StatusOr<std::vector<int32_t>> encode_text(const text::Tokenizer& tok, const std::string& prompt) {
+  std::vector<int32_t> tokens = tok.special_prefix_ids();
+  ZERO_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tok.encode(prompt, /*add_special_tokens=*/false));
+  tokens.insert(tokens.end(), ids.begin(), ids.end());
+  if (tokens.empty() && tok.bos_id()) tokens.push_back(*tok.bos_id());
+  if (tokens.empty() && tok.eos_id()) tokens.push_back(*tok.eos_id());
+  return tokens;
+}
+
 // The prompt's token ids from --chat, --prompt_tokens or --prompt, and how the output is printed
 // (decoded text, bytes or ids).
 int encode_prompt(const GenerateArgs& a, Generation& g) {
@@ -208,20 +245,13 @@ int encode_prompt(const GenerateArgs& a, Generation& g) {
     for (int64_t id : ids) tokens.push_back(static_cast<int32_t>(id));
     printer.bytes = false;
   } else if (g.tokenizer) {
-    const text::Tokenizer& tok = *g.tokenizer;
-    // HF's tokenizer(prompt): the special prefix (BOS) the tokenizer adds, not its suffix (an EOS
-    // after the prompt would ask the model to start a new document).
-    tokens = tok.special_prefix_ids();
-    auto ids = tok.encode(a.prompt, /*add_special_tokens=*/false);
+    auto ids = encode_text(*g.tokenizer, a.prompt);
     if (!ids.ok()) {
       std::fprintf(stderr, "error: --prompt: %s\n", ids.status().message().c_str());
       return 2;
     }
-    tokens.insert(tokens.end(), ids->begin(), ids->end());
-    // An empty prompt starts from BOS (else EOS: GPT-2's <|endoftext|> plays both parts).
-    if (tokens.empty() && tok.bos_id()) tokens.push_back(*tok.bos_id());
-    if (tokens.empty() && tok.eos_id()) tokens.push_back(*tok.eos_id());
-    printer.stream.emplace(tok, tokens);
+    tokens = std::move(*ids);
+    printer.stream.emplace(*g.tokenizer, tokens);
   } else if (printer.bytes) {
     for (unsigned char ch : a.prompt) tokens.push_back(ch);
   } else if (!a.prompt.empty()) {
@@ -255,7 +285,8 @@ void add_stop_tokens(GenerateArgs& a, const Generation& g) {
   // (tokenizer_config.json's eos_token), when the prompt is text. A chat turn also ends there
   // (Mistral's and Zephyr's templates close replies with eos_token).
   auto& stop = a.sampling.stop_tokens;
-  if ((stop.empty() || a.has_chat) && g.printer.stream && g.tokenizer->eos_id() &&
+  const bool text_prompts = g.printer.stream || (!a.prompts_file.empty() && g.tokenizer);
+  if ((stop.empty() || a.has_chat) && text_prompts && g.tokenizer->eos_id() &&
       std::find(stop.begin(), stop.end(), *g.tokenizer->eos_id()) == stop.end()) {
     stop.push_back(*g.tokenizer->eos_id());
   }
@@ -282,7 +313,11 @@ int load_weights(const GenerateArgs& a, Generation& g) {
   }
   g.weights = std::move(*weights);
   if (g.device != Device::kCpu) {
-    auto on_device = runtime::DeviceGenerator::create(g.device, *g.config, *g.weights);
+    // A 16-bit checkpoint's keys and values are cached in bf16 on the GPU (half the cache's bytes;
+    // its tokens may then differ from the CPU's, which caches fp32, beyond float ties).
+    const bool sixteen_bit = g.source->stored_dtype() != DType::kF32;
+    const DType cache_dtype = sixteen_bit ? DType::kBF16 : DType::kF32;
+    auto on_device = runtime::DeviceGenerator::create(g.device, *g.config, *g.weights, cache_dtype);
     if (!on_device.ok()) {
       std::fprintf(stderr, "error: --device %s: %s\n", a.device.c_str(),
                    on_device.status().message().c_str());
@@ -291,6 +326,7 @@ int load_weights(const GenerateArgs& a, Generation& g) {
     g.on_device = std::move(*on_device);
     std::fprintf(stderr, "zero generate: on %s; %s\n", probe_cuda().description.c_str(),
                  a.no_kv_cache ? "a whole forward per token (--no_kv_cache)"
+                 : sixteen_bit ? "a bf16 key/value cache on the GPU (16-bit checkpoint)"
                                : "a key/value cache on the GPU");
   } else if (a.no_kv_cache) {
     std::fprintf(stderr, "error: --no_kv_cache is for --device cuda (the CPU always caches)\n");
@@ -361,10 +397,70 @@ void report_speed(const Generation& g) {
                    : 0.0);
 }
 
+// --prompts_file: every line read, checked and encoded (before the weights are loaded), the output
+// file created, then the batch generated with each line written as its sequence finishes.
+int generate_prompts_file(GenerateArgs& a, Generation& g) {
+  const model::ModelConfig& mc = *g.config;
+  const bool bytes = !g.tokenizer && mc.vocab_size == 256;
+  runtime::EncodePromptFn encode;
+  if (g.tokenizer) {
+    encode = [&g](const std::string& text) { return encode_text(*g.tokenizer, text); };
+  } else if (bytes) {
+    encode = [](const std::string& text) -> StatusOr<std::vector<int32_t>> {
+      std::vector<int32_t> ids(text.begin(), text.end());
+      for (int32_t& id : ids) id = static_cast<unsigned char>(id);
+      if (ids.empty()) ids.push_back('\n');
+      return ids;
+    };
+  }
+  add_stop_tokens(a, g);
+  auto batch = runtime::read_prompts_file(a.prompts_file, mc, a.sampling, encode);
+  if (!batch.ok()) {
+    std::fprintf(stderr, "error: --prompts_file %s\n", batch.status().message().c_str());
+    return 2;
+  }
+  using Text = CompletionWriter::Text;
+  const Text text = g.tokenizer ? Text::kTokenizer : (bytes ? Text::kBytes : Text::kNone);
+  auto writer = CompletionWriter::open(a.output.empty() ? "-" : a.output, *batch, text,
+                                       g.tokenizer ? &*g.tokenizer : nullptr);
+  if (!writer.ok()) {
+    std::fprintf(stderr, "error: %s\n", writer.status().message().c_str());
+    return 2;
+  }
+  if (int code = load_weights(a, g)) return code;
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<runtime::BatchSequence>& seqs = batch->sequences;
+  const Status done =
+      g.on_device ? g.on_device->generate_batch(seqs, a.batch_size, **writer)
+                  : runtime::generate_batch(*g.model, *g.weights, seqs, a.batch_size, **writer);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::fprintf(
+      stderr,
+      "zero generate: %lld of %zu prompts done, %lld new tokens in %.3f s, %.1f tokens/s "
+      "(up to %lld sequences at once)\n",
+      static_cast<long long>((*writer)->lines_written()), seqs.size(),
+      static_cast<long long>((*writer)->new_tokens()), seconds,
+      static_cast<double>((*writer)->new_tokens()) / std::max(seconds, 1e-9),
+      static_cast<long long>(std::min<int64_t>(a.batch_size, static_cast<int64_t>(seqs.size()))));
+  if (!done.ok()) {
+    std::fprintf(stderr, "error: %s (%lld finished lines were written before it)\n",
+                 done.message().c_str(), static_cast<long long>((*writer)->lines_written()));
+    return 1;
+  }
+  if (!(*writer)->decode_status().ok()) {
+    std::fprintf(stderr, "error: decoding the output: %s\n",
+                 (*writer)->decode_status().message().c_str());
+    return 1;
+  }
+  return 0;
+}
+
 int run_generate(GenerateArgs& a) {
   Generation g;
   if (int code = check_flags_and_device(a, g)) return code;
   if (int code = open_model(a, g)) return code;
+  if (!a.prompts_file.empty()) return generate_prompts_file(a, g);
   if (int code = encode_prompt(a, g)) return code;
   add_stop_tokens(a, g);
   if (int code = load_weights(a, g)) return code;
@@ -413,7 +509,14 @@ void add_generate_command(CLI::App& app, int& exit_code) {
                 "nucleus sampling: among the fewest most likely tokens whose probability sums to "
                 "at least p (default 1 = off)")
       ->check(real_at_least(0, /*exclusive=*/true, 1));
-  g->add_option("--seed", a->sampling.seed, "sampling seed (default 1)")->check(int_at_least(0));
+  g->add_option("--repetition_penalty,--repetition-penalty", a->sampling.repetition_penalty,
+                "HF's repetition penalty: the logits of tokens already in the sequence divided by "
+                "it when positive, multiplied when negative (default 1 = off)")
+      ->check(real_at_least(0, /*exclusive=*/true));
+  g->add_option("--seed", a->sampling.seed,
+                "sampling seed (default 1); --prompts_file line i samples with seed + i * "
+                "0x9E3779B97F4A7C15 unless the line has its own")
+      ->check(int_at_least(0));
   g->add_option("--context_limit,--context-limit", a->sampling.context_limit,
                 "positions of context kept (the key/value cache's size); when full, the oldest "
                 "half is dropped and the rest re-read (default 0: max_position_embeddings, at "
@@ -428,6 +531,17 @@ void add_generate_command(CLI::App& app, int& exit_code) {
   g->add_flag("--no_kv_cache,--no-kv-cache", a->no_kv_cache,
               "with --device cuda: a whole forward over the window per new token instead of the "
               "key/value cache (the baseline the cache's speed is compared with)");
+  g->add_option("--prompts_file,--prompts-file", a->prompts_file,
+                "JSONL, one prompt a line: {\"prompt\": TEXT} or {\"prompt_tokens\": [IDS]}, with "
+                "optional per-line max_new_tokens, temperature, top_k, top_p, repetition_penalty, "
+                "seed, stop (strings) and id; generated in batches, one JSON line per prompt to "
+                "--output as each finishes (docs/formats/generate.md)");
+  g->add_option("--output", a->output,
+                "with --prompts_file: the JSONL results, written line by line (default: stdout)");
+  g->add_option("--batch_size,--batch-size", a->batch_size,
+                "with --prompts_file: sequences generated at once, through one forward per step "
+                "(default 8; a finished one's place goes to the next prompt)")
+      ->check(int_at_least(1));
   g->callback([a, prompt, prompt_tokens, chat, &exit_code] {
     a->has_prompt = prompt->count() > 0;
     a->has_prompt_tokens = prompt_tokens->count() > 0;

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <memory>
 #include <ostream>
 #include <random>
@@ -199,6 +200,106 @@ TEST_P(CudaKvDecoderTest, LogitsEqualTheCpuDecoderAndTheFullForward) {
   (*gpu)->append(device, tokens.data(), T, logits.data());
   EXPECT_TRUE(logits_close(logits, got.back(), config, dtype)) << "one prefill of " << T;
   EXPECT_EQ((*gpu)->length(), T);
+}
+
+// A bf16 cache rounds each layer's new keys and values (2 roundings per layer) on top of a 16-bit
+// model's GEMM inputs: logits_close's bound with those roundings counted.
+::testing::AssertionResult bf16_cache_close(const std::vector<float>& got,
+                                            const std::vector<float>& want, const ModelConfig& c,
+                                            DType weights) {
+  const double layers = static_cast<double>(c.num_layers);
+  const double roundings = 2.0 * layers + (weights == DType::kF32 ? 0.0 : 4.0 * layers + 1.0);
+  return kernels::testing::norm_close(got, want, std::sqrt(3.0 * roundings) * 0x1p-8);
+}
+
+// Three slots of one cache: ragged prompts prefilled in one append, then decode rows beside a new
+// prompt in a freed slot (kv_decoder_test.cc's schedule), against the CPU KvDecoder with the same
+// slots and appends (itself tested against one single-slot decoder per sequence); with an fp32 and
+// a bf16 cache. The bf16 cache's batch also against one single-slot bf16-cache decoder per
+// sequence (the same roundings: fp32 summation order apart).
+TEST_P(CudaKvDecoderTest, BatchedSlotsEqualTheCpuDecoder) {
+  ZERO_SKIP_WITHOUT_GPU();
+  const auto [model_case, dtype] = GetParam();
+  const ModelConfig config = model_case.config();
+  const ModelLayout layout(config);
+  const std::vector<std::vector<float>> units = random_units(layout);
+  testing::TypedResidentParams typed(units, dtype);
+  testing::ResidentParams f32(units);
+  ParamAccess& host = dtype == DType::kF32 ? static_cast<ParamAccess&>(f32) : typed;
+  DeviceParams device(host, layout.num_units());
+  zero::cuda::CudaStream stream;
+  auto model = CudaTransformer::create(config, {}, stream.get());
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  const int64_t V = config.vocab_size, capacity = 12;
+  std::vector<std::vector<int32_t>> seqs(4);
+  for (int64_t s = 0; s < 4; ++s) {
+    for (int64_t t = 0; t < 12; ++t) {
+      seqs[static_cast<size_t>(s)].push_back(static_cast<int32_t>((s * 101 + t * 37 + 5) % V));
+    }
+  }
+  const int64_t prompt[4] = {7, 3, 1, 5};
+  // (sequence, slot) per step: 0-2 prefill, decode twice, 3 replaces 1 while 0 and 2 decode.
+  const std::vector<std::vector<std::pair<int64_t, int64_t>>> steps = {
+      {{0, 0}, {1, 1}, {2, 2}}, {{0, 0}, {1, 1}, {2, 2}}, {{2, 2}, {0, 0}, {1, 1}},
+      {{0, 0}, {3, 1}, {2, 2}}, {{3, 1}, {0, 0}, {2, 2}}, {{0, 0}, {2, 2}, {3, 1}}};
+  for (const DType cache : {DType::kF32, DType::kBF16}) {
+    SCOPED_TRACE(cache == DType::kF32 ? "fp32 cache" : "bf16 cache");
+    auto gpu = CudaKvDecoder::create(**model, capacity, 3, cache);
+    ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
+    EXPECT_EQ((*gpu)->slots(), 3);
+    KvDecoder cpu(layout, capacity, 3);
+    std::vector<std::unique_ptr<CudaKvDecoder>> alone;  // bf16: one per sequence
+    for (int s = 0; s < 4 && cache == DType::kBF16; ++s) {
+      auto one = CudaKvDecoder::create(**model, capacity, 1, cache);
+      ASSERT_TRUE(one.ok()) << one.status().to_string();
+      alone.push_back(std::move(*one));
+    }
+    std::vector<int64_t> read(4, 0);
+    double worst = 0;  // largest relative difference from the CPU's fp32 cache
+    for (size_t k = 0; k < steps.size(); ++k) {
+      std::vector<SlotTokens> entries;
+      std::vector<int64_t> seq_of;
+      for (const auto& [seq, slot] : steps[k]) {
+        const int64_t at = read[static_cast<size_t>(seq)];
+        if (at == 0) {
+          (*gpu)->reset_slot(slot);
+          cpu.reset_slot(slot);
+        }
+        entries.push_back(
+            {slot, seqs[static_cast<size_t>(seq)].data() + at, at == 0 ? prompt[seq] : 1});
+        seq_of.push_back(seq);
+        read[static_cast<size_t>(seq)] += entries.back().n;
+      }
+      std::vector<float> got(entries.size() * static_cast<size_t>(V)), want(got.size());
+      (*gpu)->append_batch(device, entries, got.data());
+      cpu.append_batch(host, entries, want.data());
+      for (size_t e = 0; e < entries.size(); ++e) {
+        const auto row = [&](const std::vector<float>& all) {
+          return std::vector<float>(all.begin() + static_cast<std::ptrdiff_t>(e * V),
+                                    all.begin() + static_cast<std::ptrdiff_t>((e + 1) * V));
+        };
+        if (cache == DType::kF32) {
+          EXPECT_TRUE(logits_close(row(got), row(want), config, dtype))
+              << "step " << k << " entry " << e;
+        } else {
+          EXPECT_TRUE(bf16_cache_close(row(got), row(want), config, dtype))
+              << "step " << k << " entry " << e;
+          std::vector<float> one(static_cast<size_t>(V));
+          alone[static_cast<size_t>(seq_of[e])]->append(device, entries[e].tokens, entries[e].n,
+                                                        one.data());
+          EXPECT_LT(relative_error(row(got), one), kTolerance) << "step " << k << " entry " << e;
+        }
+        EXPECT_EQ((*gpu)->slot_length(entries[e].slot), cpu.slot_length(entries[e].slot));
+        worst = std::max(worst, relative_error(row(got), row(want)));
+      }
+    }
+    std::printf("%s %s weights, %s cache: batched vs the CPU, largest relative difference %.2e\n",
+                model_case.name, dtype == DType::kF32 ? "fp32" : "bf16",
+                cache == DType::kF32 ? "fp32" : "bf16", worst);
+    EXPECT_GE((*gpu)->device_bytes(), CudaKvDecoder::cache_bytes(config, capacity, 3, cache));
+  }
+  EXPECT_EQ(CudaKvDecoder::cache_bytes(config, capacity, 3, DType::kBF16) * 2,
+            CudaKvDecoder::cache_bytes(config, capacity, 3, DType::kF32));
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, CudaKvDecoderTest,

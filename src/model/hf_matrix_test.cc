@@ -190,6 +190,63 @@ TEST_P(HfMatrix, KvCachedGreedyContinuationEqualsTransformers) {
   EXPECT_EQ(got, want);
 }
 
+// Batched: the recorded prompt in slot 1 of a three-slot cache, beside two ragged prompts (its
+// first half, and the prompt without its first token), every step one append_batch for all three.
+// Slot 1 continues with transformers' greedy tokens; the other two with the tokens a one-slot
+// decoder gives each alone.
+TEST_P(HfMatrix, BatchedKvCachedGreedyEqualsTransformersAndOneAtATime) {
+  const std::string dir = kMatrix + GetParam();
+  nlohmann::json expected = nlohmann::json::parse(std::ifstream(dir + "/expected.json"));
+  const auto prompt = expected["greedy"]["prompt"].get<std::vector<int32_t>>();
+  const auto want = expected["greedy"]["tokens"].get<std::vector<int32_t>>();
+  testing::GoldenModel g = testing::load_hf_dir(dir);
+  ASSERT_FALSE(::testing::Test::HasFailure()) << "loading " << dir;
+  ASSERT_GE(prompt.size(), 2u);
+  const int64_t capacity = static_cast<int64_t>(prompt.size() + want.size());
+  const int64_t original = g.config.rope_scaling.original_max_position_embeddings;
+  if ((g.config.rope_scaling.type == "dynamic" && capacity > g.config.max_position_embeddings) ||
+      (g.config.rope_scaling.type == "longrope" &&
+       static_cast<int64_t>(prompt.size()) <= original && capacity > original)) {
+    GTEST_SKIP() << "as KvCachedGreedyContinuationEqualsTransformers";
+  }
+  const ModelLayout layout(g.config);
+  testing::ResidentParams params(g.units);
+  const int64_t V = g.config.vocab_size;
+  const std::vector<std::vector<int32_t>> prompts = {
+      std::vector<int32_t>(prompt.begin(), prompt.begin() + prompt.size() / 2), prompt,
+      std::vector<int32_t>(prompt.begin() + 1, prompt.end())};
+  auto argmax = [V](const float* row) {
+    return static_cast<int32_t>(std::max_element(row, row + V) - row);
+  };
+  // Batched: every slot's prompt in the first append, then its newest token each step.
+  KvDecoder batched(layout, capacity, 3);
+  std::vector<std::vector<int32_t>> got(3);
+  std::vector<float> logits(3 * static_cast<size_t>(V));
+  for (size_t step = 0; step < want.size(); ++step) {
+    std::vector<SlotTokens> entries;
+    for (int64_t s = 0; s < 3; ++s) {
+      const std::vector<int32_t>& p = prompts[static_cast<size_t>(s)];
+      entries.push_back(step == 0 ? SlotTokens{s, p.data(), static_cast<int64_t>(p.size())}
+                                  : SlotTokens{s, &got[static_cast<size_t>(s)].back(), 1});
+    }
+    batched.append_batch(params, entries, logits.data());
+    for (size_t s = 0; s < 3; ++s) got[s].push_back(argmax(logits.data() + s * V));
+  }
+  EXPECT_EQ(got[1], want) << "slot 1: transformers' tokens";
+  // One at a time: each prompt alone through a one-slot decoder.
+  for (size_t s = 0; s < 3; ++s) {
+    KvDecoder alone(layout, capacity);
+    std::vector<float> row(static_cast<size_t>(V));
+    alone.append(params, prompts[s].data(), static_cast<int64_t>(prompts[s].size()), row.data());
+    std::vector<int32_t> one = {argmax(row.data())};
+    while (one.size() < want.size()) {
+      alone.append(params, &one.back(), 1, row.data());
+      one.push_back(argmax(row.data()));
+    }
+    EXPECT_EQ(got[s], one) << "slot " << s << ": batched vs one at a time";
+  }
+}
+
 // The parameterized test passes vacuously on an empty directory; this one does not.
 TEST(HfMatrixFixtures, AreThere) { EXPECT_GE(matrix_cases().size(), 12u) << kMatrix; }
 

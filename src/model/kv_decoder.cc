@@ -17,19 +17,19 @@ namespace {
 void resize(std::vector<float>& v, int64_t n) { v.resize(static_cast<size_t>(n)); }
 }  // namespace
 
-KvDecoder::KvDecoder(const ModelLayout& layout, int64_t capacity)
-    : layout_(layout), capacity_(capacity) {
+KvDecoder::KvDecoder(const ModelLayout& layout, int64_t capacity, int64_t slots)
+    : layout_(layout), capacity_(capacity), lengths_(static_cast<size_t>(slots), 0) {
   const ModelConfig& c = layout.config();
-  ZERO_CHECK(capacity >= 1, "KvDecoder capacity ", capacity);
+  ZERO_CHECK(capacity >= 1 && slots >= 1, "KvDecoder capacity ", capacity, " slots ", slots);
   ZERO_CHECK(c.arch != Arch::kGpt2 || capacity <= c.max_position_embeddings, "KvDecoder capacity ",
              capacity, " exceeds max_position_embeddings ", c.max_position_embeddings);
 
   const int64_t D = c.head_dim();
   kv_ = c.num_kv_heads * D;
   k_cache_.assign(static_cast<size_t>(c.num_layers),
-                  std::vector<float>(static_cast<size_t>(capacity * kv_)));
+                  std::vector<float>(static_cast<size_t>(slots * capacity * kv_)));
   v_cache_.assign(static_cast<size_t>(c.num_layers),
-                  std::vector<float>(static_cast<size_t>(capacity * kv_)));
+                  std::vector<float>(static_cast<size_t>(slots * capacity * kv_)));
   if (c.arch == Arch::kLlama) {
     resize(rope_cos_, capacity * (D / 2));
     resize(rope_sin_, capacity * (D / 2));
@@ -51,22 +51,51 @@ KvDecoder::KvDecoder(const ModelLayout& layout, int64_t capacity)
   }
 }
 
-// Attention of the new rows over the cache: their keys and values join it at positions
-// [length_, length_ + n), then each row attends over every position up to its own.
+// Attention of the new rows over the cache: each entry's keys and values join its slot at
+// positions [length, length + n), then each row attends over every position of its slot up to its
+// own.
 class KvDecoder::CachedAttention final : public BlockAttention {
  public:
-  CachedAttention(KvDecoder& decoder, int64_t n) : decoder_(decoder), n_(n) {}
+  CachedAttention(KvDecoder& decoder, std::span<const SlotTokens> entries)
+      : decoder_(decoder), entries_(entries) {}
   void forward(int layer, const float* q, const float* k, const float* v, float* y) override {
-    const size_t bytes = static_cast<size_t>(n_ * decoder_.kv_) * sizeof(float);
-    std::memcpy(decoder_.k_rows(layer), k, bytes);
-    std::memcpy(decoder_.v_rows(layer), v, bytes);
-    decoder_.attend(layer, q, y, n_);
+    const int64_t kv = decoder_.kv_;
+    for (size_t e = 0; e < entries_.size(); ++e) {
+      const SlotTokens& entry = entries_[e];
+      const int64_t first_row = decoder_.entry_row_[e];
+      const int64_t at = decoder_.lengths_[static_cast<size_t>(entry.slot)] * kv;
+      const size_t bytes = static_cast<size_t>(entry.n * kv) * sizeof(float);
+      std::memcpy(decoder_.k_slot(layer, entry.slot) + at, k + first_row * kv, bytes);
+      std::memcpy(decoder_.v_slot(layer, entry.slot) + at, v + first_row * kv, bytes);
+    }
+    decoder_.attend(layer, q, y);
   }
 
  private:
   KvDecoder& decoder_;
-  int64_t n_;
+  std::span<const SlotTokens> entries_;
 };
+
+int64_t KvDecoder::slot_length(int64_t slot) const {
+  ZERO_CHECK(slot >= 0 && slot < slots(), "KvDecoder: slot ", slot, " of ", slots());
+  return lengths_[static_cast<size_t>(slot)];
+}
+
+void KvDecoder::reset_slot(int64_t slot) {
+  ZERO_CHECK(slot >= 0 && slot < slots(), "KvDecoder: slot ", slot, " of ", slots());
+  lengths_[static_cast<size_t>(slot)] = 0;
+}
+
+void KvDecoder::gather_rope(const std::vector<float>& table, std::vector<float>* rows) const {
+  const int64_t half = layout_.config().head_dim() / 2;
+  const int64_t N = static_cast<int64_t>(row_position_.size());
+  resize(*rows, N * half);
+  for (int64_t r = 0; r < N; ++r) {
+    std::memcpy(rows->data() + r * half,
+                table.data() + row_position_[static_cast<size_t>(r)] * half,
+                static_cast<size_t>(half) * sizeof(float));
+  }
+}
 
 BlockBuffers KvDecoder::block_buffers(int64_t n) {
   const ModelConfig& c = layout_.config();
@@ -106,74 +135,120 @@ BlockBuffers KvDecoder::block_buffers(int64_t n) {
           .gate_act = c.post_norms ? rows(gate_act_, n * F) : nullptr};
 }
 
-void KvDecoder::append(ParamAccess& params, const int32_t* tokens, int64_t n, float* logits) {
+void KvDecoder::append_batch(ParamAccess& params, std::span<const SlotTokens> entries,
+                             float* logits) {
   const ModelConfig& c = layout_.config();
-  ZERO_CHECK(n >= 1 && length_ + n <= capacity_, "KvDecoder: ", n, " tokens at position ", length_,
-             " exceed the capacity ", capacity_);
-  const int64_t C = c.hidden_size;
-  // One sequence of the n new rows, at positions [length_, length_ + n); fp32 GEMMs.
-  const ForwardContext ctx{
-      .config = c,
-      .B = 1,
-      .T = n,
-      .position = length_,
-      .rope_cos = rope_cos_.data(),
-      .rope_sin = rope_sin_.data(),
-      .rope_cos_local = rope_cos_local_.empty() ? nullptr : rope_cos_local_.data(),
-      .rope_sin_local = rope_sin_local_.empty() ? nullptr : rope_sin_local_.data()};
-  std::vector<float> x(static_cast<size_t>(n * C));
+  const int64_t C = c.hidden_size, V = c.vocab_size;
+  ZERO_CHECK(!entries.empty(), "KvDecoder: an append with no entries");
+  // The rows of every entry, packed in entry order: their slots, positions and tokens.
+  row_slot_.clear();
+  row_position_.clear();
+  entry_row_.assign(1, 0);
+  std::vector<int32_t> tokens;
+  std::vector<bool> seen(lengths_.size(), false);
+  for (const SlotTokens& e : entries) {
+    ZERO_CHECK(e.slot >= 0 && e.slot < slots() && !seen[static_cast<size_t>(e.slot)],
+               "KvDecoder: slot ", e.slot, " of ", slots(), " (or twice in one append)");
+    seen[static_cast<size_t>(e.slot)] = true;
+    const int64_t length = lengths_[static_cast<size_t>(e.slot)];
+    ZERO_CHECK(e.n >= 1 && length + e.n <= capacity_, "KvDecoder: ", e.n, " tokens at position ",
+               length, " of slot ", e.slot, " exceed the capacity ", capacity_);
+    for (int64_t i = 0; i < e.n; ++i) {
+      row_slot_.push_back(e.slot);
+      row_position_.push_back(length + i);
+    }
+    tokens.insert(tokens.end(), e.tokens, e.tokens + e.n);
+    entry_row_.push_back(entry_row_.back() + e.n);
+  }
+  const int64_t N = static_cast<int64_t>(tokens.size());
+  const int64_t E = static_cast<int64_t>(entries.size());
+  std::vector<float> x(static_cast<size_t>(N * C));  // (N, C)
 
+  // The embedding of each entry's rows at its own positions (GPT-2's position rows).
   const int emb = layout_.embedding_unit();
   {
     AcquiredUnit w(params, emb, widened_embedding_);
-    embedding_forward(ctx, layout_.unit(emb), w, tokens, x.data());
+    for (int64_t e = 0; e < E; ++e) {
+      const int64_t first = entry_row_[static_cast<size_t>(e)];
+      const SlotTokens& entry = entries[static_cast<size_t>(e)];
+      const ForwardContext at{
+          .config = c, .B = 1, .T = entry.n, .position = lengths_[static_cast<size_t>(entry.slot)]};
+      embedding_forward(at, layout_.unit(emb), w, tokens.data() + first, x.data() + first * C);
+    }
   }
 
+  // The blocks see the N rows as one sequence at position 0 whose RoPE tables are each row's own
+  // (gathered); attention keeps the rows' slots apart. fp32 GEMMs.
+  if (!rope_cos_.empty()) {
+    gather_rope(rope_cos_, &rows_cos_);
+    gather_rope(rope_sin_, &rows_sin_);
+  }
+  if (!rope_cos_local_.empty()) {
+    gather_rope(rope_cos_local_, &rows_cos_local_);
+    gather_rope(rope_sin_local_, &rows_sin_local_);
+  }
+  const ForwardContext ctx{
+      .config = c,
+      .B = 1,
+      .T = N,
+      .position = 0,
+      .rope_cos = rows_cos_.data(),
+      .rope_sin = rows_sin_.data(),
+      .rope_cos_local = rope_cos_local_.empty() ? nullptr : rows_cos_local_.data(),
+      .rope_sin_local = rope_cos_local_.empty() ? nullptr : rows_sin_local_.data()};
   // Each block in place: x becomes its output.
-  const BlockBuffers b = block_buffers(n);
-  CachedAttention attention(*this, n);
+  const BlockBuffers b = block_buffers(N);
+  CachedAttention attention(*this, entries);
   for (int l = 0; l < c.num_layers; ++l) {
     const int unit = layout_.block_unit(l);
     AcquiredUnit w(params, unit, widened_unit_);
     block_forward(ctx, layout_.unit(unit), w, x.data(), x.data(), b, attention);
   }
 
-  // Final norm and head, for the last row only (the tied head reads the embedding unit).
-  const float* last = x.data() + (n - 1) * C;
+  // Final norm and head for each entry's last row only (the tied head reads the embedding unit).
+  resize(last_rows_, E * C);
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t last = entry_row_[static_cast<size_t>(e) + 1] - 1;
+    std::memcpy(last_rows_.data() + e * C, x.data() + last * C,
+                static_cast<size_t>(C) * sizeof(float));
+  }
   const int fin = layout_.final_unit();
   const UnitSpec& fu = layout_.unit(fin);
   AcquiredUnit fw(params, fin, widened_unit_);
-  const FinalBuffers fb{norm_.data(), mean_.data(), rstd_.data()};
+  const FinalBuffers fb{norm_.data(), mean_.data(), rstd_.data()};  // N >= E rows each
   if (const ParamSpec* lm = fu.find(ParamKind::kLmHead)) {
-    final_forward(ctx, fu, fw, fw + lm->offset, last, 1, fb, logits);
+    final_forward(ctx, fu, fw, fw + lm->offset, last_rows_.data(), E, fb, logits);
   } else {
     AcquiredUnit ew(params, emb, widened_embedding_);
     const float* head = ew + layout_.unit(emb).param(ParamKind::kTokenEmbedding).offset;
-    final_forward(ctx, fu, fw, head, last, 1, fb, logits);
+    final_forward(ctx, fu, fw, head, last_rows_.data(), E, fb, logits);
   }
   if (c.final_logit_softcapping > 0) {  // Gemma 2
     const float cap = static_cast<float>(c.final_logit_softcapping);
-    for (int64_t v = 0; v < c.vocab_size; ++v) logits[v] = cap * std::tanh(logits[v] / cap);
+    for (int64_t v = 0; v < E * V; ++v) logits[v] = cap * std::tanh(logits[v] / cap);
   }
-  length_ += n;
+  for (const SlotTokens& e : entries) lengths_[static_cast<size_t>(e.slot)] += e.n;
 }
 
-void KvDecoder::attend(int layer, const float* q, float* y, int64_t n) const {
+void KvDecoder::attend(int layer, const float* q, float* y) const {
   const ModelConfig& c = layout_.config();
   const int64_t Hq = c.num_heads, Hkv = c.num_kv_heads, D = c.head_dim(), group = Hq / Hkv;
-  const float* K = k_cache_[static_cast<size_t>(layer)].data();
-  const float* Vc = v_cache_[static_cast<size_t>(layer)].data();
+  const int64_t N = static_cast<int64_t>(row_position_.size());
   const float scale = 1.0f / (std::sqrt(static_cast<float>(D)) *
                               static_cast<float>(c.attention_score_divisor(layer)));
   const int64_t window = c.attention_window(layer);
   const float cap = static_cast<float>(c.attn_logit_softcapping);  // Gemma 2; 0: none
+  const int64_t most_keys = *std::max_element(row_position_.begin(), row_position_.end()) + 1;
 #pragma omp parallel
   {
-    std::vector<float> p(static_cast<size_t>(length_ + n));
+    std::vector<float> p(static_cast<size_t>(most_keys));
 #pragma omp for collapse(2) schedule(static)
-    for (int64_t i = 0; i < n; ++i) {
+    for (int64_t i = 0; i < N; ++i) {
       for (int64_t h = 0; h < Hq; ++h) {
-        const int64_t keys = length_ + i + 1;  // causal: positions [0, length_ + i]
+        const int64_t slot = row_slot_[static_cast<size_t>(i)];
+        const float* K = k_cache_[static_cast<size_t>(layer)].data() + slot * capacity_ * kv_;
+        const float* Vc = v_cache_[static_cast<size_t>(layer)].data() + slot * capacity_ * kv_;
+        const int64_t keys = row_position_[static_cast<size_t>(i)] + 1;  // causal: [0, position]
         // Sliding window: only the last `window` of them (HF Mistral / Qwen2).
         const int64_t first = window > 0 ? std::max<int64_t>(0, keys - window) : 0;
         const int64_t kvh = h / group;

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -60,6 +62,61 @@ TEST_P(KvDecoderTest, IncrementalLogitsEqualTheFullForward) {
   EXPECT_LT(relative_error(logits.data(), want.data(), V), 1e-5) << "whole sequence";
 }
 
+// Batched appends (ragged prompts in three slots of one cache, then decode rows of the slots still
+// running beside a new prompt in a freed slot) against one single-slot decoder per sequence: the
+// same logits. Reported: the largest difference (the GEMMs run over a different number of rows).
+TEST_P(KvDecoderTest, BatchedSlotsGiveEachSequenceItsOwnLogits) {
+  testing::GoldenModel golden = testing::load_golden(GetParam());
+  const ModelLayout layout(golden.config);
+  ResidentParams params(std::move(golden.units));
+  const int64_t V = golden.config.vocab_size, capacity = 12;
+  // Four sequences of 7, 3, 1 and 5 prompt tokens and a few more, one at a time.
+  std::vector<std::vector<int32_t>> seqs(4);
+  for (int64_t s = 0; s < 4; ++s) {
+    for (int64_t t = 0; t < 12; ++t) {
+      seqs[static_cast<size_t>(s)].push_back(static_cast<int32_t>((s * 101 + t * 37 + 5) % V));
+    }
+  }
+  const int64_t prompt[4] = {7, 3, 1, 5};
+  // Step 1: sequences 0, 1, 2 (slots 0, 1, 2) prefill; steps 2-3: one token each; step 4:
+  // sequence 1 is done, sequence 3 prefills in its slot while 0 and 2 decode; steps 5-6: one each.
+  struct Step {
+    std::vector<std::pair<int64_t, int64_t>> seq_slot;
+  };
+  const std::vector<Step> steps = {{{{0, 0}, {1, 1}, {2, 2}}}, {{{0, 0}, {1, 1}, {2, 2}}},
+                                   {{{2, 2}, {0, 0}, {1, 1}}}, {{{0, 0}, {3, 1}, {2, 2}}},
+                                   {{{3, 1}, {0, 0}, {2, 2}}}, {{{0, 0}, {2, 2}, {3, 1}}}};
+  KvDecoder batched(layout, capacity, 3);
+  std::vector<std::unique_ptr<KvDecoder>> alone;
+  for (int s = 0; s < 4; ++s) alone.push_back(std::make_unique<KvDecoder>(layout, capacity));
+  std::vector<int64_t> read(4, 0);  // tokens of each sequence read so far
+  double worst = 0;
+  for (size_t k = 0; k < steps.size(); ++k) {
+    std::vector<SlotTokens> entries;
+    for (auto [seq, slot] : steps[k].seq_slot) {
+      const int64_t n = read[static_cast<size_t>(seq)] == 0 ? prompt[seq] : 1;
+      if (read[static_cast<size_t>(seq)] == 0) batched.reset_slot(slot);
+      entries.push_back(
+          {slot, seqs[static_cast<size_t>(seq)].data() + read[static_cast<size_t>(seq)], n});
+    }
+    std::vector<float> logits(entries.size() * static_cast<size_t>(V));
+    batched.append_batch(params, entries, logits.data());
+    for (size_t e = 0; e < entries.size(); ++e) {
+      const int64_t seq = steps[k].seq_slot[e].first;
+      std::vector<float> want(static_cast<size_t>(V));
+      alone[static_cast<size_t>(seq)]->append(params, entries[e].tokens, entries[e].n, want.data());
+      read[static_cast<size_t>(seq)] += entries[e].n;
+      const double err = relative_error(logits.data() + e * static_cast<size_t>(V), want.data(), V);
+      EXPECT_LT(err, 1e-6) << "step " << k << " sequence " << seq;
+      worst = std::max(worst, err);
+      EXPECT_EQ(batched.slot_length(entries[e].slot), read[static_cast<size_t>(seq)]);
+    }
+  }
+  EXPECT_EQ(params.held(), 0);
+  std::printf("%s: batched vs single-slot logits, largest relative difference %.2e\n",
+              GetParam().c_str(), worst);
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, KvDecoderTest,
                          ::testing::Values("gpt2_tiny", "llama_tiny", "llama_tiny_llama3",
                                            "mistral_tiny_sliding_yarn", "gpt2_tiny_by_layer",
@@ -85,6 +142,23 @@ TEST(KvDecoder, Bf16UnitsGiveTheLogitsOfTheirFp32Values) {
     }
     EXPECT_EQ(logits[0], logits[1]) << name;
   }
+}
+
+TEST(KvDecoder, ABatchedAppendChecksItsSlots) {
+  testing::GoldenModel golden = testing::load_golden("gpt2_tiny");
+  ModelLayout layout(golden.config);
+  ResidentParams params(std::move(golden.units));
+  KvDecoder decoder(layout, 4, 2);
+  const std::vector<int32_t> tokens = {1, 2, 3};
+  std::vector<float> logits(2 * static_cast<size_t>(golden.config.vocab_size));
+  const std::vector<SlotTokens> twice = {{0, tokens.data(), 1}, {0, tokens.data(), 1}};
+  EXPECT_DEATH(decoder.append_batch(params, twice, logits.data()), "twice");
+  const std::vector<SlotTokens> outside = {{2, tokens.data(), 1}};
+  EXPECT_DEATH(decoder.append_batch(params, outside, logits.data()), "slot 2 of 2");
+  const std::vector<SlotTokens> full = {{1, tokens.data(), 3}};
+  decoder.append_batch(params, full, logits.data());
+  const std::vector<SlotTokens> past = {{1, tokens.data(), 2}};
+  EXPECT_DEATH(decoder.append_batch(params, past, logits.data()), "slot 1 exceed the capacity");
 }
 
 TEST(KvDecoder, AppendingPastTheCapacityIsRefused) {

@@ -45,14 +45,16 @@ StatusOr<std::unique_ptr<model::Model>> make_cuda_model(const model::ModelConfig
 
 StatusOr<std::unique_ptr<model::CachedDecoder>> make_cuda_decoder(model::Model& model,
                                                                   int64_t capacity,
-                                                                  device::ExecutionContext& ctx) {
+                                                                  device::ExecutionContext& ctx,
+                                                                  int64_t slots,
+                                                                  DType cache_dtype) {
   auto* cuda_model = dynamic_cast<model::CudaTransformer*>(&model);
   if (cuda_model == nullptr) {
     return invalid_argument("--device cuda: a key/value-cached decoder needs the CUDA model");
   }
   cuda_compute(ctx).activate();
   ZERO_ASSIGN_OR_RETURN(std::unique_ptr<model::CudaKvDecoder> decoder,
-                        model::CudaKvDecoder::create(*cuda_model, capacity));
+                        model::CudaKvDecoder::create(*cuda_model, capacity, slots, cache_dtype));
   return std::unique_ptr<model::CachedDecoder>(std::move(decoder));
 }
 

@@ -1,6 +1,7 @@
 // DeviceGenerator (device_generator.h).
 #include "runtime/device_generator.h"
 
+#include <algorithm>
 #include <optional>
 
 #include "runtime/device_model.h"
@@ -32,8 +33,10 @@ class DeviceGenerator::ResidentParams final : public model::ParamAccess {
 
 StatusOr<std::unique_ptr<DeviceGenerator>> DeviceGenerator::create(Device device,
                                                                    const model::ModelConfig& config,
-                                                                   model::ParamAccess& host) {
+                                                                   model::ParamAccess& host,
+                                                                   DType cache_dtype) {
   std::unique_ptr<DeviceGenerator> g(new DeviceGenerator());
+  g->cache_dtype_ = cache_dtype;
   ZERO_ASSIGN_OR_RETURN(g->exec_, device::ExecutionContext::create(device));
   ZERO_ASSIGN_OR_RETURN(g->model_, make_device_model(config, {}, *g->exec_));
   const int num_units = g->model_->layout().num_units();
@@ -53,11 +56,27 @@ StatusOr<bool> DeviceGenerator::generate(std::vector<int32_t>& tokens,
   const model::ModelConfig& c = model_->layout().config();
   const int64_t capacity =
       generation_cache_capacity(c, static_cast<int64_t>(tokens.size()), options);
-  if (decoder_ == nullptr || decoder_->capacity() < capacity) {
-    decoder_.reset();  // the old cache's memory first
-    ZERO_ASSIGN_OR_RETURN(decoder_, make_device_decoder(*model_, capacity, *exec_));
-  }
+  ZERO_RETURN_IF_ERROR(ensure_decoder(capacity, 1));
   return generate_cached(*decoder_, c, *resident_, tokens, options, on_token, ctx);
+}
+
+Status DeviceGenerator::generate_batch(std::vector<BatchSequence>& seqs, int64_t slots,
+                                       BatchObserver& observer) {
+  const model::ModelConfig& c = model_->layout().config();
+  slots = std::clamp<int64_t>(slots, 1, std::max<int64_t>(1, static_cast<int64_t>(seqs.size())));
+  ZERO_RETURN_IF_ERROR(ensure_decoder(batch_cache_capacity(c, seqs), slots));
+  return generate_batch_cached(*decoder_, c, *resident_, seqs, observer);
+}
+
+Status DeviceGenerator::ensure_decoder(int64_t capacity, int64_t slots) {
+  if (decoder_ != nullptr && decoder_->capacity() >= capacity && decoder_slots_ == slots) {
+    return ok_status();
+  }
+  decoder_.reset();  // the old cache's memory first
+  ZERO_ASSIGN_OR_RETURN(decoder_,
+                        make_device_decoder(*model_, capacity, *exec_, slots, cache_dtype_));
+  decoder_slots_ = slots;
+  return ok_status();
 }
 
 int64_t DeviceGenerator::device_bytes() const {

@@ -25,11 +25,13 @@ class DeviceGenerator {
  public:
   // The model of `device` (make_device_model) on a fresh execution context of GPU 0. `host`: the
   // working parameters in host memory, e.g. Engine::params(); not owned, must outlive this and not
-  // change while it is used (the device copies are made once). Errors: no backend / GPU for
-  // `device`, or a model the device cannot run.
+  // change while it is used (the device copies are made once). `cache_dtype`: the key/value
+  // cache's on the GPU (bf16 for a 16-bit checkpoint: half the bytes; make_device_decoder).
+  // Errors: no backend / GPU for `device`, or a model the device cannot run.
   static StatusOr<std::unique_ptr<DeviceGenerator>> create(Device device,
                                                            const model::ModelConfig& config,
-                                                           model::ParamAccess& host);
+                                                           model::ParamAccess& host,
+                                                           DType cache_dtype = DType::kF32);
   ~DeviceGenerator();
 
   // How each new token's logits are computed.
@@ -43,6 +45,10 @@ class DeviceGenerator {
                           Decoding decoding = Decoding::kCached,
                           void (*on_token)(int32_t token, void* ctx) = nullptr,
                           void* ctx = nullptr);
+  // As runtime::generate_batch on the device model: up to `slots` sequences at once in one
+  // key/value cache (made, or remade when it is too small or has other slots, for
+  // batch_cache_capacity), one forward per step for all of them. Errors: the cache does not fit.
+  Status generate_batch(std::vector<BatchSequence>& seqs, int64_t slots, BatchObserver& observer);
   model::Model& model() { return *model_; }
   // Device bytes of the weights, the model's buffers of the last forward and the key/value cache.
   int64_t device_bytes() const;
@@ -50,12 +56,16 @@ class DeviceGenerator {
  private:
   class ResidentParams;
   DeviceGenerator() = default;
+  // Makes decoder_ (anew unless the present one has `slots` and at least `capacity` positions).
+  Status ensure_decoder(int64_t capacity, int64_t slots);
 
   // Declaration order is destruction order reversed: the parameter adapters go first (the staging
   // waits for the compute stream), then the model, then the streams it ran on.
   std::unique_ptr<device::ExecutionContext> exec_;
   std::unique_ptr<model::Model> model_;
   std::unique_ptr<model::CachedDecoder> decoder_;  // made on the first cached generate
+  int64_t decoder_slots_ = 0;                      // the slots decoder_ was asked for
+  DType cache_dtype_ = DType::kF32;
   std::unique_ptr<StagedParams> staged_;
   std::unique_ptr<ResidentParams> resident_;
 };

@@ -26,14 +26,16 @@ StatusOr<std::unique_ptr<model::Model>> make_device_model(const model::ModelConf
 
 StatusOr<std::unique_ptr<model::CachedDecoder>> make_device_decoder(model::Model& model,
                                                                     int64_t capacity,
-                                                                    device::ExecutionContext& ctx) {
+                                                                    device::ExecutionContext& ctx,
+                                                                    int64_t slots,
+                                                                    DType cache_dtype) {
   switch (ctx.device()) {
     case Device::kCpu:
       return std::unique_ptr<model::CachedDecoder>(
-          std::make_unique<model::KvDecoder>(model.layout(), capacity));
+          std::make_unique<model::KvDecoder>(model.layout(), capacity, slots));
     case Device::kCuda:
 #if defined(ZERO_WITH_CUDA)
-      return make_cuda_decoder(model, capacity, ctx);
+      return make_cuda_decoder(model, capacity, ctx, slots, cache_dtype);
 #else
       break;
 #endif

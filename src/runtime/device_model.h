@@ -28,16 +28,19 @@ StatusOr<std::unique_ptr<model::Model>> make_cuda_model(const model::ModelConfig
                                                         const model::TransformerOptions& options,
                                                         device::ExecutionContext& ctx);
 
-// A key/value-cached decoder of `capacity` positions over `model`, a model of ctx's device from
-// make_device_model (which must outlive it), on the model's stream. Errors: a device (or build)
-// without one, a capacity the model cannot hold, out of device memory.
-StatusOr<std::unique_ptr<model::CachedDecoder>> make_device_decoder(model::Model& model,
-                                                                    int64_t capacity,
-                                                                    device::ExecutionContext& ctx);
+// A key/value-cached decoder of `capacity` positions per slot over `model`, a model of ctx's device
+// from make_device_model (which must outlive it), on the model's stream, with `slots` sequences at
+// once. `cache_dtype`: the GPU's cache in fp32 or bf16 (model::CudaKvDecoder); the CPU's is fp32
+// whatever it says. Errors: a device (or build) without one, a capacity the model cannot hold, out
+// of device memory.
+StatusOr<std::unique_ptr<model::CachedDecoder>> make_device_decoder(
+    model::Model& model, int64_t capacity, device::ExecutionContext& ctx, int64_t slots = 1,
+    DType cache_dtype = DType::kF32);
 // CUDA builds (runtime/cuda_device_model.cc): model::CudaKvDecoder over a model::CudaTransformer.
 StatusOr<std::unique_ptr<model::CachedDecoder>> make_cuda_decoder(model::Model& model,
                                                                   int64_t capacity,
-                                                                  device::ExecutionContext& ctx);
+                                                                  device::ExecutionContext& ctx,
+                                                                  int64_t slots, DType cache_dtype);
 
 // What the model of a device will hold, for memory planning before it allocates anything.
 struct DeviceModelBytes {

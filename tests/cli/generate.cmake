@@ -112,3 +112,14 @@ a=$($Z $args 2>/dev/null); b=$($Z $args 2>/dev/null); c=$($Z $args --context_lim
 echo \"[$a] [$c]\"; test \"$a\" = \"$b\" && test \"$a\" != \"$c\" && test $(echo \"$a\" | wc -w) -eq 15 && echo limited-ok")
 set_tests_properties(cli.generate.context_limit PROPERTIES LABELS unit
                      PASS_REGULAR_EXPRESSION "limited-ok")
+
+# Issue 29 item 3: --prompts_file (JSONL in, JSONL out line by line): batched greedy lines equal
+# single --prompt runs for every --batch_size, per-line max_new_tokens / stop strings / id, sampled
+# lines independent of the batch size, bad lines refused naming FILE:LINE before any output.
+add_test(NAME cli.generate.prompts_file
+         COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/tests/cli/generate_batch.py
+                 $<TARGET_FILE:zero> ${_zg_model} ${_zg_out}/batch)
+# One OpenMP thread: ~20 runs of a tiny model, each otherwise spinning threads on the shared cores
+# (22 s -> 4 s on the 2-core machine).
+set_tests_properties(cli.generate.prompts_file PROPERTIES LABELS unit FIXTURES_REQUIRED zg_model
+                     ENVIRONMENT OMP_NUM_THREADS=1)

@@ -14,6 +14,7 @@
 #include "core/cuda/launch.h"
 #include "kernels/attention/attention_internal_cuda.cuh"
 #include "kernels/attention/decode_attention_cuda.h"
+#include "kernels/cuda_vector.cuh"
 
 namespace zero::kernels::cuda {
 namespace {
@@ -43,18 +44,20 @@ using attention_internal::warp_sum;
 // keeps the same running max and sum (it reads the same shared partials), and its own output
 // columns. One split writes y; several write their (max, sum, D unnormalised outputs) to
 // partial (n * Hq, splits, D + 2) for decode_attention_combine_kernel (an empty share: -inf, 0, 0).
+// T: the cache's element type (float, or __nv_bfloat16 widened to fp32 as it is read).
+template <typename T>
 __global__ void __launch_bounds__(kThreads)
-    decode_attention_kernel(float* y, float* partial, const float* q, const float* k_cache,
-                            const float* v_cache, int Hq, int Hkv, int D, int P, float scale,
+    decode_attention_kernel(float* y, float* partial, const float* q, const T* k_cache,
+                            const T* v_cache, int Hq, int Hkv, int D, int P, float scale,
                             int window) {
   __shared__ float q_s[kMaxHeadDim];
   __shared__ float p_s[kThreads];                 // the chunk's probabilities (unnormalised)
   __shared__ float max_s[kWarps], sum_s[kWarps];  // per-warp partials of the chunk
   const int i = static_cast<int>(blockIdx.x) / Hq, h = static_cast<int>(blockIdx.x) % Hq;
   const int tid = static_cast<int>(threadIdx.x), lane = tid % kLanes, warp = tid / kLanes;
-  const int64_t kv_stride = static_cast<int64_t>(Hkv) * D;  // floats per cached position
-  const float* k_head = k_cache + static_cast<int64_t>(h / (Hq / Hkv)) * D;
-  const float* v_head = v_cache + static_cast<int64_t>(h / (Hq / Hkv)) * D;
+  const int64_t kv_stride = static_cast<int64_t>(Hkv) * D;  // elements per cached position
+  const T* k_head = k_cache + static_cast<int64_t>(h / (Hq / Hkv)) * D;
+  const T* v_head = v_cache + static_cast<int64_t>(h / (Hq / Hkv)) * D;
   const float* q_row = q + (static_cast<int64_t>(i) * Hq + h) * D;
   for (int d = tid; d < D; d += kThreads) q_s[d] = q_row[d];
 
@@ -73,9 +76,9 @@ __global__ void __launch_bounds__(kThreads)
     const int count = min(kThreads, hi - start);
     float score = -INFINITY;
     if (tid < count) {
-      const float* k_row = k_head + (start + tid) * kv_stride;
+      const T* k_row = k_head + (start + tid) * kv_stride;
       float dot = 0.0f;
-      for (int d = 0; d < D; ++d) dot += q_s[d] * k_row[d];
+      for (int d = 0; d < D; ++d) dot += q_s[d] * to_f32(k_row[d]);
       score = dot * scale;
     }
     const float warp_m = warp_max(score);
@@ -102,7 +105,7 @@ __global__ void __launch_bounds__(kThreads)
       const int d = tid + c * kThreads;
       if (d >= D) continue;
       float sum = 0.0f;
-      for (int j = 0; j < count; ++j) sum += p_s[j] * v_head[(start + j) * kv_stride + d];
+      for (int j = 0; j < count; ++j) sum += p_s[j] * to_f32(v_head[(start + j) * kv_stride + d]);
       acc[c] = acc[c] * rescale + sum;
     }
     __syncthreads();  // the chunk's shared values are read before the next chunk writes them
@@ -156,9 +159,13 @@ size_t decode_attention_scratch_bytes(int64_t D) {
   return static_cast<size_t>(kSplitBlocks * (D + 2)) * sizeof(float);
 }
 
-void decode_attention(float* y, const float* q, const float* k_cache, const float* v_cache,
-                      int64_t n, int64_t P, int64_t Hq, int64_t Hkv, int64_t D, void* scratch,
-                      cudaStream_t stream, int64_t window, double score_divisor) {
+namespace {
+
+template <typename T>
+void launch_decode_attention(float* y, const float* q, const T* k_cache, const T* v_cache,
+                             int64_t n, int64_t P, int64_t Hq, int64_t Hkv, int64_t D,
+                             void* scratch, cudaStream_t stream, int64_t window,
+                             double score_divisor) {
   ZERO_CHECK(n >= 1 && P >= 0 && Hkv > 0 && Hq % Hkv == 0 && D >= 1 && D <= kMaxHeadDim,
              "decode_attention: n ", n, " P ", P, " Hq ", Hq, " Hkv ", Hkv, " D ", D);
   ZERO_CHECK(n * Hq <= INT32_MAX && P + n <= INT32_MAX, "decode_attention: ", n * Hq, " blocks or ",
@@ -167,7 +174,7 @@ void decode_attention(float* y, const float* q, const float* k_cache, const floa
   const int64_t splits = scratch != nullptr ? key_splits(n, P, Hq, window) : 1;
   float* partial = static_cast<float*>(scratch);
   ZERO_LAUNCH(dim3(static_cast<unsigned>(n * Hq), static_cast<unsigned>(splits)), kThreads, 0,
-              stream, decode_attention_kernel)
+              stream, decode_attention_kernel<T>)
   (y, partial, q, k_cache, v_cache, static_cast<int>(Hq), static_cast<int>(Hkv),
    static_cast<int>(D), static_cast<int>(P), scale, static_cast<int>(window));
   CUDA_CHECK_LAUNCH();
@@ -177,6 +184,23 @@ void decode_attention(float* y, const float* q, const float* k_cache, const floa
     (y, partial, static_cast<int>(splits), static_cast<int>(D));
     CUDA_CHECK_LAUNCH();
   }
+}
+
+}  // namespace
+
+void decode_attention(float* y, const float* q, const float* k_cache, const float* v_cache,
+                      int64_t n, int64_t P, int64_t Hq, int64_t Hkv, int64_t D, void* scratch,
+                      cudaStream_t stream, int64_t window, double score_divisor) {
+  launch_decode_attention(y, q, k_cache, v_cache, n, P, Hq, Hkv, D, scratch, stream, window,
+                          score_divisor);
+}
+
+void decode_attention(float* y, const float* q, const __nv_bfloat16* k_cache,
+                      const __nv_bfloat16* v_cache, int64_t n, int64_t P, int64_t Hq, int64_t Hkv,
+                      int64_t D, void* scratch, cudaStream_t stream, int64_t window,
+                      double score_divisor) {
+  launch_decode_attention(y, q, k_cache, v_cache, n, P, Hq, Hkv, D, scratch, stream, window,
+                          score_divisor);
 }
 
 }  // namespace zero::kernels::cuda

@@ -4,7 +4,8 @@
 // The CPU twin is KvDecoder's attention (model/kv_decoder.cc), which the model tests compare with;
 // decode_attention_cuda_test.cc checks the kernel against a double-precision loop.
 // Legend: n new rows, Hq / Hkv heads, D head dim, P cached positions before the new rows.
-// q / y (n, Hq, D); k_cache / v_cache (capacity, Hkv, D), fp32 (the CUDA model's activation dtype).
+// q / y (n, Hq, D); k_cache / v_cache (capacity, Hkv, D), fp32 (the CUDA model's activation dtype)
+// or bf16.
 //
 // Numerics: fp32 throughout, each score's dot product summed over D in order (as the CPU twin), an
 // online softmax over chunks of keys (the running max / sum / output rescaled per chunk), so the
@@ -17,6 +18,7 @@
 // prefill into an empty cache takes the flash kernel instead (cuda_kv_decoder.cc).
 #pragma once
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -34,6 +36,13 @@ namespace zero::kernels::cuda {
 void decode_attention(float* y, const float* q, const float* k_cache, const float* v_cache,
                       int64_t n, int64_t P, int64_t Hq, int64_t Hkv, int64_t D, void* scratch,
                       cudaStream_t stream, int64_t window = 0, double score_divisor = 1.0);
+
+// The same over a bf16 key/value cache (CudaKvDecoder's for 16-bit models: half the bytes per
+// cached key), each key and value widened to fp32 exactly as it is read; the rest as above.
+void decode_attention(float* y, const float* q, const __nv_bfloat16* k_cache,
+                      const __nv_bfloat16* v_cache, int64_t n, int64_t P, int64_t Hq, int64_t Hkv,
+                      int64_t D, void* scratch, cudaStream_t stream, int64_t window = 0,
+                      double score_divisor = 1.0);
 
 // The scratch decode_attention needs for head dim D, whatever n, P and Hq: the splits' partials
 // are at most ~1024 blocks of D + 2 floats.

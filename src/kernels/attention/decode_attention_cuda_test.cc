@@ -15,6 +15,7 @@
 #include <random>
 #include <vector>
 
+#include "core/dtype.h"
 #include "kernels/attention/decode_attention_cuda.h"
 #include "kernels/cuda_test_util.h"
 
@@ -95,6 +96,32 @@ TEST_P(DecodeAttention, MatchesDoubleReference) {
   for (void* sc : {static_cast<void*>(scratch.get()), static_cast<void*>(nullptr)}) {
     cuda::decode_attention(dy.get(), dq.get(), dk.get(), dv.get(), s.n, s.P, s.Hq, s.Hkv, s.D, sc,
                            nullptr, s.window, s.divisor);
+    EXPECT_TRUE(all_close(dy.download(), want, tolerance_for(DType::kF32)))
+        << (sc ? "split keys" : "one block per row and head");
+  }
+}
+
+// A bf16 cache (16-bit models): the keys and values rounded to bf16 give the reference's attention
+// over the rounded values (the widening as they are read is exact), with and without split keys.
+TEST_P(DecodeAttention, Bf16CacheMatchesDoubleReferenceOfItsValues) {
+  ZERO_SKIP_WITHOUT_GPU();
+  const DecodeShape s = GetParam();
+  const std::vector<float> q = random_values(s.n * s.Hq * s.D, 1);
+  std::vector<float> k = random_values(s.capacity() * s.Hkv * s.D, 2);
+  std::vector<float> v = random_values(s.capacity() * s.Hkv * s.D, 3);
+  std::vector<uint16_t> k16(k.size()), v16(v.size());
+  convert_from_f32(k.data(), k16.data(), DType::kBF16, k.size());
+  convert_from_f32(v.data(), v16.data(), DType::kBF16, v.size());
+  convert_to_f32(k16.data(), DType::kBF16, k.data(), k.size());  // k, v: the rounded values
+  convert_to_f32(v16.data(), DType::kBF16, v.data(), v.size());
+  DeviceArray<float> dq(q), dy(q.size());
+  DeviceArray<uint16_t> dk(k16), dv(v16);
+  DeviceArray<char> scratch(cuda::decode_attention_scratch_bytes(s.D));
+  const std::vector<float> want = reference(q, k, v, s);
+  for (void* sc : {static_cast<void*>(scratch.get()), static_cast<void*>(nullptr)}) {
+    cuda::decode_attention(dy.get(), dq.get(), reinterpret_cast<const __nv_bfloat16*>(dk.get()),
+                           reinterpret_cast<const __nv_bfloat16*>(dv.get()), s.n, s.P, s.Hq, s.Hkv,
+                           s.D, sc, nullptr, s.window, s.divisor);
     EXPECT_TRUE(all_close(dy.download(), want, tolerance_for(DType::kF32)))
         << (sc ? "split keys" : "one block per row and head");
   }
