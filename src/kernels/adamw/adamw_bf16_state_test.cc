@@ -171,12 +171,18 @@ Bf16State random_state(int64_t n, bool bf16_moments, uint32_t seed) {
   std::normal_distribution<float> normal(0.f, 1.f);
   for (int64_t i = 0; i < n; ++i) {
     st.p.push_back(float_to_bf16(normal(rng)));
-    const float m = normal(rng) * 0.1f, v = std::abs(normal(rng)) * 0.01f;
+    float m = normal(rng) * 0.1f, v = std::abs(normal(rng)) * 0.01f;
+    if (i % 23 == 11) {
+      // Denormal moments (a zero gradient below keeps them denormal): rounded as float_to_bf16
+      // does, not flushed to zero.
+      m = -1e-39f;
+      v = 3e-40f;
+    }
     st.m32.push_back(bf16_moments ? round_to_bf16(m) : m);
     st.v32.push_back(bf16_moments ? round_to_bf16(v) : v);
     st.m16.push_back(float_to_bf16(m));
     st.v16.push_back(float_to_bf16(v));
-    float g = normal(rng) * 1024.f;
+    float g = i % 23 == 11 ? 0.f : normal(rng) * 1024.f;
     if (i % 17 == 5) g = std::numeric_limits<float>::quiet_NaN();
     if (i % 19 == 7) g = -std::numeric_limits<float>::infinity();
     if (i % 13 == 3) g = 1e-41f;  // a denormal
