@@ -50,17 +50,19 @@ def compare(args):
         opt.step()
     print(f"values: {args.numel} elements, {args.steps} steps from the same bf16 state and bf16 "
           "gradients (AdamW, lr %g, weight decay %g)\n" % (args.lr, args.weight_decay))
-    print("| tensor | bitwise equal | differ by 1 bf16 ulp | by more | max ulp | max rel. diff |")
+    print("| tensor | bitwise equal | differ by 1 bf16 ulp | by more | max ulp | max abs. diff / RMS |")
     print("|---|---:|---:|---:|---:|---:|")
     for name, short, theirs in (("param", "p", p.data), ("exp_avg", "m", state["exp_avg"]),
                                 ("exp_avg_sq", "v", state["exp_avg_sq"])):
         ours = load_bf16(os.path.join(d, f"ours_{short}.bf16"))
         ulps = ulp_distance(ours, theirs)
-        rel = ((ours.float() - theirs.float()).abs() /
-               theirs.float().abs().clamp_min(1e-30)).max().item()
+        # Relative to the tensor's scale: a few elements where b1*m and (1-b1)*g cancel differ by
+        # many ulps of their tiny result (DeepSpeed fuses a*b+c into FMA, we do not).
+        rms = theirs.float().pow(2).mean().sqrt().item()
+        diff = (ours.float() - theirs.float()).abs().max().item() / max(rms, 1e-30)
         n = ulps.numel()
         print(f"| {name} | {(ulps == 0).sum().item() / n:.4%} | {(ulps == 1).sum().item() / n:.4%} "
-              f"| {(ulps > 1).sum().item() / n:.4%} | {ulps.max().item()} | {rel:.3g} |")
+              f"| {(ulps > 1).sum().item() / n:.4%} | {ulps.max().item()} | {diff:.3g} |")
 
 
 def bench(args):
