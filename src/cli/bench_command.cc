@@ -30,6 +30,13 @@ void add_adam(CLI::App* bench, int& exit_code) {
   adam->add_option("--python", opts->python, "python with torch");
   adam->add_option("--torch-script", opts->torch_script,
                    "default: <source>/tools/bench_adam_torch.py");
+  adam->add_flag(
+      "!--no-bf16-state", opts->bf16_state,
+      "skip the bf16-state rows (bf16_master_weights_and_grads / bf16_optimizer_states)");
+  adam->add_option("--deepspeed-python", opts->deepspeed_python,
+                   "python with deepspeed 0.19: DeepSpeedCPUAdam's bf16 state side by side");
+  adam->add_option("--deepspeed-script", opts->deepspeed_script,
+                   "default: <source>/tools/bench_adam_deepspeed.py");
   adam->callback([opts, isa, &exit_code] {
     if (!kernels::cpu::parse_cpu_isa(*isa, &opts->isa)) {
       std::fprintf(stderr, "error: zero bench adam: unknown --isa %s\n", isa->c_str());

@@ -169,6 +169,8 @@ StatusOr<DsConfig> make_ds_config(const EffectiveConfig& config) {
   r.read("fp16.consecutive_hysteresis", c.fp16.consecutive_hysteresis);
   r.read("fp16.min_loss_scale", c.fp16.min_loss_scale);
   r.read("bf16.enabled", c.bf16_enabled);
+  r.read("bf16.bf16_master_weights_and_grads", c.bf16_master_weights_and_grads);
+  r.read("bf16.bf16_optimizer_states", c.bf16_optimizer_states);
   r.read("data_types.grad_accum_dtype", c.grad_accum_dtype);
   r.read("communication_data_type", c.communication_data_type);
 

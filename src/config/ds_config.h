@@ -118,7 +118,9 @@ struct DsConfig {
   OptimizerConfig scheduler;
   Fp16Config fp16;
   Setting<bool> bf16_enabled;
-  Setting<std::optional<DType>> grad_accum_dtype;         // None: model dtype
+  Setting<bool> bf16_master_weights_and_grads;     // bf16 master weights (config/zero_rules.h)
+  Setting<bool> bf16_optimizer_states;             // and bf16 Adam moments
+  Setting<std::optional<DType>> grad_accum_dtype;  // None: model dtype
   Setting<std::optional<DType>> communication_data_type;  // None: model dtype
   ZeroConfig zero;
   AioConfig aio;

@@ -197,8 +197,10 @@ constexpr BlockSpec kFp16{"fp16", kFp16Keys};
 constexpr KeySpec kBf16Keys[] = {
     flag("enabled", "false"),
     flag("immediate_grad_update", "true", kNone),
-    flag("bf16_master_weights_and_grads", "false", kUnimpl),
-    flag("bf16_optimizer_states", "false", kUnimpl),
+    // bf16 master weights / moments in the optimizer state (config/zero_rules.cc: DeepSpeed's
+    // restrictions; docs/offload.md).
+    flag("bf16_master_weights_and_grads", "false"),
+    flag("bf16_optimizer_states", "false"),
 };
 constexpr BlockSpec kBf16{"bf16", kBf16Keys};
 

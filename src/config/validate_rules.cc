@@ -199,7 +199,11 @@ void check_optimizer_with_zero(Context& ctx, const Json& config, const Facts& f)
 }
 
 void check_zero(Context& ctx, const Json& config, const Facts& f, int world_size) {
-  if (f.zero == nullptr) return;
+  const Json* bf16 = get(&config, "bf16", "bfloat16");
+  const bool bf16_master = is_true(get(bf16, "bf16_master_weights_and_grads"));
+  const bool bf16_states = is_true(get(bf16, "bf16_optimizer_states"));
+  // Without a zero_optimization block only the bf16 state keys have rules to check (stage 0).
+  if (f.zero == nullptr && !bf16_master && !bf16_states) return;
   const bool below3 = f.stage && *f.stage < 3;
   // The stage / offload rules are apply_zero_rules' (what the engine applies too).
   auto target = [](const std::string& device) {
@@ -223,6 +227,9 @@ void check_zero(Context& ctx, const Json& config, const Facts& f, int world_size
     placement.lamb = lower(type->get<std::string>()) == "lamb";
   }
   placement.world_size = world_size;
+  placement.bf16 = is_true(get(bf16, "enabled"));
+  placement.bf16_master_weights = bf16_master;
+  placement.bf16_optimizer_states = bf16_states;
   for (const ZeroRuleFinding& r : apply_zero_rules(placement).findings) {
     if (r.error) {
       ctx.error(r.key, r.message, r.hint);
@@ -256,7 +263,7 @@ void check_zero(Context& ctx, const Json& config, const Facts& f, int world_size
     }
   }
   // Stage-3-only keys set below stage 3 do nothing; say so (DeepSpeed is silent).
-  if (below3) {
+  if (below3 && f.zero != nullptr) {
     const KeySpec* zero_spec = find_key(root_schema(), "zero_optimization");
     for (const auto& [key, value] : f.zero->items()) {
       const KeySpec* k = find_key(*zero_spec->block, key);

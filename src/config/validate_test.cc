@@ -84,6 +84,36 @@ TEST(Validate, UnimplementedFeatureWarnsOnlyWhenUsed) {
 
 // Issue 32 item 4: tensorboard is implemented (no warning); W&B and Comet point to the monitors
 // that are.
+// bf16 master weights / optimizer states: implemented (no "not implemented" warning) where
+// DeepSpeed allows them, errors naming the key where it does not (config::apply_zero_rules).
+TEST(Validate, Bf16OptimizerStateFollowsTheZeroRules) {
+  auto ok = check(R"({"bf16": {"enabled": true, "bf16_master_weights_and_grads": true,
+      "bf16_optimizer_states": true}, "zero_optimization": {"stage": 2}})");
+  EXPECT_TRUE(ok.diagnostics.empty()) << ok.format();
+  auto offloaded = check(R"({"bf16": {"enabled": true, "bf16_master_weights_and_grads": true},
+      "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"}}})");
+  EXPECT_TRUE(offloaded.diagnostics.empty()) << offloaded.format();
+  // No zero_optimization block: stage 0.
+  auto no_zero = check(R"({"bf16": {"enabled": true, "bf16_master_weights_and_grads": true,
+      "bf16_optimizer_states": true}})");
+  EXPECT_TRUE(has(no_zero,
+                  "error: bf16.bf16_master_weights_and_grads: only supported with ZeRO "
+                  "stage 1, 2 or 3"))
+      << no_zero.format();
+  auto no_offload = check(R"({"bf16": {"enabled": true, "bf16_master_weights_and_grads": true},
+      "zero_optimization": {"stage": 1}})");
+  EXPECT_TRUE(has(no_offload,
+                  "error: bf16.bf16_master_weights_and_grads: fp32 optimizer states "
+                  "with bf16 master weights need ZeRO-Offload"))
+      << no_offload.format();
+  auto states_alone = check(R"({"bf16": {"enabled": true, "bf16_optimizer_states": true},
+      "zero_optimization": {"stage": 1}})");
+  EXPECT_TRUE(has(states_alone,
+                  "error: bf16.bf16_optimizer_states: requires "
+                  "bf16.bf16_master_weights_and_grads to be true"))
+      << states_alone.format();
+}
+
 TEST(Validate, TensorboardIsImplementedAndWandbCometPointToIt) {
   EXPECT_TRUE(check(R"({"tensorboard": {"enabled": true, "output_path": "tb", "job_name": "j"}})")
                   .diagnostics.empty());

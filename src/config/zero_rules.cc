@@ -1,6 +1,8 @@
 // apply_zero_rules (config/zero_rules.h): which stage allows which offload, written once.
 #include "config/zero_rules.h"
 
+#include <optional>
+
 #include <fmt/format.h>
 
 namespace zero::config {
@@ -31,6 +33,55 @@ namespace {
 
 const char* kOptim = "zero_optimization.offload_optimizer";
 const char* kParam = "zero_optimization.offload_param";
+const char* kMaster = "bf16.bf16_master_weights_and_grads";
+const char* kStates = "bf16.bf16_optimizer_states";
+
+// DeepSpeed 0.19's restrictions on bf16 master weights / optimizer states (runtime/config.py,
+// base_optimizer.py _configure_master_weights, the stages' _enforce_cpu_offload), applied to the
+// facts after the stage's demotions: ZeRO stage 1-3; optimizer states only with master weights;
+// fp32 moments with a bf16 master only under optimizer offload (DeepSpeedCPUAdam); under offload
+// the CPU Adam (Adam / AdamW). Stricter: bf16.enabled is required (the master weights are the bf16
+// model's own values; DeepSpeed would make a lossy bf16 copy of an fp32 or fp16 model).
+std::optional<ZeroRuleFinding> bf16_state_finding(const ZeroPlacement& p,
+                                                  OffloadTarget optimizer_offload, int stage) {
+  if (!p.bf16_master_weights && !p.bf16_optimizer_states) return std::nullopt;
+  auto error = [](std::string key, std::string message, std::string hint,
+                  StatusCode code = StatusCode::kInvalidArgument) {
+    return ZeroRuleFinding{true, code, std::move(key), std::move(message), std::move(hint)};
+  };
+  const char* key = p.bf16_master_weights ? kMaster : kStates;
+  if (stage == 0) {
+    return error(key,
+                 fmt::format("only supported with ZeRO stage 1, 2 or 3 (zero_optimization.stage "
+                             "is {}), as in DeepSpeed",
+                             p.stage_text),
+                 "set zero_optimization.stage to 1, 2 or 3");
+  }
+  if (p.bf16_optimizer_states && !p.bf16_master_weights) {
+    return error(kStates, fmt::format("requires {} to be true, as in DeepSpeed", kMaster),
+                 fmt::format("set {} to true, or remove bf16_optimizer_states", kMaster));
+  }
+  if (!p.bf16) {
+    return error(kMaster,
+                 "needs bf16.enabled: true (the master weights are the bf16 model's values)",
+                 "enable bf16, or remove the key");
+  }
+  if (!p.bf16_optimizer_states && optimizer_offload == OffloadTarget::kNone) {
+    return error(kMaster,
+                 "fp32 optimizer states with bf16 master weights need ZeRO-Offload "
+                 "(zero_optimization.offload_optimizer.device \"cpu\" or \"nvme\": "
+                 "DeepSpeedCPUAdam), as in DeepSpeed",
+                 "offload the optimizer, or set bf16.bf16_optimizer_states to true");
+  }
+  if (p.lamb) {
+    return error("optimizer.type",
+                 fmt::format("Lamb with {}: the bf16 optimizer state is implemented for Adam / "
+                             "AdamW (DeepSpeedCPUAdam's role under offload)",
+                             key),
+                 "use Adam or AdamW", StatusCode::kUnimplemented);
+  }
+  return std::nullopt;
+}
 
 }  // namespace
 
@@ -92,6 +143,7 @@ ZeroRules apply_zero_rules(const ZeroPlacement& p) {
     error(std::string(kOptim) + ".ratio",
           fmt::format("partial offload (ratio < 1) needs ZeRO stage 3 ({})", is_stage));
   }
+  if (auto f = bf16_state_finding(p, r.optimizer_offload, stage)) r.findings.push_back(*f);
   if (p.lamb && stage >= 1 && p.world_size > 1) {
     error("optimizer.type",
           fmt::format("Lamb with ZeRO stage {} across {} ranks is not supported (its per-tensor "

@@ -1,4 +1,5 @@
-// The ZeRO stage / offload / optimizer rules, written once (issue 26 item 2): `zero config check`
+// The ZeRO stage / offload / optimizer / optimizer-state dtype rules, written once (issue 26 item
+// 2; DeepSpeed 0.19's bf16 master weights and optimizer states, issue 27): `zero config check`
 // (validate_ds_config), the run plan and the Engine all ask apply_zero_rules, so what the checker
 // accepts is what the engine runs, and a warning printed is the rule that was applied.
 #pragma once
@@ -19,11 +20,14 @@ struct ZeroPlacement {
   std::string stage_text = "0";  // as written, for messages
   OffloadTarget optimizer_offload = OffloadTarget::kNone;
   OffloadTarget param_offload = OffloadTarget::kNone;
-  bool optimizer_nvme_path = false;  // offload_optimizer.nvme_path given and non-empty
-  bool param_nvme_path = false;      // offload_param.nvme_path given and non-empty
-  std::optional<double> ratio;       // offload_optimizer.ratio, when given
-  bool lamb = false;                 // optimizer.type is Lamb
-  int world_size = 0;                // 0: not known (config check without --world_size)
+  bool optimizer_nvme_path = false;    // offload_optimizer.nvme_path given and non-empty
+  bool param_nvme_path = false;        // offload_param.nvme_path given and non-empty
+  std::optional<double> ratio;         // offload_optimizer.ratio, when given
+  bool lamb = false;                   // optimizer.type is Lamb
+  int world_size = 0;                  // 0: not known (config check without --world_size)
+  bool bf16 = false;                   // bf16.enabled
+  bool bf16_master_weights = false;    // bf16.bf16_master_weights_and_grads
+  bool bf16_optimizer_states = false;  // bf16.bf16_optimizer_states
 };
 
 // One rule's verdict on a key. An error stops the run; a warning says what DeepSpeed does instead

@@ -99,6 +99,75 @@ TEST(ZeroRules, LambIsRefusedOnlyWhenShardedAcrossRanks) {
   }
 }
 
+// DeepSpeed 0.19's support matrix for bf16 master weights / optimizer states (docs/_pages/
+// config-json.md, runtime/config.py, base_optimizer.py): stage 1-3 only; bf16 optimizer states need
+// bf16 master weights; fp32 moments with a bf16 master need optimizer offload; and bf16.enabled
+// (ours), Adam / AdamW only (ours: the CPU Adam and the fused AdamW have the bf16 state).
+TEST(ZeroRules, Bf16StateFollowsDeepSpeedsSupportMatrix) {
+  struct Case {
+    int stage;
+    bool master, states;
+    OffloadTarget offload;
+    const char* error_key;  // nullptr: accepted
+  };
+  const char* kMaster = "bf16.bf16_master_weights_and_grads";
+  const char* kStates = "bf16.bf16_optimizer_states";
+  const Case cases[] = {
+      {0, true, true, OffloadTarget::kNone, kMaster},
+      {0, true, false, OffloadTarget::kNone, kMaster},
+      {0, false, true, OffloadTarget::kNone, kStates},
+      {1, false, true, OffloadTarget::kCpu, kStates},   // states without master
+      {1, true, false, OffloadTarget::kNone, kMaster},  // fp32 moments need offload
+      {1, true, false, OffloadTarget::kCpu, nullptr},
+      {2, true, true, OffloadTarget::kNone, nullptr},  // bf16 state on the device / host
+      {2, true, true, OffloadTarget::kCpu, nullptr},
+      {3, true, true, OffloadTarget::kCpu, nullptr},
+      {3, true, true, OffloadTarget::kNvme, nullptr},
+      {3, true, false, OffloadTarget::kNvme, nullptr},
+  };
+  for (const Case& c : cases) {
+    ZeroPlacement p = at_stage(c.stage);
+    p.bf16 = true;
+    p.bf16_master_weights = c.master;
+    p.bf16_optimizer_states = c.states;
+    p.optimizer_offload = c.offload;
+    p.optimizer_nvme_path = true;
+    const ZeroRules r = apply_zero_rules(p);
+    const std::string what = "stage " + std::to_string(c.stage) + " master " +
+                             std::to_string(c.master) + " states " + std::to_string(c.states) +
+                             " offload " + std::to_string(static_cast<int>(c.offload));
+    if (c.error_key == nullptr) {
+      EXPECT_TRUE(r.ok()) << what << ": " << r.first_error().to_string();
+    } else {
+      ASSERT_FALSE(r.ok()) << what;
+      EXPECT_EQ(r.first_error().code(), StatusCode::kInvalidArgument) << what;
+      EXPECT_EQ(r.findings.back().key, c.error_key) << what;
+    }
+  }
+}
+
+TEST(ZeroRules, Bf16StateNeedsBf16AndAdam) {
+  ZeroPlacement p = at_stage(2);
+  p.bf16_master_weights = p.bf16_optimizer_states = true;
+  ZeroRules r = apply_zero_rules(p);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.first_error().message(),
+            "bf16.bf16_master_weights_and_grads: needs bf16.enabled: true (the master weights are "
+            "the bf16 model's values)");
+  p.bf16 = true;
+  p.lamb = true;
+  r = apply_zero_rules(p);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.first_error().code(), StatusCode::kUnimplemented);
+  EXPECT_EQ(r.findings.back().key, "optimizer.type");
+  // Below stage 3 nvme is cpu: bf16 master weights with fp32 moments stay offloaded.
+  p = at_stage(1);
+  p.bf16 = p.bf16_master_weights = true;
+  p.optimizer_offload = OffloadTarget::kNvme;
+  r = apply_zero_rules(p);
+  EXPECT_TRUE(r.ok()) << r.first_error().to_string();
+}
+
 TEST(ZeroRules, AStageOutsideZeroToThreeIsAnError) {
   const ZeroRules r = apply_zero_rules(at_stage(4));
   ASSERT_FALSE(r.ok());

@@ -26,7 +26,8 @@ struct SumSquaresOut {
   bool nonfinite = false;
 };
 
-// One shard's AdamW state as views (fp32 master, grad, moments; optional 16-bit working copy).
+// One shard's AdamW state as views (master weights and moments in fp32, or bf16 as
+// optim::AdamShard allows; fp32 grad; optional 16-bit working copy).
 struct AdamShardViews {
   TensorView param, grad, exp_avg, exp_avg_sq;
   TensorView param_16bit;  // data == nullptr: none
@@ -34,6 +35,12 @@ struct AdamShardViews {
   // exp_avg_sq as they were before the update, written in the same pass (a rollback copy).
   TensorView prev_param, prev_exp_avg, prev_exp_avg_sq;
 };
+
+// The kernel's shard for `views`: each state view to the fp32 or bf16 pointer its dtype names.
+// Checks (ZERO_CHECK, `who` in the message) one numel for all, an fp32 grad and rollback copy, and
+// state dtypes the kernels take (optim::AdamShard: fp32, or a bf16 master with fp32 or bf16
+// moments). Devices are the caller's to check.
+optim::AdamShard adam_shard_of(const AdamShardViews& views, const char* who);
 
 // Memory of one backend's device, freed on destruction (after the work reading it: the owner
 // synchronizes the streams that use it first). A moved-from buffer is empty (data() null).

@@ -371,6 +371,68 @@ TEST_P(BackendOps, AdamwMatchesTheOptimizer) {
   EXPECT_EQ(p16_dev.download<uint16_t>(), p16_want);
 }
 
+// A bf16 state (bf16 master weights and moments; bf16 master with fp32 moments): the views' dtypes
+// pick the kernel's bf16 pointers, bitwise the optimizer's update of the same shard.
+TEST_P(BackendOps, AdamwOnABf16StateMatchesTheOptimizer) {
+  const int64_t n = numel();
+  for (const DType moments : {DType::kBF16, DType::kF32}) {
+    SCOPED_TRACE(dtype_name(moments));
+    std::vector<float> g = random_floats(n, 5), pf = random_floats(n, 4);
+    std::vector<uint16_t> p(static_cast<size_t>(n)), m16(p.size()), v16(p.size());
+    std::vector<float> m32(p.size(), 0.1f), v32(p.size(), 0.2f);
+    for (size_t i = 0; i < p.size(); ++i) {
+      p[i] = float_to_bf16(pf[i]).bits;
+      m16[i] = float_to_bf16(0.1f).bits;
+      v16[i] = float_to_bf16(0.2f).bits;
+    }
+    optim::AdamArgs args;
+    args.lr = 1e-2f;
+    args.weight_decay = 0.1f;
+    args.step = 3;
+    DeviceBuffer p_dev = buffer(DType::kBF16, n), g_dev = buffer(DType::kF32, n);
+    DeviceBuffer m_dev = buffer(moments, n), v_dev = buffer(moments, n);
+    DeviceBuffer p16_dev = buffer(DType::kBF16, n);
+    p_dev.upload(p);
+    g_dev.upload(g);
+    if (moments == DType::kBF16) {
+      m_dev.upload(m16);
+      v_dev.upload(v16);
+    } else {
+      m_dev.upload(m32);
+      v_dev.upload(v32);
+    }
+    AdamShardViews shard;
+    shard.param = p_dev.view();
+    shard.grad = g_dev.view();
+    shard.exp_avg = m_dev.view();
+    shard.exp_avg_sq = v_dev.view();
+    shard.param_16bit = p16_dev.view();
+    backend().adamw(compute(), args, shard, 0.25f);
+    ASSERT_TRUE(compute().synchronize().ok());
+    optim::AdamShard direct;
+    direct.param_bf16 = reinterpret_cast<bf16*>(p.data());
+    direct.grad = g.data();
+    if (moments == DType::kBF16) {
+      direct.exp_avg_bf16 = reinterpret_cast<bf16*>(m16.data());
+      direct.exp_avg_sq_bf16 = reinterpret_cast<bf16*>(v16.data());
+    } else {
+      direct.exp_avg = m32.data();
+      direct.exp_avg_sq = v32.data();
+    }
+    direct.numel = n;
+    optim::adam_update(args, direct, 0.25f);
+    EXPECT_EQ(p_dev.download<uint16_t>(), p);
+    EXPECT_EQ(p16_dev.download<uint16_t>(), p);  // the copy of a bf16 master is the master
+    if (moments == DType::kBF16) {
+      EXPECT_EQ(m_dev.download<uint16_t>(), m16);
+      EXPECT_EQ(v_dev.download<uint16_t>(), v16);
+    } else {
+      EXPECT_EQ(m_dev.download<float>(), m32);
+      EXPECT_EQ(v_dev.download<float>(), v32);
+    }
+  }
+}
+
 using BackendStreams = BackendContext;
 
 // An event never recorded is complete; a record behind held work is not, until the work ran.

@@ -187,24 +187,9 @@ class CpuBackend final : public Backend {
                                  &shard.exp_avg_sq,     &shard.prev_param, &shard.prev_exp_avg,
                                  &shard.prev_exp_avg_sq};
     const int checked = shard.prev_param.data != nullptr ? 7 : 4;  // the rollback copy is optional
-    for (int i = 0; i < checked; ++i) {
-      const TensorView* v = views[i];
-      check_host(*v, "adamw: shard");
-      ZERO_CHECK(v->dtype == DType::kF32 && v->numel() == shard.param.numel(),
-                 "adamw: param, grad, moments and rollback copies must be fp32 of the same numel");
-    }
-    cpu(stream).submit([args, shard, grad_scale] {
-      optim::AdamShard s;
-      s.param = static_cast<float*>(shard.param.data);
-      s.grad = static_cast<const float*>(shard.grad.data);
-      s.exp_avg = static_cast<float*>(shard.exp_avg.data);
-      s.exp_avg_sq = static_cast<float*>(shard.exp_avg_sq.data);
-      s.numel = shard.param.numel();
-      s.param_16bit = shard.param_16bit.data;
-      s.param_16bit_dtype = shard.param_16bit.dtype;
-      s.prev_param = static_cast<float*>(shard.prev_param.data);
-      s.prev_exp_avg = static_cast<float*>(shard.prev_exp_avg.data);
-      s.prev_exp_avg_sq = static_cast<float*>(shard.prev_exp_avg_sq.data);
+    for (int i = 0; i < checked; ++i) check_host(*views[i], "adamw: shard");
+    const optim::AdamShard s = adam_shard_of(shard, "adamw");
+    cpu(stream).submit([args, s, grad_scale] {
       // The vectorised CPU Adam (DeepSpeedCPUAdam's role), bitwise optim::adam_update.
       kernels::cpu::adam_update_simd(args, s, grad_scale);
       return ok_status();
@@ -217,6 +202,55 @@ class CpuBackend final : public Backend {
 };
 
 }  // namespace
+
+optim::AdamShard adam_shard_of(const AdamShardViews& v, const char* who) {
+  const int64_t numel = v.param.numel();
+  auto state = [&](const TensorView& x, bool master) {
+    ZERO_CHECK(x.numel() == numel, who, ": state numel ", x.numel(), " != param numel ", numel);
+    ZERO_CHECK(x.dtype == DType::kF32 || x.dtype == DType::kBF16, who, ": ",
+               master ? "master weights" : "moments", " must be fp32 or bf16, got ",
+               dtype_name(x.dtype));
+  };
+  state(v.param, true);
+  state(v.exp_avg, false);
+  state(v.exp_avg_sq, false);
+  ZERO_CHECK(v.exp_avg.dtype == v.exp_avg_sq.dtype, who, ": exp_avg and exp_avg_sq dtypes differ");
+  const bool prev = v.prev_param.data != nullptr;
+  for (const TensorView* x : {&v.grad, &v.prev_param, &v.prev_exp_avg, &v.prev_exp_avg_sq}) {
+    if (x != &v.grad && !prev) break;
+    ZERO_CHECK(x->dtype == DType::kF32 && x->numel() == numel, who,
+               ": grad and rollback copies must be fp32 of the param's numel");
+  }
+  if (v.param_16bit.data != nullptr) {
+    ZERO_CHECK(v.param_16bit.numel() == numel, who, ": param_16bit numel ", v.param_16bit.numel(),
+               " != ", numel);
+  }
+  optim::AdamShard s;
+  if (v.param.dtype == DType::kBF16) {
+    s.param_bf16 = v.param.as<bf16>();
+  } else {
+    s.param = v.param.as<float>();
+  }
+  if (v.exp_avg.dtype == DType::kBF16) {
+    s.exp_avg_bf16 = v.exp_avg.as<bf16>();
+    s.exp_avg_sq_bf16 = v.exp_avg_sq.as<bf16>();
+  } else {
+    s.exp_avg = v.exp_avg.as<float>();
+    s.exp_avg_sq = v.exp_avg_sq.as<float>();
+  }
+  s.grad = v.grad.as<const float>();
+  s.numel = numel;
+  s.param_16bit = v.param_16bit.data;
+  s.param_16bit_dtype = v.param_16bit.dtype;
+  if (prev) {
+    s.prev_param = v.prev_param.as<float>();
+    s.prev_exp_avg = v.prev_exp_avg.as<float>();
+    s.prev_exp_avg_sq = v.prev_exp_avg_sq.as<float>();
+  }
+  // The kernels' own REQUIRES (a bf16 master for bf16 moments, no rollback copy of bf16 state).
+  kernels::check_adam_call(optim::AdamArgs{}, s, who);
+  return s;
+}
 
 std::unique_ptr<Backend> make_cpu_backend(StreamOptions options) {
   return std::make_unique<CpuBackend>(options);

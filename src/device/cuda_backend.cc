@@ -314,25 +314,12 @@ class CudaBackend final : public Backend {
              float grad_scale) override {
     for (const TensorView* v : {&shard.param, &shard.grad, &shard.exp_avg, &shard.exp_avg_sq}) {
       check_device(*v, "adamw: shard");
-      ZERO_CHECK(v->dtype == DType::kF32 && v->numel() == shard.param.numel(),
-                 "adamw: param, grad and moments must be fp32 of the same numel");
     }
-    if (shard.param_16bit.data != nullptr) {
-      check_device(shard.param_16bit, "adamw: param_16bit");
-      ZERO_CHECK(shard.param_16bit.numel() == shard.param.numel(), "adamw: param_16bit numel ",
-                 shard.param_16bit.numel(), " != ", shard.param.numel());
-    }
+    if (shard.param_16bit.data != nullptr) check_device(shard.param_16bit, "adamw: param_16bit");
     ZERO_CHECK(shard.prev_param.data == nullptr, "adamw: no rollback copy on the CUDA backend");
+    const optim::AdamShard d = adam_shard_of(shard, "adamw (cuda)");
     CudaStream& s = ready(stream);
     if (s.failed()) return;
-    optim::AdamShard d;
-    d.param = shard.param.as<float>();
-    d.grad = shard.grad.as<const float>();
-    d.exp_avg = shard.exp_avg.as<float>();
-    d.exp_avg_sq = shard.exp_avg_sq.as<float>();
-    d.numel = shard.param.numel();
-    d.param_16bit = shard.param_16bit.data;
-    d.param_16bit_dtype = shard.param_16bit.dtype;
     optim::cuda::adam_update(args, d, grad_scale, s.get());
   }
 

@@ -32,17 +32,18 @@ struct Case {
   int stage;
   int world;
   DType dtype;
-  bool offload;          // offload_optimizer cpu
-  bool no_clip = false;  // gradient_clipping 0: with offload (and offload_overlap), the CPU Adam
-                         // overlaps backward
-  bool staged = false;   // --dist_backend mpi: the collectives over the host communicator,
-                         // staged through pinned host memory (ranks sharing a GPU)
+  bool offload;             // offload_optimizer cpu
+  bool no_clip = false;     // gradient_clipping 0: with offload (and offload_overlap), the CPU Adam
+                            // overlaps backward
+  bool bf16_state = false;  // bf16 master weights and moments (bf16_optimizer_states)
+  bool staged = false;      // --dist_backend mpi: the collectives over the host communicator,
+                            // staged through pinned host memory (ranks sharing a GPU)
 };
 
 void PrintTo(const Case& c, std::ostream* os) {
   *os << c.model << " stage " << c.stage << " world " << c.world << " " << dtype_name(c.dtype)
       << (c.offload ? " offload cpu" : "") << (c.no_clip ? " no clipping" : "")
-      << (c.staged ? " dist_backend mpi" : "");
+      << (c.bf16_state ? " bf16 state" : "") << (c.staged ? " dist_backend mpi" : "");
 }
 
 struct Curve {
@@ -73,6 +74,7 @@ Curve run(const Case& c, Device device, const model::TransformerOptions& transfo
     o.zero.stage = c.stage;
     o.zero.param_persistence_threshold_numel = 0;  // stage 3 gathers every unit
     if (c.offload) o.offload.optimizer = OptimizerOffload::kCpu;
+    if (c.bf16_state) o.state_dtypes = {DType::kBF16, DType::kBF16};
     o.offload_overlap = true;  // opt-in; acts without clipping (checked below)
     o.check_memory = false;
     if (c.staged) o.dist_backend = DistBackend::kMpi;
@@ -99,10 +101,11 @@ Curve run(const Case& c, Device device, const model::TransformerOptions& transfo
                   c.staged ? "threads communicator, staged through pinned host memory" : "NCCL");
       }
       if (c.offload) {
-        EXPECT_NE((*engine)->master(0), nullptr);  // host memory
+        // Host memory (a bf16 state is read through read_partition_state, widened).
+        EXPECT_EQ((*engine)->master(0) != nullptr, !c.bf16_state);
         EXPECT_GT((*engine)->memory().pinned_bytes, 0);
         // The worker thread's downloads and CPU Adam during backward, on the CUDA backend.
-        EXPECT_EQ((*engine)->offload_overlaps(), c.no_clip);
+        EXPECT_EQ((*engine)->offload_overlaps(), c.no_clip && !c.bf16_state);
       }
     }
     TokenDatasetOptions dopts;
@@ -210,16 +213,27 @@ std::vector<Case> cases() {
       out.push_back({"gpt2_tiny", stage, world, DType::kBF16, true, true});
     }
   }
+  // bf16 optimizer state (bf16_master_weights_and_grads + bf16_optimizer_states) on both sides:
+  // on the emulated GPU (the fused AdamW's bf16-state kernel, the store's device buffers in bf16)
+  // or in host memory under offload (the CPU Adam); without clipping the overlap stays off (fp32
+  // state only).
+  for (int stage : {1, 3}) {
+    for (bool offload : {false, true}) {
+      out.push_back({"gpt2_tiny", stage, 1, DType::kBF16, offload, false, true});
+      if (stage == 3) out.push_back({"llama_tiny", stage, 1, DType::kBF16, offload, false, true});
+    }
+  }
+  out.push_back({"gpt2_tiny", 2, 2, DType::kBF16, false, false, true});
   // --dist_backend mpi (issue 30 item 1): the device path's collectives over a duplicate of the
   // ThreadCommunicator, each a D2H copy into pinned staging, the host collective in a host function
   // on the comm stream and an H2D copy back, ordered by events as NCCL's are.
   for (int world : {2, 4}) {
     for (int stage = 0; stage <= 3; ++stage) {
-      out.push_back({"gpt2_tiny", stage, world, DType::kBF16, false, false, true});
+      out.push_back({"gpt2_tiny", stage, world, DType::kBF16, false, false, false, true});
     }
   }
-  out.push_back({"llama_tiny", 3, 2, DType::kF32, false, false, true});
-  out.push_back({"gpt2_tiny", 2, 2, DType::kBF16, true, true, true});
+  out.push_back({"llama_tiny", 3, 2, DType::kF32, false, false, false, true});
+  out.push_back({"gpt2_tiny", 2, 2, DType::kBF16, true, true, false, true});
   return out;
 }
 
@@ -227,7 +241,8 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   const Case& c = info.param;
   return std::string(c.model) + "_s" + std::to_string(c.stage) + "_w" + std::to_string(c.world) +
          "_" + std::string(dtype_name(c.dtype)) + (c.offload ? "_offload" : "") +
-         (c.no_clip ? "_noclip" : "") + (c.staged ? "_mpi" : "");
+         (c.no_clip ? "_noclip" : "") + (c.bf16_state ? "_bf16state" : "") +
+         (c.staged ? "_mpi" : "");
 }
 
 INSTANTIATE_TEST_SUITE_P(Ladder, CudaEngineOnEmulator, ::testing::ValuesIn(cases()), case_name);

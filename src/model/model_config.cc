@@ -576,9 +576,9 @@ nlohmann::json generation_config_to_json(const ModelConfig& c) {
 }
 
 std::vector<std::string> preset_names() {
-  return {"gpt2-tiny",  "gpt2-mini",  "gpt2-124m",   "gpt2-350m", "gpt2-774m",
-          "gpt2-1558m", "llama-tiny", "llama-1b",    "llama-8b",  "qwen3-tiny",
-          "qwen3-8b",   "phi-3-mini", "gemma3-tiny", "gemma-3-4b"};
+  return {"gpt2-tiny",  "gpt2-mini",  "gpt2-124m",  "gpt2-350m",   "gpt2-774m",
+          "gpt2-1558m", "llama-tiny", "llama-1b",   "llama-8b",    "llama-13b",
+          "qwen3-tiny", "qwen3-8b",   "phi-3-mini", "gemma3-tiny", "gemma-3-4b"};
 }
 
 StatusOr<ModelConfig> preset_model_config(std::string_view name) {
@@ -605,6 +605,9 @@ StatusOr<ModelConfig> preset_model_config(std::string_view name) {
   }
   if (name == "llama-8b") {  // Meta-Llama-3-8B shape
     return llama_preset(128256, 4096, 32, 32, 8, 14336, 8192, 500000.0, false);
+  }
+  if (name == "llama-13b") {  // Llama-2-13B shape: no GQA, 32000-token vocabulary, 4096 context
+    return llama_preset(32000, 5120, 40, 40, 40, 13824, 4096, 10000.0, false);
   }
   // Qwen3: q_norm / k_norm, head_dim given (128 for every Qwen3 size).
   auto qwen3 = [](ModelConfig c, int64_t head_dim) {

@@ -124,8 +124,9 @@ nlohmann::json model_config_to_json(const ModelConfig& config, std::string_view 
 nlohmann::json generation_config_to_json(const ModelConfig& config);
 
 // Built-in presets for random initialisation: gpt2-tiny, gpt2-124m, gpt2-350m, gpt2-774m,
-// gpt2-1558m, llama-tiny, llama-1b (Llama-3.2-1B shape), llama-8b, qwen3-tiny, qwen3-8b (Qwen3-8B
-// shape), phi-3-mini (Phi-3-mini-4k shape), gemma3-tiny, gemma-3-4b (Gemma 3 4B's language model).
+// gpt2-1558m, llama-tiny, llama-1b (Llama-3.2-1B shape), llama-8b, llama-13b (Llama-2-13B shape),
+// qwen3-tiny, qwen3-8b (Qwen3-8B shape), phi-3-mini (Phi-3-mini-4k shape), gemma3-tiny, gemma-3-4b
+// (Gemma 3 4B's language model).
 // `name` is with or without the "preset:" prefix.
 StatusOr<ModelConfig> preset_model_config(std::string_view name);
 std::vector<std::string> preset_names();

@@ -584,6 +584,8 @@ TEST(ModelConfig, Presets) {
   EXPECT_EQ(count_params(*preset_model_config("gpt2-1558m")).total, 1'557'611'200);
   EXPECT_EQ(count_params(*preset_model_config("llama-1b")).total, 1'235'814'400);
   EXPECT_EQ(count_params(*preset_model_config("preset:llama-8b")).total, 8'030'261'248);
+  // Llama-2-13B (HF's LlamaForCausalLM: sum(p.numel())).
+  EXPECT_EQ(count_params(*preset_model_config("llama-13b")).total, 13'015'864'320);
 
   auto tiny = preset_model_config("gpt2-tiny");
   ASSERT_TRUE(tiny.ok());

@@ -88,6 +88,9 @@ config::ZeroPlacement zero_placement(const EngineOptions& o, int world_size) {
   p.ratio = o.offload.ratio;
   p.lamb = o.optimizer.kind == optim::OptimizerKind::kLamb;
   p.world_size = world_size;
+  p.bf16 = o.dtype == DType::kBF16;
+  p.bf16_master_weights = o.state_dtypes.master == DType::kBF16;
+  p.bf16_optimizer_states = o.state_dtypes.moments == DType::kBF16;
   return p;
 }
 
@@ -117,7 +120,7 @@ bool offload_overlaps_backward(const EngineOptions& o) {
   return device_model && o.offload.optimizer == OptimizerOffload::kCpu &&
          o.offload.param.device == sharding::ParamOffload::kNone &&
          o.optimizer.kind == optim::OptimizerKind::kAdam && o.offload_overlap &&
-         o.gradient_clipping <= 0.0 && o.dtype != DType::kF16;
+         o.gradient_clipping <= 0.0 && o.dtype != DType::kF16 && o.state_dtypes.fp32();
 }
 
 // Engine::create's build steps, in order. Each fills in members the next ones read.
@@ -263,14 +266,20 @@ Status Engine::build_optimizer_state(const UnitInitFn& init) {
     ZERO_ASSIGN_OR_RETURN(offload_, OffloadPipeline::create(*state_device_, max_partition_numel,
                                                             options_.dtype, memory_));
   }
+  if (options_.state_dtypes.master != DType::kF32 && !offload_on_device &&
+      state_device_ == nullptr) {
+    // install_fn widens a bf16 master for the host coordinator.
+    memory_.master_bytes += max_partition_numel * static_cast<int64_t>(sizeof(float));
+  }
   auto fill = [this, &init, &layout](int u, float* master) {
     const int64_t begin = partition_begin(u);
     return init(u, begin, begin + partition_numel(u), master)
         .with_context(fmt::format("initialising unit {}", layout.unit(u).name));
   };
-  ZERO_ASSIGN_OR_RETURN(state_, OptimizerStateStore::create(
-                                    off, std::move(partition_numels), comm_->rank(), memory_, fill,
-                                    install_fn(), offload_on_device ? nullptr : state_device_));
+  ZERO_ASSIGN_OR_RETURN(
+      state_, OptimizerStateStore::create(
+                  off, std::move(partition_numels), comm_->rank(), memory_, fill, install_fn(),
+                  offload_on_device ? nullptr : state_device_, options_.state_dtypes));
   if (offload_ != nullptr) {
     ZERO_RETURN_IF_ERROR(offload_->finish());
     setup_overlap();
@@ -340,7 +349,6 @@ void Engine::begin_overlapped_update() {
   const int threads = omp_get_max_threads();
   offload_->begin_overlap([this, step, lr, betas, threads](int u, const float* grad) {
     omp_set_num_threads(threads);
-    const OptimizerStateStore::RamState st = state_->ram_state(u);
     // The rollback copy is written by the CPU Adam in the same pass (it reads the old values
     // anyway): three more streamed writes, not a second sweep. As separate single-threaded
     // memcpys it cost gpt2-1558m 2.7 s a step on an H200 host (bench/results/gpu_verify_stop23.md).
@@ -348,8 +356,7 @@ void Engine::begin_overlapped_update() {
     keep.prev_master = offload_->rollback_copy(u, 0);
     keep.prev_exp_avg = offload_->rollback_copy(u, 1);
     keep.prev_exp_avg_sq = offload_->rollback_copy(u, 2);
-    update_unit(u, lr, 1.0f, betas, step, grad, st.master, st.exp_avg, st.exp_avg_sq, keep,
-                overlap_stream_.get());
+    update_unit(u, lr, 1.0f, betas, step, grad, state_->ram_refs(u), keep, overlap_stream_.get());
   });
 }
 
@@ -363,15 +370,24 @@ void Engine::roll_back_overlapped_update() {
 
 OptimizerStateStore::InstallFn Engine::install_fn() {
   if (offload_ != nullptr) {
-    // Host master weights: rounded to the model dtype into a pinned upload slot, copied to the
-    // device and installed there as they are.
-    return [this](int u, const float* master) {
-      return offload_->upload(master, partition_numel(u), [this, u](const void* device_values) {
+    // Host master weights: rounded to the model dtype into a pinned upload slot (a bf16 master is
+    // already the bf16 model's values), copied to the device and installed there as they are.
+    return [this](int u, const TensorView& master) {
+      return offload_->upload(master, [this, u](const void* device_values) {
         return params_->set_model_dtype_values(u, device_values);
       });
     };
   }
-  return [this](int u, const float* master) { return params_->set_values(u, master); };
+  return [this](int u, const TensorView& master) {
+    if (master.dtype == DType::kF32) return params_->set_values(u, master.as<const float>());
+    // A bf16 master (a bf16 model: config::apply_zero_rules): on a device, the model's values
+    // as they are; in host memory widened for set_values, which rounds them back exactly.
+    if (state_device_ != nullptr) return params_->set_model_dtype_values(u, master.data);
+    install_f32_.resize(static_cast<size_t>(std::max<int64_t>(master.numel(), 1)));
+    convert_to_f32(master.data, master.dtype, install_f32_.data(),
+                   static_cast<size_t>(master.numel()));
+    return params_->set_values(u, install_f32_.data());
+  };
 }
 
 std::string Engine::Placement::line() const {
@@ -416,6 +432,11 @@ Engine::Placement Engine::placement() const {
     p.optimizer_state = options_.optimizer.kind == optim::OptimizerKind::kAdam
                             ? "host memory (the CPU Adam)"
                             : "host memory";
+  }
+  if (state_->dtypes().moments == DType::kBF16) {
+    p.optimizer_state += ", in bf16 (bf16_optimizer_states)";
+  } else if (state_->dtypes().master == DType::kBF16) {
+    p.optimizer_state += ", bf16 master weights and fp32 moments";
   }
   return p;
 }
@@ -581,9 +602,35 @@ Status Engine::global_norm(double* norm_scaled, bool* nonfinite) {
   return ok_status();
 }
 
+namespace {
+
+// Elements [offset, offset + numel) of a flat view.
+TensorView slice(const TensorView& v, int64_t offset, int64_t numel) {
+  return TensorView{
+      static_cast<char*>(v.data) + offset * static_cast<int64_t>(dtype_bytes(v.dtype)), v.dtype,
+      Shape{numel}, v.device};
+}
+
+// Master weights [offset, offset + numel) in the model dtype into `dst`: rounded from fp32, or
+// copied from a bf16 master (whose model is bf16: config::apply_zero_rules).
+void round_master(const TensorView& master, int64_t offset, int64_t numel, void* dst,
+                  DType model_dtype) {
+  if (numel <= 0) return;
+  const TensorView src = slice(master, offset, numel);
+  if (master.dtype == DType::kF32) {
+    kernels::cpu::cast_from_f32(static_cast<const float*>(src.data), dst, model_dtype, numel);
+    return;
+  }
+  ZERO_CHECK(master.dtype == model_dtype, "a ", dtype_name(master.dtype), " master for a ",
+             dtype_name(model_dtype), " model");
+  std::memcpy(dst, src.data, src.nbytes());
+}
+
+}  // namespace
+
 void Engine::update_unit(int u, double lr, float grad_multiplier,
                          const std::optional<optim::Betas>& betas, int64_t step, const float* grad,
-                         float* master, float* exp_avg, float* exp_avg_sq,
+                         const OptimizerStateStore::StateRefs& state,
                          const UnitUpdateOutputs& outputs, device::Stream* stream) {
   const optim::OptimizerSpec& spec = options_.optimizer;
   const int64_t pbegin = grads_->partition_begin(u), pend = pbegin + grads_->partition_numel(u);
@@ -595,32 +642,38 @@ void Engine::update_unit(int u, double lr, float grad_multiplier,
              "update_unit: a rounded master needs a 16-bit model");
   const int64_t pnumel = pend - pbegin;
   const size_t rounded_bytes = dtype_bytes(options_.dtype);
+  auto* rounded = static_cast<char*>(outputs.master_rounded);
   int64_t rounded_upto = 0;  // partition elements [0, rounded_upto) of master_rounded written
+  // Where the state lives: the device's fused AdamW queued on its compute stream after the
+  // gradient ops, or the vectorised CPU Adam (DeepSpeedCPUAdam's role) in host memory, run at once
+  // on the inline host stream (bitwise the scalar optim::adam_update either way; fp32 or bf16
+  // state, as the views' dtypes say).
+  device::ExecutionContext& ctx = state_ctx();
   // Each parameter's piece inside the partition, with its own weight-decay group.
   for (const auto& p : model_->layout().unit(u).params) {
     const int64_t lo = std::max(pbegin, p.offset), hi = std::min(pend, p.offset + p.numel());
     if (lo >= hi) continue;
+    const int64_t at = lo - pbegin, numel = hi - lo;
     const double wd = model::decays(p.kind) ? spec.weight_decay : 0.0;
-    optim::AdamShard shard;
-    shard.param = master + (lo - pbegin);
-    shard.grad = grad + (lo - pbegin);
-    shard.exp_avg = exp_avg + (lo - pbegin);
-    shard.exp_avg_sq = exp_avg_sq + (lo - pbegin);
-    shard.numel = hi - lo;
+    device::AdamShardViews views;
+    views.param = slice(state.master, at, numel);
+    views.grad = slice(
+        TensorView{const_cast<float*>(grad), DType::kF32, Shape{pnumel}, ctx.device()}, at, numel);
+    views.exp_avg = slice(state.exp_avg, at, numel);
+    views.exp_avg_sq = slice(state.exp_avg_sq, at, numel);
     if (prev) {
-      shard.prev_param = outputs.prev_master + (lo - pbegin);
-      shard.prev_exp_avg = outputs.prev_exp_avg + (lo - pbegin);
-      shard.prev_exp_avg_sq = outputs.prev_exp_avg_sq + (lo - pbegin);
+      auto host = [&](float* q) { return TensorView{q + at, DType::kF32, Shape{numel}}; };
+      views.prev_param = host(outputs.prev_master);
+      views.prev_exp_avg = host(outputs.prev_exp_avg);
+      views.prev_exp_avg_sq = host(outputs.prev_exp_avg_sq);
     }
-    if (outputs.master_rounded != nullptr) {
-      auto* rounded = static_cast<char*>(outputs.master_rounded);
+    if (rounded != nullptr) {
       // Elements no parameter covers (padding) are rounded as upload() would, before this piece.
-      ZERO_CHECK(lo - pbegin >= rounded_upto, "update_unit: unit ", u,
+      ZERO_CHECK(at >= rounded_upto, "update_unit: unit ", u,
                  "'s parameters are not in ascending order");
-      kernels::cpu::cast_from_f32(master + rounded_upto, rounded + rounded_upto * rounded_bytes,
-                                  options_.dtype, lo - pbegin - rounded_upto);
-      shard.param_16bit = rounded + (lo - pbegin) * rounded_bytes;
-      shard.param_16bit_dtype = options_.dtype;
+      round_master(state.master, rounded_upto, at - rounded_upto,
+                   rounded + rounded_upto * rounded_bytes, options_.dtype);
+      views.param_16bit = TensorView{rounded + at * rounded_bytes, options_.dtype, Shape{numel}};
       rounded_upto = hi - pbegin;
     }
     if (spec.kind == optim::OptimizerKind::kAdam) {
@@ -628,28 +681,6 @@ void Engine::update_unit(int u, double lr, float grad_multiplier,
       if (betas) {
         args.beta1 = static_cast<float>(betas->beta1);
         args.beta2 = static_cast<float>(betas->beta2);
-      }
-      // Where the state lives: the device's fused AdamW queued on its compute stream after the
-      // gradient ops, or the vectorised CPU Adam (DeepSpeedCPUAdam's role) in host memory, run
-      // at once on the inline host stream (bitwise the scalar optim::adam_update either way).
-      device::ExecutionContext& ctx = state_ctx();
-      const Device d = ctx.device();
-      auto view = [&](const float* p) {
-        return TensorView{const_cast<float*>(p), DType::kF32, Shape{shard.numel}, d};
-      };
-      device::AdamShardViews views;
-      views.param = view(shard.param);
-      views.grad = view(shard.grad);
-      views.exp_avg = view(shard.exp_avg);
-      views.exp_avg_sq = view(shard.exp_avg_sq);
-      if (shard.param_16bit != nullptr) {
-        views.param_16bit = TensorView{shard.param_16bit, shard.param_16bit_dtype,
-                                       Shape{shard.numel}, Device::kCpu};
-      }
-      if (prev) {
-        views.prev_param = view(shard.prev_param);
-        views.prev_exp_avg = view(shard.prev_exp_avg);
-        views.prev_exp_avg_sq = view(shard.prev_exp_avg_sq);
       }
       ctx.backend().adamw(stream != nullptr ? *stream : ctx.compute(), args, views,
                           grad_multiplier);
@@ -659,15 +690,20 @@ void Engine::update_unit(int u, double lr, float grad_multiplier,
         args.beta1 = static_cast<float>(betas->beta1);
         args.beta2 = static_cast<float>(betas->beta2);
       }
-      const int64_t offsets[2] = {0, shard.numel};
+      // fp32 state only (config::apply_zero_rules refuses Lamb with a bf16 state).
+      optim::AdamShard shard;
+      shard.param = views.param.f32();
+      shard.grad = views.grad.f32();
+      shard.exp_avg = views.exp_avg.f32();
+      shard.exp_avg_sq = views.exp_avg_sq.f32();
+      shard.numel = numel;
+      const int64_t offsets[2] = {0, numel};
       optim::lamb_update(args, shard, offsets, grad_multiplier);
     }
   }
-  if (outputs.master_rounded != nullptr) {
-    kernels::cpu::cast_from_f32(
-        master + rounded_upto,
-        static_cast<char*>(outputs.master_rounded) + rounded_upto * rounded_bytes, options_.dtype,
-        pnumel - rounded_upto);
+  if (rounded != nullptr) {
+    round_master(state.master, rounded_upto, pnumel - rounded_upto,
+                 rounded + rounded_upto * rounded_bytes, options_.dtype);
   }
 }
 
@@ -688,10 +724,10 @@ Status Engine::apply_update(double lr, float grad_multiplier) {
     });
   }
   Status updated = state_->update_all(
-      [&](int u, float* master, float* exp_avg, float* exp_avg_sq) {
+      [&](int u, const OptimizerStateStore::StateRefs& state) {
         if (offload_ == nullptr) {
           update_unit(u, lr, grad_multiplier, betas, optimizer_updates_, grads_->partition(u),
-                      master, exp_avg, exp_avg_sq);
+                      state);
           return;
         }
         const float* grad = offload_->host_grad(u);
@@ -699,8 +735,8 @@ Status Engine::apply_update(double lr, float grad_multiplier) {
         // that install_fn's upload() sends next (nullptr for fp32: upload() copies the master).
         void* rounded = offload_->next_upload_host(partition_numel(u));
         const auto t0 = std::chrono::steady_clock::now();
-        update_unit(u, lr, grad_multiplier, betas, optimizer_updates_, grad, master, exp_avg,
-                    exp_avg_sq, UnitUpdateOutputs{.master_rounded = rounded});
+        update_unit(u, lr, grad_multiplier, betas, optimizer_updates_, grad, state,
+                    UnitUpdateOutputs{.master_rounded = rounded});
         offload_->add_adam_ms(
             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
                 .count());
@@ -736,16 +772,15 @@ Status Engine::apply_overlapped_update(double lr, float grad_multiplier,
                         Shape{partition_numel(u)}, state_device_->device()};
     });
     for (int u : rest) {
-      const OptimizerStateStore::RamState st = state_->ram_state(u);
       update_unit(u, lr, grad_multiplier, betas, optimizer_updates_, offload_->host_grad(u),
-                  st.master, st.exp_avg, st.exp_avg_sq);
+                  state_->ram_refs(u));
       offload_->release_grad(u);
     }
   }
   // The new weights to the device, in unit order (set_values may start collectives).
   const OptimizerStateStore::InstallFn install = install_fn();
   Status s = ok_status();
-  for (int u = 0; u < num_units && s.ok(); ++u) s = install(u, state_->ram_state(u).master);
+  for (int u = 0; u < num_units && s.ok(); ++u) s = install(u, state_->ram_refs(u).master);
   Status copies = offload_->finish();
   if (s.ok()) s = std::move(copies);
   ZERO_RETURN_IF_ERROR(s);

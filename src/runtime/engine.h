@@ -62,7 +62,11 @@ struct EngineOptions {
   // Makes the model on `device` (tests: a model behind the staging copies on the CPU backend).
   // Null: the CPU Transformer, or the device's model (make_device_model).
   ModelFactory model_factory;
-  DType dtype = DType::kF32;  // model / gradient dtype; master weights and moments are fp32
+  DType dtype = DType::kF32;  // model / gradient dtype; master weights and moments: state_dtypes
+  // DeepSpeed's bf16.bf16_master_weights_and_grads / bf16_optimizer_states: the master weights
+  // (and moments) in bf16, 6 or 10 bytes per element instead of 12 (OptimizerStateStore; where it
+  // is allowed: config::apply_zero_rules). Gradients stay fp32 accumulators.
+  StateDtypes state_dtypes;
   optim::OptimizerSpec optimizer;
   optim::LrSchedule schedule = optim::LrSchedule::constant(1e-3);
   optim::LossScalerConfig loss_scaler;  // only used for fp16
@@ -119,8 +123,9 @@ config::ZeroPlacement zero_placement(const EngineOptions& options, int world_siz
 
 // Whether ZeRO-Offload's CPU Adam overlaps backward (runtime/offload_pipeline.h) for sanitized
 // `options` on a device whose state the device path holds: offload_optimizer cpu, no
-// offload_param, Adam(W), no gradient clipping, no fp16 loss scale, EngineOptions::offload_overlap.
-// It then keeps a rollback copy of master weights and moments (the memory plan counts it).
+// offload_param, Adam(W), no gradient clipping, no fp16 loss scale, fp32 optimizer state,
+// EngineOptions::offload_overlap. It then keeps a rollback copy of master weights and moments (the
+// memory plan counts it).
 bool offload_overlaps_backward(const EngineOptions& options);
 
 // Optional outputs of Engine::update_unit's host Adam, written in the same pass over the state.
@@ -193,8 +198,8 @@ class Engine {
   }
   // This rank's partition of unit u's fp32 master weights: elements
   // [partition_begin(u), partition_begin(u) + partition_numel(u)) of the padded unit.
-  // Null when the unit's state lives on NVMe (see state_on_nvme()) or on the device: use
-  // read_partition_state.
+  // Null when the unit's state lives on NVMe (see state_on_nvme()) or on the device, or is bf16
+  // (EngineOptions::state_dtypes): use read_partition_state, which widens it to fp32.
   const float* master(int u) const { return state_->master(u); }
   int64_t partition_begin(int u) const { return grads_->partition_begin(u); }
   int64_t partition_numel(int u) const { return grads_->partition_numel(u); }
@@ -251,7 +256,7 @@ class Engine {
   // `stream`: one of state_ctx()'s (null: its compute stream).
   void update_unit(int u, double lr, float grad_multiplier,
                    const std::optional<optim::Betas>& betas, int64_t step, const float* grad,
-                   float* master, float* exp_avg, float* exp_avg_sq,
+                   const OptimizerStateStore::StateRefs& state,
                    const UnitUpdateOutputs& outputs = {}, device::Stream* stream = nullptr);
   // ZeRO-Offload's overlap (OffloadPipeline): decided once after the store exists; each step
   // begins it before backward, and either finishes it (apply_overlapped_update: the units left,
@@ -300,6 +305,8 @@ class Engine {
   std::unique_ptr<StagedParams> staged_params_;  // device model only
   std::unique_ptr<StagedGrads> staged_grads_;
   std::unique_ptr<OptimizerStateStore> state_;  // master weights and moments, where they live
+  // A bf16 master widened to fp32 for the host parameter coordinator (install_fn; one partition).
+  std::vector<float> install_f32_;
   // offload_optimizer with the rest of the state on the device; null otherwise.
   std::unique_ptr<OffloadPipeline> offload_;
   bool overlap_adam_ = false;  // the CPU Adam overlaps backward (setup_overlap)

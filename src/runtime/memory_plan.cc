@@ -128,19 +128,30 @@ MemoryNeeds plan_memory(const EngineOptions& o, const sharding::ShardLayout& lay
   const int64_t max_partition = stage == 0 ? max_padded : max_shard;
   const OffloadOptions& off = o.offload;
   const bool nvme = off.optimizer == OptimizerOffload::kNvme && stage == 3;
+  // Bytes per element of the master weights and of each moment: 4, or 2 in bf16
+  // (bf16_master_weights_and_grads / bf16_optimizer_states). A bf16 master installed through the
+  // host coordinator is widened into one fp32 partition first (Engine::install_fn); a device takes
+  // it as it is.
+  const auto master_bytes = static_cast<int64_t>(dtype_bytes(o.state_dtypes.master));
+  const auto moment_bytes = static_cast<int64_t>(dtype_bytes(o.state_dtypes.moments));
+  const bool device_coordinator =
+      (o.device != Device::kCpu || static_cast<bool>(o.model_factory)) &&
+      o.offload.param.device == sharding::ParamOffload::kNone;
+  const int64_t scratch =
+      o.state_dtypes.master == DType::kF32 || device_coordinator ? 0 : max_partition * kFloat;
   if (nvme) {
     const int sets = 1 + (off.pipeline_read ? 1 : 0) + (off.pipeline_write ? 1 : 0);
     const double offloaded_fraction = std::clamp(off.ratio, 0.0, 1.0);
     const int64_t on_disk =
         static_cast<int64_t>(offloaded_fraction * static_cast<double>(partition));
     const int64_t in_ram = partition - on_disk;
-    n.master_weights = (in_ram + sets * max_partition) * kFloat;
-    n.optimizer_state = 2 * (in_ram + sets * max_partition) * kFloat;
+    n.master_weights = (in_ram + sets * max_partition) * master_bytes + scratch;
+    n.optimizer_state = 2 * (in_ram + sets * max_partition) * moment_bytes;
     n.swap.push_back({"zero_optimization.offload_optimizer.nvme_path", off.nvme_path,
-                      3 * (on_disk * kFloat + num_units * 4096)});
+                      on_disk * (master_bytes + 2 * moment_bytes) + 3 * num_units * 4096});
   } else {
-    n.master_weights = partition * kFloat;
-    n.optimizer_state = 2 * partition * kFloat;
+    n.master_weights = partition * master_bytes + scratch;
+    n.optimizer_state = 2 * partition * moment_bytes;
     // ZeRO-Offload overlapping backward keeps a rollback copy of both (Engine::setup_overlap).
     if (offload_overlaps_backward(o)) {
       n.master_weights *= 2;
@@ -188,10 +199,12 @@ Status check_memory(const MemoryNeeds& needs, int ranks_on_node, const HostResou
   if (need > have.available_ram_bytes) {
     std::vector<Part> parts = {
         {"optimizer state (Adam moments)", needs.optimizer_state,
-         "offload it to NVMe (zero_optimization.offload_optimizer.device: \"nvme\", stage 3) or "
-         "shard it over more ranks"},
-        {"fp32 master weights", needs.master_weights,
-         "raise zero_optimization.stage or offload the optimizer to NVMe"},
+         "offload it to NVMe (zero_optimization.offload_optimizer.device: \"nvme\", stage 3), "
+         "shard it over more ranks, or keep it in bf16 (bf16.bf16_master_weights_and_grads and "
+         "bf16.bf16_optimizer_states: 6 bytes per parameter instead of 12)"},
+        {"master weights", needs.master_weights,
+         "raise zero_optimization.stage, offload the optimizer to NVMe, or keep them in bf16 "
+         "(bf16.bf16_master_weights_and_grads)"},
         {"gradients", needs.gradients, "use zero_optimization.stage 2 or 3 (sharded gradients)"},
         {"parameters", needs.parameters,
          "use zero_optimization.stage 3, or offload_param with device \"nvme\" and a smaller "
@@ -261,7 +274,8 @@ DeviceMemoryNeeds plan_device_memory(const EngineOptions& o, const sharding::Sha
       // offload_optimizer: master weights and moments stay in host memory (OffloadPipeline);
       // the device holds its two fp32 upload slots (below).
       if (o.offload.optimizer == OptimizerOffload::kNone)
-        state = state + CheckedInt64(stage == 0 ? padded : shard) * (3 * kFloat);
+        state =
+            state + CheckedInt64(stage == 0 ? padded : shard) * o.state_dtypes.bytes_per_element();
     }
     if (o.offload.optimizer != OptimizerOffload::kNone) {
       int64_t max_partition = 0;

@@ -26,8 +26,8 @@ struct MemoryNeeds {
   int64_t parameters = 0;       // working parameters: full units (stages 0–2), shards + gathered
                                 // units + NVMe staging (stage 3)
   int64_t gradients = 0;        // fp32 accumulators and in-flight unit buffers
-  int64_t master_weights = 0;   // fp32 master weights kept in RAM (or their staging)
-  int64_t optimizer_state = 0;  // Adam moments kept in RAM (or their staging)
+  int64_t master_weights = 0;   // master weights kept in RAM (or their staging; fp32 or bf16)
+  int64_t optimizer_state = 0;  // Adam moments kept in RAM (or their staging; fp32 or bf16)
   int64_t activations = 0;      // the planned micro-batch (0 when not known)
   int64_t step_batches = 0;     // one step's micro-batches of tokens and targets, held at once
                                 // (INT64_MAX when the count overflows)

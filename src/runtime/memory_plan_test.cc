@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include "model/model_config.h"
 #include "model/param_layout.h"
 #include "model/transformer.h"
 #include "runtime/engine.h"
@@ -217,6 +218,47 @@ TEST(HostMemoryPlan, OffloadOverlappingBackwardCountsTheRollbackCopy) {
   o.device = Device::kCpu;
   EXPECT_FALSE(offload_overlaps_backward(o));
   EXPECT_EQ(plan_memory(o, layout, 0, 0).master_weights, 4 * shard);
+}
+
+// bf16 optimizer state (bf16_master_weights_and_grads / bf16_optimizer_states): 2 bytes per
+// element of the partition for the master weights and for each moment (6 instead of 12; 10 with
+// fp32 moments), plus, for a host parameter coordinator (the CPU model), one fp32 partition to
+// widen the master into. On Llama-2-13B (one rank, stage 2, ZeRO-Offload on a GPU) that is what
+// brings the state under 128 GiB of host memory: 145 GiB in fp32, 73 GiB in bf16.
+TEST(HostMemoryPlan, Bf16OptimizerStateCountsSixBytesPerElement) {
+  EngineOptions o = cuda_options(DType::kBF16);
+  o.model_config = *model::preset_model_config("llama-13b");
+  o.zero.stage = 2;
+  o.offload.optimizer = OptimizerOffload::kCpu;
+  const model::ModelLayout model_layout(o.model_config);
+  const sharding::ShardLayout layout(model_layout, 1, 0);
+  int64_t shard = 0, largest = 0;
+  for (int u = 0; u < layout.num_units(); ++u) {
+    shard += layout.unit(u).shard_numel;
+    largest = std::max(largest, layout.unit(u).shard_numel);
+  }
+  EXPECT_GE(shard, 13'015'864'320);
+  const MemoryNeeds fp32 = plan_memory(o, layout, 0, 0);
+  EXPECT_EQ(fp32.master_weights + fp32.optimizer_state, 12 * shard);
+  o.state_dtypes = {DType::kBF16, DType::kF32};
+  const MemoryNeeds mixed = plan_memory(o, layout, 0, 0);
+  EXPECT_EQ(mixed.master_weights, 2 * shard);
+  EXPECT_EQ(mixed.optimizer_state, 8 * shard);
+  o.state_dtypes = {DType::kBF16, DType::kBF16};
+  const MemoryNeeds bf16 = plan_memory(o, layout, 0, 0);
+  EXPECT_EQ(bf16.master_weights, 2 * shard);
+  EXPECT_EQ(bf16.optimizer_state, 4 * shard);
+  constexpr int64_t kGiB = int64_t{1} << 30;
+  EXPECT_GT(fp32.master_weights + fp32.optimizer_state, 128 * kGiB);
+  EXPECT_LT(bf16.master_weights + bf16.optimizer_state, 80 * kGiB);
+  // The CPU model's host coordinator takes fp32 values: one widened partition more.
+  EngineOptions cpu = o;
+  cpu.device = Device::kCpu;
+  EXPECT_EQ(plan_memory(cpu, layout, 0, 0).master_weights, 2 * shard + 4 * largest);
+  // Kept on the device without offload: the same 6 bytes there.
+  o.offload.optimizer = OptimizerOffload::kNone;
+  const DeviceModelBytes model{};
+  EXPECT_EQ(plan_device_memory(o, layout, model, true).optimizer_state, 6 * shard);
 }
 
 // ZeRO-Offload on a device: the OffloadPipeline's page-locked slots (two fp32 gradient slots and

@@ -136,8 +136,9 @@ void OffloadPipeline::release_grad(int u) {
   start_download(slot);
 }
 
-Status OffloadPipeline::upload(const float* master, int64_t numel,
+Status OffloadPipeline::upload(const TensorView& master,
                                const std::function<Status(const void* device_values)>& install) {
+  const int64_t numel = master.numel();
   const int slot = next_upload_slot_;
   next_upload_slot_ = 1 - next_upload_slot_;
   ZERO_CHECK(numel <= upload_host_[slot].numel(), "offload pipeline: upload of ", numel,
@@ -154,8 +155,16 @@ Status OffloadPipeline::upload(const float* master, int64_t numel,
     // have run. It has normally finished during the CPU Adam of the unit in between.
     uploaded_[slot]->synchronize();
     // Rounded here, not on the device: a 16-bit model's values cross in half the bytes (the same
-    // round-to-nearest-even as the device cast; fp32 is a plain copy).
-    kernels::cpu::cast_from_f32(master, host, model_dtype_, numel);
+    // round-to-nearest-even as the device cast; fp32 is a plain copy, and so are values already in
+    // the model dtype).
+    if (master.dtype == DType::kF32) {
+      kernels::cpu::cast_from_f32(static_cast<const float*>(master.data), host, model_dtype_,
+                                  numel);
+    } else {
+      ZERO_CHECK(master.dtype == model_dtype_, "offload pipeline: upload of ",
+                 dtype_name(master.dtype), " values for a ", dtype_name(model_dtype_), " model");
+      std::memcpy(host, master.data, master.nbytes());
+    }
   }
   // The device slot is rewritten only after the compute stream's copy out of it (two uploads ago).
   h2d_->wait(*cast_done_[slot]);

@@ -94,12 +94,12 @@ class OffloadPipeline {
   // The host is done reading unit u's gradient: its slot takes the next unit of the order.
   void release_grad(int u);
 
-  // Rounds `master` (numel host floats, e.g. a unit's new master weights) to the model dtype into
-  // an upload slot, copies that to a device slot and calls `install` with the device copy (numel
-  // values in the model dtype); `install` queues its reads of it on ctx.compute()
-  // (ParamCoordinator::set_model_dtype_values), which waits for the copy. `master` may be
-  // rewritten on return.
-  Status upload(const float* master, int64_t numel,
+  // Rounds `master` (host memory, e.g. a unit's new master weights: fp32, or already in the model
+  // dtype, a bf16 master) to the model dtype into an upload slot, copies that to a device slot and
+  // calls `install` with the device copy (master.numel() values in the model dtype); `install`
+  // queues its reads of it on ctx.compute() (ParamCoordinator::set_model_dtype_values), which
+  // waits for the copy. `master` may be rewritten on return.
+  Status upload(const TensorView& master,
                 const std::function<Status(const void* device_values)>& install);
   // For a caller that rounds the next upload's values itself, in the pass that computes them (the
   // CPU Adam's 16-bit output, bitwise this class's cast): the page-locked host slot the next

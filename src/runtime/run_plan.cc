@@ -330,6 +330,10 @@ Status make_engine_options(const TrainArgs& args, const model::ModelConfig& mode
   o.dtype = ds.bf16_enabled.value   ? DType::kBF16
             : ds.fp16.enabled.value ? DType::kF16
                                     : DType::kF32;
+  // bf16 master weights / optimizer states (DeepSpeed 0.19): config::apply_zero_rules says where
+  // they are allowed (sanitize_engine_options below).
+  if (ds.bf16_master_weights_and_grads.value) o.state_dtypes.master = DType::kBF16;
+  if (ds.bf16_optimizer_states.value) o.state_dtypes.moments = DType::kBF16;
   o.gradient_clipping = ds.gradient_clipping.value;
   const std::string opt_type = ds.optimizer.type.value.value_or("AdamW");
   ZERO_ASSIGN_OR_RETURN(o.optimizer,

@@ -1,7 +1,9 @@
-// Adam / AdamW over flat fp32 shards with DeepSpeed's semantics (FusedAdam and DeepSpeedCPUAdam
-// agree): adam_w_mode, bias_correction, eps added after the bias-corrected sqrt. The arguments, and
-// the scalar reference every other version is bitwise equal to: adamw_simd.h (AVX2 / AVX-512, one
-// width-templated body), adamw_cuda.h (the fused CUDA kernel). Legend: numel elements of one shard.
+// Adam / AdamW over flat shards with DeepSpeed's semantics (FusedAdam and DeepSpeedCPUAdam
+// agree): adam_w_mode, bias_correction, eps added after the bias-corrected sqrt. The state is fp32,
+// or bf16 (DeepSpeed's bf16.bf16_master_weights_and_grads / bf16_optimizer_states: AdamShard's
+// *_bf16 pointers). The arguments, and the scalar reference every other version is bitwise equal
+// to: adamw_simd.h (AVX2 / AVX-512, one width-templated body), adamw_cuda.h (the fused CUDA
+// kernel). Legend: numel elements of one shard.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +31,14 @@ struct AdamArgs {
 // `prev_*` (optional: all three or none) receive param, exp_avg and exp_avg_sq as they were before
 // the update, also in the same pass: a rollback copy (the overlapped ZeRO-Offload update,
 // runtime/engine.cc) that costs three streamed writes instead of a separate read-and-write sweep.
+//
+// A bf16 state (DeepSpeed's bf16.bf16_master_weights_and_grads, with bf16_optimizer_states also
+// the moments): the master weights in `param_bf16` instead of `param`, and the moments in
+// `exp_avg_bf16` / `exp_avg_sq_bf16` instead of `exp_avg` / `exp_avg_sq`. Each value is widened
+// exactly to fp32, the update is the fp32 formula of adam_update, and each store rounds to nearest
+// even (core/dtype.h's float_to_bf16, what torch's .to(torch.bfloat16) and DeepSpeedCPUAdam do):
+// fp32 math in registers, 6 bytes of state per element instead of 12. The 16-bit copy of a bf16
+// master is bf16 (the same bits); no prev_* copy.
 struct AdamShard {
   float* param = nullptr;       // fp32 master weights, updated in place
   const float* grad = nullptr;  // fp32 gradients, still multiplied by loss scale (see grad_scale)
@@ -40,8 +50,13 @@ struct AdamShard {
   float* prev_param = nullptr;
   float* prev_exp_avg = nullptr;
   float* prev_exp_avg_sq = nullptr;
+  bf16* param_bf16 = nullptr;       // bf16 master weights (instead of param)
+  bf16* exp_avg_bf16 = nullptr;     // bf16 moments (instead of exp_avg / exp_avg_sq; both or
+  bf16* exp_avg_sq_bf16 = nullptr;  // neither, and only with a bf16 master, as in DeepSpeed)
 
   bool saves_prev() const { return prev_param != nullptr; }
+  bool bf16_master() const { return param_bf16 != nullptr; }
+  bool bf16_moments() const { return exp_avg_bf16 != nullptr; }
 };
 
 // Per-update scalars derived once from AdamArgs (exposed so tests and other backends share them).
@@ -65,13 +80,16 @@ struct AdamConstants {
 AdamConstants adam_constants(const AdamArgs& args, float grad_scale);
 
 // The REQUIRES every version checks (ZERO_CHECK, `who` names the version): step >= 1, numel >= 0,
-// and when numel > 0 non-null fp32 buffers, a 16-bit copy, if any, in bf16 or f16, and all three
-// prev_* buffers or none.
+// and when numel > 0 non-null buffers (the master weights in exactly one of param / param_bf16,
+// the moments in exactly one pair, bf16 moments only with a bf16 master), a 16-bit copy, if any,
+// in bf16 or f16 (bf16 for a bf16 master), and all three prev_* buffers or none (none with a bf16
+// state).
 void check_adam_call(const AdamArgs& args, const AdamShard& shard, const char* who);
 
 namespace cpu {
 
-// One Adam(W) step, element by element (fp32 math, like DeepSpeedCPUAdam):
+// One Adam(W) step, element by element (fp32 math, like DeepSpeedCPUAdam; a bf16 state is widened
+// on load and rounded on store, see AdamShard):
 //   g  = grad * grad_scale                    grad_scale = 1 / (loss_scale * clip_divisor)
 //   g += wd * p                               (Adam-L2 mode only)
 //   m  = b1*m + (1-b1)*g ;  v = b2*v + (1-b2)*g^2
@@ -79,7 +97,7 @@ namespace cpu {
 //   p += -lr*wd*p                             (AdamW mode only; uses the pre-update p)
 //   p += (-lr/bc1) * m / d
 // OpenMP-parallel over elements; results are bitwise independent of the thread count.
-// REQUIRES: args.step >= 1, non-null fp32 pointers when numel > 0.
+// REQUIRES: check_adam_call's.
 void adam_update(const AdamArgs& args, const AdamShard& shard, float grad_scale);
 
 }  // namespace cpu

@@ -2,6 +2,7 @@
 // rest of the build stays baseline x86-64; only called after cpu_isa_supported(kAvx2).
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/adamw/adamw_tile.h"
 
@@ -63,6 +64,11 @@ struct Avx2 {
   static reg mul(reg a, reg b) { return _mm256_mul_ps(a, b); }
   static reg div(reg a, reg b) { return _mm256_div_ps(a, b); }
   static reg sqrt(reg a) { return _mm256_sqrt_ps(a); }
+  // bf16 -> fp32 is exact: the 16 bits become the high half of the float.
+  static reg load_bf16(const uint16_t* x) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
   static void store_bf16(uint16_t* out, reg x) {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out), to_bf16(x));
   }

@@ -2,6 +2,7 @@
 // of the build stays baseline x86-64; only called after cpu_isa_supported(kAvx512).
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/adamw/adamw_tile.h"
 
@@ -66,6 +67,11 @@ struct Avx512 {
   static reg mul(reg a, reg b) { return _mm512_mul_ps(a, b); }
   static reg div(reg a, reg b) { return _mm512_div_ps(a, b); }
   static reg sqrt(reg a) { return _mm512_sqrt_ps(a); }
+  // bf16 -> fp32 is exact: the 16 bits become the high half of the float.
+  static reg load_bf16(const uint16_t* x) {
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
   static void store_bf16(uint16_t* out, reg x) {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), to_bf16(x));
   }

@@ -1,14 +1,17 @@
 // CPU Adam benchmark: bytes-per-second against a same-size STREAM triad, the scalar reference
-// adam_update and (when importable) torch.optim.AdamW via tools/bench_adam_torch.py.
+// adam_update and (when importable) torch.optim.AdamW via tools/bench_adam_torch.py; the bf16-state
+// update, and DeepSpeedCPUAdam's on the same values via tools/bench_adam_deepspeed.py.
 #include "kernels/adamw/adamw_benchmark.h"
 
 #include <omp.h>
+#include <stdlib.h>  // mkdtemp
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <optional>
 #include <string>
@@ -52,6 +55,152 @@ void fill(float* x, int64_t n, uint32_t seed, float scale, bool positive) {
     const float u = static_cast<float>(h >> 8) * (1.0f / 8388608.0f) - 1.0f;
     x[i] = scale * (positive ? u * u : u);
   }
+}
+
+// One row of the report: what ran, its timing and the bytes it moves per parameter.
+struct Row {
+  std::string name;
+  Timing t;
+  double bytes_per_elem;
+};
+
+// A bf16 state of n elements (bf16 master weights; moments in bf16 and in fp32) and fp32 grads.
+struct Bf16Bench {
+  AlignedBuffer p, m16, v16, m32, v32, g;
+  int64_t n = 0;
+
+  explicit Bf16Bench(int64_t numel) : n(numel) {
+    const size_t n2 = static_cast<size_t>(n) * 2, n4 = static_cast<size_t>(n) * 4;
+    p = aligned_alloc_bytes(n2);
+    m16 = aligned_alloc_bytes(n2);
+    v16 = aligned_alloc_bytes(n2);
+    m32 = aligned_alloc_bytes(n4);
+    v32 = aligned_alloc_bytes(n4);
+    g = aligned_alloc_bytes(n4);
+    float* f[3] = {reinterpret_cast<float*>(m32.get()), reinterpret_cast<float*>(v32.get()),
+                   reinterpret_cast<float*>(g.get())};
+    fill(f[0], n, 3, 0.1f, false);
+    fill(f[1], n, 4, 0.01f, true);
+    fill(f[2], n, 2, 1.f, false);
+    // The master weights, the bf16 moments and the gradients hold bf16 values (DeepSpeed's
+    // gradients are bf16 with a bf16 master): every input is the same in both implementations.
+    cast_from_f32(f[0], m16.get(), DType::kBF16, n);
+    cast_from_f32(f[1], v16.get(), DType::kBF16, n);
+    round_to_dtype(f[2], f[2], static_cast<size_t>(n), DType::kBF16);
+    std::vector<float> init(static_cast<size_t>(n));
+    fill(init.data(), n, 1, 1.f, false);
+    cast_from_f32(init.data(), p.get(), DType::kBF16, n);
+  }
+  AdamShard shard(bool bf16_moments) const {
+    AdamShard s;
+    s.param_bf16 = reinterpret_cast<bf16*>(p.get());
+    s.grad = reinterpret_cast<const float*>(g.get());
+    if (bf16_moments) {
+      s.exp_avg_bf16 = reinterpret_cast<bf16*>(m16.get());
+      s.exp_avg_sq_bf16 = reinterpret_cast<bf16*>(v16.get());
+    } else {
+      s.exp_avg = reinterpret_cast<float*>(m32.get());
+      s.exp_avg_sq = reinterpret_cast<float*>(v32.get());
+    }
+    s.numel = n;
+    return s;
+  }
+};
+
+// Raw bytes to DIR/name (the DeepSpeed script reads them with numpy.fromfile).
+bool write_raw(const std::string& dir, const char* name, const void* data, size_t bytes) {
+  FILE* f = std::fopen((dir + "/" + name).c_str(), "wb");
+  if (f == nullptr) return false;
+  const bool ok = std::fwrite(data, 1, bytes, f) == bytes;
+  return std::fclose(f) == 0 && ok;
+}
+
+// The bf16-state update (DeepSpeed's bf16_master_weights_and_grads / bf16_optimizer_states) on
+// the SIMD path and the scalar reference: 16 B/param moved with bf16 moments (param, m, v read and
+// written, fp32 grad read), 24 with fp32 moments.
+void add_bf16_state_rows(const AdamBenchOptions& o, const AdamSimdOptions& copts, int64_t* step,
+                         std::vector<Row>* rows) {
+  Bf16Bench b(o.numel);
+  AdamArgs args;
+  args.weight_decay = 0.01f;
+  const std::string isa(cpu_isa_name(copts.isa));
+  for (bool bf16_moments : {true, false}) {
+    const AdamShard s = b.shard(bf16_moments);
+    const std::string what =
+        bf16_moments ? "bf16 state (master + moments)" : "bf16 master, fp32 moments";
+    const double bytes = bf16_moments ? 16 : 24;
+    rows->push_back({"adam_update_simd " + isa + " " + what,
+                     time_steps(o.iters,
+                                [&](int) {
+                                  args.step = ++*step;
+                                  adam_update_simd(args, s, 1.f, copts);
+                                }),
+                     bytes});
+    if (o.scalar_reference && bf16_moments) {
+      rows->push_back({"adam_update (reference) " + what,
+                       time_steps(o.iters,
+                                  [&](int) {
+                                    args.step = ++*step;
+                                    adam_update(args, s, 1.f);
+                                  }),
+                       bytes});
+    }
+  }
+}
+
+// DeepSpeedCPUAdam with bf16 state next to ours: writes a bf16 state and K steps of bf16-valued
+// gradients to a temporary directory with our result after K steps, then runs the script, which
+// repeats the K steps with DeepSpeedCPUAdam(fp32_optimizer_states=False), compares values and
+// times DeepSpeed's update at o.numel. Prints the script's report.
+void run_deepspeed(const AdamBenchOptions& o, const AdamSimdOptions& copts, int threads) {
+  char dir_template[] = "/tmp/zero_bench_adam_ds_XXXXXX";
+  const char* dir = mkdtemp(dir_template);
+  if (dir == nullptr) {
+    std::printf("DeepSpeed comparison skipped: cannot create a temporary directory\n");
+    return;
+  }
+  constexpr int kSteps = 3;
+  const int64_t n = std::min<int64_t>(o.numel, int64_t{1} << 20);
+  Bf16Bench b(n);
+  const size_t n2 = static_cast<size_t>(n) * 2;
+  bool ok = write_raw(dir, "p0.bf16", b.p.get(), n2) &&
+            write_raw(dir, "m0.bf16", b.m16.get(), n2) &&
+            write_raw(dir, "v0.bf16", b.v16.get(), n2);
+  AdamArgs args;
+  args.lr = 1e-3f;
+  args.weight_decay = 0.01f;
+  std::vector<uint16_t> g16(static_cast<size_t>(n));
+  auto* g = reinterpret_cast<float*>(b.g.get());
+  for (int k = 1; k <= kSteps && ok; ++k) {
+    fill(g, n, 100 + k, 1.f, false);
+    cast_from_f32(g, g16.data(), DType::kBF16, n);
+    convert_to_f32(g16.data(), DType::kBF16, g, static_cast<size_t>(n));
+    ok = write_raw(dir, ("g" + std::to_string(k) + ".bf16").c_str(), g16.data(), n2);
+    args.step = k;
+    adam_update_simd(args, b.shard(true), 1.f, copts);
+  }
+  ok = ok && write_raw(dir, "ours_p.bf16", b.p.get(), n2) &&
+       write_raw(dir, "ours_m.bf16", b.m16.get(), n2) &&
+       write_raw(dir, "ours_v.bf16", b.v16.get(), n2);
+  if (!ok) {
+    std::printf("DeepSpeed comparison skipped: cannot write %s\n", dir);
+    return;
+  }
+  const std::string script = o.deepspeed_script.empty()
+                                 ? std::string(ZERO_SOURCE_ROOT) + "/tools/bench_adam_deepspeed.py"
+                                 : o.deepspeed_script;
+  const std::string cmd =
+      "OMP_NUM_THREADS=" + std::to_string(threads) + " " + o.deepspeed_python + " " + script +
+      " --dir " + dir + " --numel " + std::to_string(n) + " --steps " + std::to_string(kSteps) +
+      " --bench-numel " + std::to_string(o.numel) + " --threads " + std::to_string(threads) +
+      " --iters " + std::to_string(o.iters) + " --lr " + std::to_string(args.lr) +
+      " --weight-decay " + std::to_string(args.weight_decay) + " 2>&1";
+  std::printf("\n### DeepSpeedCPUAdam, bf16 state, side by side\n\n");
+  std::fflush(stdout);
+  const int rc = std::system(cmd.c_str());
+  if (rc != 0) std::printf("(the DeepSpeed script exited with status %d)\n", rc);
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
 }
 
 struct TorchResult {
@@ -170,11 +319,6 @@ int run_adam_benchmark(const AdamBenchOptions& o) {
   // STREAM's convention: 3 x 4 B per element (the write-allocate read of `a` is not counted).
   const double triad_gbs = 12.0 * static_cast<double>(tn) / triad.median / 1e9;
 
-  struct Row {
-    std::string name;
-    Timing t;
-    double bytes_per_elem;
-  };
   std::vector<Row> rows;
   const std::string copy_name = "+" + std::string(dtype_name(*copy_dtype)) + " copy";
   rows.push_back({"adam_update_simd " + std::string(cpu_isa_name(isa)), ours(shard), 28});
@@ -249,6 +393,8 @@ int run_adam_benchmark(const AdamBenchOptions& o) {
     }
   }
 
+  if (o.bf16_state) add_bf16_state_rows(o, copts, &step, &rows);
+
   std::printf("## CPU Adam benchmark\n\n");
   std::printf(
       "numel %lld (%.0f MiB fp32 state in 4 arrays), threads %d, isa %s, %d timed steps each\n\n",
@@ -256,7 +402,7 @@ int run_adam_benchmark(const AdamBenchOptions& o) {
       std::string(cpu_isa_name(isa)).c_str(), o.iters);
   std::printf(
       "| kernel | ms/step (median) | ms/step (best) | Gparams/s | GB/s (28 B/param, 30 with "
-      "copy, 40 with rollback copy) | vs triad |\n");
+      "copy, 40 with rollback copy; bf16 state 16, with fp32 moments 24) | vs triad |\n");
   std::printf("|---|---:|---:|---:|---:|---:|\n");
   for (const Row& r : rows) {
     const double gbs = r.bytes_per_elem * static_cast<double>(n) / r.t.median / 1e9;
@@ -284,6 +430,7 @@ int run_adam_benchmark(const AdamBenchOptions& o) {
                   ours_pps / t.params_per_s);
     }
   }
+  if (!o.deepspeed_python.empty()) run_deepspeed(o, copts, threads);
   omp_set_num_threads(saved_threads);
   return 0;
 }

@@ -1,4 +1,5 @@
-// `zero bench adam`: CPU Adam throughput against STREAM triad, the scalar reference and PyTorch.
+// `zero bench adam`: CPU Adam throughput against STREAM triad, the scalar reference and PyTorch;
+// fp32 and bf16 optimizer state, and DeepSpeedCPUAdam's bf16 state side by side.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +19,11 @@ struct AdamBenchOptions {
   bool torch = true;             // also run tools/bench_adam_torch.py when torch imports
   std::string python = "/usr/bin/python3";
   std::string torch_script;  // empty: <source root>/tools/bench_adam_torch.py
+  bool bf16_state = true;    // also time the bf16-state update (bf16 master, bf16 / fp32 moments)
+  // A python with deepspeed (0.19: DeepSpeedCPUAdam(fp32_optimizer_states=False)): runs
+  // tools/bench_adam_deepspeed.py on the same bf16 state as ours (values and speed). Empty: skip.
+  std::string deepspeed_python;
+  std::string deepspeed_script;  // empty: <source root>/tools/bench_adam_deepspeed.py
 };
 
 // Runs the benchmark and prints a report (markdown-friendly) to stdout. Returns 0 on success,

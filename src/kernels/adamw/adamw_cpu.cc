@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <type_traits>
 
 #include "core/check.h"
 #include "kernels/adamw/adamw_tile.h"
@@ -49,13 +51,25 @@ void check_adam_call(const AdamArgs& args, const AdamShard& shard, const char* w
   ZERO_CHECK(args.step >= 1, "adam step counter must be >= 1, got ", args.step);
   ZERO_CHECK(shard.numel >= 0, "negative numel ", shard.numel);
   if (shard.numel == 0) return;
-  ZERO_CHECK(shard.param && shard.grad && shard.exp_avg && shard.exp_avg_sq, who, ": null buffer");
+  ZERO_CHECK((shard.param != nullptr) != (shard.param_bf16 != nullptr), who,
+             ": the master weights must be in exactly one of param / param_bf16");
+  ZERO_CHECK((shard.exp_avg_bf16 != nullptr) == (shard.exp_avg_sq_bf16 != nullptr) &&
+                 (shard.exp_avg != nullptr) != (shard.exp_avg_bf16 != nullptr) &&
+                 (shard.exp_avg != nullptr) == (shard.exp_avg_sq != nullptr),
+             who, ": the moments must be in exactly one of the fp32 / bf16 pairs");
+  ZERO_CHECK(!shard.bf16_moments() || shard.bf16_master(), who,
+             ": bf16 moments need bf16 master weights");
+  ZERO_CHECK(shard.grad != nullptr, who, ": null buffer");
   ZERO_CHECK(shard.param_16bit == nullptr || shard.param_16bit_dtype != DType::kF32,
              "param_16bit must be bf16 or f16");
+  ZERO_CHECK(shard.param_16bit == nullptr || !shard.bf16_master() ||
+                 shard.param_16bit_dtype == DType::kBF16,
+             who, ": the 16-bit copy of bf16 master weights must be bf16");
   const int prev = (shard.prev_param != nullptr) + (shard.prev_exp_avg != nullptr) +
                    (shard.prev_exp_avg_sq != nullptr);
   ZERO_CHECK(prev == 0 || prev == 3, who, ": ", prev,
              " of the three prev_* buffers set (all three or none)");
+  ZERO_CHECK(prev == 0 || !shard.bf16_master(), who, ": no prev_* copy with a bf16 state");
 }
 
 namespace cpu {
@@ -74,10 +88,26 @@ void store_16bit(const float* param, void* dst, DType dtype, int64_t begin, int6
   }
 }
 
+// The state arrays of a shard: fp32 or bf16 (AdamShard), widened on load, rounded on store.
+inline float widen(float x) { return x; }
+inline float widen(bf16 x) { return bf16_to_float(x); }
+inline void narrow(float x, float* dst) { *dst = x; }
+inline void narrow(float x, bf16* dst) { *dst = float_to_bf16(x); }
+
+template <class P, class M>
+struct StatePtrs {
+  P* param;
+  M* exp_avg;
+  M* exp_avg_sq;
+};
+
 // The reference: one element at a time in DeepSpeedCPUAdam's order, each operation rounded to fp32
-// (the baseline x86-64 build has no FMA to contract into; omp simd only widens the loop).
-template <bool kL2, bool kDecoupled, bool kSave>
-void scalar_loop(const AdamConstants& c, const AdamShard& shard, int64_t begin, int64_t end) {
+// (the baseline x86-64 build has no FMA to contract into; omp simd only widens the loop). P / M:
+// the master weights' and the moments' storage types (float or bf16).
+template <bool kL2, bool kDecoupled, bool kSave, class P, class M>
+void scalar_loop(const AdamConstants& c, const AdamShard& shard, StatePtrs<P, M> st, int64_t begin,
+                 int64_t end) {
+  static_assert(!kSave || (std::is_same_v<P, float> && std::is_same_v<M, float>));
   const float beta1 = c.beta1;
   const float beta2 = c.beta2;
   const float one_minus_beta1 = c.one_minus_beta1;
@@ -88,54 +118,70 @@ void scalar_loop(const AdamConstants& c, const AdamShard& shard, int64_t begin, 
   const float inv_sqrt_bc2 = c.inv_sqrt_bc2;
   const float decoupled_decay = c.decoupled_decay;
   const float step_size = c.step_size;
-  float* __restrict__ p = shard.param;
+  P* __restrict__ p = st.param;
   const float* __restrict__ g_in = shard.grad;
-  float* __restrict__ m = shard.exp_avg;
-  float* __restrict__ v = shard.exp_avg_sq;
+  M* __restrict__ m = st.exp_avg;
+  M* __restrict__ v = st.exp_avg_sq;
   float* __restrict__ prev_p = shard.prev_param;
   float* __restrict__ prev_m = shard.prev_exp_avg;
   float* __restrict__ prev_v = shard.prev_exp_avg_sq;
 #pragma omp simd
   for (int64_t i = begin; i < end; ++i) {
     float g = g_in[i] * grad_scale;
-    float pi = p[i];
+    float pi = widen(p[i]);
+    const float m0 = widen(m[i]);
+    const float v0 = widen(v[i]);
     if constexpr (kSave) {
       prev_p[i] = pi;
-      prev_m[i] = m[i];
-      prev_v[i] = v[i];
+      prev_m[i] = m0;
+      prev_v[i] = v0;
     }
     if constexpr (kL2) g = g + l2_decay * pi;
-    const float mi = beta1 * m[i] + one_minus_beta1 * g;
-    const float vi = beta2 * v[i] + one_minus_beta2 * (g * g);
+    const float mi = beta1 * m0 + one_minus_beta1 * g;
+    const float vi = beta2 * v0 + one_minus_beta2 * (g * g);
     const float denom = std::sqrt(vi) * inv_sqrt_bc2 + eps;
     if constexpr (kDecoupled) pi = pi + decoupled_decay * pi;
-    p[i] = pi + step_size * (mi / denom);
-    m[i] = mi;
-    v[i] = vi;
+    narrow(pi + step_size * (mi / denom), &p[i]);
+    narrow(mi, &m[i]);
+    narrow(vi, &v[i]);
   }
-  if (shard.param_16bit != nullptr) {
+  if (shard.param_16bit == nullptr) return;
+  if constexpr (std::is_same_v<P, bf16>) {
+    // The copy of a bf16 master is the master itself (check_adam_call: bf16 copies only).
+    std::memcpy(static_cast<bf16*>(shard.param_16bit) + begin, p + begin,
+                static_cast<size_t>(end - begin) * sizeof(bf16));
+  } else {
     store_16bit(p, shard.param_16bit, shard.param_16bit_dtype, begin, end);
   }
 }
 
-template <bool kSave>
-void scalar_by_decay(const AdamConstants& c, const AdamShard& s, int64_t begin, int64_t end) {
+template <bool kSave, class P, class M>
+void scalar_by_decay(const AdamConstants& c, const AdamShard& s, StatePtrs<P, M> st, int64_t begin,
+                     int64_t end) {
   if (c.l2) {
-    scalar_loop<true, false, kSave>(c, s, begin, end);
+    scalar_loop<true, false, kSave>(c, s, st, begin, end);
   } else if (c.decoupled) {
-    scalar_loop<false, true, kSave>(c, s, begin, end);
+    scalar_loop<false, true, kSave>(c, s, st, begin, end);
   } else {
-    scalar_loop<false, false, kSave>(c, s, begin, end);
+    scalar_loop<false, false, kSave>(c, s, st, begin, end);
   }
 }
 
 }  // namespace
 
 void adam_tile_scalar(const AdamConstants& c, const AdamShard& s, int64_t begin, int64_t end) {
-  if (s.saves_prev()) {
-    scalar_by_decay<true>(c, s, begin, end);
+  if (s.bf16_moments()) {
+    scalar_by_decay<false>(
+        c, s, StatePtrs<bf16, bf16>{s.param_bf16, s.exp_avg_bf16, s.exp_avg_sq_bf16}, begin, end);
+  } else if (s.bf16_master()) {
+    scalar_by_decay<false>(c, s, StatePtrs<bf16, float>{s.param_bf16, s.exp_avg, s.exp_avg_sq},
+                           begin, end);
+  } else if (s.saves_prev()) {
+    scalar_by_decay<true>(c, s, StatePtrs<float, float>{s.param, s.exp_avg, s.exp_avg_sq}, begin,
+                          end);
   } else {
-    scalar_by_decay<false>(c, s, begin, end);
+    scalar_by_decay<false>(c, s, StatePtrs<float, float>{s.param, s.exp_avg, s.exp_avg_sq}, begin,
+                           end);
   }
 }
 

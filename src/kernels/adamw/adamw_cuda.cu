@@ -1,4 +1,5 @@
-// CUDA Adam / AdamW: one fused elementwise pass over a shard (grid-stride, float4 when aligned),
+// CUDA Adam / AdamW: one fused elementwise pass over a shard (grid-stride, float4 when aligned;
+// a bf16 state (AdamShard's *_bf16) element by element, widened on load, rounded on store),
 // with every fp32 operation an explicitly rounded intrinsic (__fmul_rn, __fadd_rn, __fsqrt_rn,
 // __fdiv_rn), which nvcc never contracts into fma: the arithmetic is the CPU loop's, bit for bit.
 
@@ -158,6 +159,62 @@ void launch_with_copy(const AdamConstants& a, const AdamShard& shard, cudaStream
   }
 }
 
+// A bf16 state (AdamShard's *_bf16): bf16 values widen exactly, stores round as bf16_bits.
+__device__ __forceinline__ float widen(float x) { return x; }
+__device__ __forceinline__ float widen(uint16_t x) {
+  return __uint_as_float(static_cast<uint32_t>(x) << 16);
+}
+__device__ __forceinline__ void narrow(float x, float* dst) { *dst = x; }
+__device__ __forceinline__ void narrow(float x, uint16_t* dst) { *dst = bf16_bits(x); }
+
+// The bf16-state update, one element per thread (grid-stride): P the master weights' storage
+// (uint16_t: bf16 bits), M the moments' (float or bf16 bits). The 16-bit copy of a bf16 master is
+// the master's bits.
+template <bool kL2, bool kDecoupled, bool kCopy, class M>
+__global__ void __launch_bounds__(kThreads)
+    adam_bf16_state_kernel(AdamConstants a, uint16_t* param, const float* grad, M* exp_avg,
+                           M* exp_avg_sq, uint16_t* param_16bit, int64_t numel) {
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * kThreads;
+  for (int64_t i = first; i < numel; i += stride) {
+    float p = widen(param[i]), m = widen(exp_avg[i]), v = widen(exp_avg_sq[i]);
+    adam_element<kL2, kDecoupled>(a, p, grad[i], m, v);
+    narrow(p, param + i);
+    narrow(m, exp_avg + i);
+    narrow(v, exp_avg_sq + i);
+    if constexpr (kCopy) param_16bit[i] = param[i];
+  }
+}
+
+template <bool kL2, bool kDecoupled, class M>
+void launch_bf16_state(const AdamConstants& a, const AdamShard& shard, M* exp_avg, M* exp_avg_sq,
+                       cudaStream_t stream) {
+  auto* param = reinterpret_cast<uint16_t*>(shard.param_bf16);
+  auto* param_16bit = static_cast<uint16_t*>(shard.param_16bit);
+  const auto blocks =
+      static_cast<unsigned>(std::min<int64_t>((shard.numel + kThreads - 1) / kThreads, kMaxBlocks));
+  if (param_16bit != nullptr) {
+    ZERO_LAUNCH(blocks, kThreads, 0, stream, adam_bf16_state_kernel<kL2, kDecoupled, true, M>)
+    (a, param, shard.grad, exp_avg, exp_avg_sq, param_16bit, shard.numel);
+  } else {
+    ZERO_LAUNCH(blocks, kThreads, 0, stream, adam_bf16_state_kernel<kL2, kDecoupled, false, M>)
+    (a, param, shard.grad, exp_avg, exp_avg_sq, param_16bit, shard.numel);
+  }
+  CUDA_CHECK_LAUNCH();
+}
+
+template <bool kL2, bool kDecoupled>
+void launch_by_state(const AdamConstants& a, const AdamShard& shard, cudaStream_t stream) {
+  if (shard.bf16_moments()) {
+    launch_bf16_state<kL2, kDecoupled>(a, shard, reinterpret_cast<uint16_t*>(shard.exp_avg_bf16),
+                                       reinterpret_cast<uint16_t*>(shard.exp_avg_sq_bf16), stream);
+  } else if (shard.bf16_master()) {
+    launch_bf16_state<kL2, kDecoupled>(a, shard, shard.exp_avg, shard.exp_avg_sq, stream);
+  } else {
+    launch_with_copy<kL2, kDecoupled>(a, shard, stream);
+  }
+}
+
 }  // namespace
 
 void adam_update(const AdamArgs& args, const AdamShard& shard, float grad_scale,
@@ -167,11 +224,11 @@ void adam_update(const AdamArgs& args, const AdamShard& shard, float grad_scale,
   // The same fp32 constants as the CPU versions; a decay term is compiled out when its factor is 0.
   const AdamConstants a = adam_constants(args, grad_scale);
   if (a.l2) {
-    launch_with_copy<true, false>(a, shard, stream);
+    launch_by_state<true, false>(a, shard, stream);
   } else if (a.decoupled) {
-    launch_with_copy<false, true>(a, shard, stream);
+    launch_by_state<false, true>(a, shard, stream);
   } else {
-    launch_with_copy<false, false>(a, shard, stream);
+    launch_by_state<false, false>(a, shard, stream);
   }
 }
 

@@ -141,6 +141,76 @@ INSTANTIATE_TEST_SUITE_P(
              std::to_string(std::get<4>(info.param));
     });
 
+// A bf16 state (AdamShard's *_bf16, DeepSpeed's bf16_master_weights_and_grads with fp32 or bf16
+// moments): bitwise the CPU reference's, with and without the bf16 copy, on odd sizes.
+TEST(AdamCuda, Bf16StateBitwiseEqualToCpu) {
+  ZERO_SKIP_WITHOUT_GPU();
+  zero::cuda::CudaStream stream;
+  for (int64_t numel : testing::gpu_or_emulated<int64_t>({1, 7, 1031, 65537}, {1, 7, 1031})) {
+    for (bool bf16_moments : {true, false}) {
+      for (bool with_copy : {false, true}) {
+        auto to_bf16_bits = [](const std::vector<float>& x) {
+          std::vector<uint16_t> out;
+          for (float f : x) out.push_back(float_to_bf16(f).bits);
+          return out;
+        };
+        std::vector<uint16_t> p = to_bf16_bits(to_float(random_vector(numel, 1)));
+        std::vector<float> m = to_float(random_vector(numel, 2, -0.1, 0.1));
+        std::vector<float> v = to_float(random_vector(numel, 3, 0.0, 0.01));
+        std::vector<uint16_t> m16 = to_bf16_bits(m), v16 = to_bf16_bits(v);
+        std::vector<uint16_t> copy(numel, 0);
+        DeviceArray<uint16_t> d_p(p), d_m16(m16), d_v16(v16), d_copy(copy);
+        DeviceArray<float> d_g(numel), d_m(m), d_v(v);
+        for (int64_t step = 1; step <= 3; ++step) {
+          const auto g = to_float(random_vector(numel, 10 + step, -2048.0, 2048.0));
+          d_g.upload(g);
+          AdamArgs args;
+          args.lr = 3e-3f;
+          args.weight_decay = 0.1f;
+          args.step = step;
+          AdamShard cpu, dev;
+          cpu.param_bf16 = reinterpret_cast<bf16*>(p.data());
+          dev.param_bf16 = reinterpret_cast<bf16*>(d_p.get());
+          cpu.grad = g.data();
+          dev.grad = d_g.get();
+          if (bf16_moments) {
+            cpu.exp_avg_bf16 = reinterpret_cast<bf16*>(m16.data());
+            cpu.exp_avg_sq_bf16 = reinterpret_cast<bf16*>(v16.data());
+            dev.exp_avg_bf16 = reinterpret_cast<bf16*>(d_m16.get());
+            dev.exp_avg_sq_bf16 = reinterpret_cast<bf16*>(d_v16.get());
+          } else {
+            cpu.exp_avg = m.data();
+            cpu.exp_avg_sq = v.data();
+            dev.exp_avg = d_m.get();
+            dev.exp_avg_sq = d_v.get();
+          }
+          cpu.numel = dev.numel = numel;
+          if (with_copy) {
+            cpu.param_16bit = copy.data();
+            dev.param_16bit = d_copy.get();
+          }
+          cpu::adam_update(args, cpu, 1.0f / 1024.0f);
+          cuda::adam_update(args, dev, 1.0f / 1024.0f, stream);
+          const std::string what =
+              "n=" + std::to_string(numel) + " bf16_moments=" + std::to_string(bf16_moments) +
+              " copy=" + std::to_string(with_copy) + " step=" + std::to_string(step);
+          EXPECT_TRUE(bitwise_equal(d_p.download(), p, "param")) << what;
+          if (bf16_moments) {
+            EXPECT_TRUE(bitwise_equal(d_m16.download(), m16, "exp_avg")) << what;
+            EXPECT_TRUE(bitwise_equal(d_v16.download(), v16, "exp_avg_sq")) << what;
+          } else {
+            EXPECT_TRUE(bitwise_equal(d_m.download(), m, "exp_avg")) << what;
+            EXPECT_TRUE(bitwise_equal(d_v.download(), v, "exp_avg_sq")) << what;
+          }
+          if (with_copy) {
+            EXPECT_TRUE(bitwise_equal(d_copy.download(), p, "param_16bit")) << what;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(AdamCuda, EmptyShardIsANoOp) {
   ZERO_SKIP_WITHOUT_GPU();
   zero::cuda::CudaStream stream;
