@@ -6,7 +6,8 @@
 # GPU; `zero generate --device cuda` giving the CPU's tokens (through the GPU's key/value cache and
 # with --no_kv_cache, also when the context fills), its tokens/s with the cache against a whole
 # forward per token (gpt2-124m, llama-1b), `zero bench step --device cuda`, a device out of memory
-# (one line, exit 1, promptly) and the run's placement line with and without ZeRO-Offload.
+# (one line, exit 1, promptly), the run's placement line with and without ZeRO-Offload, and two
+# ranks sharing the GPU (--dist_backend auto -> mpi: staged collectives) against two CPU ranks.
 # Packed by tools/gpu/pack.sh and run by verify.sh; prints markdown.
 #
 #   train_check.sh ZERO_BINARY CORPUS WORKDIR [--no-bench]
@@ -153,6 +154,29 @@ echo "## zero generate --device cuda vs --device cpu (the same tokens), zero ben
         --output_dir "$work/pl_$off" --overwrite_output_dir 2>&1 | grep '^zero train: placement' ||
         echo "placement line FAILED")
       echo "- offload $off: ${pl#zero train: }"
+    done
+  fi
+  if [[ $device == cuda ]] && command -v mpirun >/dev/null; then
+    # Issue 30 item 1: two ranks on one GPU (auto picks --dist_backend mpi: the collectives staged
+    # through pinned host memory), stages 1-3, bf16, against the same two ranks on the CPU.
+    for stage in 1 2 3; do
+      d=$work/w2-s$stage
+      mkdir -p "$d"
+      config "$stage" bf16 none 2 2 >"$d/ds.json"
+      for dev in cpu cuda; do
+        timeout 300 mpirun --allow-run-as-root --oversubscribe --bind-to none -n 2 "$zero" train \
+          --deepspeed "$d/ds.json" --model preset:gpt2-tiny --train_file "$corpus" --data_dtype uint8 \
+          --block_size 64 --max_steps 20 --output_dir "$d/$dev" --quiet --device "$dev" \
+          >"$d/$dev.log" 2>&1 || echo "- world 2 on one GPU stage $stage FAILED on $dev: $(tail -2 "$d/$dev.log" | tr '\n' ' ')"
+      done
+      python3 - "$d/cpu/metrics.jsonl" "$d/cuda/metrics.jsonl" "$stage" "$(grep -m1 -o 'collectives [^;]*' "$d/cuda.log")" <<'EOF2'
+import json, sys
+rows = [[json.loads(l) for l in open(p) if l.strip()] for p in sys.argv[1:3]]
+rel = lambda a, b: abs(a - b) / max(abs(b), 1e-12)
+dl = max(rel(a["loss"], b["loss"]) for a, b in zip(*rows)) if rows[1] else float("inf")
+ok = len(rows[0]) == len(rows[1]) == 20 and dl <= 1e-2
+print(f"- world 2 on one GPU stage {sys.argv[3]} bf16: {'ok' if ok else 'MISMATCH'} max_rel_loss={dl:.2e} ({sys.argv[4]})")
+EOF2
     done
   fi
 } | tee "$work/cli_device.txt"
