@@ -38,6 +38,7 @@ void update_ref(int u, int step, float* master, float* m, float* v, int64_t n) {
 
 // The visitor over the store's dtypes: widened, updated as update_ref, rounded back.
 void update_refs(int u, int step, const OptimizerStateStore::StateRefs& st, int64_t n) {
+  if (n == 0) return;  // an empty partition (a unit smaller than the world): no buffers to convert
   std::vector<float> f[3];
   const TensorView* views[3] = {&st.master, &st.exp_avg, &st.exp_avg_sq};
   for (int k = 0; k < 3; ++k) {
