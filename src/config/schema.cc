@@ -239,7 +239,7 @@ constexpr KeySpec kCheckpointKeys[] = {
      .default_json = "\"Warn\"",
      .choices = "Ignore|Warn|Fail",
      .case_insensitive = true},
-    flag("load_universal", "false", kUnimpl),
+    flag("load_universal", "false"),  // accepted: universal checkpoints are detected (docs/formats/deepspeed.md)
     flag("use_node_local_storage", "false"),
     block("parallel_write", &kParallelWrite, kNone),
 };
