@@ -78,12 +78,7 @@ class StagedStreamCollectives final : public StreamCollectives {
     }
     auto completion = std::make_shared<PromiseCompletion>();
     backend.host_function(stream, [&comm = comm(), completion, host_calls] {
-      Status first;
-      for (const CollectiveCall& c : host_calls) {
-        Status s = run_collective(comm, c);
-        if (!s.ok() && first.ok()) first = std::move(s);
-      }
-      completion->fulfil(std::move(first));
+      completion->fulfil(run_collectives(comm, host_calls));
     });
     for (size_t i = 0; i < calls.size(); ++i) {
       const CollectiveCall& c = calls[i];

@@ -78,7 +78,12 @@ StatusOr<std::unique_ptr<StreamCollectives>> make_staged_stream_collectives(Comm
 StatusOr<std::unique_ptr<StreamCollectives>> make_nccl_stream_collectives(Communicator& comm,
                                                                           ExecutionContext& ctx);
 
+// Starts one call on `comm` through its asynchronous API.
+CommHandle issue_collective(Communicator& comm, const CollectiveCall& call);
 // Runs one call on `comm` and waits for it (the CPU backend's worker; tests).
 Status run_collective(Communicator& comm, const CollectiveCall& call);
+// Runs `calls` in order, each waited for; the first error (every call runs, whatever failed: each
+// rank must issue them all).
+Status run_collectives(Communicator& comm, std::span<const CollectiveCall> calls);
 
 }  // namespace zero::device
