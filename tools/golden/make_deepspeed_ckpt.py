@@ -337,10 +337,12 @@ def make_one(deepspeed, case, rank):
         "batch_size": B, "block_size": T, "tokens": "tokens.bin (raw uint16, batch s = samples "
         "[4s, 4s + 4) of block 16)",
     })
-    # zero_to_fp32.py is a copy of DeepSpeed's script (large); the directory test needs only `latest`.
-    p = os.path.join(out, "zero_to_fp32.py")
-    if os.path.exists(p):
-        os.remove(p)
+    # zero_to_fp32.py (and 0.19's zero_to_torch.py shim) are copies of DeepSpeed's scripts, the same
+    # in every case; the directory test needs only `latest`.
+    for script in ("zero_to_fp32.py", "zero_to_torch.py"):
+        p = os.path.join(out, script)
+        if os.path.exists(p):
+            os.remove(p)
     print(f"{case.name}: losses {first} -> resumed {resumed}")
 
 
