@@ -15,11 +15,11 @@
 #include <gtest/gtest.h>
 
 #include "core/storage.h"
-#include "data/token_dataset.h"
 #include "model/hf_checkpoint.h"
 #include "model/model_config.h"
 #include "optim/optimizer_spec.h"
 #include "runtime/engine.h"
+#include "runtime/golden_steps_testing.h"
 
 namespace zero::runtime {
 namespace {
@@ -57,30 +57,12 @@ StatusOr<std::unique_ptr<Engine>> make_engine(const RunSetup& s,
   });
 }
 
-// Steps [first, first + count) of the golden token stream, 4 sequences of 16 tokens each.
+// Steps [first, first + count) of the golden token stream; their losses (no step skipped).
 std::vector<double> train(Engine& e, int first, int count) {
-  TokenDatasetOptions dopts;
-  dopts.block_size = 16;
-  dopts.vocab_size = 67;
-  auto data = TokenDataset::open(*default_storage(), kGolden + "tokens.bin", dopts);
-  EXPECT_TRUE(data.ok());
   std::vector<double> losses;
-  for (int s = first; s < first + count; ++s) {
-    MicroBatch mb;
-    mb.batch = 4;
-    mb.seq = 16;
-    mb.tokens.resize(64);
-    mb.targets.resize(64);
-    for (int i = 0; i < 4; ++i) {
-      EXPECT_TRUE(data->get_sample((s * 4 + i) % data->num_samples(), mb.tokens.data() + i * 16,
-                                   mb.targets.data() + i * 16)
-                      .ok());
-    }
-    auto r = e.train_step({mb});
-    EXPECT_TRUE(r.ok()) << r.status().to_string();
-    if (!r.ok()) break;
-    EXPECT_FALSE(r->skipped);
-    losses.push_back(r->loss);
+  for (const StepResult& r : train_golden_steps(e, first, count)) {
+    EXPECT_FALSE(r.skipped);
+    losses.push_back(r.loss);
   }
   return losses;
 }

@@ -22,6 +22,7 @@
 #include "data/token_dataset.h"
 #include "model/hf_checkpoint.h"
 #include "optim/loss_scaler.h"
+#include "runtime/golden_steps_testing.h"
 
 namespace zero::runtime {
 namespace {
@@ -921,26 +922,7 @@ TEST(DeviceStaging, StateOnTheDeviceIsBitwiseTheHostCurveWithoutStaging) {
 // Steps [first, first + count) of run_offload's batches on `e`; their losses.
 std::vector<double> train_steps_on(Engine& e, int first, int count) {
   std::vector<double> losses;
-  TokenDatasetOptions dopts;
-  dopts.block_size = 16;
-  dopts.vocab_size = 67;
-  auto data = TokenDataset::open(*default_storage(), kGolden + "tokens.bin", dopts);
-  for (int s = first; s < first + count; ++s) {
-    MicroBatch mb;
-    mb.batch = 4;
-    mb.seq = 16;
-    mb.tokens.resize(64);
-    mb.targets.resize(64);
-    for (int i = 0; i < 4; ++i) {
-      EXPECT_TRUE(data->get_sample((s * 4 + i) % data->num_samples(), mb.tokens.data() + i * 16,
-                                   mb.targets.data() + i * 16)
-                      .ok());
-    }
-    auto r = e.train_step({mb});
-    EXPECT_TRUE(r.ok()) << r.status().to_string();
-    if (!r.ok()) return losses;
-    losses.push_back(r->loss);
-  }
+  for (const StepResult& r : train_golden_steps(e, first, count)) losses.push_back(r.loss);
   return losses;
 }
 
