@@ -493,7 +493,11 @@ StatusOr<const SafetensorsReader*> LoadedCheckpoint::reader(size_t i) const {
   const RankFile& rf = files_[i];
   const std::string path = join(tag_dir_, rf.name);
   if (!storage_->file_exists(path)) {
-    return not_found("{}: missing (checkpoint {} lists it)", path, tag_dir_);
+    return not_found(
+        "{}: missing (checkpoint {} lists it; a checkpoint saved on a disk per host, "
+        "checkpoint.use_node_local_storage, resumes only with the same hosts in the same order "
+        "and world size, unless its rank files are gathered into one directory)",
+        path, tag_dir_);
   }
   ZERO_ASSIGN_OR_RETURN(uint64_t size, storage_->file_size(path));
   if (size != rf.bytes) {

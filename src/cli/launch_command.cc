@@ -8,10 +8,15 @@
 #include <system_error>
 
 #include "cli/commands.h"
+#include "cli/job_watch.h"
 #include "cli/launcher.h"
+#include "cli/remote_agent.h"
 
 namespace zero::cli {
 namespace {
+
+// How long every host gets to answer `AGENT HOST true` (ssh's ConnectTimeout too).
+constexpr int kHostCheckTimeoutS = 15;
 
 struct LaunchArgs {
   LaunchOptions options;
@@ -68,7 +73,22 @@ void run_launch(LaunchArgs& args, CLI::App* cmd, int& exit_code) {
   // Ranks inherit it (mpirun's local ranks, srun --export=ALL): their stdout is ours, forwarded,
   // so `zero train` prints whole lines, never a live progress line.
   setenv("ZERO_LAUNCHED", "1", 1);
-  auto status = run_and_wait(plan->argv);
+  if (!plan->remote_hosts.empty()) {
+    if (options.host_check) {
+      Status reachable = check_hosts_reachable(plan->remote_agent, plan->remote_hosts,
+                                               plan->host_ranks, kHostCheckTimeoutS);
+      if (!reachable.ok()) {
+        std::fprintf(stderr, "zero launch: error: %s\n", reachable.message().c_str());
+        exit_code = 1;
+        return;
+      }
+    }
+    // For mpirun's agent wrapper (`zero _launch_agent`), which runs in mpirun's environment.
+    setenv("ZERO_LAUNCH_AGENT", shell_join(plan->remote_agent).c_str(), 1);
+    setenv("ZERO_LAUNCH_HOST_RANKS", plan->host_ranks.c_str(), 1);
+  }
+  auto status = run_and_watch(
+      plan->argv, {.host_ranks = plan->host_ranks, .abort_grace_s = options.abort_grace_s});
   if (!status.ok()) {
     std::fprintf(stderr, "zero launch: error: %s\n", status.status().message().c_str());
     exit_code = 1;
@@ -110,6 +130,13 @@ void add_launch_command(CLI::App& app, int& exit_code) {
                   "DIR: each rank's stdout and stderr go to DIR/<timestamp>_rank<N>.log "
                   "(DeepSpeed's naming) instead of this terminal");
   cmd->add_flag("--dry_run,--dry-run", args->dry_run, "print the command, do not run it");
+  cmd->add_flag("!--no_ssh_check,!--no-ssh-check", o.host_check,
+                "several hosts: do not check first that each answers the remote agent (ssh)");
+  cmd->add_option("--abort_grace", o.abort_grace_s,
+                  "seconds mpirun may take to end after the job's first failure before it is "
+                  "stopped (Open MPI waits forever for a host it cannot reach)")
+      ->default_val(10)
+      ->check(CLI::Range(1.0, 3600.0));
   cmd->add_option("command", o.command,
                   "what each rank runs (after --); a leading 'zero' is "
                   "replaced by this binary's path");

@@ -3,9 +3,6 @@
 #include "cli/launcher.h"
 
 #include <dirent.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include "cli/remote_agent.h"
 #include "core/regular_file.h"
 
 extern char** environ;
@@ -555,10 +553,23 @@ StatusOr<LaunchPlan> build_launch_plan(const LaunchOptions& options, const Launc
   ZERO_RETURN_IF_ERROR(plan_exports(options, env, plan));
   ZERO_ASSIGN_OR_RETURN(std::vector<std::string> launcher_args,
                         split_shell_words(options.launcher_args));
+  plan.host_ranks = encode_host_ranks(plan.resources);
   if (options.launcher == LauncherKind::kSlurm) {
     ZERO_ASSIGN_OR_RETURN(plan.argv, srun_argv(plan, local_run, slurm_node_args));
   } else {
     plan.argv = mpirun_argv(plan, env, local_run);
+    for (const HostSlots& h : plan.resources) {
+      if (!is_local_host(h.host, env)) plan.remote_hosts.push_back(h.host);
+    }
+    // Other hosts: mpirun starts their daemons through our wrapper around the agent, which names
+    // a host whose session ends (a path with a space cannot be an Open MPI agent word).
+    if (!plan.remote_hosts.empty()) {
+      ZERO_ASSIGN_OR_RETURN(plan.remote_agent, take_rsh_agent(launcher_args, env.vars));
+      if (!env.self_exe.empty() && env.self_exe.find(' ') == std::string::npos) {
+        plan.argv.insert(plan.argv.end(),
+                         {"--mca", "plm_rsh_agent", env.self_exe + " _launch_agent"});
+      }
+    }
   }
   plan.argv.insert(plan.argv.end(), launcher_args.begin(), launcher_args.end());
   wrap_rank_logs(options, env, plan);
@@ -656,51 +667,6 @@ StatusOr<LaunchEnvironment> gather_launch_environment(const std::string& hostfil
     }
   }
   return env;
-}
-
-StatusOr<int> run_and_wait(const std::vector<std::string>& argv) {
-  // Block SIGINT/SIGTERM/SIGCHLD and collect them with sigtimedwait: no handlers, no globals.
-  sigset_t wait_set, old_mask;
-  sigemptyset(&wait_set);
-  sigaddset(&wait_set, SIGINT);
-  sigaddset(&wait_set, SIGTERM);
-  sigaddset(&wait_set, SIGCHLD);
-  pthread_sigmask(SIG_BLOCK, &wait_set, &old_mask);
-
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  posix_spawnattr_setsigmask(&attr, &old_mask);  // the child starts with the caller's mask
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
-  std::vector<char*> c_argv;
-  for (const std::string& arg : argv) c_argv.push_back(const_cast<char*>(arg.c_str()));
-  c_argv.push_back(nullptr);
-  pid_t child = 0;
-  int spawn_error = posix_spawnp(&child, c_argv[0], nullptr, &attr, c_argv.data(), environ);
-  posix_spawnattr_destroy(&attr);
-  if (spawn_error != 0) {
-    pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
-    return io_error("cannot start '{}': {}", argv[0], std::strerror(spawn_error));
-  }
-
-  int wait_status = 0;
-  while (true) {
-    pid_t done = waitpid(child, &wait_status, WNOHANG);
-    if (done == child) break;
-    if (done < 0 && errno != EINTR) {
-      pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
-      return io_error("waitpid for '{}' failed: {}", argv[0], std::strerror(errno));
-    }
-    siginfo_t info;
-    timespec timeout{0, 200'000'000};  // poll waitpid too, in case SIGCHLD was consumed elsewhere
-    int sig = sigtimedwait(&wait_set, &info, &timeout);
-    // A terminal's Ctrl-C already reached the child through the process group (si_code
-    // SI_KERNEL); forward only signals sent to us alone (kill, a scheduler).
-    if ((sig == SIGINT || sig == SIGTERM) && info.si_code != SI_KERNEL) kill(child, sig);
-  }
-  pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
-  if (WIFEXITED(wait_status)) return WEXITSTATUS(wait_status);
-  if (WIFSIGNALED(wait_status)) return 128 + WTERMSIG(wait_status);
-  return 1;
 }
 
 }  // namespace zero::cli

@@ -47,6 +47,10 @@ struct LaunchOptions {
   // DIR/<start timestamp>_rank<N>.log instead of the launcher's output. Empty or "None": off.
   std::string each_rank_log_dir;
   std::vector<std::string> command;  // what each rank runs
+  // Several hosts: run `AGENT HOST true` on each before starting (DeepSpeed's ssh check).
+  bool host_check = true;
+  // After a job's first failure, how long mpirun may take to end before it is stopped.
+  double abort_grace_s = 10;
 };
 
 // Facts about the launching machine, gathered by gather_launch_environment().
@@ -74,6 +78,13 @@ struct LaunchPlan {
   std::vector<std::string> forwarded_vars;     // names passed with their current value (-x NAME)
   // --enable_each_rank_log: the per-rank file names, "DIR/<timestamp>_rank<N>.log" (absolute).
   std::string rank_log_pattern;
+  // "node1=0-3,node2=4-7": the ranks each host runs (for messages naming a failed host or rank).
+  std::string host_ranks;
+  // Open MPI runs with other hosts than this one: the hosts, and the remote agent (ssh unless the
+  // launcher args or OMPI_MCA_plm_rsh_agent name another) that mpirun's wrapper,
+  // `zero _launch_agent`, runs for each (remote_agent.h).
+  std::vector<std::string> remote_hosts;
+  std::vector<std::string> remote_agent;
 };
 
 // The absolute per-rank log directory of --enable_each_rank_log, or "" when it is off.
@@ -112,10 +123,5 @@ StatusOr<LaunchPlan> build_launch_plan(const LaunchOptions& options, const Launc
 // by CUDA_VISIBLE_DEVICES), cwd, $HOME, hostname, /proc/self/exe, environ, the hostfile named by
 // `hostfile_path` and the .deepspeed_env files ($DS_ENV_FILE overrides the name).
 StatusOr<LaunchEnvironment> gather_launch_environment(const std::string& hostfile_path);
-
-// Runs argv (PATH lookup) and waits for it. SIGINT/SIGTERM sent to this process are forwarded to
-// the child (terminal-generated ones already reached it through the process group). Returns the
-// child's exit status, 128+signal when it was killed, or an error when it could not start.
-StatusOr<int> run_and_wait(const std::vector<std::string>& argv);
 
 }  // namespace zero::cli

@@ -2,6 +2,8 @@
 // the exact mpirun / srun argv for machines described by hand.
 #include "cli/launcher.h"
 
+#include "cli/job_watch.h"
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -71,7 +73,9 @@ TEST(Hostfile, RejectsMalformedCountsAndEmptyFiles) {
                            "worker-0 slots=2 extra\n", "worker-0 slots=x\n", "worker-0 4\n"}) {
     auto pool = parse_hostfile(text, "h");
     EXPECT_FALSE(pool.ok()) << text;
-    if (!pool.ok()) EXPECT_THAT(pool.status().message(), HasSubstr("h:1: ")) << text;
+    if (!pool.ok()) {
+      EXPECT_THAT(pool.status().message(), HasSubstr("h:1: ")) << text;
+    }
   }
   EXPECT_THAT(parse_hostfile("a slots=0\n", "h").status().message(), HasSubstr("h:1: "));
   EXPECT_THAT(parse_hostfile("# nothing\n\n", "h").status().message(), HasSubstr("no hosts"));
@@ -264,7 +268,11 @@ TEST(Plan, HostfileMultiNode) {
   EXPECT_EQ(shell_join(plan->argv),
             "mpirun -np 4 --host worker-0:2,worker-1:2 --bind-to none -x MASTER_ADDR=worker-0 "
             "-x MASTER_PORT=29500 -x OMP_NUM_THREADS -x PATH "
+            "--mca plm_rsh_agent '/opt/zero/bin/zero _launch_agent' "
             "/opt/zero/bin/zero train --deepspeed ds.json");
+  EXPECT_EQ(plan->host_ranks, "worker-0=0-1,worker-1=2-3");
+  EXPECT_THAT(plan->remote_hosts, ElementsAre("worker-0", "worker-1"));
+  EXPECT_THAT(plan->remote_agent, ElementsAre("ssh"));
 
   LaunchOptions same = train_options();
   same.include = "worker-0:1,2@worker-1:1,2";
@@ -410,10 +418,10 @@ TEST(Environment, HostfileMustBeARegularFile) {
 }
 
 TEST(Run, ReturnsTheChildExitStatus) {
-  EXPECT_EQ(*run_and_wait({"sh", "-c", "exit 3"}), 3);
-  EXPECT_EQ(*run_and_wait({"true"}), 0);
-  EXPECT_EQ(*run_and_wait({"sh", "-c", "kill -TERM $$"}), 128 + 15);
-  EXPECT_FALSE(run_and_wait({"/nonexistent/binary-xyz"}).ok());
+  EXPECT_EQ(*run_and_watch({"sh", "-c", "exit 3"}, {}), 3);
+  EXPECT_EQ(*run_and_watch({"true"}, {}), 0);
+  EXPECT_EQ(*run_and_watch({"sh", "-c", "kill -TERM $$"}, {}), 128 + 15);
+  EXPECT_FALSE(run_and_watch({"/nonexistent/binary-xyz"}, {}).ok());
 }
 
 }  // namespace

@@ -1,12 +1,18 @@
 // The `zero` binary: one program, many subcommands (docs/design.md §2).
 #include <cstdio>
+#include <cstring>
 
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
 #include "cli/flag_checks.h"
+#include "cli/remote_agent.h"
 
 int main(int argc, char** argv) {
+  // mpirun's remote agent on a multi-host launch (cli/remote_agent.h): not a user command.
+  if (argc >= 2 && std::strcmp(argv[1], "_launch_agent") == 0) {
+    return zero::cli::run_launch_agent(argc, argv);
+  }
   CLI::App app{
       "ZeRO.cpp: DeepSpeed's ZeRO, native. Trains GPT-2 and Llama-family models with ZeRO stages "
       "0-3, driven by ds_config.json.",
