@@ -54,7 +54,7 @@ set_tests_properties(cli.launch.mpirun_exit_status PROPERTIES LABELS mpi TIMEOUT
 
 # Several hosts on one machine (tests/cli/netns_hosts.sh): network namespaces on a bridge, each
 # with its own address, hostname and disk; mpirun's agent enters them. Skipped (77) without root.
-foreach(_case train checkpoint lost_host dead_link unreachable)
+foreach(_case train env checkpoint lost_host dead_link unreachable)
   add_test(NAME cli.launch.netns_${_case}
            COMMAND ${PROJECT_SOURCE_DIR}/tests/cli/netns_hosts.sh $<TARGET_FILE:zero>
                    ${PROJECT_SOURCE_DIR}/tests/fixtures/golden/tokens.bin

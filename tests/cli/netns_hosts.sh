@@ -7,6 +7,7 @@
 #
 # Usage: netns_hosts.sh ZERO TOKENS OUT CASE
 #   train        2 hosts x 2 ranks, ZeRO-3: the curve equals one host's `mpirun -np 4`
+#   env          what each rank sees on its host: variables, .deepspeed_env, --include/--num_nodes
 #   checkpoint   a disk per host (checkpoint.use_node_local_storage): save, resume, same curve;
 #                the hosts swapped: the missing rank files are named, exit non-zero
 #   lost_host    every process of host 2 killed mid-run: the job ends in seconds, host and ranks named
@@ -115,6 +116,28 @@ train)
   $compare "$out/disk-node1/run/metrics.jsonl" "$out/local/metrics.jsonl" 1e-6 ||
     fail "the two-host curve differs from the one-host curve"
   echo "PASS: 2 hosts x 2 ranks, ZeRO-3: the curve equals one host's"
+  ;;
+env)
+  # What each rank sees on its host: hostname, rank, a forwarded ZERO_* variable, .deepspeed_env.
+  cd "$out" && echo "FROM_DS_ENV=yes" >.deepspeed_env
+  probe='echo "$(hostname) rank=$OMPI_COMM_WORLD_RANK probe=$ZERO_PROBE ds=$FROM_DS_ENV master=$MASTER_ADDR"'
+  ZERO_PROBE=42 launch "$out/hosts_2x2" -- sh -c "$probe" >"$out/log" 2>&1 ||
+    { cat "$out/log"; fail "the probe failed"; }
+  got=$(grep "^node" "$out/log" | sort | tr '\n' ';')
+  want="node1 rank=0 probe=42 ds=yes master=node1;node1 rank=1 probe=42 ds=yes master=node1;"
+  want+="node2 rank=2 probe=42 ds=yes master=node1;node2 rank=3 probe=42 ds=yes master=node1;"
+  [[ $got == "$want" ]] || { cat "$out/log"; fail "ranks saw: $got"; }
+  # --include / --num_nodes pick hosts: ranks are numbered over what is left; one host (even
+  # another machine) gets MASTER_ADDR 127.0.0.1, its own loopback.
+  launch "$out/hosts_2x2" --include node2:0 -- sh -c "$probe" >"$out/log" 2>&1 ||
+    { cat "$out/log"; fail "--include failed"; }
+  [[ $(grep -c "^node" "$out/log") -eq 1 ]] && grep -q "^node2 rank=0 .* master=127.0.0.1" "$out/log" ||
+    { cat "$out/log"; fail "--include node2:0"; }
+  launch "$out/hosts_2x2" --num_nodes 1 -- sh -c "$probe" >"$out/log" 2>&1 ||
+    { cat "$out/log"; fail "--num_nodes failed"; }
+  [[ $(grep "^node" "$out/log" | sort | tr '\n' ';') == "node1 rank=0 probe= ds=yes master=127.0.0.1;node1 rank=1 probe= ds=yes master=127.0.0.1;" ]] ||
+    { cat "$out/log"; fail "--num_nodes 1"; }
+  echo "PASS: variables (forwarded, .deepspeed_env, MASTER_ADDR) reach every host; --include / --num_nodes pick hosts"
   ;;
 checkpoint)
   launch "$out/hosts_2x2" -- zero train "${train_args[@]}" --max_steps 8 --save_steps 4 \
