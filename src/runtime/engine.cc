@@ -217,10 +217,18 @@ Status Engine::check_memory_fits() const {
   if (state_device_ == nullptr || !offloaded) needs.offload_buffers = 0;
   const HostResources have = o.resources ? *o.resources : probe_host_resources();
   Status fits = check_memory(needs, comm_->local_world_size(), have);
-  if (fits.ok() && exec_ != nullptr) {
-    fits = check_device_memory(o, *shard_layout_, *exec_, state_device_ != nullptr);
+  std::optional<DevicePlan> device_plan;
+  if (fits.ok() && exec_ != nullptr && exec_->device() != Device::kCpu) {
+    StatusOr<DevicePlan> plan =
+        plan_device_memory(o, *shard_layout_, *exec_, state_device_ != nullptr);
+    fits = plan.ok() ? check_device_memory(plan->needs, plan->have) : plan.status();
+    if (plan.ok()) device_plan = std::move(*plan);
   }
   if (!fits.ok()) return fits.with_context(fmt::format("rank {}", comm_->rank()));
+  if (o.on_memory_plan && comm_->rank() == 0) {
+    o.on_memory_plan(describe_memory_plan(needs, comm_->local_world_size(), have,
+                                          device_plan ? &*device_plan : nullptr));
+  }
   return ok_status();
 }
 

@@ -82,6 +82,9 @@ struct EngineOptions {
   int64_t planned_seq_len = 0;
   int64_t planned_grad_accum = 0;
   std::optional<HostResources> resources;
+  // Called once on rank 0 with the plan's one line (describe_memory_plan) after the check passed,
+  // before the ZeRO state is allocated: what the run will hold where, printed before it holds it.
+  std::function<void(const std::string&)> on_memory_plan;
   // offload_optimizer on the device path: let each unit's CPU Adam start as soon as its gradient
   // is final, during backward, where that is exact (no clipping, no fp16 loss scale, state in RAM;
   // runtime/offload_pipeline.h). Off (the default; `zero train --offload_overlap` turns it on):

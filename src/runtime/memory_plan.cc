@@ -344,17 +344,73 @@ Status check_device_memory(const DeviceMemoryNeeds& needs, const DeviceMemoryInf
       parts[0].what, parts[0].remedy);
 }
 
+StatusOr<DevicePlan> plan_device_memory(const EngineOptions& o, const sharding::ShardLayout& layout,
+                                        device::ExecutionContext& ctx, bool state_on_device) {
+  const DeviceModelBytes model = device_model_bytes(o.model_config, o.transformer, o.dtype,
+                                                    o.planned_micro_batch, o.planned_seq_len, ctx);
+  DevicePlan plan;
+  plan.needs = plan_device_memory(o, layout, model, state_on_device);
+  if (o.resources && o.resources->device_memory) {
+    plan.have = *o.resources->device_memory;
+  } else {
+    ZERO_ASSIGN_OR_RETURN(plan.have, probe_device_memory(ctx));
+  }
+  return plan;
+}
+
 Status check_device_memory(const EngineOptions& o, const sharding::ShardLayout& layout,
                            device::ExecutionContext& ctx, bool state_on_device) {
   if (ctx.device() == Device::kCpu) return ok_status();
-  const DeviceModelBytes model = device_model_bytes(o.model_config, o.transformer, o.dtype,
-                                                    o.planned_micro_batch, o.planned_seq_len, ctx);
-  const DeviceMemoryNeeds needs = plan_device_memory(o, layout, model, state_on_device);
-  if (o.resources && o.resources->device_memory) {
-    return check_device_memory(needs, *o.resources->device_memory);
+  ZERO_ASSIGN_OR_RETURN(const DevicePlan plan, plan_device_memory(o, layout, ctx, state_on_device));
+  return check_device_memory(plan.needs, plan.have);
+}
+
+std::string describe_memory_plan(const MemoryNeeds& host, int ranks_on_node,
+                                 const HostResources& have, const DevicePlan* device) {
+  // KiB / MiB / GiB as the size asks: a tiny model's plan reads as well as a 13B one's.
+  auto size = [](int64_t bytes) {
+    const double b = static_cast<double>(bytes);
+    if (b >= 1024.0 * 1024 * 1024) return gib(bytes);
+    if (b >= 1024.0 * 1024) return fmt::format("{:.1f} MiB", b / (1024.0 * 1024));
+    return fmt::format("{:.1f} KiB", b / 1024.0);
+  };
+  auto parts_text = [&](std::vector<Part> parts) {
+    std::sort(parts.begin(), parts.end(),
+              [](const Part& a, const Part& b) { return a.bytes > b.bytes; });
+    std::vector<std::string> listed;
+    for (const Part& p : parts) {
+      if (p.bytes > 0) listed.push_back(fmt::format("{} {}", p.what, size(p.bytes)));
+    }
+    return listed.empty() ? std::string() : fmt::format(" ({})", fmt::join(listed, ", "));
+  };
+  std::string line =
+      fmt::format("host {} per rank{}{}", size(host.ram()),
+                  parts_text({{"master weights", host.master_weights, ""},
+                              {"optimizer state", host.optimizer_state, ""},
+                              {"parameters", host.parameters, ""},
+                              {"gradients", host.gradients, ""},
+                              {"activations", host.activations, ""},
+                              {"token batches", host.step_batches, ""},
+                              {"page-locked offload buffers", host.offload_buffers, ""}}),
+                  ranks_on_node > 1 ? fmt::format(" x {} ranks", ranks_on_node) : std::string());
+  line += have.available_ram_bytes < std::numeric_limits<int64_t>::max()
+              ? fmt::format(" of {} available", size(have.available_ram_bytes))
+              : std::string();
+  if (device != nullptr) {
+    const DeviceMemoryNeeds& d = device->needs;
+    line += fmt::format(
+        "; GPU {}: {}{} of {} free ({} total)", device->have.device_index, size(d.total()),
+        parts_text({{"activations", d.activations, ""},
+                    {d.state_on_device ? "parameters" : "staged parameters", d.parameters, ""},
+                    {d.state_on_device ? "gradient buffers" : "staged gradients", d.gradients, ""},
+                    {"optimizer state", d.optimizer_state, ""},
+                    {"model buffers", d.model_buffers, ""}}),
+        size(device->have.free_bytes), size(device->have.total_bytes));
   }
-  ZERO_ASSIGN_OR_RETURN(const DeviceMemoryInfo have, probe_device_memory(ctx));
-  return check_device_memory(needs, have);
+  for (const MemoryNeeds::Swap& s : host.swap) {
+    if (s.bytes > 0) line += fmt::format("; NVMe {} per rank in {}", size(s.bytes), s.path);
+  }
+  return line;
 }
 
 }  // namespace zero::runtime

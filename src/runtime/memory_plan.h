@@ -103,6 +103,23 @@ DeviceMemoryNeeds plan_device_memory(const EngineOptions& options,
 // GPU, the shortfall, the biggest consumers and the setting that would reduce them.
 Status check_device_memory(const DeviceMemoryNeeds& needs, const DeviceMemoryInfo& have);
 
+// The device plan of `options` on ctx's device and what that device offers
+// (options.resources->device_memory, else the probe).
+struct DevicePlan {
+  DeviceMemoryNeeds needs;
+  DeviceMemoryInfo have;
+};
+StatusOr<DevicePlan> plan_device_memory(const EngineOptions& options,
+                                        const sharding::ShardLayout& layout,
+                                        device::ExecutionContext& ctx, bool state_on_device);
+
+// The plan as one line for the log, printed before anything is allocated: host memory per rank
+// (largest parts first, and how much of it is page-locked) against what is available for
+// `ranks_on_node` ranks, the GPU's against its free memory when `device` is given, and each swap
+// directory's bytes.
+std::string describe_memory_plan(const MemoryNeeds& host, int ranks_on_node,
+                                 const HostResources& have, const DevicePlan* device);
+
 // The engine's device check, before the staging buffers and the model's slab are allocated: plans
 // `options` on ctx's device (its model's sizing functions, the planned micro-batch) and checks it
 // against options.resources->device_memory or, when that is unset, the probed free memory. OK at

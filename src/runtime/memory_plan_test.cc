@@ -325,3 +325,37 @@ TEST(DeviceMemoryCheck, TheCpuHasNoDeviceMemoryToCheck) {
 
 }  // namespace
 }  // namespace zero::runtime
+
+namespace zero::runtime {
+namespace {
+
+TEST(MemoryPlanLine, ListsEachPlaceLargestPartFirstInReadableUnits) {
+  MemoryNeeds host;
+  host.master_weights = int64_t{52} << 30;  // a 13B model's fp32 master weights
+  host.optimizer_state = int64_t{104} << 30;
+  host.offload_buffers = int64_t{3} << 20;
+  host.step_batches = 512;
+  host.swap.push_back({"zero_optimization.offload_param.nvme_path", "/nvme", int64_t{26} << 30});
+  HostResources have;
+  have.available_ram_bytes = int64_t{250} << 30;
+  DevicePlan device;
+  device.needs.activations = int64_t{40} << 30;
+  device.needs.parameters = int64_t{26} << 30;
+  device.needs.state_on_device = true;
+  device.have = {
+      .device_index = 1, .free_bytes = int64_t{79} << 30, .total_bytes = int64_t{80} << 30};
+  EXPECT_EQ(describe_memory_plan(host, 2, have, &device),
+            "host 156.00 GiB per rank (optimizer state 104.00 GiB, master weights 52.00 GiB, "
+            "page-locked offload buffers 3.0 MiB, token batches 0.5 KiB) x 2 ranks of 250.00 GiB "
+            "available; GPU 1: 66.00 GiB (activations 40.00 GiB, parameters 26.00 GiB) of 79.00 "
+            "GiB free (80.00 GiB total); NVMe 26.00 GiB per rank in /nvme");
+  // One rank on the CPU: no GPU part; an unknown availability is left out.
+  MemoryNeeds small;
+  small.parameters = 4096;
+  EXPECT_EQ(
+      describe_memory_plan(small, 1, HostResources{.available_ram_bytes = INT64_MAX}, nullptr),
+      "host 4.0 KiB per rank (parameters 4.0 KiB)");
+}
+
+}  // namespace
+}  // namespace zero::runtime

@@ -474,6 +474,12 @@ void TrainingRun::print_banner() const {
 Exit TrainingRun::create_engine() {
   const Plan& plan = *plan_;
   EngineOptions engine_options = plan.engine;
+  if (lead_) {
+    engine_options.on_memory_plan = [](const std::string& line) {
+      std::printf("zero train: memory plan: %s\n", line.c_str());
+      std::fflush(stdout);
+    };
+  }
   auto engine_or = Engine::create(std::move(engine_options), source_->init_fn(), &comm_);
   if (!engine_or.ok()) return bad(engine_or.status());
   engine_ = std::move(*engine_or);
