@@ -15,7 +15,7 @@ packages=(
   libpcre2-dev libicu-dev libsentencepiece-dev
   libclang-rt-14-dev
   python3-dev python3-numpy
-  fio
+  fio iproute2
 )
 if [[ "${1:-}" == "--with-torch" ]]; then
   packages+=(python3-torch)

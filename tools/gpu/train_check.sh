@@ -6,8 +6,10 @@
 # GPU; `zero generate --device cuda` giving the CPU's tokens (through the GPU's key/value cache and
 # with --no_kv_cache, also when the context fills), its tokens/s with the cache against a whole
 # forward per token (gpt2-124m, llama-1b), `zero bench step --device cuda`, a device out of memory
-# (one line, exit 1, promptly), the run's placement line with and without ZeRO-Offload, and two
-# ranks sharing the GPU (--dist_backend auto -> mpi: staged collectives) against two CPU ranks.
+# (one line, exit 1, promptly), the run's placement line with and without ZeRO-Offload, two and
+# four ranks sharing the GPU (--dist_backend auto -> mpi: staged collectives) against as many CPU
+# ranks, with and without ZeRO-Offload, under compute-sanitizer at world 2, and the step benchmark
+# at world 2.
 # Packed by tools/gpu/pack.sh and run by verify.sh; prints markdown.
 #
 #   train_check.sh ZERO_BINARY CORPUS WORKDIR [--no-bench]
@@ -156,28 +158,59 @@ echo "## zero generate --device cuda vs --device cpu (the same tokens), zero ben
       echo "- offload $off: ${pl#zero train: }"
     done
   fi
-  if [[ $device == cuda ]] && command -v mpirun >/dev/null; then
-    # Issue 30 item 1: two ranks on one GPU (auto picks --dist_backend mpi: the collectives staged
-    # through pinned host memory), stages 1-3, bf16, against the same two ranks on the CPU.
-    for stage in 1 2 3; do
-      d=$work/w2-s$stage
+  if command -v mpirun >/dev/null; then
+    # Issue 30 item 1: 2 and 4 ranks on one GPU (auto picks --dist_backend mpi: the collectives
+    # staged through pinned host memory), against the same ranks on the CPU engine: stages 1-3
+    # bf16, and ZeRO-Offload (offload_optimizer cpu) at stages 2 and 3. ZERO_CHECK_DEVICE=cpu runs
+    # the plumbing with both sides on the CPU.
+    for case in "2 1 none" "2 2 none" "2 3 none" "2 2 cpu" "2 3 cpu" "4 1 none" "4 3 none" "4 3 cpu"; do
+      read -r world stage off <<<"$case"
+      d=$work/w$world-s$stage-$off
       mkdir -p "$d"
-      config "$stage" bf16 none 2 2 >"$d/ds.json"
-      for dev in cpu cuda; do
-        timeout 300 mpirun --allow-run-as-root --oversubscribe --bind-to none -n 2 "$zero" train \
+      config "$stage" bf16 "$off" 2 2 >"$d/ds.json"
+      for side in cpu dev; do
+        dev=cpu
+        [[ $side == dev ]] && dev=$device
+        timeout 300 mpirun --allow-run-as-root --oversubscribe --bind-to none -n "$world" "$zero" train \
           --deepspeed "$d/ds.json" --model preset:gpt2-tiny --train_file "$corpus" --data_dtype uint8 \
-          --block_size 64 --max_steps 20 --output_dir "$d/$dev" --quiet --device "$dev" \
-          >"$d/$dev.log" 2>&1 || echo "- world 2 on one GPU stage $stage FAILED on $dev: $(tail -2 "$d/$dev.log" | tr '\n' ' ')"
+          --block_size 64 --max_steps 20 --output_dir "$d/$side" --quiet --device "$dev" \
+          >"$d/$side.log" 2>&1 || echo "- world $world on one GPU stage $stage offload $off FAILED on $dev: $(tail -2 "$d/$side.log" | tr '\n' ' ')"
       done
-      python3 - "$d/cpu/metrics.jsonl" "$d/cuda/metrics.jsonl" "$stage" "$(grep -m1 -o 'collectives [^;]*' "$d/cuda.log")" <<'EOF2'
-import json, sys
-rows = [[json.loads(l) for l in open(p) if l.strip()] for p in sys.argv[1:3]]
+      python3 - "$d/cpu/metrics.jsonl" "$d/dev/metrics.jsonl" "$world" "$stage" "$off" "$(grep -m1 -o 'collectives [^;]*' "$d/dev.log")" <<'EOF2'
+import json, os, sys
+rows = [[json.loads(l) for l in open(p) if l.strip()] if os.path.exists(p) else [] for p in sys.argv[1:3]]
 rel = lambda a, b: abs(a - b) / max(abs(b), 1e-12)
-dl = max(rel(a["loss"], b["loss"]) for a, b in zip(*rows)) if rows[1] else float("inf")
+dl = max(rel(a["loss"], b["loss"]) for a, b in zip(*rows)) if rows[1] and rows[0] else float("inf")
 ok = len(rows[0]) == len(rows[1]) == 20 and dl <= 1e-2
-print(f"- world 2 on one GPU stage {sys.argv[3]} bf16: {'ok' if ok else 'MISMATCH'} max_rel_loss={dl:.2e} ({sys.argv[4]})")
+print(f"- world {sys.argv[3]} on one GPU, stage {sys.argv[4]}, offload {sys.argv[5]}, bf16: "
+      f"{'ok' if ok else 'MISMATCH'} max_rel_loss={dl:.2e} ({sys.argv[6] or 'collectives: -'})")
 EOF2
     done
+  fi
+  if [[ $device == cuda ]] && command -v mpirun >/dev/null && command -v compute-sanitizer >/dev/null; then
+    # The staged collectives under compute-sanitizer at world 2: each rank under its own sanitizer
+    # (memcheck over 4 steps at stages 2 and 3; synccheck and racecheck over 2 steps at stage 3).
+    for tool in "memcheck 2 4" "memcheck 3 4" "synccheck 3 2" "racecheck 3 2"; do
+      read -r t stage steps <<<"$tool"
+      d=$work/w2-san-$t-s$stage
+      mkdir -p "$d"
+      config "$stage" bf16 none 2 1 >"$d/ds.json"
+      timeout "${ZERO_GPU_SAN_TRAIN_TIMEOUT:-180}" mpirun --allow-run-as-root --oversubscribe --bind-to none -n 2 \
+        compute-sanitizer --tool "$t" --error-exitcode 99 --print-limit 20 "$zero" train \
+        --deepspeed "$d/ds.json" --model preset:gpt2-tiny --train_file "$corpus" --data_dtype uint8 \
+        --block_size 64 --max_steps "$steps" --output_dir "$d/out" --quiet --device cuda >"$d/log" 2>&1
+      rc=$?
+      summary=$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$d/log" | sort | uniq -c | tr '\n' ' ')
+      echo "- world 2 compute-sanitizer $t stage $stage ($steps steps): rc $rc; ${summary:-no summary}"
+      [[ $rc == 0 ]] || grep -m 8 -E '=========' "$d/log" | sed 's/^/    /'
+    done
+    # The step benchmark at world 2 on one GPU: its comm-wait and hidden-time columns.
+    echo
+    echo "### zero bench step --device cuda at world 2 on one GPU (gpt2-124m bf16)"
+    timeout 300 mpirun --allow-run-as-root --oversubscribe --bind-to none -n 2 "$zero" bench step \
+      --device cuda --bf16 --model preset:gpt2-124m --stages 1 2 3 >"$work/w2-bench.log" 2>&1 ||
+      echo "- FAILED: $(tail -3 "$work/w2-bench.log" | tr '\n' ' ')"
+    sed 's/^/    /' "$work/w2-bench.log" | tail -20
   fi
 } | tee "$work/cli_device.txt"
 grep -q -E 'MISMATCH|FAILED' "$work/cli_device.txt" && status=1
