@@ -104,10 +104,10 @@ StatusOr<std::vector<int32_t>> chat_prompt_ids(const text::Tokenizer& tok,
                                                const std::string& message,
                                                std::vector<int32_t>* stop_tokens) {
   ZERO_ASSIGN_OR_RETURN(text::ChatTemplate chat, text::ChatTemplate::for_tokenizer(tok));
-  ZERO_ASSIGN_OR_RETURN(std::vector<text::ChatSegment> segments, chat.render({{"user", message}}));
+  ZERO_ASSIGN_OR_RETURN(std::vector<text::ChatSegment> segments,
+                        chat.render({{"user", message}}, /*add_generation_prompt=*/true));
   std::string rendered;
   for (const text::ChatSegment& seg : segments) rendered += seg.text;
-  rendered += chat.generation_prompt();
   if (auto end_of_turn = chat.end_of_turn_token()) {
     if (auto id = tok.token_to_id(*end_of_turn)) stop_tokens->push_back(*id);
   }

@@ -1,4 +1,4 @@
-// Native renderers of the ChatML, Llama-3, Mistral [INST] and Zephyr chat templates.
+// Native renderers of the ChatML, Llama-3, Mistral [INST], Zephyr, Gemma and Phi-3 chat templates.
 #include "text/chat_template.h"
 
 #include <filesystem>
@@ -38,6 +38,9 @@ const char* chat_family_name(ChatFamily family) {
     case ChatFamily::kLlama3: return "Llama-3";
     case ChatFamily::kMistral: return "Mistral [INST]";
     case ChatFamily::kZephyr: return "Zephyr";
+    case ChatFamily::kGemma: return "Gemma";
+    case ChatFamily::kGemma3: return "Gemma 3";
+    case ChatFamily::kPhi3: return "Phi-3";
   }
   return "?";
 }
@@ -59,11 +62,16 @@ StatusOr<ChatTemplate> ChatTemplate::recognise(const std::optional<std::string>&
     family = ChatFamily::kLlama3;
   } else if (has("[INST]")) {
     family = ChatFamily::kMistral;
+  } else if (has("<start_of_turn>")) {
+    family = has("first_user_prefix") ? ChatFamily::kGemma3 : ChatFamily::kGemma;
+  } else if (has("<|user|>") && has("<|assistant|>") && has("<|end|>")) {
+    family = ChatFamily::kPhi3;
   } else if (has("<|user|>") && has("<|assistant|>")) {
     family = ChatFamily::kZephyr;
   } else {
     return unimplemented(
-        "{}: chat_template is none of ChatML, Llama-3, Mistral [INST] or Zephyr (it begins "
+        "{}: chat_template is none of ChatML, Llama-3, Mistral [INST], Gemma, Phi-3 or Zephyr (it "
+        "begins "
         "\"{}\"); no Jinja engine is guessed at: render the conversations to \"text\" or "
         "\"prompt\" + \"completion\" instead",
         source, t.substr(0, 60));
@@ -87,7 +95,19 @@ StatusOr<ChatTemplate> ChatTemplate::recognise(const std::optional<std::string>&
         "conversations to \"text\" or \"prompt\" + \"completion\" instead",
         source);
   }
-  return ChatTemplate(family, std::move(bos_token), std::move(eos_token));
+  // Phi-3's: system / user / assistant turns each "<|role|>\n" + content + "<|end|>\n", and
+  // eos_token after a conversation without the generation prompt. The first Phi-3-mini template
+  // (BOS, the assistant header inside the user turn) renders differently: refused.
+  if (family == ChatFamily::kPhi3 &&
+      (has("bos_token") || !has("'<|system|>\\n'") || !has("{{ eos_token }}"))) {
+    return unimplemented(
+        "{}: this <|end|> chat_template is not Phi-3's (\"<|role|>\\n\" + content + \"<|end|>\\n\" "
+        "per turn, eos_token at the end); render the conversations to \"text\" or \"prompt\" + "
+        "\"completion\" instead",
+        source);
+  }
+  const bool skip_empty_system = family == ChatFamily::kPhi3 && has("== 'system' and message");
+  return ChatTemplate(family, std::move(bos_token), std::move(eos_token), skip_empty_system);
 }
 
 StatusOr<ChatTemplate> ChatTemplate::for_tokenizer(const Tokenizer& tok) {
@@ -109,6 +129,9 @@ std::string ChatTemplate::generation_prompt() const {
     case ChatFamily::kLlama3: return "<|start_header_id|>assistant<|end_header_id|>\n\n";
     case ChatFamily::kMistral: return "";
     case ChatFamily::kZephyr: return "<|assistant|>\n";
+    case ChatFamily::kGemma:
+    case ChatFamily::kGemma3: return "<start_of_turn>model\n";
+    case ChatFamily::kPhi3: return "<|assistant|>\n";
   }
   return "";
 }
@@ -117,25 +140,55 @@ std::optional<std::string> ChatTemplate::end_of_turn_token() const {
   switch (family_) {
     case ChatFamily::kChatMl: return "<|im_end|>";
     case ChatFamily::kLlama3: return "<|eot_id|>";
+    case ChatFamily::kGemma:
+    case ChatFamily::kGemma3: return "<end_of_turn>";
+    case ChatFamily::kPhi3: return "<|end|>";
     case ChatFamily::kMistral:
     case ChatFamily::kZephyr: return std::nullopt;
   }
   return std::nullopt;
 }
 
-StatusOr<std::vector<ChatSegment>> ChatTemplate::render(
-    const std::vector<ChatMessage>& messages) const {
+StatusOr<std::vector<ChatSegment>> ChatTemplate::render(const std::vector<ChatMessage>& messages,
+                                                        bool add_generation_prompt) const {
   std::vector<ChatSegment> out;
   auto add = [&](std::string text, bool trained) {
     if (!text.empty()) out.push_back({std::move(text), trained});
   };
-  for (size_t i = 0; i < messages.size(); ++i) {
+  // Gemma 3 folds a leading system turn into the first user turn; the turns after it alternate.
+  std::string first_user_prefix;
+  size_t first_turn = 0;
+  if (family_ == ChatFamily::kGemma3 && !messages.empty() && messages[0].role == "system") {
+    first_user_prefix = messages[0].content + "\n\n";
+    first_turn = 1;
+  }
+  if (family_ == ChatFamily::kGemma || family_ == ChatFamily::kGemma3) add(bos_, false);
+  for (size_t i = first_turn; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
     if (m.role != "system" && m.role != "user" && m.role != "assistant") {
       return invalid_argument("message {}: unknown role \"{}\" (system, user or assistant)", i,
                               m.role);
     }
     const bool reply = m.role == "assistant";
+    if (family_ == ChatFamily::kGemma || family_ == ChatFamily::kGemma3) {
+      if (m.role == "system") {
+        return invalid_argument(
+            "message {}: the {} template supports a system turn only {}", i,
+            chat_family_name(family_),
+            family_ == ChatFamily::kGemma ? "not at all (System role not supported)" : "first");
+      }
+      if ((m.role == "user") != ((i - first_turn) % 2 == 0)) {
+        return invalid_argument(
+            "message {}: the {} template needs roles alternating user/assistant/user/...", i,
+            chat_family_name(family_));
+      }
+      add("<start_of_turn>" + std::string(reply ? "model" : m.role) + "\n" +
+              (i == first_turn ? first_user_prefix : std::string()),
+          false);
+      add(py_strip(m.content) + "<end_of_turn>", reply);
+      add("\n", false);
+      continue;
+    }
     switch (family_) {
       case ChatFamily::kChatMl:
         add("<|im_start|>" + m.role + "\n", false);
@@ -171,7 +224,20 @@ StatusOr<std::vector<ChatSegment>> ChatTemplate::render(
         add(m.content + eos_, reply);
         add("\n", false);
         break;
+      case ChatFamily::kPhi3:
+        if (m.role == "system" && m.content.empty() && skip_empty_system_) break;
+        add("<|" + m.role + "|>\n", false);
+        add(m.content + "<|end|>", reply);
+        add("\n", false);
+        break;
+      case ChatFamily::kGemma:
+      case ChatFamily::kGemma3: break;  // above
     }
+  }
+  if (add_generation_prompt) {
+    add(generation_prompt(), false);
+  } else if (family_ == ChatFamily::kPhi3) {
+    add(eos_, false);  // the template's {% else %}{{ eos_token }}
   }
   return out;
 }

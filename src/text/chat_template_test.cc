@@ -54,6 +54,7 @@ TEST(ChatTemplate, RendersAsTransformers) {
     // Every reply is trained on, nothing of the user's or system's is.
     for (const ChatMessage& m : messages) {
       // (Llama-3's template trims the content.)
+      if (m.content.find_first_not_of(" \n") == std::string::npos) continue;  // empty
       const size_t b = m.content.find_first_not_of(" \n"), e = m.content.find_last_not_of(" \n");
       const std::string core = m.content.substr(b, e - b + 1);
       const bool in_trained = trained.find(core) != std::string::npos;
@@ -70,17 +71,19 @@ TEST(ChatTemplate, RendersAsTransformers) {
 // apply_chat_template(messages, add_generation_prompt=True).
 TEST(ChatTemplate, GenerationPromptAsTransformers) {
   const nlohmann::json f = fixtures();
-  ASSERT_EQ(f["generation_prompt_cases"].size(), 12u);
+  ASSERT_EQ(f["generation_prompt_cases"].size(), 24u);
   for (const auto& c : f["generation_prompt_cases"]) {
     const std::string family = c["family"];
     auto t = fixture_template(f, family);
     ASSERT_TRUE(t.ok()) << family << ": " << t.status().to_string();
     const std::vector<ChatMessage> messages = fixture_messages(c);
-    auto segments = t->render(messages);
+    auto segments = t->render(messages, /*add_generation_prompt=*/true);
     ASSERT_TRUE(segments.ok()) << family << ": " << segments.status().to_string();
     std::string text;
     for (const ChatSegment& s : *segments) text += s.text;
-    EXPECT_EQ(text + t->generation_prompt(), c["text"].get<std::string>()) << family;
+    EXPECT_EQ(text, c["text"].get<std::string>()) << family;
+    EXPECT_TRUE(text.ends_with(t->generation_prompt())) << family;
+    EXPECT_FALSE(segments->back().trained) << family;
   }
 }
 
@@ -90,6 +93,52 @@ TEST(ChatTemplate, EndOfTurnTokens) {
   // Mistral and Zephyr end replies with eos_token, which stops generation anyway.
   EXPECT_EQ(ChatTemplate(ChatFamily::kMistral, "", "").end_of_turn_token(), std::nullopt);
   EXPECT_EQ(ChatTemplate(ChatFamily::kZephyr, "", "").end_of_turn_token(), std::nullopt);
+  EXPECT_EQ(ChatTemplate(ChatFamily::kGemma, "", "").end_of_turn_token(), "<end_of_turn>");
+  EXPECT_EQ(ChatTemplate(ChatFamily::kGemma3, "", "").end_of_turn_token(), "<end_of_turn>");
+  EXPECT_EQ(ChatTemplate(ChatFamily::kPhi3, "", "").end_of_turn_token(), "<|end|>");
+}
+
+// The families' templates as each recognises them, and where they raise.
+TEST(ChatTemplate, GemmaAndPhi3Families) {
+  const nlohmann::json f = fixtures();
+  EXPECT_EQ(fixture_template(f, "gemma")->family(), ChatFamily::kGemma);
+  EXPECT_EQ(fixture_template(f, "gemma3")->family(), ChatFamily::kGemma3);
+  EXPECT_EQ(fixture_template(f, "phi3")->family(), ChatFamily::kPhi3);
+  EXPECT_EQ(fixture_template(f, "phi35")->family(), ChatFamily::kPhi3);
+  // Gemma 1/2 raise on a system turn; Gemma 3 only where it is not first; both need alternation.
+  auto gemma = fixture_template(f, "gemma");
+  EXPECT_NE(gemma->render({{"system", "s"}, {"user", "u"}})
+                .status()
+                .message()
+                .find("not at all (System role not supported)"),
+            std::string::npos);
+  auto gemma3 = fixture_template(f, "gemma3");
+  EXPECT_TRUE(gemma3->render({{"system", "s"}, {"user", "u"}}).ok());
+  EXPECT_NE(gemma3->render({{"user", "u"}, {"system", "s"}}).status().message().find("message 1"),
+            std::string::npos);
+  EXPECT_NE(gemma->render({{"user", "u"}, {"user", "v"}})
+                .status()
+                .message()
+                .find("alternating user/assistant"),
+            std::string::npos);
+  // Phi-3 ends a conversation with eos_token (untrained); the reply and its <|end|> are trained.
+  auto phi3 = fixture_template(f, "phi3");
+  auto segments = phi3->render({{"user", "u"}, {"assistant", "a"}});
+  ASSERT_TRUE(segments.ok());
+  EXPECT_EQ(segments->back().text, "</s>");
+  EXPECT_FALSE(segments->back().trained);
+  std::string trained;
+  for (const ChatSegment& s : *segments) trained += s.trained ? s.text : "";
+  EXPECT_EQ(trained, "a<|end|>");
+  // The first Phi-3-mini template (BOS, the assistant header inside the user turn) is refused.
+  auto first_phi3 = ChatTemplate::recognise(
+      std::string("{{ bos_token }}{% for message in messages %}{% if (message['role'] == 'user') "
+                  "%}{{'<|user|>' + '\\n' + message['content'] + '<|end|>' + '\\n' + "
+                  "'<|assistant|>' + '\\n'}}{% elif (message['role'] == 'assistant') "
+                  "%}{{message['content'] + '<|end|>' + '\\n'}}{% endif %}{% endfor %}"),
+      "<s>", "</s>", "c.json");
+  ASSERT_FALSE(first_phi3.ok());
+  EXPECT_NE(first_phi3.status().message().find("not Phi-3's"), std::string::npos);
 }
 
 // for_tokenizer reads the template and the bos/eos texts of the tokenizer's config, and names
@@ -132,7 +181,8 @@ TEST(ChatTemplate, RefusalsNameWhat) {
   auto other = ChatTemplate::recognise(std::string("{{ messages | tojson }}"), "", "", "c.json");
   ASSERT_FALSE(other.ok());
   EXPECT_NE(other.status().message().find("c.json: chat_template is none of ChatML, Llama-3, "
-                                          "Mistral [INST] or Zephyr (it begins \"{{ messages"),
+                                          "Mistral [INST], Gemma, Phi-3 or Zephyr (it begins "
+                                          "\"{{ messages"),
             std::string::npos)
       << other.status().message();
   EXPECT_FALSE(ChatTemplate::recognise(std::nullopt, "", "", "c.json").ok());
