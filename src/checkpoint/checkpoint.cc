@@ -237,6 +237,11 @@ Status publish(Storage& storage, const SaveRequest& req, const std::vector<Recor
   if (req.layout->config().generation_config.is_object()) {
     manifest["generation_config"] = req.layout->config().generation_config;
   }
+  // A multimodal model's vision tower is not in the checkpoint: saving it as an HF model copies it
+  // from the directory the model was read from.
+  if (!req.layout->config().multimodal_type.empty()) {
+    manifest["model_source_dir"] = req.layout->config().source_dir;
+  }
   manifest["manifest_xxh3"] = hex64(manifest_hash(manifest));
   ZERO_RETURN_IF_ERROR(
       write_file_atomically(storage, join(tmp_dir, "manifest.json"), manifest.dump(1) + "\n"));

@@ -137,6 +137,8 @@ class LoadedCheckpoint {
   nlohmann::json generation_config() const {
     return manifest_.value("generation_config", nlohmann::json());
   }
+  // A multimodal model's HF directory, whose vision tower a save copies through ("" otherwise).
+  std::string model_source_dir() const { return manifest_.value("model_source_dir", ""); }
   const std::vector<RankFile>& files() const { return files_; }
   // Unit names and real numels as saved.
   int num_units() const { return static_cast<int>(unit_numel_.size()); }

@@ -13,6 +13,7 @@ Status consolidate_to_hf(Storage& storage, const LoadedCheckpoint& ckpt, const s
       model::ModelConfig config,
       model::model_config_from_json(ckpt.model_config(), ckpt.tag_dir() + "/manifest.json"));
   config.generation_config = ckpt.generation_config();
+  config.source_dir = ckpt.model_source_dir();
   model::ModelLayout layout(config);
   ZERO_RETURN_IF_ERROR(ckpt.check_compatible(layout));
   // Checksums and completeness first, so a bad shard fails before any output is written.

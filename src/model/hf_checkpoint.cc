@@ -22,10 +22,29 @@ bool is_ignored_buffer(const std::string& name) {
          ends_with("rotary_emb.inv_freq");
 }
 
-// HF names a file may use for our parameter `name` (GPT-2 base checkpoints drop "transformer.").
+// A multimodal checkpoint's tensors outside its language model (Gemma 3's vision tower and
+// projector, in the published and in transformers' in-memory naming): copied through, not trained.
+bool is_passthrough(const ModelConfig& c, const std::string& name) {
+  if (c.multimodal_type.empty()) return false;
+  for (const char* prefix : {"vision_tower.", "multi_modal_projector.", "model.vision_tower.",
+                             "model.multi_modal_projector."}) {
+    if (name.rfind(prefix, 0) == 0) return true;
+  }
+  return false;
+}
+
+// HF names a file may use for our parameter `name` (GPT-2 base checkpoints drop "transformer.";
+// a multimodal checkpoint's language model is under language_model.* or model.language_model.*),
+// the name written first.
 std::vector<std::string> candidate_names(const ModelLayout& layout, const ParamSpec& p) {
   if (!p.hf_fused.empty()) return {p.hf_fused};
   const std::string& name = p.name;
+  if (!layout.config().multimodal_type.empty()) {
+    if (name.rfind("model.", 0) == 0) {
+      return {"language_model." + name, "model.language_model." + name.substr(6)};
+    }
+    return {"language_model." + name, name};  // lm_head.weight
+  }
   std::vector<std::string> c{name};
   const std::string pre = "transformer.";
   if (layout.config().arch == Arch::kGpt2 && name.rfind(pre, 0) == 0) {
@@ -47,12 +66,8 @@ std::string join_path(const std::string& dir, const std::string& file) {
   return dir.back() == '/' ? dir + file : dir + "/" + file;
 }
 
-}  // namespace
-
-StatusOr<std::unique_ptr<HfWeightReader>> HfWeightReader::open(Storage& storage,
-                                                               const std::string& dir,
-                                                               const ModelLayout& layout) {
-  std::unique_ptr<HfWeightReader> r(new HfWeightReader(layout));
+// The safetensors files of an HF directory: model.safetensors, or the shards its index names.
+StatusOr<std::vector<std::string>> weight_files(Storage& storage, const std::string& dir) {
   std::vector<std::string> files;
   const std::string single = join_path(dir, "model.safetensors");
   const std::string index = join_path(dir, "model.safetensors.index.json");
@@ -83,7 +98,16 @@ StatusOr<std::unique_ptr<HfWeightReader>> HfWeightReader::open(Storage& storage,
         "checkpoints are not read; convert them with `transformers` to safetensors)",
         dir);
   }
+  return files;
+}
 
+}  // namespace
+
+StatusOr<std::unique_ptr<HfWeightReader>> HfWeightReader::open(Storage& storage,
+                                                               const std::string& dir,
+                                                               const ModelLayout& layout) {
+  std::unique_ptr<HfWeightReader> r(new HfWeightReader(layout));
+  ZERO_ASSIGN_OR_RETURN(std::vector<std::string> files, weight_files(storage, dir));
   std::map<std::string, const SafetensorsReader*> by_name;
   for (const auto& f : files) {
     ZERO_ASSIGN_OR_RETURN(SafetensorsReader reader, SafetensorsReader::open(storage, f));
@@ -127,8 +151,13 @@ StatusOr<std::unique_ptr<HfWeightReader>> HfWeightReader::open(Storage& storage,
   }
   // Anything else must be a known buffer or a tied head duplicate.
   for (const auto& [name, reader] : by_name) {
-    if (used.count(name) || is_ignored_buffer(name)) continue;
-    if (layout.config().tie_word_embeddings && name == "lm_head.weight") continue;
+    if (used.count(name) || is_ignored_buffer(name) || is_passthrough(layout.config(), name)) {
+      continue;
+    }
+    if (layout.config().tie_word_embeddings &&
+        (name == "lm_head.weight" || name == "language_model.lm_head.weight")) {
+      continue;
+    }
     return invalid_argument(
         "{}: unexpected tensor {} (not part of a {} model with this config.json; wrong config?)",
         reader->path(), name, layout.config().model_type);
@@ -232,25 +261,51 @@ Status save_hf_model(Storage& storage, const std::string& dir, const ModelLayout
 
   // Assign parameters to shards in layout order, each shard at most max_shard_bytes (a parameter
   // larger than the limit gets a shard of its own, as HF does).
+  // A parameter of ours, or (a multimodal checkpoint) a tensor copied through from the directory
+  // the model was read from, bytes and dtype unchanged.
   struct Item {
-    int unit;
-    const ParamSpec* param;
+    int unit = -1;
+    const ParamSpec* param = nullptr;
+    const SafetensorsReader* source = nullptr;
+    const SafetensorsEntry* entry = nullptr;
   };
   std::vector<std::vector<Item>> shards(1);
   uint64_t shard_bytes = 0;
+  auto place = [&](Item item, uint64_t bytes) {
+    if (shard_bytes > 0 && shard_bytes + bytes > options.max_shard_bytes) {
+      shards.emplace_back();
+      shard_bytes = 0;
+    }
+    shards.back().push_back(item);
+    shard_bytes += bytes;
+  };
   for (int u = 0; u < layout.num_units(); ++u) {
     for (const auto& p : layout.unit(u).params) {
       // A fused matrix (Phi-3) is written whole with its first part, from the unit's contiguous
       // rows of all its parts.
       if (p.hf_row_offset > 0) continue;
       const int64_t numel = p.hf_fused.empty() ? p.numel() : p.hf_fused_rows * p.shape[1];
-      uint64_t bytes = static_cast<uint64_t>(numel) * elem_bytes;
-      if (shard_bytes > 0 && shard_bytes + bytes > options.max_shard_bytes) {
-        shards.emplace_back();
-        shard_bytes = 0;
+      place({.unit = u, .param = &p}, static_cast<uint64_t>(numel) * elem_bytes);
+    }
+  }
+  std::vector<std::unique_ptr<SafetensorsReader>> sources;
+  if (!layout.config().multimodal_type.empty()) {
+    const std::string& from = layout.config().source_dir;
+    auto files = weight_files(storage, from);
+    if (from.empty() || !files.ok()) {
+      return not_found(
+          "saving the {} model: its vision tower and projector are copied from the directory "
+          "the model was read from ({}), which {}",
+          layout.config().multimodal_type, from.empty() ? "is not known" : from,
+          from.empty() ? "this run did not record" : files.status().message());
+    }
+    for (const std::string& f : *files) {
+      ZERO_ASSIGN_OR_RETURN(SafetensorsReader reader, SafetensorsReader::open(storage, f));
+      sources.push_back(std::make_unique<SafetensorsReader>(std::move(reader)));
+      for (const SafetensorsEntry& e : sources.back()->tensors()) {
+        if (!is_passthrough(layout.config(), e.name)) continue;
+        place({.source = sources.back().get(), .entry = &e}, e.nbytes());
       }
-      shards.back().push_back({u, &p});
-      shard_bytes += bytes;
     }
   }
 
@@ -263,9 +318,21 @@ Status save_hf_model(Storage& storage, const std::string& dir, const ModelLayout
     SafetensorsWriter writer;
     writer.set_metadata("format", "pt");
     for (const Item& item : shards[s]) {
+      if (item.entry != nullptr) {
+        const SafetensorsEntry& e = *item.entry;
+        weight_map[e.name] = file;
+        total_bytes += e.nbytes();
+        ZERO_RETURN_IF_ERROR(writer.add_streamed(
+            e.name, e.dtype, e.shape, [&e, src = item.source](WritableFile& f) -> Status {
+              std::vector<std::byte> bytes(e.nbytes());
+              ZERO_RETURN_IF_ERROR(src->read(e.name, bytes.data(), bytes.size()));
+              return f.append(bytes.data(), bytes.size());
+            }));
+        continue;
+      }
       const ParamSpec& p = *item.param;
       const int unit = item.unit;
-      const std::string& hf_name = p.hf_fused.empty() ? p.name : p.hf_fused;
+      const std::string hf_name = candidate_names(layout, p)[0];
       const int64_t numel = p.hf_fused.empty() ? p.numel() : p.hf_fused_rows * p.shape[1];
       weight_map[hf_name] = file;
       total_bytes += static_cast<uint64_t>(numel) * elem_bytes;

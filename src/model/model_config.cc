@@ -74,10 +74,6 @@ const char* unsupported_family_reason(std::string_view model_type) {
   if (model_type == "gemma") {
     return "Gemma 1 (GeGLU without the post-norms) is not implemented (gemma2 and gemma3_text are)";
   }
-  if (model_type == "gemma3") {
-    return "the multimodal Gemma 3 checkpoint (vision tower, model.language_model.* names) is not "
-           "read; its language model as a gemma3_text checkpoint is";
-  }
   if (model_type == "phi" || model_type == "phimoe") {
     return "Phi-1 / Phi-2 (partial rotary embeddings, LayerNorm, a parallel block) and Phi-MoE are "
            "not implemented (phi3 is)";
@@ -399,6 +395,46 @@ ModelConfig llama_preset(int64_t vocab, int64_t hidden, int64_t layers, int64_t 
 
 }  // namespace
 
+namespace {
+
+// A multimodal Gemma 3 checkpoint (Gemma3ForConditionalGeneration): its language model, read from
+// text_config; the vision tower and projector stay as they are (ModelConfig::multimodal_type).
+StatusOr<ModelConfig> multimodal_gemma3_config(const json& j, std::string_view source_name) {
+  auto tc = j.find("text_config");
+  if (tc == j.end() || !tc->is_object()) {
+    return invalid_argument(
+        "{}: text_config: missing or not an object (model_type \"gemma3\" is the multimodal Gemma "
+        "3 checkpoint, whose language model is configured there)",
+        source_name);
+  }
+  json inner = *tc;
+  if (!inner.contains("model_type")) inner["model_type"] = "gemma3_text";
+  if (inner["model_type"] != "gemma3_text") {
+    return invalid_argument("{}: text_config.model_type: {} (expected \"gemma3_text\")",
+                            source_name, inner["model_type"].dump());
+  }
+  // The outer tie_word_embeddings is what Gemma3ForConditionalGeneration ties by; the two agree in
+  // every published checkpoint, and a disagreement is not guessed at.
+  auto outer_tie = j.find("tie_word_embeddings");
+  if (outer_tie != j.end() && outer_tie->is_boolean()) {
+    auto inner_tie = inner.find("tie_word_embeddings");
+    if (inner_tie != inner.end() && inner_tie->is_boolean() && *inner_tie != *outer_tie) {
+      return invalid_argument(
+          "{}: tie_word_embeddings {} disagrees with text_config.tie_word_embeddings {}",
+          source_name, outer_tie->dump(), inner_tie->dump());
+    }
+    inner["tie_word_embeddings"] = *outer_tie;
+  }
+  ZERO_ASSIGN_OR_RETURN(ModelConfig c,
+                        model_config_from_json(inner, fmt::format("{}: text_config", source_name)));
+  c.original = *tc;
+  c.multimodal_type = "gemma3";
+  c.multimodal_original = j;
+  return c;
+}
+
+}  // namespace
+
 StatusOr<ModelConfig> model_config_from_json(const nlohmann::json& j,
                                              std::string_view source_name) {
   if (!j.is_object()) {
@@ -411,10 +447,11 @@ StatusOr<ModelConfig> model_config_from_json(const nlohmann::json& j,
   if (model_type == nullptr) return invalid_argument("{}: model_type: missing", source_name);
   if (!model_type->is_string()) return r.type_error("model_type", "a string", *model_type);
   c.model_type = model_type->get<std::string>();
+  if (c.model_type == "gemma3") return multimodal_gemma3_config(j, source_name);
   if (causal_lm_class(c.model_type) == nullptr) {
     return unimplemented(
         "{}: model_type: \"{}\" is not supported: {} (supported: gpt2, llama, mistral, qwen2, "
-        "qwen3, phi3, gemma2, gemma3_text)",
+        "qwen3, phi3, gemma2, gemma3_text, and gemma3's language model)",
         source_name, c.model_type, unsupported_family_reason(c.model_type));
   }
   ZERO_RETURN_IF_ERROR(check_architectures(j, source_name, c.model_type));
@@ -469,6 +506,7 @@ StatusOr<ModelConfig> load_model_config(const std::string& path) {
   }
   ZERO_ASSIGN_OR_RETURN(ModelConfig c, model_config_from_json(j, file.string()));
   for (const std::string& w : c.warnings) spdlog::warn("{}", w);
+  c.source_dir = fs::absolute(file.parent_path(), ec).string();
   // generation_config.json beside it is kept, to be saved with the model.
   fs::path gen = file.parent_path() / "generation_config.json";
   if (fs::exists(gen, ec)) {
@@ -488,6 +526,23 @@ StatusOr<ModelConfig> load_model_config(const std::string& path) {
 }
 
 nlohmann::json model_config_to_json(const ModelConfig& c, std::string_view dtype) {
+  if (!c.multimodal_type.empty()) {
+    // The multimodal checkpoint's config around the language model's (which carries no dtype or
+    // architectures of its own there).
+    ModelConfig inner = c;
+    inner.multimodal_type.clear();
+    json text = model_config_to_json(inner, {});
+    text.erase("architectures");
+    if (!c.original.contains("dtype")) text.erase("dtype");
+    if (!c.original.contains("torch_dtype")) text.erase("torch_dtype");
+    json outer = c.multimodal_original;
+    outer["text_config"] = text;
+    if (!dtype.empty()) {
+      if (outer.contains("dtype") || !outer.contains("torch_dtype")) outer["dtype"] = dtype;
+      if (outer.contains("torch_dtype")) outer["torch_dtype"] = dtype;
+    }
+    return outer;
+  }
   json j = c.original.is_object() ? c.original : json::object();
   // The layout read: transformers 5 writes `dtype` and `rope_parameters`, 4.x `torch_dtype` and
   // top-level rope_theta / rope_scaling. Keys present are rewritten consistently.

@@ -70,8 +70,18 @@ struct ModelConfig {
   bool scale_attn_by_inverse_layer_idx = false;
   // Warnings from reading config.json (keys accepted that HF uses differently, e.g. dropout).
   std::vector<std::string> warnings;
-  // The whole config.json as read, so keys we do not model are written back unchanged.
+  // The whole config.json as read, so keys we do not model are written back unchanged (for a
+  // language model inside a multimodal checkpoint: its text_config).
   nlohmann::json original;
+  // A multimodal checkpoint whose language model this is ("gemma3": Gemma3ForConditionalGeneration,
+  // the model read from its text_config; "" otherwise), and that checkpoint's whole config.json,
+  // written back around the language model's. Its weights are named language_model.model.* and
+  // language_model.lm_head.* (model.language_model.* and lm_head.* are read too); the vision
+  // tower's and the projector's tensors are not trained, and are copied through on save from
+  // `source_dir` (the directory the model was read from).
+  std::string multimodal_type;
+  nlohmann::json multimodal_original;
+  std::string source_dir;
   // generation_config.json next to the config.json read (null if there was none).
   nlohmann::json generation_config;
 

@@ -507,7 +507,8 @@ TEST(HfConfigLayouts, SaveWritesTransformersConfigsBackUnchanged) {
     const std::string dir = e.path().string();
     auto m = load_model_config(dir);
     ASSERT_TRUE(m.ok()) << dir << ": " << m.status().to_string();
-    const json& in = m->original;
+    // (A multimodal checkpoint: the whole config.json around the language model's text_config.)
+    const json& in = m->multimodal_type.empty() ? m->original : m->multimodal_original;
     const std::string dtype = in.value("dtype", in.value("torch_dtype", std::string("float32")));
     EXPECT_EQ(model_config_to_json(*m, dtype), in) << dir;
     cases += 1;
@@ -758,10 +759,50 @@ TEST(HfConfigFamilies, Gemma3Text) {
   expect_error(j, StatusCode::kUnimplemented, "hidden_activation");
 }
 
+// A multimodal Gemma 3 config (Gemma3ForConditionalGeneration): its language model from
+// text_config, the outer config kept to be written back around it; what it cannot be is named.
+TEST(HfConfigFamilies, MultimodalGemma3ReadsItsTextConfig) {
+  json text = gemma3_json();
+  text.erase("architectures");
+  json j = {{"model_type", "gemma3"},
+            {"architectures", {"Gemma3ForConditionalGeneration"}},
+            {"text_config", text},
+            {"vision_config", {{"model_type", "siglip_vision_model"}, {"hidden_size", 16}}},
+            {"tie_word_embeddings", true},
+            {"dtype", "bfloat16"}};
+  auto c = model_config_from_json(j, "mm/config.json");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->model_type, "gemma3_text");
+  EXPECT_EQ(c->multimodal_type, "gemma3");
+  EXPECT_TRUE(c->tie_word_embeddings);
+  // Written back: the outer config, its text_config ours, no architectures inside.
+  json out = model_config_to_json(*c, "float32");
+  EXPECT_EQ(out["model_type"], "gemma3");
+  EXPECT_EQ(out["dtype"], "float32");
+  EXPECT_EQ(out["vision_config"], j["vision_config"]);
+  EXPECT_EQ(out["text_config"]["model_type"], "gemma3_text");
+  EXPECT_EQ(out["text_config"]["hidden_size"], text["hidden_size"]);
+  EXPECT_FALSE(out["text_config"].contains("architectures"));
+
+  json no_text = j;
+  no_text.erase("text_config");
+  expect_error(no_text, StatusCode::kInvalidArgument, "text_config: missing");
+  json other = j;
+  other["text_config"]["model_type"] = "llama";
+  expect_error(other, StatusCode::kInvalidArgument, "text_config.model_type");
+  json untied = j;
+  untied["text_config"]["tie_word_embeddings"] = false;
+  expect_error(untied, StatusCode::kInvalidArgument, "disagrees with text_config");
+  // The language model's own errors name text_config.
+  json bad = j;
+  bad["text_config"]["hidden_activation"] = "relu";
+  expect_error(bad, StatusCode::kUnimplemented, "text_config");
+}
+
 // Item 3 of issue 31: a config naming something none of the models computes is refused, naming the
 // file and the key, before anything is built from it.
 TEST(HfConfigFamilies, RefusesWhatNoModelComputes) {
-  for (const char* family : {"gemma", "gemma3", "phi", "phimoe", "qwen3_moe", "mixtral"}) {
+  for (const char* family : {"gemma", "phi", "phimoe", "qwen3_moe", "mixtral"}) {
     json j = llama_json();
     j["model_type"] = family;
     j.erase("architectures");

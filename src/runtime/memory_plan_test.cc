@@ -352,9 +352,10 @@ TEST(MemoryPlanLine, ListsEachPlaceLargestPartFirstInReadableUnits) {
   // One rank on the CPU: no GPU part; an unknown availability is left out.
   MemoryNeeds small;
   small.parameters = 4096;
-  EXPECT_EQ(
-      describe_memory_plan(small, 1, HostResources{.available_ram_bytes = INT64_MAX}, nullptr),
-      "host 4.0 KiB per rank (parameters 4.0 KiB)");
+  HostResources unknown;
+  unknown.available_ram_bytes = INT64_MAX;
+  EXPECT_EQ(describe_memory_plan(small, 1, unknown, nullptr),
+            "host 4.0 KiB per rank (parameters 4.0 KiB)");
 }
 
 }  // namespace

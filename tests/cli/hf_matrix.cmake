@@ -29,3 +29,12 @@ set(_hfm_moe ${_hfm_out}/moe)
 add_test(NAME cli.hf_matrix.moe_key_refused_before_training
          COMMAND sh -c "rm -rf ${_hfm_moe} ${_hfm_moe}_run && mkdir -p ${_hfm_moe} && cp ${_hfm_dir}/qwen3_headdim12_untied_fp32_single_hf5/* ${_hfm_moe}/ && sed -i 's/\"model_type\"/\"num_experts\": 8, \"model_type\"/' ${_hfm_moe}/config.json && $<TARGET_FILE:zero> train --model ${_hfm_moe} --train_file ${PROJECT_SOURCE_DIR}/tests/fixtures/golden/tokens.bin --block_size 16 --per_device_train_batch_size 2 --max_steps 1 --quiet --output_dir ${_hfm_moe}_run >${_hfm_moe}.log 2>&1; rc=$?; cat ${_hfm_moe}.log; test $rc -ne 0 && test ! -e ${_hfm_moe}_run/metrics.jsonl && grep -q 'moe/config.json: num_experts: 8 asks for a mixture-of-experts model' ${_hfm_moe}.log")
 set_tests_properties(cli.hf_matrix.moe_key_refused_before_training PROPERTIES LABELS unit)
+
+# A multimodal Gemma 3 checkpoint (Gemma3ForConditionalGeneration): its language model trained,
+# saved in a ZeRO checkpoint, consolidated by `zero ckpt to-fp32`: the output holds the vision tower
+# and projector copied from the model's directory (recorded in the manifest) and reads back.
+set(_hfm_mm ${_hfm_out}/gemma3mm_ckpt)
+add_test(NAME cli.hf_matrix.gemma3_multimodal_checkpoint_consolidates
+         COMMAND sh -c "rm -rf ${_hfm_mm} && $<TARGET_FILE:zero> train --model ${_hfm_dir}/gemma3mm_tied_bf16_sharded_hf5 --train_file ${PROJECT_SOURCE_DIR}/tests/fixtures/golden/tokens.bin --block_size 16 --per_device_train_batch_size 2 --max_steps 1 --save_steps 1 --quiet --output_dir ${_hfm_mm}/run >${_hfm_mm}.log 2>&1 && grep -q model_source_dir ${_hfm_mm}/run/global_step1/manifest.json && $<TARGET_FILE:zero> ckpt to-fp32 ${_hfm_mm}/run/global_step1 ${_hfm_mm}/hf >>${_hfm_mm}.log 2>&1 && grep -q '\"vision_tower.post_layernorm.weight\"' ${_hfm_mm}/hf/model.safetensors && grep -q '\"model_type\": \"gemma3\"' ${_hfm_mm}/hf/config.json && $<TARGET_FILE:zero> train --model ${_hfm_mm}/hf --train_file ${PROJECT_SOURCE_DIR}/tests/fixtures/golden/tokens.bin --block_size 16 --per_device_train_batch_size 2 --max_steps 1 --quiet --output_dir ${_hfm_mm}/again >>${_hfm_mm}.log 2>&1 || { cat ${_hfm_mm}.log; exit 1; }")
+set_tests_properties(cli.hf_matrix.gemma3_multimodal_checkpoint_consolidates PROPERTIES LABELS unit
+                     TIMEOUT 120)

@@ -25,8 +25,9 @@ import shutil
 
 import torch
 import transformers
-from transformers import (AutoModelForCausalLM, Gemma2Config, Gemma2ForCausalLM, Gemma3ForCausalLM,
-                          Gemma3TextConfig, GPT2Config,
+from transformers import (AutoModelForCausalLM, Gemma2Config, Gemma2ForCausalLM, Gemma3Config,
+                          Gemma3ForCausalLM, Gemma3ForConditionalGeneration, Gemma3TextConfig,
+                          GPT2Config, SiglipVisionConfig,
                           GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM,
                           MistralConfig, MistralForCausalLM, Phi3Config, Phi3ForCausalLM, Qwen2Config,
                           Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
@@ -122,6 +123,16 @@ CASES = {
         "full_attention": {"rope_type": "default", "rope_theta": 1000000.0},
         "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}, "bf16", True, "hf4",
         72),
+    # Gemma 3 multimodal (Gemma3ForConditionalGeneration, model_type gemma3): the language model
+    # of gemma3_untied... inside it (text_config), beside a tiny SigLIP vision tower and projector
+    # that ZeRO.cpp does not train and copies through on save; tied head, bf16, sharded.
+    "gemma3mm_tied_bf16_sharded_hf5": ("gemma3", {
+        "head_dim": 16, "num_hidden_layers": 3, "query_pre_attn_scalar": 12, "sliding_window": 5,
+        "layer_types": ["sliding_attention", "sliding_attention", "full_attention"],
+        "pad_token_id": 0}, {
+        "full_attention": {"rope_type": "default", "rope_theta": 1000000.0},
+        "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}, "bf16", True, "hf5",
+        73),
     # Gemma 2: the Gemma 3 block without q_norm / k_norm, every other layer global, attention and
     # final-logit soft-capping (small caps, so that tanh bends the tiny model's scores and logits).
     "gemma2_softcap_tied_fp32_single_hf5": ("gemma2", {
@@ -148,6 +159,14 @@ def build(family, kwargs, rope, seed):
         config = GPT2Config(vocab_size=V, n_positions=32, n_embd=24, n_layer=2, n_head=3, n_inner=48,
                             layer_norm_epsilon=1e-5, bos_token_id=1, eos_token_id=2, **kwargs)
         model = GPT2LMHeadModel(config)
+    elif family == "gemma3":  # multimodal: the text model beside a tiny vision tower
+        text = Gemma3TextConfig(**dict(LLAMA, **kwargs), rope_parameters=rope)
+        vision = SiglipVisionConfig(hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                                    num_attention_heads=2, image_size=28, patch_size=14)
+        config = Gemma3Config(text_config=text, vision_config=vision, mm_tokens_per_image=4,
+                              boi_token_index=V - 3, eoi_token_index=V - 2,
+                              image_token_index=V - 1)
+        model = Gemma3ForConditionalGeneration(config)
     else:
         config_cls, model_cls = CLASSES[family]
         config = config_cls(**dict(LLAMA, **kwargs), rope_parameters=rope)
@@ -161,14 +180,14 @@ def build(family, kwargs, rope, seed):
         for name, p in sorted(model.named_parameters()):
             if p.dim() == 2 and ("wte" in name or "wpe" in name or "embed_tokens" in name):
                 # Gemma scales its embeddings by sqrt(hidden) itself.
-                gemma = family in ("gemma3_text", "gemma2")
+                gemma = family in ("gemma3_text", "gemma2", "gemma3")
                 scale = 0.3 / (kwargs.get("hidden_size", 32) ** 0.5 if gemma else 1)
                 p.copy_(scale * torch.randn(p.shape, generator=g))
             elif p.dim() == 2:
                 fan_in = p.shape[0] if family == "gpt2" else p.shape[1]  # GPT-2 Conv1D is [in, out]
                 p.copy_(torch.randn(p.shape, generator=g) / fan_in ** 0.5)
             elif "norm" in name or "ln_" in name:  # Gemma's (1 + w) norms: w around 0
-                zero = family in ("gemma3_text", "gemma2")
+                zero = family in ("gemma3_text", "gemma2", "gemma3")
                 p.copy_((0 if zero else 1) + 0.1 * torch.randn(p.shape, generator=g))
             else:
                 p.copy_(0.02 * torch.randn(p.shape, generator=g))
@@ -199,6 +218,11 @@ def grads(model, input_ids, labels):
             "model.layers.0.self_attn.qkv_proj.weight")  # Phi-3: row 0 is q's
     out = []
     for name, p in model.named_parameters():
+        # A multimodal model's language model, named as ZeRO.cpp names it; its vision tower and
+        # projector are not trained.
+        if "vision_tower" in name or "multi_modal_projector" in name:
+            continue
+        name = name.replace("model.language_model.", "model.")
         if p.dim() == 1 or name in rows:
             g = p.grad if p.dim() == 1 else p.grad[0]
             out.append({"name": name, "row": None if p.dim() == 1 else 0,
@@ -242,6 +266,7 @@ def to_hf4_layout(path):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=OUT)
+    ap.add_argument("--only", help="write only this case")
     args = ap.parse_args()
     torch.use_deterministic_algorithms(True)
     torch.set_num_threads(1)
@@ -251,6 +276,8 @@ def main():
     input_ids, labels = seq[:, :T], seq[:, 1:]
 
     for name, (family, kwargs, rope, dtype, sharded, layout, seed) in CASES.items():
+        if args.only and name != args.only:
+            continue
         model = build(family, kwargs, rope, seed)
         path = os.path.join(args.out, name)
         shutil.rmtree(path, ignore_errors=True)
