@@ -31,29 +31,13 @@ class DeviceGenerator::ResidentParams final : public model::ParamAccess {
   std::vector<std::optional<model::ParamView>> views_;
 };
 
-// The observer of a streamed batch: a sequence finishes only while the weight stream has had no
-// error, so no line computed from a failed read is reported (the ones before it are).
-class StreamCheckedObserver final : public BatchObserver {
- public:
-  StreamCheckedObserver(const DeviceGenerator& g, BatchObserver& inner) : g_(g), inner_(inner) {}
-  bool on_token(int64_t i, int32_t token) override { return inner_.on_token(i, token); }
-  Status on_finish(int64_t i, FinishReason reason) override {
-    ZERO_RETURN_IF_ERROR(g_.status());
-    return inner_.on_finish(i, reason);
-  }
-
- private:
-  const DeviceGenerator& g_;
-  BatchObserver& inner_;
-};
-
 StatusOr<std::unique_ptr<DeviceGenerator>> DeviceGenerator::create(
     Device device, const model::ModelConfig& config, model::ParamAccess& host, DType cache_dtype,
-    const WeightStreaming& streaming) {
+    const WeightStreaming& streaming, const model::TransformerOptions& model_options) {
   std::unique_ptr<DeviceGenerator> g(new DeviceGenerator());
   g->cache_dtype_ = cache_dtype;
   ZERO_ASSIGN_OR_RETURN(g->exec_, device::ExecutionContext::create(device));
-  ZERO_ASSIGN_OR_RETURN(g->model_, make_device_model(config, {}, *g->exec_));
+  ZERO_ASSIGN_OR_RETURN(g->model_, make_device_model(config, model_options, *g->exec_));
   const model::ModelLayout& layout = g->model_->layout();
   const int num_units = layout.num_units();
   if (streaming.offload != ParamOffload::kNone) {
@@ -104,7 +88,7 @@ Status DeviceGenerator::generate_batch(std::vector<BatchSequence>& seqs, int64_t
   slots = std::clamp<int64_t>(slots, 1, std::max<int64_t>(1, static_cast<int64_t>(seqs.size())));
   ZERO_RETURN_IF_ERROR(ensure_decoder(batch_cache_capacity(c, seqs), slots));
   if (streamed_ == nullptr) return generate_batch_cached(*decoder_, c, params(), seqs, observer);
-  StreamCheckedObserver checked(*this, observer);
+  StreamCheckedObserver checked(streamed_.get(), observer);
   ZERO_RETURN_IF_ERROR(generate_batch_cached(*decoder_, c, params(), seqs, checked));
   return status();
 }

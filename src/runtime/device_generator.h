@@ -20,6 +20,7 @@
 #include "model/model.h"
 #include "model/model_config.h"
 #include "model/param_access.h"
+#include "model/transformer.h"
 #include "runtime/device_staging.h"
 #include "runtime/generate.h"
 #include "runtime/streamed_params.h"
@@ -42,15 +43,16 @@ class DeviceGenerator {
   // working parameters in host memory, e.g. Engine::params(); not owned, must outlive this and not
   // change while it is used (the device copies are made once). `cache_dtype`: the key/value
   // cache's on the GPU (bf16 for a 16-bit checkpoint: half the bytes; make_device_decoder).
+  // `model_options`: the device model's (zero eval: activation checkpointing, which bounds a
+  // forward's memory to one block's activations, the same values).
   // `streaming`: with offload cpu / nvme the blocks come from its fill_block into pinned memory or
   // the swap file (made now) and `host` needs to hold the other units only.
   // Errors: no backend / GPU for `device`, or a model the device cannot run; the weight stream's
   // (pinned or device memory refused, the swap file).
-  static StatusOr<std::unique_ptr<DeviceGenerator>> create(Device device,
-                                                           const model::ModelConfig& config,
-                                                           model::ParamAccess& host,
-                                                           DType cache_dtype = DType::kF32,
-                                                           const WeightStreaming& streaming = {});
+  static StatusOr<std::unique_ptr<DeviceGenerator>> create(
+      Device device, const model::ModelConfig& config, model::ParamAccess& host,
+      DType cache_dtype = DType::kF32, const WeightStreaming& streaming = {},
+      const model::TransformerOptions& model_options = {});
   ~DeviceGenerator();
 
   // How each new token's logits are computed.

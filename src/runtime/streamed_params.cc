@@ -22,8 +22,17 @@ TensorView view_of(void* data, DType dtype, int64_t numel, Device device) {
   return TensorView{data, dtype, Shape{numel}, device};
 }
 
+// "1.50 GiB" / "12.3 MiB": a size for people beside the exact bytes.
 std::string gib(int64_t bytes) {
-  return fmt::format("{:.2f} GiB", static_cast<double>(bytes) / static_cast<double>(1 << 30));
+  const double b = static_cast<double>(bytes);
+  if (bytes >= (int64_t{1} << 30)) return fmt::format("{:.2f} GiB", b / (1 << 30));
+  return fmt::format("{:.1f} MiB", b / (1 << 20));
+}
+
+// What other_bytes holds, for a message: nothing counted yet (an early check) or its bytes.
+std::string other_text(int64_t other_bytes) {
+  if (other_bytes == 0) return "before the key/value cache and scratch";
+  return fmt::format("{} bytes of key/value cache and scratch", other_bytes);
 }
 
 }  // namespace
@@ -32,7 +41,7 @@ StatusOr<ParamOffload> parse_param_offload(std::string_view text) {
   if (text == "none") return ParamOffload::kNone;
   if (text == "cpu") return ParamOffload::kCpu;
   if (text == "nvme") return ParamOffload::kNvme;
-  return invalid_argument("offload_param device '{}': expected none, cpu or nvme", text);
+  return invalid_argument("'{}': expected none, cpu or nvme", text);
 }
 
 const char* param_offload_name(ParamOffload offload) {
@@ -84,11 +93,26 @@ int64_t decode_scratch_bytes(const model::ModelConfig& c, int64_t rows, int64_t 
   return (rows * per_row + slots * per_slot) * 4 + widen + kFixedScratchBytes;
 }
 
+int64_t forward_scratch_bytes(const model::ModelConfig& c, int64_t B, int64_t T, DType dtype) {
+  const int64_t N = B * T;
+  const int64_t residual = (c.num_layers + 1) * N * c.hidden_size * 4;
+  const int64_t logits = N * ((c.vocab_size + 7) / 8 * 8) * 4;
+  // One block's activations and the backward's buffers: twice the decoder's rows.
+  return residual + logits + 2 * decode_scratch_bytes(c, N, B, dtype);
+}
+
 int64_t WeightStreamPlan::device_bytes() const {
   return resident_bytes + slots * block_bytes + other_bytes;
 }
 
-std::string WeightStreamPlan::describe() const {
+std::string WeightStreamPlan::describe(Device device) const {
+  if (device == Device::kCpu) {
+    if (!streamed()) return fmt::format("weights in host memory ({} bytes)", device_bytes());
+    return fmt::format(
+        "blocks streamed from nvme through {} host slots of {} bytes ({} of {} blocks at once); "
+        "{} resident bytes",
+        slots, block_bytes, slots, num_blocks, resident_bytes);
+  }
   const std::string budget_text =
       budget ? fmt::format(" under --max_gpu_memory {} ({})", *budget, gib(*budget)) : "";
   if (!streamed()) {
@@ -131,8 +155,8 @@ StatusOr<WeightStreamPlan> plan_weight_stream(const model::ModelLayout& layout, 
       const int64_t streamed_min = p.resident_bytes + kMinSlots * p.block_bytes + other_bytes;
       return invalid_argument(
           "--max_gpu_memory {} is too small for the resident weights: {} bytes needed ({} of "
-          "weights, {} of key/value cache and scratch){}",
-          *budget, all_resident, all_resident - other_bytes, other_bytes,
+          "weights, {}){}",
+          *budget, all_resident, all_resident - other_bytes, other_text(other_bytes),
           offload == ParamOffload::kNone && p.num_blocks > kMinSlots
               ? fmt::format("; --offload_param cpu or nvme streams the blocks in {} bytes",
                             streamed_min)
@@ -149,9 +173,9 @@ StatusOr<WeightStreamPlan> plan_weight_stream(const model::ModelLayout& layout, 
   if (fit < kMinSlots) {
     return invalid_argument(
         "--max_gpu_memory {} is too small to stream the blocks: {} bytes needed ({} resident "
-        "weight bytes, {} block slots of {} bytes, {} bytes of key/value cache and scratch)",
+        "weight bytes, {} block slots of {} bytes, {})",
         *budget, fixed + kMinSlots * p.block_bytes, p.resident_bytes, kMinSlots, p.block_bytes,
-        other_bytes);
+        other_text(other_bytes));
   }
   if (fit >= p.num_blocks) {
     p.offload = ParamOffload::kNone;
@@ -319,8 +343,10 @@ StreamedParams::Slot& StreamedParams::ensure_window(int layer) {
 model::ParamView StreamedParams::acquire(int u) {
   const int layer = layer_of_unit_[static_cast<size_t>(u)];
   if (layer < 0) {
-    device::DeviceBuffer& buf = resident_[static_cast<size_t>(u)];
     const model::ParamView hv = host_.acquire(u);
+    // The CPU backend's device memory is host memory: the host's unit as it is, no second copy.
+    if (ctx_.device() == Device::kCpu) return hv;
+    device::DeviceBuffer& buf = resident_[static_cast<size_t>(u)];
     if (buf.data() == nullptr) {
       StatusOr<device::DeviceBuffer> fresh = ctx_.backend().allocate(hv.dtype, hv.numel);
       ZERO_CHECK(fresh.ok(), "weight stream: resident unit ", u, ": ", fresh.status().to_string());
@@ -345,7 +371,10 @@ model::ParamView StreamedParams::acquire(int u) {
 
 void StreamedParams::release(int u) {
   const int layer = layer_of_unit_[static_cast<size_t>(u)];
-  if (layer < 0) return;
+  if (layer < 0) {
+    if (ctx_.device() == Device::kCpu) host_.release(u);  // acquire handed out the host's view
+    return;
+  }
   for (Slot& s : slots_) {
     if (s.layer == layer && s.in_use) {
       ctx_.compute().record(*s.freed);

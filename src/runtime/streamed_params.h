@@ -17,12 +17,14 @@
 #include <string_view>
 #include <vector>
 
+#include "core/device.h"
 #include "core/dtype.h"
 #include "core/status.h"
 #include "device/backend.h"
 #include "model/model_config.h"
 #include "model/param_access.h"
 #include "model/param_layout.h"
+#include "runtime/generate.h"
 
 namespace zero::offload {
 class NvmeSwapper;
@@ -37,7 +39,8 @@ enum class ParamOffload {
   kCpu,   // pinned host memory
   kNvme,  // a swap file under nvme_path
 };
-// "none" | "cpu" | "nvme" (DeepSpeed's offload_param.device); otherwise an error naming the text.
+// "none" | "cpu" | "nvme" (DeepSpeed's offload_param.device); otherwise an error naming the text
+// ("'disk': expected none, cpu or nvme"; the caller prefixes the flag or key).
 StatusOr<ParamOffload> parse_param_offload(std::string_view text);
 const char* param_offload_name(ParamOffload offload);
 
@@ -52,6 +55,12 @@ int64_t kv_cache_bytes(const model::ModelConfig& config, int64_t capacity, int64
 int64_t decode_scratch_bytes(const model::ModelConfig& config, int64_t rows, int64_t slots,
                              DType dtype);
 
+// An estimate of the CUDA model's memory for a forward over (B, T) with activation checkpointing
+// (what `zero eval` runs on a GPU): the residual stream at every block boundary, one block's
+// activations and the backward's buffers (carved with them), the logits, and
+// decode_scratch_bytes' fixed part.
+int64_t forward_scratch_bytes(const model::ModelConfig& config, int64_t B, int64_t T, DType dtype);
+
 // How a model's weights sit in device memory.
 struct WeightStreamPlan {
   ParamOffload offload = ParamOffload::kNone;  // kNone when everything is resident
@@ -64,8 +73,8 @@ struct WeightStreamPlan {
   bool streamed() const { return slots < num_blocks; }
   // resident_bytes + slots * block_bytes + other_bytes.
   int64_t device_bytes() const;
-  // One line for stderr: where the weights live, the slots and the bytes.
-  std::string describe() const;
+  // One line for stderr: where the weights live on `device`, the slots and the bytes.
+  std::string describe(Device device) const;
 };
 
 // The plan of a `dtype` model of `layout` under an optional device budget, with `other_bytes` of
@@ -145,7 +154,7 @@ class StreamedParams final : public model::ParamAccess {
   void load(int layer, Slot& slot);
   void note_error(const Status& s);
 
-  const model::ModelLayout& layout_;
+  const model::ModelLayout layout_;  // a copy: the caller's may be a temporary
   model::ParamAccess& host_;
   device::ExecutionContext& ctx_;
   Options options_;
@@ -162,6 +171,24 @@ class StreamedParams final : public model::ParamAccess {
   int64_t blocks_copied_ = 0;
   mutable std::mutex error_mu_;  // status_ is set from the copy stream's host functions
   Status status_;
+};
+
+// The observer of a batch over a weight stream: a sequence finishes only while the stream has had
+// no error, so no output computed from a failed read is reported (those before it are).
+class StreamCheckedObserver final : public BatchObserver {
+ public:
+  // `stream` may be null (resident weights: nothing to check). Neither is owned.
+  StreamCheckedObserver(const StreamedParams* stream, BatchObserver& inner)
+      : stream_(stream), inner_(inner) {}
+  bool on_token(int64_t i, int32_t token) override { return inner_.on_token(i, token); }
+  Status on_finish(int64_t i, FinishReason reason) override {
+    if (stream_ != nullptr) ZERO_RETURN_IF_ERROR(stream_->status());
+    return inner_.on_finish(i, reason);
+  }
+
+ private:
+  const StreamedParams* stream_;
+  BatchObserver& inner_;
 };
 
 }  // namespace zero::runtime

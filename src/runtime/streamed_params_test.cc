@@ -48,15 +48,16 @@ TEST(WeightStreamPlan, SlotsAreWhatTheBudgetHolds) {
   EXPECT_EQ(three->slots, 3);
   EXPECT_EQ(three->offload, ParamOffload::kNvme);
   EXPECT_LE(three->device_bytes(), fixed + 4 * all->block_bytes - 1);
-  EXPECT_NE(three->describe().find("from nvme through 3 device slots"), std::string::npos)
-      << three->describe();
+  EXPECT_NE(three->describe(Device::kCuda).find("from nvme through 3 device slots"),
+            std::string::npos)
+      << three->describe(Device::kCuda);
   // Every block fits: resident, whatever offload_param says.
   auto resident = plan_weight_stream(layout, DType::kBF16, ParamOffload::kCpu,
                                      fixed + 5 * all->block_bytes, 1000);
   ASSERT_TRUE(resident.ok());
   EXPECT_FALSE(resident->streamed());
   EXPECT_EQ(resident->offload, ParamOffload::kNone);
-  EXPECT_NE(resident->describe().find("resident"), std::string::npos);
+  EXPECT_NE(resident->describe(Device::kCuda).find("resident"), std::string::npos);
 }
 
 TEST(WeightStreamPlan, TooSmallABudgetNamesTheBytes) {
