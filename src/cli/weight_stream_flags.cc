@@ -5,6 +5,10 @@
 
 #include <fmt/format.h>
 
+#include "config/ds_config.h"
+#include "config/effective.h"
+#include "config/loader.h"
+#include "config/validate.h"
 #include "model/hf_checkpoint.h"
 
 namespace zero::cli {
@@ -22,6 +26,58 @@ StatusOr<std::optional<int64_t>> parse_budget(const std::string& text, const cha
   return std::optional<int64_t>(static_cast<int64_t>(*bytes));
 }
 
+// The file's offload_param device and nvme_path (explicit values only) and its aio block.
+struct FileOffload {
+  std::optional<std::string> device, nvme_path;
+  offload::AioConfig aio;
+};
+
+StatusOr<FileOffload> read_config_offload(const std::string& path) {
+  auto loaded = config::load_ds_config_file(path);
+  if (!loaded.ok()) return loaded.status();
+  const config::ValidationReport report =
+      config::validate_ds_config(loaded->json, {}, &loaded->sources);
+  std::fputs(report.format().c_str(), stderr);
+  if (!report.ok()) {
+    return invalid_argument("--deepspeed_config {}: invalid DeepSpeed config ({} error{})", path,
+                            report.error_count(), report.error_count() == 1 ? "" : "s");
+  }
+  ZERO_ASSIGN_OR_RETURN(config::EffectiveConfig effective,
+                        config::build_effective_config(loaded->json));
+  ZERO_ASSIGN_OR_RETURN(config::DsConfig ds, config::make_ds_config(effective));
+  FileOffload f;
+  const config::OffloadConfig& op = ds.zero.offload_param;
+  if (op.device.origin == config::Origin::kFile) {
+    f.device = op.device.value == config::OffloadDevice::kNvme  ? "nvme"
+               : op.device.value == config::OffloadDevice::kCpu ? "cpu"
+                                                                : "none";
+  }
+  if (op.nvme_path.origin == config::Origin::kFile && op.nvme_path.value) {
+    f.nvme_path = *op.nvme_path.value;
+  }
+  // The typed aio block, as the trainer reads it (runtime/run_plan.cc).
+  f.aio.block_size_bytes = static_cast<uint64_t>(ds.aio.block_size.value);
+  f.aio.queue_depth = static_cast<int>(ds.aio.queue_depth.value);
+  f.aio.intra_op_parallelism = static_cast<int>(ds.aio.intra_op_parallelism.value);
+  f.aio.single_submit = ds.aio.single_submit.value;
+  f.aio.overlap_events = ds.aio.overlap_events.value;
+  f.aio.use_gds = ds.aio.use_gds.value;
+  return f;
+}
+
+// `flag` (may be empty: not given) over the file's `file` value of `key`: the flag's, the file's,
+// or an error when both are given and differ.
+StatusOr<std::string> merged(const std::string& flag, const char* flag_name,
+                             const std::optional<std::string>& file, const char* key,
+                             const std::string& path) {
+  if (!file || file->empty()) return flag;
+  if (!flag.empty() && flag != *file) {
+    return invalid_argument("{} {} contradicts {} \"{}\" in --deepspeed_config {}", flag_name, flag,
+                            key, *file, path);
+  }
+  return *file;
+}
+
 }  // namespace
 
 void add_weight_stream_flags(CLI::App* app, WeightStreamFlags* f) {
@@ -37,6 +93,10 @@ void add_weight_stream_flags(CLI::App* app, WeightStreamFlags* f) {
                   "GPU memory budget, e.g. 8GiB or 500MB: the weights, key/value cache and "
                   "scratch are planned within it (with --offload_param: as many block slots as "
                   "it holds; every block resident when they all fit)");
+  app->add_option("--deepspeed_config,--deepspeed-config,--deepspeed", f->deepspeed_config,
+                  "a ds_config whose zero_optimization.offload_param (device, nvme_path) and aio "
+                  "block place the weights as the flags above do (a flag contradicting the file "
+                  "is an error)");
   app->add_option("--max_host_memory,--max-host-memory", f->max_host_memory,
                   "host memory budget for the weights, e.g. 2GiB: the resident units, pinned "
                   "blocks (cpu) or staging buffers (nvme) must fit it");
@@ -45,21 +105,34 @@ void add_weight_stream_flags(CLI::App* app, WeightStreamFlags* f) {
 StatusOr<WeightStreamSettings> parse_weight_stream_flags(const WeightStreamFlags& f,
                                                          Device device) {
   WeightStreamSettings s;
-  StatusOr<runtime::ParamOffload> offload = runtime::parse_param_offload(f.offload_param);
+  std::string offload_text = f.offload_param, nvme_path = f.nvme_path;
+  if (!f.deepspeed_config.empty()) {
+    ZERO_ASSIGN_OR_RETURN(FileOffload file, read_config_offload(f.deepspeed_config));
+    ZERO_ASSIGN_OR_RETURN(offload_text,
+                          merged(f.offload_param, "--offload_param", file.device,
+                                 "zero_optimization.offload_param.device", f.deepspeed_config));
+    ZERO_ASSIGN_OR_RETURN(nvme_path,
+                          merged(f.nvme_path, "--nvme_path", file.nvme_path,
+                                 "zero_optimization.offload_param.nvme_path", f.deepspeed_config));
+    s.aio = file.aio;
+  }
+  if (offload_text.empty()) offload_text = "none";
+  StatusOr<runtime::ParamOffload> offload = runtime::parse_param_offload(offload_text);
   if (!offload.ok()) {
     return invalid_argument("--offload_param {}", offload.status().message());
   }
   s.offload = *offload;
   ZERO_ASSIGN_OR_RETURN(s.max_gpu_bytes, parse_budget(f.max_gpu_memory, "--max_gpu_memory"));
   ZERO_ASSIGN_OR_RETURN(s.max_host_bytes, parse_budget(f.max_host_memory, "--max_host_memory"));
-  s.nvme_path = f.nvme_path;
+  s.nvme_path = nvme_path;
   s.given = s.offload != runtime::ParamOffload::kNone || s.max_gpu_bytes || s.max_host_bytes;
   if (s.offload == runtime::ParamOffload::kNvme && s.nvme_path.empty()) {
     return invalid_argument("--offload_param nvme needs --nvme_path DIR");
   }
-  if (s.offload != runtime::ParamOffload::kNvme && !s.nvme_path.empty()) {
+  if (s.offload != runtime::ParamOffload::kNvme && !f.nvme_path.empty()) {
     return invalid_argument("--nvme_path is for --offload_param nvme");
   }
+  if (s.offload != runtime::ParamOffload::kNvme) s.nvme_path.clear();  // a config's, unused
   if (device == Device::kCpu && s.offload == runtime::ParamOffload::kCpu) {
     return invalid_argument(
         "--offload_param cpu is for --device cuda (on the CPU the weights are in host memory "
@@ -151,6 +224,7 @@ StatusOr<PlacedWeights> place_weights(const runtime::WeightStreamPlan& plan,
       streaming.offload = plan.offload;
       streaming.slots = plan.slots;
       streaming.nvme_path = settings.nvme_path;
+      streaming.aio = settings.aio;
       streaming.fill_block = fill;
     }
     ZERO_ASSIGN_OR_RETURN(w.on_device,
@@ -165,6 +239,7 @@ StatusOr<PlacedWeights> place_weights(const runtime::WeightStreamPlan& plan,
     o.slots = plan.slots;
     o.dtype = dtype;
     o.nvme_path = settings.nvme_path;
+    o.aio = settings.aio;
     ZERO_ASSIGN_OR_RETURN(w.cpu_stream,
                           runtime::StreamedParams::create(layout, *w.host, fill, *w.host_ctx, o));
   }

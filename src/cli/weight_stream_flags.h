@@ -1,7 +1,9 @@
 // ZeRO-Inference's flags for `zero generate` and `zero eval`: where the transformer blocks live
 // between their uses (--offload_param none|cpu|nvme, --nvme_path) and the memory budgets
-// (--max_gpu_memory, --max_host_memory), checked and planned (runtime::plan_weight_stream) before
-// anything is allocated, then the weights placed as planned (runtime/streamed_params.h).
+// (--max_gpu_memory, --max_host_memory), or a ds_config's zero_optimization.offload_param and aio
+// block (--deepspeed_config, as DeepSpeed's ZeRO-Inference configs say it), checked and planned
+// (runtime::plan_weight_stream) before anything is allocated, then the weights placed as planned
+// (runtime/streamed_params.h).
 #pragma once
 
 #include <cstdint>
@@ -15,6 +17,7 @@
 #include "core/status.h"
 #include "device/backend.h"
 #include "model/model_config.h"
+#include "offload/aio_config.h"
 #include "runtime/device_generator.h"
 #include "runtime/model_weights.h"
 #include "runtime/streamed_params.h"
@@ -23,8 +26,9 @@
 namespace zero::cli {
 
 struct WeightStreamFlags {
-  std::string offload_param = "none";
-  std::string nvme_path;
+  std::string offload_param;  // empty: not given (the config's, else none)
+  std::string nvme_path;      // empty: not given (the config's)
+  std::string deepspeed_config;
   std::string max_gpu_memory;   // empty: no budget
   std::string max_host_memory;  // empty: no budget
 };
@@ -34,11 +38,15 @@ struct WeightStreamSettings {
   runtime::ParamOffload offload = runtime::ParamOffload::kNone;
   std::string nvme_path;
   std::optional<int64_t> max_gpu_bytes, max_host_bytes;
+  offload::AioConfig aio;  // the config's aio block (the NVMe swapper's chunks, ring depth)
   // Any of the flags given: on a GPU the weights keep the checkpoint's dtype (bf16 weights are half
   // the bytes to hold and to stream) instead of the fp32 copy the GPU path makes otherwise.
   bool given = false;
 };
-// The flags checked against each other and `device`; errors are one line naming the flag.
+// The flags checked against each other and `device`, with --deepspeed_config's offload_param
+// device and nvme_path under them: the file validated as `zero config check` validates it (its
+// report on stderr), a flag that contradicts an explicit file value an error naming both. Errors
+// are one line naming the flag or key.
 StatusOr<WeightStreamSettings> parse_weight_stream_flags(const WeightStreamFlags& flags,
                                                          Device device);
 

@@ -46,6 +46,7 @@ StatusOr<std::unique_ptr<DeviceGenerator>> DeviceGenerator::create(
     o.slots = streaming.slots;
     o.nvme_path = streaming.nvme_path;
     o.fault_hook = streaming.fault_hook;
+    o.aio = streaming.aio;
     // The blocks in the dtype of the units the host holds.
     o.dtype = host.acquire(layout.embedding_unit()).dtype;
     host.release(layout.embedding_unit());

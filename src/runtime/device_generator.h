@@ -32,6 +32,7 @@ struct WeightStreaming {
   ParamOffload offload = ParamOffload::kNone;    // kNone: every unit resident
   int slots = 2;                                 // device block slots (>= 2, < the blocks)
   std::string nvme_path;                         // kNvme
+  offload::AioConfig aio;                        // kNvme: the swapper's I/O settings
   offload::NvmeFaultHook* fault_hook = nullptr;  // kNvme, tests (StreamedParams::Options)
   // Block unit u's values in the host weights' dtype (the host ParamAccess does not hold them).
   StreamedParams::FillUnitFn fill_block;

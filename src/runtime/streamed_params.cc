@@ -246,6 +246,7 @@ Status StreamedParams::store_blocks(const FillUnitFn& fill_block) {
   offload::NvmeSwapperOptions so;
   so.nvme_path = options_.nvme_path;
   so.fault_hook = options_.fault_hook;
+  so.aio = options_.aio;
   ZERO_ASSIGN_OR_RETURN(swapper_, offload::NvmeSwapper::create(so));
   uint64_t total = 0;
   const size_t elem = dtype_bytes(dtype);

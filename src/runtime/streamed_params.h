@@ -24,6 +24,7 @@
 #include "model/model_config.h"
 #include "model/param_access.h"
 #include "model/param_layout.h"
+#include "offload/aio_config.h"
 #include "runtime/generate.h"
 
 namespace zero::offload {
@@ -106,6 +107,7 @@ class StreamedParams final : public model::ParamAccess {
     int slots = 2;                                 // >= 2, < num_blocks
     DType dtype = DType::kF32;                     // the weights' (host's) dtype
     std::string nvme_path;                         // kNvme: a per-run directory is made under it
+    offload::AioConfig aio;                        // kNvme: the swapper's I/O settings
     offload::NvmeFaultHook* fault_hook = nullptr;  // kNvme, tests: fails chosen I/O (not owned)
   };
   // Errors: pinned or device memory refused (naming the bytes), the swap file's creation or writes,

@@ -71,6 +71,18 @@ def check_equal():
         sys.exit(f"batch lines differ:\n{a}\n{b}")
     assert_empty(nvme)
 
+    # The same from a ds_config's zero_optimization.offload_param (and its aio block); a flag that
+    # contradicts the file is refused naming both.
+    ds = os.path.join(OUT, "ds_inference.json")
+    with open(ds, "w") as f:
+        json.dump({"zero_optimization": {"stage": 3, "offload_param": {
+            "device": "nvme", "nvme_path": nvme, "pin_memory": True}},
+            "aio": {"block_size": 262144, "queue_depth": 4}}, f)
+    p = run(gen + ["--deepspeed_config", ds])
+    if p.stdout != want or "from nvme" not in p.stderr:
+        sys.exit(f"--deepspeed_config: {p.stdout!r} != {want!r}, {p.stderr}")
+    assert_empty(nvme)
+
     # zero eval: the same JSON line (the loss bitwise: the same forward over the same bytes).
     ev = ["eval", "--model", MODEL, "--validation_file", VALID, "--block_size", "16",
           "--per_device_eval_batch_size", "3"]
@@ -93,6 +105,8 @@ def check_equal():
 
     refused(gen + ["--offload_param", "disk"], "--offload_param 'disk': expected none, cpu or nvme")
     refused(gen + ["--offload_param", "nvme"], "--nvme_path")
+    refused(gen + ["--deepspeed_config", ds, "--offload_param", "cpu"],
+            '--offload_param cpu contradicts zero_optimization.offload_param.device "nvme"')
     refused(gen + ["--offload_param", "cpu"], "--offload_param cpu is for --device cuda")
     refused(gen + ["--max_gpu_memory", "1GB"], "--max_gpu_memory is for --device cuda")
     refused(gen + ["--max_gpu_memory", "lots", "--device", "cuda"], "--max_gpu_memory lots")
