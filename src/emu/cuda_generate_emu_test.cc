@@ -292,6 +292,18 @@ TEST_P(StreamedOnEmulator, TokensAndEvalLossAreTheResidentOnes) {
     EXPECT_EQ(got_loss->loss_sum, want_loss->loss_sum);  // bitwise: the same kernels, bytes
     EXPECT_EQ(got_loss->tokens, want_loss->tokens);
     streamed->reset();
+    if (offload == ParamOffload::kCpu) {
+      // zero eval's GPU model keeps one block's activations (activation checkpointing): the same
+      // forward values.
+      model::TransformerOptions checkpointed;
+      checkpointed.activation_checkpointing = true;
+      auto eval = DeviceGenerator::create(Device::kCuda, config_, *host, cache_dtype(),
+                                          streaming(offload, slots), checkpointed);
+      ASSERT_TRUE(eval.ok()) << eval.status().to_string();
+      auto loss = forward_loss_sum((*eval)->model(), (*eval)->params(), micro);
+      ASSERT_TRUE(loss.ok()) << loss.status().to_string();
+      EXPECT_EQ(loss->loss_sum, want_loss->loss_sum);
+    }
     // The swap file and its per-run directory are removed with the stream.
     if (std::filesystem::exists(nvme_dir_)) {
       EXPECT_TRUE(std::filesystem::is_empty(nvme_dir_)) << nvme_dir_;
