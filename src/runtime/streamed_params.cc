@@ -23,7 +23,7 @@ TensorView view_of(void* data, DType dtype, int64_t numel, Device device) {
 }
 
 // "1.50 GiB" / "12.3 MiB": a size for people beside the exact bytes.
-std::string gib(int64_t bytes) {
+std::string human_bytes(int64_t bytes) {
   const double b = static_cast<double>(bytes);
   if (bytes >= (int64_t{1} << 30)) return fmt::format("{:.2f} GiB", b / (1 << 30));
   return fmt::format("{:.1f} MiB", b / (1 << 20));
@@ -114,18 +114,19 @@ std::string WeightStreamPlan::describe(Device device) const {
         slots, block_bytes, slots, num_blocks, resident_bytes);
   }
   const std::string budget_text =
-      budget ? fmt::format(" under --max_gpu_memory {} ({})", *budget, gib(*budget)) : "";
+      budget ? fmt::format(" under --max_gpu_memory {} ({})", *budget, human_bytes(*budget)) : "";
   if (!streamed()) {
     return fmt::format(
         "weights resident on the device ({} blocks of {} bytes and {} other bytes); {} bytes ({}) "
         "planned with the key/value cache and scratch{}",
-        num_blocks, block_bytes, resident_bytes, device_bytes(), gib(device_bytes()), budget_text);
+        num_blocks, block_bytes, resident_bytes, device_bytes(), human_bytes(device_bytes()),
+        budget_text);
   }
   return fmt::format(
       "blocks streamed from {} through {} device slots of {} bytes ({} of {} blocks at once); {} "
       "resident bytes; {} bytes ({}) planned with the key/value cache and scratch{}",
       offload == ParamOffload::kNvme ? "nvme" : "pinned cpu memory", slots, block_bytes, slots,
-      num_blocks, resident_bytes, device_bytes(), gib(device_bytes()), budget_text);
+      num_blocks, resident_bytes, device_bytes(), human_bytes(device_bytes()), budget_text);
 }
 
 StatusOr<WeightStreamPlan> plan_weight_stream(const model::ModelLayout& layout, DType dtype,
