@@ -2,6 +2,9 @@
 // checkpoint: OUTPUT_DIR or one tag directory, read from its fp32 master weights) on a validation
 // token file, the same numbers `zero train --validation_file` logs (runtime/evaluation.h). One
 // rank; prints one JSON line: {"eval_loss": .., "eval_ppl": .., "eval_tokens": ..}.
+// `--device cuda` runs the forwards on the GPU's model; `--offload_param cpu|nvme` streams the
+// blocks through a few GPU slots (ZeRO-Inference, cli/weight_stream_flags.h), each forward over
+// --per_device_eval_batch_size samples reading every block once; the loss is the resident one's.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -15,7 +18,9 @@
 #include "checkpoint/checkpoint.h"
 #include "cli/commands.h"
 #include "cli/flag_checks.h"
+#include "cli/weight_stream_flags.h"
 #include "comm/self_communicator.h"
+#include "core/device.h"
 #include "core/storage.h"
 #include "data/token_dataset.h"
 #include "model/model_config.h"
@@ -35,6 +40,8 @@ struct EvalArgs {
   std::optional<std::string> data_dtype;
   int64_t block_size = 0;
   int64_t per_device_eval_batch_size = 8;
+  std::string device = "cpu";
+  WeightStreamFlags stream;
 };
 
 int report(const Status& s, int code) {
@@ -49,6 +56,10 @@ bool is_checkpoint(const std::string& dir) {
 }
 
 int run_eval(const EvalArgs& a) {
+  const StatusOr<Device> device = parse_device_flag(a.device);
+  if (!device.ok()) return report(device.status(), 2);
+  auto stream = parse_weight_stream_flags(a.stream, *device);
+  if (!stream.ok()) return report(stream.status(), 2);
   // The model: its config and a reader of any range of any unit.
   model::ModelConfig mc;
   runtime::UnitInitFn init;
@@ -75,6 +86,15 @@ int run_eval(const EvalArgs& a) {
     init = source->init_fn();
   }
 
+  // fp32 weights, or with the ZeRO-Inference flags the checkpoint's dtype (a sharded checkpoint's
+  // master weights are fp32). A budget too small for the weights alone is refused before the
+  // device is probed.
+  const DType dtype = stream->given && source != nullptr ? source->stored_dtype() : DType::kF32;
+  if (auto early = plan_weights(*stream, *device, mc, dtype, 0); !early.ok()) {
+    return report(early.status(), 2);
+  }
+  if (Status usable = check_device_usable(*device); !usable.ok()) return report(usable, 2);
+
   // Opened as zero train opens it: prepared data (mask, tokenizer check) or a token file, never
   // text read as ids.
   const int64_t block =
@@ -84,17 +104,36 @@ int run_eval(const EvalArgs& a) {
       {a.validation_file, a.data_dtype, a.model, block, mc.vocab_size, "--validation_file"});
   if (!data.ok()) return report(data.status(), 2);
 
-  // Forward only on one rank, over the weights alone (fp32, one copy; no training state), reduced
-  // as zero train's evaluation reduces it.
-  auto weights = runtime::ModelWeights::load(model::ModelLayout(mc), DType::kF32, init);
-  if (!weights.ok()) return report(weights.status(), 1);
-  model::Transformer forward_model(mc);
+  // Forward only on one rank, over the weights alone (one copy; no training state), reduced as
+  // zero train's evaluation reduces it. On a GPU the model keeps one block's activations
+  // (activation checkpointing: the same forward values, a bounded slab).
+  const int64_t B = a.per_device_eval_batch_size, T = data->block_size();
+  const int64_t other =
+      *device == Device::kCpu ? 0 : runtime::forward_scratch_bytes(mc, B, T, dtype);
+  auto plan = plan_weights(*stream, *device, mc, dtype, other);
+  if (!plan.ok()) return report(plan.status(), 2);
+  if (stream->given) {
+    std::fprintf(stderr, "zero eval: %s; %lld bytes of host memory for the weights\n",
+                 plan->describe(*device).c_str(),
+                 static_cast<long long>(planned_host_bytes(*plan, *device)));
+  }
+  model::TransformerOptions model_options;
+  model_options.activation_checkpointing = true;
+  auto placed = place_weights(*plan, *stream, *device, mc, dtype, init, DType::kF32, model_options);
+  if (!placed.ok()) return report(placed.status(), 1);
+  std::unique_ptr<model::Transformer> cpu_model;
+  if (placed->on_device == nullptr) cpu_model = std::make_unique<model::Transformer>(mc);
+  model::Model& forward_model =
+      placed->on_device != nullptr ? placed->on_device->model() : *cpu_model;
+  model::ParamAccess& params =
+      placed->on_device != nullptr ? placed->on_device->params() : placed->cpu_params();
   SelfCommunicator self;
   runtime::Evaluator evaluator(&*data, a.per_device_eval_batch_size, 1, 0);
   auto r = evaluator.run(
       [&](const std::vector<runtime::MicroBatch>& micro) -> StatusOr<runtime::LossSum> {
         ZERO_ASSIGN_OR_RETURN(runtime::LossSum local,
-                              runtime::forward_loss_sum(forward_model, **weights, micro));
+                              runtime::forward_loss_sum(forward_model, params, micro));
+        ZERO_RETURN_IF_ERROR(placed->status());  // a failed block read: the loss is not trusted
         return runtime::all_reduce_loss_sum(self, local);
       });
   if (!r.ok()) return report(r.status(), 1);
@@ -126,6 +165,10 @@ void add_eval_command(CLI::App& app, int& exit_code) {
   e->add_option("--per_device_eval_batch_size,--per-device-eval-batch-size",
                 a->per_device_eval_batch_size, "samples per forward (default 8)")
       ->check(int_at_least(1));
+  e->add_option("--device", a->device,
+                "cpu (default) | cuda: the forwards on the GPU (with --offload_param, the blocks "
+                "streamed through it)");
+  add_weight_stream_flags(e, &a->stream);
   e->callback([a, &exit_code] { exit_code = run_eval(*a); });
 }
 

@@ -12,6 +12,9 @@
 // `--prompts_file F.jsonl` generates for many prompts at once, batched (runtime::generate_batch:
 // up to --batch_size sequences through one forward per step), each line's result written to
 // --output as its sequence finishes (cli/completion_writer.h).
+// `--offload_param cpu|nvme` (ZeRO-Inference, cli/weight_stream_flags.h) streams the blocks through
+// a few GPU slots (or, --device cpu with nvme, host slots) and `--max_gpu_memory` plans the GPU's
+// memory within a budget; the placement goes to stderr in one line.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -24,6 +27,7 @@
 #include "cli/commands.h"
 #include "cli/completion_writer.h"
 #include "cli/flag_checks.h"
+#include "cli/weight_stream_flags.h"
 #include "core/device.h"
 #include "model/model_config.h"
 #include "model/transformer.h"
@@ -53,6 +57,7 @@ struct GenerateArgs {
   std::string prompts_file;  // JSONL, one prompt a line (batch mode)
   std::string output;        // batch mode's JSONL results; "-" or empty: stdout
   int64_t batch_size = 8;    // sequences at once in batch mode
+  WeightStreamFlags stream;  // --offload_param, --nvme_path, --max_gpu_memory, --max_host_memory
 };
 
 // Where generated tokens go: decoded text (tokenizer), raw bytes (byte-level) or ids.
@@ -126,18 +131,19 @@ struct Generation {
   std::vector<int32_t> tokens;       // the prompt; generation appends the new tokens
   int64_t prompt_tokens = 0;         // the prompt's length
   std::vector<int32_t> end_of_turn;  // --chat: the template's end-of-turn token, if any
-  std::unique_ptr<runtime::ModelWeights> weights;       // every unit once, in host memory
-  std::unique_ptr<model::Transformer> model;            // the CPU model (--device cpu)
-  std::unique_ptr<runtime::DeviceGenerator> on_device;  // --device cuda
-  bool stopped = false;                                 // at a stop token
+  WeightStreamSettings stream;       // the ZeRO-Inference flags
+  PlacedWeights placed;              // host weights, device or stream
+  runtime::DeviceGenerator* on_device = nullptr;  // --device cuda: placed.on_device
+  std::unique_ptr<model::Transformer> model;      // the CPU model (--device cpu)
+  bool stopped = false;                           // at a stop token
   std::chrono::steady_clock::time_point end;
 };
 
 // Each step returns the exit code to end with after printing its error, or 0 to go on.
 
-// The prompt flags exclude each other; the device must be known and usable. Before anything is
-// printed.
-int check_flags_and_device(const GenerateArgs& a, Generation& g) {
+// The prompt flags exclude each other; the device and the ZeRO-Inference flags must be known.
+// Before anything is printed.
+int check_flags(const GenerateArgs& a, Generation& g) {
   const bool batch = !a.prompts_file.empty();
   if (a.has_chat + a.has_prompt + a.has_prompt_tokens > 1) {
     std::fprintf(stderr,
@@ -161,12 +167,41 @@ int check_flags_and_device(const GenerateArgs& a, Generation& g) {
     return 2;
   }
   const StatusOr<Device> device = parse_device_flag(a.device);
-  const Status usable = device.ok() ? check_device_usable(*device) : device.status();
+  if (!device.ok()) {
+    std::fprintf(stderr, "error: %s\n", device.status().message().c_str());
+    return 2;
+  }
+  g.device = *device;
+  auto stream = parse_weight_stream_flags(a.stream, g.device);
+  if (!stream.ok()) {
+    std::fprintf(stderr, "error: %s\n", stream.status().message().c_str());
+    return 2;
+  }
+  g.stream = *stream;
+  return 0;
+}
+
+// The weights' dtype on g.device: a GPU holds an fp32 copy unless the ZeRO-Inference flags are
+// given (then the checkpoint's dtype: half the bytes to hold and stream for bf16); the CPU the
+// checkpoint's dtype (its model widens each unit exactly as it reads it).
+DType weights_dtype(const Generation& g) {
+  return g.device == Device::kCpu || g.stream.given ? g.source->stored_dtype() : DType::kF32;
+}
+
+// A budget too small for the weights alone (two block slots beside the resident units, nothing
+// counted for the cache yet) is refused before the device is probed; then the device must be
+// usable.
+int check_budget_and_device(const Generation& g) {
+  auto plan = plan_weights(g.stream, g.device, *g.config, weights_dtype(g), 0);
+  if (!plan.ok()) {
+    std::fprintf(stderr, "error: %s\n", plan.status().message().c_str());
+    return 2;
+  }
+  const Status usable = check_device_usable(g.device);
   if (!usable.ok()) {
     std::fprintf(stderr, "error: %s\n", usable.message().c_str());
     return 2;
   }
-  g.device = *device;
   return 0;
 }
 
@@ -302,28 +337,43 @@ void add_stop_tokens(GenerateArgs& a, const Generation& g) {
 
 // Inference on one rank: the weights once, in host memory, in the dtype they are stored in (a
 // bf16 checkpoint stays bf16 on the CPU; the CPU model widens each unit as it reads it, so the
-// tokens are those of an fp32 copy). A device model gets a copy of them, from fp32 host values.
-int load_weights(const GenerateArgs& a, Generation& g) {
-  const DType dtype = g.device == Device::kCpu ? g.source->stored_dtype() : DType::kF32;
-  const model::ModelLayout layout(*g.config);
-  auto weights = runtime::ModelWeights::load(layout, dtype, g.source->init_fn());
-  if (!weights.ok()) {
-    std::fprintf(stderr, "error: %s\n", weights.status().message().c_str());
+// tokens are those of an fp32 copy). A device model gets a copy of them, from fp32 host values
+// unless the ZeRO-Inference flags are given (weights_dtype). Planned first (plan_weights) for
+// appends of up to `rows` rows over `slots` sequences of `capacity` positions each, the plan said
+// in one line on stderr when the flags are given.
+int load_weights(const GenerateArgs& a, Generation& g, int64_t capacity, int64_t slots,
+                 int64_t rows) {
+  const DType dtype = weights_dtype(g);
+  // A 16-bit checkpoint's keys and values are cached in bf16 on the GPU (half the cache's bytes;
+  // its tokens may then differ from the CPU's, which caches fp32, beyond float ties).
+  const bool sixteen_bit = g.source->stored_dtype() != DType::kF32;
+  const DType cache_dtype = sixteen_bit ? DType::kBF16 : DType::kF32;
+  const int64_t other =
+      g.device == Device::kCpu
+          ? 0
+          : runtime::kv_cache_bytes(*g.config, a.no_kv_cache ? 0 : capacity, slots, cache_dtype) +
+                runtime::decode_scratch_bytes(*g.config, rows, slots, dtype);
+  auto plan = plan_weights(g.stream, g.device, *g.config, dtype, other);
+  if (!plan.ok()) {
+    std::fprintf(stderr, "error: %s\n", plan.status().message().c_str());
+    return 2;
+  }
+  if (g.stream.given) {
+    std::fprintf(stderr, "zero generate: %s; %lld bytes of host memory for the weights\n",
+                 plan->describe(g.device).c_str(),
+                 static_cast<long long>(planned_host_bytes(*plan, g.device)));
+  }
+  auto placed =
+      place_weights(*plan, g.stream, g.device, *g.config, dtype, g.source->init_fn(), cache_dtype);
+  if (!placed.ok()) {
+    std::fprintf(stderr, "error: %s%s\n",
+                 g.device == Device::kCpu ? "" : ("--device " + a.device + ": ").c_str(),
+                 placed.status().message().c_str());
     return 1;
   }
-  g.weights = std::move(*weights);
+  g.placed = std::move(*placed);
   if (g.device != Device::kCpu) {
-    // A 16-bit checkpoint's keys and values are cached in bf16 on the GPU (half the cache's bytes;
-    // its tokens may then differ from the CPU's, which caches fp32, beyond float ties).
-    const bool sixteen_bit = g.source->stored_dtype() != DType::kF32;
-    const DType cache_dtype = sixteen_bit ? DType::kBF16 : DType::kF32;
-    auto on_device = runtime::DeviceGenerator::create(g.device, *g.config, *g.weights, cache_dtype);
-    if (!on_device.ok()) {
-      std::fprintf(stderr, "error: --device %s: %s\n", a.device.c_str(),
-                   on_device.status().message().c_str());
-      return 1;
-    }
-    g.on_device = std::move(*on_device);
+    g.on_device = g.placed.on_device.get();
     std::fprintf(stderr, "zero generate: on %s; %s\n", probe_cuda().description.c_str(),
                  a.no_kv_cache ? "a whole forward per token (--no_kv_cache)"
                  : sixteen_bit ? "a bf16 key/value cache on the GPU (16-bit checkpoint)"
@@ -362,8 +412,12 @@ int generate_tokens(const GenerateArgs& a, Generation& g) {
     }
     g.stopped = *done;
   } else {
-    g.stopped =
-        runtime::generate(*g.model, *g.weights, g.tokens, a.sampling, print_token, &printer);
+    g.stopped = runtime::generate(*g.model, g.placed.cpu_params(), g.tokens, a.sampling,
+                                  print_token, &printer);
+    if (Status s = g.placed.status(); !s.ok()) {
+      std::fprintf(stderr, "\nerror: %s\n", s.message().c_str());
+      return 1;
+    }
   }
   g.end = std::chrono::steady_clock::now();
   if (printer.stream && printer.status.ok()) {
@@ -427,12 +481,23 @@ int generate_prompts_file(GenerateArgs& a, Generation& g) {
     std::fprintf(stderr, "error: %s\n", writer.status().message().c_str());
     return 2;
   }
-  if (int code = load_weights(a, g)) return code;
-  const auto start = std::chrono::steady_clock::now();
   std::vector<runtime::BatchSequence>& seqs = batch->sequences;
-  const Status done =
-      g.on_device ? g.on_device->generate_batch(seqs, a.batch_size, **writer)
-                  : runtime::generate_batch(*g.model, *g.weights, seqs, a.batch_size, **writer);
+  // The plan's shape: the largest cache a slot needs, the sequences at once, and at most every
+  // running prompt's prefill in one append.
+  const int64_t capacity = runtime::batch_cache_capacity(mc, seqs);
+  const int64_t slots = std::clamp<int64_t>(a.batch_size, 1, static_cast<int64_t>(seqs.size()));
+  int64_t rows = 0;
+  for (const runtime::BatchSequence& s : seqs) {
+    rows += std::min<int64_t>(static_cast<int64_t>(s.tokens.size()), capacity);
+  }
+  rows = std::clamp<int64_t>(rows, 1, slots * capacity);
+  if (int code = load_weights(a, g, capacity, slots, rows)) return code;
+  const auto start = std::chrono::steady_clock::now();
+  // The CPU model over a weight stream: no line finishes after a failed read.
+  runtime::StreamCheckedObserver checked(g.placed.cpu_stream.get(), **writer);
+  const Status done = g.on_device ? g.on_device->generate_batch(seqs, a.batch_size, **writer)
+                                  : runtime::generate_batch(*g.model, g.placed.cpu_params(), seqs,
+                                                            a.batch_size, checked);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::fprintf(
@@ -458,12 +523,15 @@ int generate_prompts_file(GenerateArgs& a, Generation& g) {
 
 int run_generate(GenerateArgs& a) {
   Generation g;
-  if (int code = check_flags_and_device(a, g)) return code;
+  if (int code = check_flags(a, g)) return code;
   if (int code = open_model(a, g)) return code;
+  if (int code = check_budget_and_device(g)) return code;
   if (!a.prompts_file.empty()) return generate_prompts_file(a, g);
   if (int code = encode_prompt(a, g)) return code;
   add_stop_tokens(a, g);
-  if (int code = load_weights(a, g)) return code;
+  const int64_t prompt = static_cast<int64_t>(g.tokens.size());
+  const int64_t capacity = runtime::generation_cache_capacity(*g.config, prompt, a.sampling);
+  if (int code = load_weights(a, g, capacity, 1, std::min(prompt, capacity))) return code;
   if (int code = generate_tokens(a, g)) return code;
   report_speed(g);
   if (!g.printer.status.ok()) {
@@ -542,6 +610,7 @@ void add_generate_command(CLI::App& app, int& exit_code) {
                 "with --prompts_file: sequences generated at once, through one forward per step "
                 "(default 8; a finished one's place goes to the next prompt)")
       ->check(int_at_least(1));
+  add_weight_stream_flags(g, &a->stream);
   g->callback([a, prompt, prompt_tokens, chat, &exit_code] {
     a->has_prompt = prompt->count() > 0;
     a->has_prompt_tokens = prompt_tokens->count() > 0;

@@ -7,14 +7,22 @@
 // cuda_engine_emu_test (the same emulated CUDA sources).
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
+#include <tuple>
 #include <vector>
 
+#include "model/init.h"
+#include "offload/nvme_swapper.h"
+#include "runtime/batch.h"
 #include "runtime/device_generator.h"
 #include "runtime/engine.h"
 #include "runtime/generate.h"
 #include "runtime/model_source.h"
+#include "runtime/model_weights.h"
+#include "runtime/streamed_params.h"
 
 namespace zero::runtime {
 namespace {
@@ -131,6 +139,222 @@ INSTANTIATE_TEST_SUITE_P(Presets, CudaGenerateOnEmulator,
                          ::testing::Values("gpt2-tiny", "llama-tiny"),
                          [](const ::testing::TestParamInfo<const char*>& info) {
                            std::string name = info.param;
+                           for (char& ch : name) {
+                             if (ch == '-') ch = '_';
+                           }
+                           return name;
+                         });
+
+// ZeRO-Inference (runtime/streamed_params.h): the blocks streamed through device slots from pinned
+// memory (2 slots) or from NVMe (3 slots: 5 blocks do not divide into them, so the cyclic window
+// wraps at a different slot each forward) give the resident path's tokens, bitwise, one sequence
+// and a ragged batch, and the same eval loss; every block is copied once per forward; the swap
+// file's directory is gone after the run. Five layers (a tiny preset's widths) so blocks stream.
+class StreamedOnEmulator : public ::testing::TestWithParam<std::tuple<const char*, DType>> {
+ protected:
+  void SetUp() override {
+    auto source = ModelSource::open(std::string("preset:") + std::get<0>(GetParam()), 42);
+    ASSERT_TRUE(source.ok()) << source.status().to_string();
+    config_ = (*source)->config();
+    config_.num_layers = 5;
+    layout_ = std::make_unique<model::ModelLayout>(config_);
+    const model::ModelLayout* layout = layout_.get();
+    init_ = [layout](int u, int64_t begin, int64_t end, float* dst) {
+      model::init_unit_range(*layout, u, 7, begin, end, dst);
+      return ok_status();
+    };
+    std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    for (char& ch : name) {
+      if (ch == '/') ch = '_';
+    }
+    nvme_dir_ = ::testing::TempDir() + "zero_streamed_" + name;
+    std::filesystem::remove_all(nvme_dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(nvme_dir_); }
+
+  DType dtype() const { return std::get<1>(GetParam()); }
+  DType cache_dtype() const { return dtype() == DType::kF32 ? DType::kF32 : DType::kBF16; }
+  // The weights without the blocks, which the stream fills itself.
+  std::unique_ptr<ModelWeights> without_blocks() const {
+    const model::ModelLayout* layout = layout_.get();
+    auto w = ModelWeights::load(*layout_, dtype(), init_, [layout](int u) {
+      return u == layout->embedding_unit() || u == layout->final_unit();
+    });
+    EXPECT_TRUE(w.ok()) << w.status().to_string();
+    return std::move(*w);
+  }
+  WeightStreaming streaming(ParamOffload offload, int slots) const {
+    WeightStreaming s;
+    s.offload = offload;
+    s.slots = slots;
+    s.nvme_path = nvme_dir_;
+    const model::ModelLayout* layout = layout_.get();
+    const UnitInitFn init = init_;
+    const DType d = dtype();
+    s.fill_block = [layout, init, d](int u, void* dst) {
+      return ModelWeights::fill_unit(*layout, u, d, init, dst);
+    };
+    return s;
+  }
+  static std::vector<BatchSequence> ragged_batch() {
+    std::vector<BatchSequence> seqs(4);
+    const std::vector<std::vector<int32_t>> prompts = {{3, 14, 15, 92}, {6}, {5, 3, 5}, {8, 9}};
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      seqs[i].tokens = prompts[i];
+      seqs[i].options.temperature = 0.0;
+      seqs[i].options.max_new_tokens = 2 + static_cast<int64_t>(i);
+    }
+    return seqs;
+  }
+
+  model::ModelConfig config_;
+  std::unique_ptr<model::ModelLayout> layout_;
+  UnitInitFn init_;
+  std::string nvme_dir_;
+};
+
+// Counts the sequences that finished, in order.
+class FinishedObserver final : public BatchObserver {
+ public:
+  bool on_token(int64_t, int32_t) override { return false; }
+  Status on_finish(int64_t i, FinishReason) override {
+    finished.push_back(i);
+    return ok_status();
+  }
+  std::vector<int64_t> finished;
+};
+
+TEST_P(StreamedOnEmulator, TokensAndEvalLossAreTheResidentOnes) {
+  auto full = ModelWeights::load(*layout_, dtype(), init_);
+  ASSERT_TRUE(full.ok()) << full.status().to_string();
+  auto resident = DeviceGenerator::create(Device::kCuda, config_, **full, cache_dtype());
+  ASSERT_TRUE(resident.ok()) << resident.status().to_string();
+  ASSERT_EQ((*resident)->streamed(), nullptr);
+
+  SamplingOptions greedy;
+  greedy.max_new_tokens = 4;
+  greedy.temperature = 0.0;
+  const std::vector<int32_t> prompt = {3, 14, 15, 92};
+  std::vector<int32_t> want = prompt;
+  ASSERT_TRUE((*resident)->generate(want, greedy).ok());
+  std::vector<BatchSequence> want_batch = ragged_batch();
+  FinishedObserver resident_done;
+  ASSERT_TRUE((*resident)->generate_batch(want_batch, 3, resident_done).ok());
+  // Eval: two micro-batches of 2 x 6 tokens, a few targets ignored.
+  std::vector<MicroBatch> micro(2);
+  for (size_t m = 0; m < micro.size(); ++m) {
+    micro[m].batch = 2;
+    micro[m].seq = 6;
+    for (int i = 0; i < 12; ++i) {
+      micro[m].tokens.push_back(static_cast<int32_t>((i * 37 + m * 11 + 5) % 256));
+      micro[m].targets.push_back(i % 5 == 4 ? -100 : static_cast<int32_t>((i * 53 + m) % 256));
+    }
+  }
+  auto want_loss = forward_loss_sum((*resident)->model(), (*resident)->params(), micro);
+  ASSERT_TRUE(want_loss.ok()) << want_loss.status().to_string();
+
+  const int L = static_cast<int>(config_.num_layers);
+  for (const auto& [offload, slots] :
+       {std::pair{ParamOffload::kCpu, 2}, std::pair{ParamOffload::kNvme, 3}}) {
+    SCOPED_TRACE(param_offload_name(offload));
+    std::unique_ptr<ModelWeights> host = without_blocks();
+    EXPECT_LT(host->bytes(), (*full)->bytes());
+    auto streamed = DeviceGenerator::create(Device::kCuda, config_, *host, cache_dtype(),
+                                            streaming(offload, slots));
+    ASSERT_TRUE(streamed.ok()) << streamed.status().to_string();
+    const StreamedParams* stream = (*streamed)->streamed();
+    ASSERT_NE(stream, nullptr);
+    if (offload == ParamOffload::kNvme) {
+      EXPECT_TRUE(std::filesystem::is_directory(stream->swap_dir())) << stream->swap_dir();
+    }
+
+    std::vector<int32_t> got = prompt;
+    auto stopped = (*streamed)->generate(got, greedy);
+    ASSERT_TRUE(stopped.ok()) << stopped.status().to_string();
+    EXPECT_EQ(got, want);
+    // Every block once per forward: the first acquire copies the window (slots blocks), each
+    // later one the block slots - 1 ahead.
+    const int64_t copied = stream->blocks_copied();
+    EXPECT_EQ((copied - (slots - 1)) % L, 0) << copied;
+    EXPECT_GE(copied, L * (greedy.max_new_tokens));
+
+    std::vector<BatchSequence> got_batch = ragged_batch();
+    FinishedObserver done;
+    const Status batch = (*streamed)->generate_batch(got_batch, 3, done);
+    ASSERT_TRUE(batch.ok()) << batch.to_string();
+    EXPECT_EQ(done.finished, resident_done.finished);
+    for (size_t i = 0; i < got_batch.size(); ++i) {
+      EXPECT_EQ(got_batch[i].tokens, want_batch[i].tokens) << "sequence " << i;
+    }
+
+    auto got_loss = forward_loss_sum((*streamed)->model(), (*streamed)->params(), micro);
+    ASSERT_TRUE(got_loss.ok()) << got_loss.status().to_string();
+    EXPECT_EQ(got_loss->loss_sum, want_loss->loss_sum);  // bitwise: the same kernels, bytes
+    EXPECT_EQ(got_loss->tokens, want_loss->tokens);
+    streamed->reset();
+    if (offload == ParamOffload::kCpu) {
+      // zero eval's GPU model keeps one block's activations (activation checkpointing): the same
+      // forward values.
+      model::TransformerOptions checkpointed;
+      checkpointed.activation_checkpointing = true;
+      auto eval = DeviceGenerator::create(Device::kCuda, config_, *host, cache_dtype(),
+                                          streaming(offload, slots), checkpointed);
+      ASSERT_TRUE(eval.ok()) << eval.status().to_string();
+      auto loss = forward_loss_sum((*eval)->model(), (*eval)->params(), micro);
+      ASSERT_TRUE(loss.ok()) << loss.status().to_string();
+      EXPECT_EQ(loss->loss_sum, want_loss->loss_sum);
+    }
+    // The swap file and its per-run directory are removed with the stream.
+    if (std::filesystem::exists(nvme_dir_)) {
+      EXPECT_TRUE(std::filesystem::is_empty(nvme_dir_)) << nvme_dir_;
+    }
+  }
+}
+
+// Fails every NVMe read after the first `ok_reads` completions.
+class FailingReads final : public offload::NvmeFaultHook {
+ public:
+  explicit FailingReads(int ok_reads) : left_(ok_reads) {}
+  int64_t on_completion(const offload::IoRequestInfo& request, int64_t result) override {
+    if (request.is_write) return result;
+    return left_.fetch_sub(1) > 0 ? result : -EIO;
+  }
+
+ private:
+  std::atomic<int> left_;
+};
+
+// A read that fails mid-batch ends it with the error: the sequences that finished before it stay
+// reported (their lines are written), none finishes after it, and the swap directory is removed.
+TEST_P(StreamedOnEmulator, FailedReadEndsTheBatchKeepingFinishedLines) {
+  std::unique_ptr<ModelWeights> host = without_blocks();
+  // Sequence 0 (2 new tokens) finishes after 2 forwards: about 2 * 5 + 2 reads.
+  FailingReads hook(14);
+  WeightStreaming s = streaming(ParamOffload::kNvme, 3);
+  s.fault_hook = &hook;
+  {
+    auto streamed = DeviceGenerator::create(Device::kCuda, config_, *host, cache_dtype(), s);
+    ASSERT_TRUE(streamed.ok()) << streamed.status().to_string();
+    std::vector<BatchSequence> seqs = ragged_batch();
+    FinishedObserver done;
+    const Status status = (*streamed)->generate_batch(seqs, 3, done);
+    EXPECT_FALSE(status.ok());
+    EXPECT_NE(status.to_string().find("reading block"), std::string::npos) << status.to_string();
+    EXPECT_GE(done.finished.size(), 1u);
+    EXPECT_LT(done.finished.size(), seqs.size());
+  }
+  if (std::filesystem::exists(nvme_dir_)) {
+    EXPECT_TRUE(std::filesystem::is_empty(nvme_dir_)) << nvme_dir_;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(PresetsAndDtypes, StreamedOnEmulator,
+                         ::testing::Combine(::testing::Values("gpt2-tiny", "llama-tiny"),
+                                            ::testing::Values(DType::kF32, DType::kBF16)),
+                         [](const ::testing::TestParamInfo<std::tuple<const char*, DType>>& info) {
+                           std::string name =
+                               std::string(std::get<0>(info.param)) + "_" +
+                               (std::get<1>(info.param) == DType::kF32 ? "fp32" : "bf16");
                            for (char& ch : name) {
                              if (ch == '-') ch = '_';
                            }

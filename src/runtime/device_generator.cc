@@ -31,18 +31,37 @@ class DeviceGenerator::ResidentParams final : public model::ParamAccess {
   std::vector<std::optional<model::ParamView>> views_;
 };
 
-StatusOr<std::unique_ptr<DeviceGenerator>> DeviceGenerator::create(Device device,
-                                                                   const model::ModelConfig& config,
-                                                                   model::ParamAccess& host,
-                                                                   DType cache_dtype) {
+StatusOr<std::unique_ptr<DeviceGenerator>> DeviceGenerator::create(
+    Device device, const model::ModelConfig& config, model::ParamAccess& host, DType cache_dtype,
+    const WeightStreaming& streaming, const model::TransformerOptions& model_options) {
   std::unique_ptr<DeviceGenerator> g(new DeviceGenerator());
   g->cache_dtype_ = cache_dtype;
   ZERO_ASSIGN_OR_RETURN(g->exec_, device::ExecutionContext::create(device));
-  ZERO_ASSIGN_OR_RETURN(g->model_, make_device_model(config, {}, *g->exec_));
-  const int num_units = g->model_->layout().num_units();
+  ZERO_ASSIGN_OR_RETURN(g->model_, make_device_model(config, model_options, *g->exec_));
+  const model::ModelLayout& layout = g->model_->layout();
+  const int num_units = layout.num_units();
+  if (streaming.offload != ParamOffload::kNone) {
+    StreamedParams::Options o;
+    o.offload = streaming.offload;
+    o.slots = streaming.slots;
+    o.nvme_path = streaming.nvme_path;
+    o.fault_hook = streaming.fault_hook;
+    o.aio = streaming.aio;
+    // The blocks in the dtype of the units the host holds.
+    o.dtype = host.acquire(layout.embedding_unit()).dtype;
+    host.release(layout.embedding_unit());
+    ZERO_ASSIGN_OR_RETURN(g->streamed_,
+                          StreamedParams::create(layout, host, streaming.fill_block, *g->exec_, o));
+    return g;
+  }
   g->staged_ = std::make_unique<StagedParams>(host, *g->exec_, num_units);
   g->resident_ = std::make_unique<ResidentParams>(*g->staged_, num_units);
   return g;
+}
+
+model::ParamAccess& DeviceGenerator::params() {
+  if (streamed_ != nullptr) return *streamed_;
+  return *resident_;
 }
 
 DeviceGenerator::~DeviceGenerator() = default;
@@ -51,13 +70,17 @@ StatusOr<bool> DeviceGenerator::generate(std::vector<int32_t>& tokens,
                                          const SamplingOptions& options, Decoding decoding,
                                          void (*on_token)(int32_t, void*), void* ctx) {
   if (decoding == Decoding::kRecompute) {
-    return generate_recompute(*model_, *resident_, tokens, options, on_token, ctx);
+    const bool stopped = generate_recompute(*model_, params(), tokens, options, on_token, ctx);
+    ZERO_RETURN_IF_ERROR(status());
+    return stopped;
   }
   const model::ModelConfig& c = model_->layout().config();
   const int64_t capacity =
       generation_cache_capacity(c, static_cast<int64_t>(tokens.size()), options);
   ZERO_RETURN_IF_ERROR(ensure_decoder(capacity, 1));
-  return generate_cached(*decoder_, c, *resident_, tokens, options, on_token, ctx);
+  const bool stopped = generate_cached(*decoder_, c, params(), tokens, options, on_token, ctx);
+  ZERO_RETURN_IF_ERROR(status());
+  return stopped;
 }
 
 Status DeviceGenerator::generate_batch(std::vector<BatchSequence>& seqs, int64_t slots,
@@ -65,7 +88,10 @@ Status DeviceGenerator::generate_batch(std::vector<BatchSequence>& seqs, int64_t
   const model::ModelConfig& c = model_->layout().config();
   slots = std::clamp<int64_t>(slots, 1, std::max<int64_t>(1, static_cast<int64_t>(seqs.size())));
   ZERO_RETURN_IF_ERROR(ensure_decoder(batch_cache_capacity(c, seqs), slots));
-  return generate_batch_cached(*decoder_, c, *resident_, seqs, observer);
+  if (streamed_ == nullptr) return generate_batch_cached(*decoder_, c, params(), seqs, observer);
+  StreamCheckedObserver checked(streamed_.get(), observer);
+  ZERO_RETURN_IF_ERROR(generate_batch_cached(*decoder_, c, params(), seqs, checked));
+  return status();
 }
 
 Status DeviceGenerator::ensure_decoder(int64_t capacity, int64_t slots) {
@@ -80,8 +106,8 @@ Status DeviceGenerator::ensure_decoder(int64_t capacity, int64_t slots) {
 }
 
 int64_t DeviceGenerator::device_bytes() const {
-  return staged_->device_bytes() + model_->buffer_bytes() +
-         (decoder_ != nullptr ? decoder_->device_bytes() : 0);
+  return (streamed_ != nullptr ? streamed_->device_bytes() : staged_->device_bytes()) +
+         model_->buffer_bytes() + (decoder_ != nullptr ? decoder_->device_bytes() : 0);
 }
 
 }  // namespace zero::runtime

@@ -3,7 +3,11 @@
 // (on first use of each unit) and stay there; each new token runs through the device's key/value-
 // cached decoder (model::CudaKvDecoder: one token's forward, runtime::generate_cached) or, for
 // comparison, one whole forward over the window (runtime::generate_recompute); its logits are
-// copied back, and sampling stays on the host with the CPU path's code and RNG.
+// copied back, and sampling stays on the host with the CPU path's code and RNG. With a weight
+// stream (ZeRO-Inference's offload_param, runtime/streamed_params.h) only the embeddings, final
+// norm and head stay on the device and the blocks pass through a few device slots, copied once per
+// forward whatever the batch; the tokens are the resident path's, bitwise (the same kernels read
+// the same bytes).
 #pragma once
 
 #include <cstdint>
@@ -16,10 +20,23 @@
 #include "model/model.h"
 #include "model/model_config.h"
 #include "model/param_access.h"
+#include "model/transformer.h"
 #include "runtime/device_staging.h"
 #include "runtime/generate.h"
+#include "runtime/streamed_params.h"
 
 namespace zero::runtime {
+
+// The blocks streamed instead of resident (plan_weight_stream decides the slots).
+struct WeightStreaming {
+  ParamOffload offload = ParamOffload::kNone;    // kNone: every unit resident
+  int slots = 2;                                 // device block slots (>= 2, < the blocks)
+  std::string nvme_path;                         // kNvme
+  offload::AioConfig aio;                        // kNvme: the swapper's I/O settings
+  offload::NvmeFaultHook* fault_hook = nullptr;  // kNvme, tests (StreamedParams::Options)
+  // Block unit u's values in the host weights' dtype (the host ParamAccess does not hold them).
+  StreamedParams::FillUnitFn fill_block;
+};
 
 class DeviceGenerator {
  public:
@@ -27,11 +44,16 @@ class DeviceGenerator {
   // working parameters in host memory, e.g. Engine::params(); not owned, must outlive this and not
   // change while it is used (the device copies are made once). `cache_dtype`: the key/value
   // cache's on the GPU (bf16 for a 16-bit checkpoint: half the bytes; make_device_decoder).
-  // Errors: no backend / GPU for `device`, or a model the device cannot run.
-  static StatusOr<std::unique_ptr<DeviceGenerator>> create(Device device,
-                                                           const model::ModelConfig& config,
-                                                           model::ParamAccess& host,
-                                                           DType cache_dtype = DType::kF32);
+  // `model_options`: the device model's (zero eval: activation checkpointing, which bounds a
+  // forward's memory to one block's activations, the same values).
+  // `streaming`: with offload cpu / nvme the blocks come from its fill_block into pinned memory or
+  // the swap file (made now) and `host` needs to hold the other units only.
+  // Errors: no backend / GPU for `device`, or a model the device cannot run; the weight stream's
+  // (pinned or device memory refused, the swap file).
+  static StatusOr<std::unique_ptr<DeviceGenerator>> create(
+      Device device, const model::ModelConfig& config, model::ParamAccess& host,
+      DType cache_dtype = DType::kF32, const WeightStreaming& streaming = {},
+      const model::TransformerOptions& model_options = {});
   ~DeviceGenerator();
 
   // How each new token's logits are computed.
@@ -47,9 +69,16 @@ class DeviceGenerator {
                           void* ctx = nullptr);
   // As runtime::generate_batch on the device model: up to `slots` sequences at once in one
   // key/value cache (made, or remade when it is too small or has other slots, for
-  // batch_cache_capacity), one forward per step for all of them. Errors: the cache does not fit.
+  // batch_cache_capacity), one forward per step for all of them. Errors: the cache does not fit;
+  // a block's NVMe read failed (no sequence finishes after it: its output is not trusted).
   Status generate_batch(std::vector<BatchSequence>& seqs, int64_t slots, BatchObserver& observer);
   model::Model& model() { return *model_; }
+  // The device's parameters (resident, or the weight stream), e.g. for forward_loss_sum.
+  model::ParamAccess& params();
+  // The weight stream, or null when every unit is resident.
+  const StreamedParams* streamed() const { return streamed_.get(); }
+  // The weight stream's first error (OK when resident).
+  Status status() const { return streamed_ != nullptr ? streamed_->status() : ok_status(); }
   // Device bytes of the weights, the model's buffers of the last forward and the key/value cache.
   int64_t device_bytes() const;
 
@@ -68,6 +97,7 @@ class DeviceGenerator {
   DType cache_dtype_ = DType::kF32;
   std::unique_ptr<StagedParams> staged_;
   std::unique_ptr<ResidentParams> resident_;
+  std::unique_ptr<StreamedParams> streamed_;  // instead of staged_ / resident_
 };
 
 }  // namespace zero::runtime

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -23,15 +24,24 @@ class ModelWeights final : public model::ParamAccess {
   // dtype rounds to nearest even, exact for values that came from a checkpoint of that dtype).
   // 16-bit units are filled through an fp32 scratch of at most kChunkNumel elements, so loading
   // holds the weights plus a few MB. Fails with init's error (naming the unit).
-  static StatusOr<std::unique_ptr<ModelWeights>> load(const model::ModelLayout& layout, DType dtype,
-                                                      const UnitInitFn& init);
+  // `keep` (may be null: every unit): the units to hold; the others are left to a weight stream
+  // (runtime/streamed_params.h: ZeRO-Inference's blocks in pinned memory or on NVMe, filled with
+  // fill_unit) and acquiring one of them is a broken invariant (ZERO_CHECK).
+  static StatusOr<std::unique_ptr<ModelWeights>> load(
+      const model::ModelLayout& layout, DType dtype, const UnitInitFn& init,
+      const std::function<bool(int u)>& keep = nullptr);
+  // Unit u's values in `dtype` into dst (ModelLayout::unit(u).numel elements), as load stores
+  // them (through an fp32 scratch of at most kChunkNumel elements for a 16-bit dtype). Fails with
+  // init's error naming the unit.
+  static Status fill_unit(const model::ModelLayout& layout, int u, DType dtype,
+                          const UnitInitFn& init, void* dst);
 
   // Unit u's values (numel = ModelLayout::unit(u).numel) in dtype(); valid while this lives.
   model::ParamView acquire(int u) override;
   void release(int u) override {}
 
   DType dtype() const { return dtype_; }
-  // Bytes of weights held.
+  // Bytes of weights held (the kept units').
   int64_t bytes() const { return bytes_; }
 
   static constexpr int64_t kChunkNumel = int64_t{1} << 20;

@@ -1,0 +1,196 @@
+// ZeRO-Inference's weight stream (offload_param for `zero generate` / `zero eval`): the embeddings,
+// final norm and head stay resident on the device; the transformer blocks live in pinned host
+// memory (cpu) or in a swap file under nvme_path (nvme, read back with the NVMe swapper's io_uring
+// into pinned staging buffers) and pass through a few device block slots. While block l computes,
+// blocks l+1 .. l+slots-1 (cyclically: past the last block come the next forward's first ones) are
+// copied into the other slots on a copy stream, ordered by events, so every block is copied once
+// per forward, whatever the batch. plan_weight_stream decides, before anything is allocated, how
+// many slots a device budget allows (all of them: everything resident, today's path).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/device.h"
+#include "core/dtype.h"
+#include "core/status.h"
+#include "device/backend.h"
+#include "model/model_config.h"
+#include "model/param_access.h"
+#include "model/param_layout.h"
+#include "offload/aio_config.h"
+#include "runtime/generate.h"
+
+namespace zero::offload {
+class NvmeSwapper;
+class NvmeFaultHook;
+}  // namespace zero::offload
+
+namespace zero::runtime {
+
+// Where the blocks' weights live between their uses.
+enum class ParamOffload {
+  kNone,  // resident on the device
+  kCpu,   // pinned host memory
+  kNvme,  // a swap file under nvme_path
+};
+// "none" | "cpu" | "nvme" (DeepSpeed's offload_param.device); otherwise an error naming the text
+// ("'disk': expected none, cpu or nvme"; the caller prefixes the flag or key).
+StatusOr<ParamOffload> parse_param_offload(std::string_view text);
+const char* param_offload_name(ParamOffload offload);
+
+// Device bytes of a key/value cache of `capacity` positions for each of `slots` sequences:
+// 2 * L * slots * capacity * Hkv * D elements of cache_dtype (model::CudaKvDecoder::cache_bytes).
+int64_t kv_cache_bytes(const model::ModelConfig& config, int64_t capacity, int64_t slots,
+                       DType cache_dtype);
+// An upper bound of the CUDA decoder's and model's scratch for appends of up to `rows` rows over
+// `slots` sequences of a `dtype` model: the block's intermediates and the residual stream per row,
+// the last rows' logits, the 16-bit units' fp32 widen buffers (a unit's norms and biases) and the
+// GEMM workspace (kept at 64 MiB).
+int64_t decode_scratch_bytes(const model::ModelConfig& config, int64_t rows, int64_t slots,
+                             DType dtype);
+
+// An estimate of the CUDA model's memory for a forward over (B, T) with activation checkpointing
+// (what `zero eval` runs on a GPU): the residual stream at every block boundary, one block's
+// activations and the backward's buffers (carved with them), the logits, and
+// decode_scratch_bytes' fixed part.
+int64_t forward_scratch_bytes(const model::ModelConfig& config, int64_t B, int64_t T, DType dtype);
+
+// How a model's weights sit in device memory.
+struct WeightStreamPlan {
+  ParamOffload offload = ParamOffload::kNone;  // kNone when everything is resident
+  int num_blocks = 0;
+  int slots = 0;                  // device block slots; num_blocks when resident
+  int64_t resident_bytes = 0;     // the units that are not blocks: embeddings, final norm, head
+  int64_t block_bytes = 0;        // the largest block (one slot)
+  int64_t other_bytes = 0;        // what the caller counted beside the weights (cache, scratch)
+  std::optional<int64_t> budget;  // --max_gpu_memory
+  bool streamed() const { return slots < num_blocks; }
+  // resident_bytes + slots * block_bytes + other_bytes.
+  int64_t device_bytes() const;
+  // One line for stderr: where the weights live on `device`, the slots and the bytes.
+  std::string describe(Device device) const;
+};
+
+// The plan of a `dtype` model of `layout` under an optional device budget, with `other_bytes` of
+// the device going to the key/value cache and scratch. No budget: resident for kNone, two slots
+// (double buffering) for cpu / nvme. A budget: as many slots as it holds beside the resident
+// units and other_bytes, all of them (resident) when every block fits. Errors (INVALID_ARGUMENT,
+// one line naming the bytes needed and given): a budget below two slots' worth; with kNone, a
+// budget below everything resident (naming --offload_param).
+StatusOr<WeightStreamPlan> plan_weight_stream(const model::ModelLayout& layout, DType dtype,
+                                              ParamOffload offload, std::optional<int64_t> budget,
+                                              int64_t other_bytes);
+
+// The device's ParamAccess of a streamed plan. Units that are not blocks come from `host` (in host
+// memory; not owned, must outlive this) and are copied once, on first acquire, and kept. Blocks
+// are filled once at create() with `fill_block` (their values in the host weights' dtype) into
+// pinned host buffers or the swap file, and streamed through the slots on acquire.
+//
+// Stream contract: acquire(block) makes the compute stream wait for the block's copy (the host does
+// not wait, except to reuse an NVMe staging buffer); release(block) marks, on the compute stream,
+// the point after which its slot may be overwritten, so call it once the kernels reading the block
+// are enqueued (the model's contract). At most one block is acquired at a time, blocks in
+// increasing order within a forward (the models' order). Not thread safe.
+class StreamedParams final : public model::ParamAccess {
+ public:
+  // Unit u's values (numel elements of the weights' dtype) into dst.
+  using FillUnitFn = std::function<Status(int u, void* dst)>;
+  struct Options {
+    ParamOffload offload = ParamOffload::kCpu;     // kCpu or kNvme
+    int slots = 2;                                 // >= 2, < num_blocks
+    DType dtype = DType::kF32;                     // the weights' (host's) dtype
+    std::string nvme_path;                         // kNvme: a per-run directory is made under it
+    offload::AioConfig aio;                        // kNvme: the swapper's I/O settings
+    offload::NvmeFaultHook* fault_hook = nullptr;  // kNvme, tests: fails chosen I/O (not owned)
+  };
+  // Errors: pinned or device memory refused (naming the bytes), the swap file's creation or writes,
+  // fill_block's error.
+  static StatusOr<std::unique_ptr<StreamedParams>> create(const model::ModelLayout& layout,
+                                                          model::ParamAccess& host,
+                                                          const FillUnitFn& fill_block,
+                                                          device::ExecutionContext& ctx,
+                                                          const Options& options);
+  // Waits for the streams (queued copies and kernels use the slots), then frees them; the swap
+  // file and its directory are removed.
+  ~StreamedParams() override;
+  StreamedParams(const StreamedParams&) = delete;
+  StreamedParams& operator=(const StreamedParams&) = delete;
+
+  model::ParamView acquire(int u) override;
+  void release(int u) override;
+
+  // The first error of a block's NVMe read (the forwards after it read stale slots: the caller
+  // checks this before trusting a step's output). OK for cpu.
+  Status status() const;
+  // Blocks copied into a slot so far (L per forward once streaming).
+  int64_t blocks_copied() const { return blocks_copied_; }
+  // Device bytes held: the resident units and the slots.
+  int64_t device_bytes() const;
+  // Host bytes this holds beyond `host`: the pinned blocks (cpu) or the pinned staging (nvme).
+  int64_t host_bytes() const;
+  // The per-run directory of the swap file (nvme), for tests; empty for cpu.
+  std::string swap_dir() const;
+
+ private:
+  struct Slot {
+    device::DeviceBuffer device;            // block_bytes
+    device::DeviceBuffer staging;           // nvme: pinned host, block_bytes
+    int layer = -1;                         // the block it holds (or is being copied into it)
+    bool in_use = false;                    // acquired, not released
+    std::unique_ptr<device::Event> loaded;  // copy stream: the block's copy into the slot
+    std::unique_ptr<device::Event> freed;   // compute stream: the kernels reading it enqueued
+  };
+  StreamedParams(const model::ModelLayout& layout, model::ParamAccess& host,
+                 device::ExecutionContext& ctx, const Options& options);
+  Status store_blocks(const FillUnitFn& fill_block);
+  // Makes layers l .. l+slots-1 (cyclically) present or on their way; returns l's slot.
+  Slot& ensure_window(int layer);
+  // Queues the copy of `layer` into `slot` on the copy stream.
+  void load(int layer, Slot& slot);
+  void note_error(const Status& s);
+
+  const model::ModelLayout layout_;  // a copy: the caller's may be a temporary
+  model::ParamAccess& host_;
+  device::ExecutionContext& ctx_;
+  Options options_;
+  int num_blocks_ = 0;
+  std::vector<int> layer_of_unit_;  // -1 for units that are not blocks
+  std::vector<int64_t> block_numel_;
+  int64_t block_bytes_ = 0;  // the largest block
+  std::unique_ptr<device::Stream> copy_;
+  std::vector<Slot> slots_;
+  std::vector<device::DeviceBuffer> resident_;  // per unit (empty for blocks)
+  std::vector<device::DeviceBuffer> pinned_;    // cpu: per block
+  std::unique_ptr<offload::NvmeSwapper> swapper_;
+  std::vector<uint64_t> file_offset_;  // nvme: per block, in the swap file
+  int64_t blocks_copied_ = 0;
+  mutable std::mutex error_mu_;  // status_ is set from the copy stream's host functions
+  Status status_;
+};
+
+// The observer of a batch over a weight stream: a sequence finishes only while the stream has had
+// no error, so no output computed from a failed read is reported (those before it are).
+class StreamCheckedObserver final : public BatchObserver {
+ public:
+  // `stream` may be null (resident weights: nothing to check). Neither is owned.
+  StreamCheckedObserver(const StreamedParams* stream, BatchObserver& inner)
+      : stream_(stream), inner_(inner) {}
+  bool on_token(int64_t i, int32_t token) override { return inner_.on_token(i, token); }
+  Status on_finish(int64_t i, FinishReason reason) override {
+    if (stream_ != nullptr) ZERO_RETURN_IF_ERROR(stream_->status());
+    return inner_.on_finish(i, reason);
+  }
+
+ private:
+  const StreamedParams* stream_;
+  BatchObserver& inner_;
+};
+
+}  // namespace zero::runtime
