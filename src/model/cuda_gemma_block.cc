@@ -1,7 +1,8 @@
-// CudaTransformer's Gemma 3 block, forward and backward: gemma_block.cc's math with the CUDA
-// kernels, in the same order (the CPU model is the oracle). Every norm is RMSNorm with (1 + w)
-// (CudaTransformer::norm_weight); the MLP is GeGLU (tanh GELU of the gate times up). The forward
-// is shared with KV-cached decoding (CudaKvDecoder).
+// CudaTransformer's Gemma 2 / Gemma 3 block, forward and backward: gemma_block.cc's math with the
+// CUDA kernels, in the same order (the CPU model is the oracle). Every norm is RMSNorm with (1 + w)
+// (CudaTransformer::norm_weight); the MLP is GeGLU (tanh GELU of the gate times up). Gemma 3 has
+// q_norm / k_norm (config.qk_norm), Gemma 2 not (its soft-capped scores are the attention
+// kernels' business). The forward is shared with KV-cached decoding (CudaKvDecoder).
 // Legend: N = B*T rows, C hidden, F intermediate, Hq / Hkv heads, D head dim.
 #include <cuda_runtime.h>
 
@@ -51,12 +52,18 @@ void CudaTransformer::gemma_block_forward(const CudaForwardContext& ctx, const D
   dense(a.q, a.norm1, a.norm1_16, false, ParamKind::kQWeight, Wopt(ParamKind::kQBias), C, Hq * D);
   dense(a.k, a.norm1, a.norm1_16, true, ParamKind::kKWeight, Wopt(ParamKind::kKBias), C, Hkv * D);
   dense(a.v, a.norm1, a.norm1_16, true, ParamKind::kVWeight, Wopt(ParamKind::kVBias), C, Hkv * D);
-  kc::rmsnorm_forward<float>(a.q_rot, a.q_rstd, a.q, norm_w(ParamKind::kQNormWeight, D), N * Hq, D,
-                             eps, s);
-  kc::rmsnorm_forward<float>(a.k_rot, a.k_rstd, a.k, norm_w(ParamKind::kKNormWeight, D), N * Hkv, D,
-                             eps, s);
-  kc::rope_forward<float>(a.q_rot, a.q_rot, cos, sin, B, T, Hq, D, s);
-  kc::rope_forward<float>(a.k_rot, a.k_rot, cos, sin, B, T, Hkv, D, s);
+  const float* q = a.q;  // RoPE's inputs: the projections, normed per head when qk_norm
+  const float* k = a.k;
+  if (c.qk_norm) {
+    kc::rmsnorm_forward<float>(a.q_rot, a.q_rstd, a.q, norm_w(ParamKind::kQNormWeight, D), N * Hq,
+                               D, eps, s);
+    kc::rmsnorm_forward<float>(a.k_rot, a.k_rstd, a.k, norm_w(ParamKind::kKNormWeight, D), N * Hkv,
+                               D, eps, s);
+    q = a.q_rot;
+    k = a.k_rot;
+  }
+  kc::rope_forward<float>(a.q_rot, q, cos, sin, B, T, Hq, D, s);
+  kc::rope_forward<float>(a.k_rot, k, cos, sin, B, T, Hkv, D, s);
   attention.forward(u.block_index, a.q_rot, a.k_rot, a.v, a.attn_y);
   dense(a.attn_out, a.attn_y, a.attn_y16, false, ParamKind::kAttnOutWeight,
         Wopt(ParamKind::kAttnOutBias), Hq * D, C);
@@ -130,13 +137,19 @@ void CudaTransformer::gemma_block_backward(const DeviceUnit& w, float* dw, const
                      a.v, Hq, Hkv);
   kc::rope_backward<float>(s.dq, s.dq, cos, sin, B, T, Hq, D, st);
   kc::rope_backward<float>(s.dk, s.dk, cos, sin, B, T, Hkv, D, st);
-  zero_fill(s.dq_proj, N * Hq * D, st);
-  zero_fill(s.dk_proj, N * Hkv * D, st);
-  norm_backward(s.dq_proj, ParamKind::kQNormWeight, s.dq, a.q, a.q_rstd, N * Hq, D);
-  norm_backward(s.dk_proj, ParamKind::kKNormWeight, s.dk, a.k, a.k_rstd, N * Hkv, D);
-  dense_backward(s.dnorm, dW(ParamKind::kQWeight), dWopt(ParamKind::kQBias), s.dq_proj, a.norm1, w,
+  const float* dq = s.dq;  // d(q), d(k) of the projections' outputs
+  const float* dk = s.dk;
+  if (c.qk_norm) {
+    zero_fill(s.dq_proj, N * Hq * D, st);
+    zero_fill(s.dk_proj, N * Hkv * D, st);
+    norm_backward(s.dq_proj, ParamKind::kQNormWeight, s.dq, a.q, a.q_rstd, N * Hq, D);
+    norm_backward(s.dk_proj, ParamKind::kKNormWeight, s.dk, a.k, a.k_rstd, N * Hkv, D);
+    dq = s.dq_proj;
+    dk = s.dk_proj;
+  }
+  dense_backward(s.dnorm, dW(ParamKind::kQWeight), dWopt(ParamKind::kQBias), dq, a.norm1, w,
                  ParamKind::kQWeight, N, C, Hq * D, a.norm1_16, /*accumulate_dinp=*/false);
-  dense_backward(s.dnorm, dW(ParamKind::kKWeight), dWopt(ParamKind::kKBias), s.dk_proj, a.norm1, w,
+  dense_backward(s.dnorm, dW(ParamKind::kKWeight), dWopt(ParamKind::kKBias), dk, a.norm1, w,
                  ParamKind::kKWeight, N, C, Hkv * D, a.norm1_16);
   dense_backward(s.dnorm, dW(ParamKind::kVWeight), dWopt(ParamKind::kVBias), s.dv, a.norm1, w,
                  ParamKind::kVWeight, N, C, Hkv * D, a.norm1_16);

@@ -76,7 +76,7 @@ class CudaKvDecoder::CacheAttention final : public CudaBlockAttention {
                              static_cast<const __nv_bfloat16*>(decoder_.v_cache(layer, entry.slot)),
                              n, length, c.num_heads, c.num_kv_heads, c.head_dim(),
                              decoder_.attention_scratch_, s, c.attention_window(layer),
-                             c.attention_score_divisor(layer));
+                             c.attention_score_divisor(layer), c.attn_logit_softcapping);
         continue;
       }
       auto* k_dst = static_cast<float*>(decoder_.k_rows(layer, entry));
@@ -92,7 +92,8 @@ class CudaKvDecoder::CacheAttention final : public CudaBlockAttention {
       if (length == 0 && n > 1) {
         kc::attention_forward<float>(y + row * HqD, decoder_.lse_, q + row * HqD, k_dst, v_dst, 1,
                                      n, c.num_heads, c.num_kv_heads, c.head_dim(), s,
-                                     c.attention_window(layer), c.attention_score_divisor(layer));
+                                     c.attention_window(layer), c.attention_score_divisor(layer),
+                                     c.attn_logit_softcapping);
         continue;
       }
       kc::decode_attention(y + row * HqD, q + row * HqD,
@@ -100,7 +101,7 @@ class CudaKvDecoder::CacheAttention final : public CudaBlockAttention {
                            static_cast<const float*>(decoder_.v_cache(layer, entry.slot)), n,
                            length, c.num_heads, c.num_kv_heads, c.head_dim(),
                            decoder_.attention_scratch_, s, c.attention_window(layer),
-                           c.attention_score_divisor(layer));
+                           c.attention_score_divisor(layer), c.attn_logit_softcapping);
     }
   }
 

@@ -63,6 +63,10 @@ ModelConfig phi3_config() { return testing::tiny_phi3_config(kPositions); }
 // Gemma 3: post-norms, GeGLU, scaled embeddings, the sliding layer's own RoPE.
 ModelConfig gemma3_config() { return testing::tiny_gemma3_config(kPositions); }
 
+// Gemma 2: no q_norm / k_norm, soft-capped attention scores (the flash prefill and the decode
+// kernel) and logits.
+ModelConfig gemma2_config() { return testing::tiny_gemma2_config(kPositions); }
+
 // Every unit's values, uniform around 0 (norm weights around 1), from a fixed seed.
 std::vector<std::vector<float>> random_units(const ModelLayout& layout) {
   std::mt19937 rng(7);
@@ -302,19 +306,18 @@ TEST_P(CudaKvDecoderTest, BatchedSlotsEqualTheCpuDecoder) {
             CudaKvDecoder::cache_bytes(config, capacity, 3, DType::kF32));
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, CudaKvDecoderTest,
-                         ::testing::Combine(::testing::Values(ModelCase{"gpt2", gpt2_config},
-                                                              ModelCase{"llama", llama_config},
-                                                              ModelCase{"llama_sliding",
-                                                                        llama_sliding_config},
-                                                              ModelCase{"qwen3", qwen3_config},
-                                                              ModelCase{"phi3", phi3_config},
-                                                              ModelCase{"gemma3", gemma3_config}),
-                                            ::testing::Values(DType::kF32, DType::kBF16)),
-                         [](const ::testing::TestParamInfo<std::tuple<ModelCase, DType>>& info) {
-                           return std::string(std::get<0>(info.param).name) +
-                                  (std::get<1>(info.param) == DType::kF32 ? "_fp32" : "_bf16");
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Models, CudaKvDecoderTest,
+    ::testing::Combine(
+        ::testing::Values(ModelCase{"gpt2", gpt2_config}, ModelCase{"llama", llama_config},
+                          ModelCase{"llama_sliding", llama_sliding_config},
+                          ModelCase{"qwen3", qwen3_config}, ModelCase{"phi3", phi3_config},
+                          ModelCase{"gemma3", gemma3_config}, ModelCase{"gemma2", gemma2_config}),
+        ::testing::Values(DType::kF32, DType::kBF16)),
+    [](const ::testing::TestParamInfo<std::tuple<ModelCase, DType>>& info) {
+      return std::string(std::get<0>(info.param).name) +
+             (std::get<1>(info.param) == DType::kF32 ? "_fp32" : "_bf16");
+    });
 
 TEST(CudaKvDecoder, RefusesACacheTheModelCannotHold) {
   ZERO_SKIP_WITHOUT_GPU();

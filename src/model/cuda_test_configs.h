@@ -133,4 +133,19 @@ inline ModelConfig tiny_gemma3_config(int64_t positions) {
   return c;
 }
 
+// Gemma 2: tiny_gemma3_config without q_norm / k_norm and with one RoPE (default, no scaling),
+// layer 0 sliding (window 5: Gemma2Config's even layers), and both soft-caps near the tiny model's
+// scores (about +-1) and logits (about +-2), so tanh bends them: attention 1, final logits 2.
+inline ModelConfig tiny_gemma2_config(int64_t positions) {
+  ModelConfig c = tiny_gemma3_config(positions);
+  c.model_type = "gemma2";
+  c.qk_norm = false;
+  c.rope_theta = 1e4;
+  c.rope_scaling = {};
+  c.local_rope_theta = 0.0;
+  c.attn_logit_softcapping = 1.0;
+  c.final_logit_softcapping = 2.0;
+  return c;
+}
+
 }  // namespace zero::model::testing

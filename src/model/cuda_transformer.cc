@@ -65,14 +65,6 @@ class CudaTransformer::AcquiredDeviceUnit {
 StatusOr<std::unique_ptr<CudaTransformer>> CudaTransformer::create(const ModelConfig& config,
                                                                    CudaTransformerOptions options,
                                                                    cudaStream_t stream) {
-  if (config.attn_logit_softcapping > 0 || config.final_logit_softcapping > 0 ||
-      (config.post_norms && !config.qk_norm)) {
-    // Refused before anything is allocated: the CUDA attention has no soft-capping yet.
-    return unimplemented(
-        "model_type \"{}\": the CUDA model does not compute Gemma 2 (attention and final-logit "
-        "soft-capping) yet (run it with --device cpu)",
-        config.model_type);
-  }
   auto matmul = kc::MatmulContext::create();
   if (!matmul.ok()) return matmul.status();
   std::unique_ptr<CudaTransformer> model(new CudaTransformer(config, options, stream));

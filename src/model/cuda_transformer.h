@@ -178,7 +178,8 @@ class CudaTransformer final : public Model {
   // weight `weight` of unit w, (V, C). 16-bit: the vocabulary split at V rounded down to 8, so
   // that the large GEMM has every extent and row stride a multiple of 16 bytes (what cuBLASLt's
   // fast kernels need: GPT-2's V = 50257 otherwise takes align1 kernels, a fifth of an H200 step),
-  // and the < 8 rows left their own small GEMM. inp16: as dense_forward.
+  // and the < 8 rows left their own small GEMM. inp16: as dense_forward. Gemma 2
+  // (final_logit_softcapping): then logits = cap * tanh(logits / cap), training's and decoding's.
   // The embedding, training's and decoding's: x (B*T, C) fp32 = token rows of embedding unit w
   // plus, for GPT-2, position rows from `first_position` (decoding appends after its cache), read
   // in w's dtype.
@@ -195,6 +196,7 @@ class CudaTransformer final : public Model {
   // dweight (V, C) += dlogits^T · final_norm. fp32: dlogits overwrite the logits (in place), one
   // dense_backward. 16-bit: in chunks of lm_head_rows rows, the gradient is written already
   // rounded into dout16 (the same values dense_backward's cast gives) and the logits are kept.
+  // Gemma 2: the gradient of the uncapped logits (times tanh's slope, from the capped ones).
   void head_backward(float* dnorm, float* dweight, const DeviceUnit& w, ParamKind weight);
   // Row stride of the logits: V for fp32 (the in-place gradient keeps dense rows), V rounded up
   // to 8 for a 16-bit model (16-byte aligned rows for the GEMM that writes them).

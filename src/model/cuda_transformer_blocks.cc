@@ -81,14 +81,16 @@ Attention16Views<T16> attention16_views(DeviceScratch& scratch, int64_t nq, int6
 template <typename T16>
 void attention16_forward(DeviceScratch& scratch, float* y, float* lse, const float* q,
                          const float* k, const float* v, int64_t B, int64_t T, int64_t Hq,
-                         int64_t Hkv, int64_t D, int64_t window, double divisor, cudaStream_t s) {
+                         int64_t Hkv, int64_t D, int64_t window, double divisor, double softcap,
+                         cudaStream_t s) {
   const int64_t nq = B * T * Hq * D, nkv = B * T * Hkv * D;
   const Attention16Views<T16> a = attention16_views<T16>(scratch, nq, nkv);
   kc::cast(q, a.q, nq, s);
   kc::cast(k, a.k, nkv, s);
   kc::cast(v, a.v, nkv, s);
   // The output goes through dq's slot (free in the forward).
-  kc::attention_forward<T16>(a.dq, lse, a.q, a.k, a.v, B, T, Hq, Hkv, D, s, window, divisor);
+  kc::attention_forward<T16>(a.dq, lse, a.q, a.k, a.v, B, T, Hq, Hkv, D, s, window, divisor,
+                             softcap);
   kc::cast(static_cast<const T16*>(a.dq), y, nq, s);
 }
 
@@ -96,7 +98,8 @@ template <typename T16>
 void attention16_backward(DeviceScratch& scratch, float* dq, float* dk, float* dv, const float* dy,
                           const float* lse, const float* q, const float* k, const float* v,
                           int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
-                          void* kernel_scratch, int64_t window, double divisor, cudaStream_t s) {
+                          void* kernel_scratch, int64_t window, double divisor, double softcap,
+                          cudaStream_t s) {
   const int64_t nq = B * T * Hq * D, nkv = B * T * Hkv * D;
   const Attention16Views<T16> a = attention16_views<T16>(scratch, nq, nkv);
   kc::cast(dy, a.dy, nq, s);
@@ -109,7 +112,7 @@ void attention16_backward(DeviceScratch& scratch, float* dq, float* dk, float* d
   }
   // `out` is not read by the kernel (attention_cuda.h): no 16-bit copy of y is made for it.
   kc::attention_backward<T16>(a.dq, a.dk, a.dv, a.dy, nullptr, lse, a.q, a.k, a.v, B, T, Hq, Hkv, D,
-                              kernel_scratch, s, window, divisor);
+                              kernel_scratch, s, window, divisor, softcap);
   kc::cast(static_cast<const T16*>(a.dq), dq, nq, s);
   kc::cast(static_cast<const T16*>(a.dk), dk, nkv, s);
   kc::cast(static_cast<const T16*>(a.dv), dv, nkv, s);
@@ -122,18 +125,19 @@ void CudaTransformer::attention_forward(int layer, float* y, float* lse, const f
   const ModelConfig& c = layout_.config();
   Buffers& bf = *buffers_;
   const int64_t D = c.head_dim(), window = c.attention_window(layer);
-  const double divisor = c.attention_score_divisor(layer);
+  const double divisor = c.attention_score_divisor(layer), cap = c.attn_logit_softcapping;
   switch (dtype_) {
     case DType::kF32:
-      kc::attention_forward<float>(y, lse, q, k, v, B_, T_, Hq, Hkv, D, stream_, window, divisor);
+      kc::attention_forward<float>(y, lse, q, k, v, B_, T_, Hq, Hkv, D, stream_, window, divisor,
+                                   cap);
       return;
     case DType::kBF16:
       attention16_forward<__nv_bfloat16>(bf.attention16, y, lse, q, k, v, B_, T_, Hq, Hkv, D,
-                                         window, divisor, stream_);
+                                         window, divisor, cap, stream_);
       return;
     case DType::kF16:
       attention16_forward<__half>(bf.attention16, y, lse, q, k, v, B_, T_, Hq, Hkv, D, window,
-                                  divisor, stream_);
+                                  divisor, cap, stream_);
       return;
   }
 }
@@ -145,19 +149,19 @@ void CudaTransformer::attention_backward(int layer, float* dq, float* dk, float*
   const ModelConfig& c = layout_.config();
   Buffers& bf = *buffers_;
   const int64_t D = c.head_dim(), window = c.attention_window(layer);
-  const double divisor = c.attention_score_divisor(layer);
+  const double divisor = c.attention_score_divisor(layer), cap = c.attn_logit_softcapping;
   switch (dtype_) {
     case DType::kF32:
       kc::attention_backward<float>(dq, dk, dv, dy, y, lse, q, k, v, B_, T_, Hq, Hkv, D,
-                                    bf.kernel_scratch, stream_, window, divisor);
+                                    bf.kernel_scratch, stream_, window, divisor, cap);
       return;
     case DType::kBF16:
       attention16_backward<__nv_bfloat16>(bf.attention16, dq, dk, dv, dy, lse, q, k, v, B_, T_, Hq,
-                                          Hkv, D, bf.kernel_scratch, window, divisor, stream_);
+                                          Hkv, D, bf.kernel_scratch, window, divisor, cap, stream_);
       return;
     case DType::kF16:
       attention16_backward<__half>(bf.attention16, dq, dk, dv, dy, lse, q, k, v, B_, T_, Hq, Hkv, D,
-                                   bf.kernel_scratch, window, divisor, stream_);
+                                   bf.kernel_scratch, window, divisor, cap, stream_);
       return;
   }
 }
@@ -437,9 +441,18 @@ void CudaTransformer::head_forward(float* logits, int64_t logits_ld, const float
                                    const DeviceUnit& w, ParamKind weight, int64_t N, void* inp16) {
   const ModelConfig& c = layout_.config();
   const int64_t C = c.hidden_size, V = c.vocab_size;
+  // Gemma 2: logits = cap * tanh(logits / cap), as the CPU model (head_backward's cross-entropy
+  // gradient takes the cap's slope from these capped values).
+  const auto soft_cap = [&] {
+    if (c.final_logit_softcapping > 0) {
+      kc::softcap_logits(logits, logits_ld, N, V, static_cast<float>(c.final_logit_softcapping),
+                         stream_);
+    }
+  };
   if (w.dtype == DType::kF32) {
     ZERO_CHECK(logits_ld == V, "fp32 logits are dense: row stride ", logits_ld, " != V ", V);
     dense_forward(logits, norm, w, weight, nullptr, N, C, V);
+    soft_cap();
     return;
   }
   kc::MatmulContext& mm = *buffers_->matmul;
@@ -457,6 +470,7 @@ void CudaTransformer::head_forward(float* logits, int64_t logits_ld, const float
                             nullptr, N, C, V - V_main, stream_);
     }
   });
+  soft_cap();
 }
 
 void CudaTransformer::head_backward(float* dnorm, float* dweight, const DeviceUnit& w,
@@ -464,8 +478,11 @@ void CudaTransformer::head_backward(float* dnorm, float* dweight, const DeviceUn
   Buffers& bf = *buffers_;
   const ModelConfig& c = layout_.config();
   const int64_t N = B_ * T_, C = c.hidden_size, V = c.vocab_size;
+  // Gemma 2: the logits are capped (head_forward); the gradient is the uncapped ones'.
+  const auto cap = static_cast<float>(c.final_logit_softcapping);
   if (w.dtype == DType::kF32) {
-    kc::cross_entropy_backward<float>(bf.logits, bf.logits, bf.targets, bf.dloss, N, V, stream_);
+    kc::cross_entropy_backward<float>(bf.logits, bf.logits, bf.targets, bf.dloss, N, V, stream_,
+                                      cap);
     dense_backward(dnorm, dweight, nullptr, bf.logits, bf.final_norm, w, weight, N, C, V,
                    /*inp16_saved=*/nullptr, /*accumulate_dinp=*/false);
     return;
@@ -487,7 +504,7 @@ void CudaTransformer::head_backward(float* dnorm, float* dweight, const DeviceUn
     for (int64_t row0 = 0; row0 < N; row0 += chunk_rows) {
       const int64_t rows = std::min(chunk_rows, N - row0);
       kc::cross_entropy_backward_16<T16>(dout16, dout_ld, bf.logits + row0 * logits_ld, logits_ld,
-                                         bf.targets + row0, bf.dloss + row0, rows, V, stream_);
+                                         bf.targets + row0, bf.dloss + row0, rows, V, stream_, cap);
       // The chunk's dnorm rows: overwritten by the first GEMM, accumulated by the second.
       if (V_main > 0) {
         kc::matmul_backward_16(mm, dnorm + row0 * C, dweight, nullptr, nullptr, dout16, dout_ld,

@@ -60,6 +60,9 @@ ModelConfig phi3_config() { return testing::tiny_phi3_config(/*positions=*/64); 
 // Gemma 3: post-norms, GeGLU, scaled embeddings, the sliding layer's own RoPE.
 ModelConfig gemma3_config() { return testing::tiny_gemma3_config(/*positions=*/64); }
 
+// Gemma 2: Gemma 3's block without q_norm / k_norm, soft-capped attention scores and logits.
+ModelConfig gemma2_config() { return testing::tiny_gemma2_config(/*positions=*/64); }
+
 // Every unit's parameters on the host (fp32 values, and their 16-bit bits for a 16-bit model) and
 // on the device; the same values for both models. Logs acquire (u) and release (~u).
 class TestParams {
@@ -296,10 +299,11 @@ TEST_P(CudaTransformerVsCpu, LossLogitsAndGradientsMatchTheCpuModel) {
   EXPECT_EQ(CudaTransformer::widen_bytes(tc.config, tc.dtype) > 0, tc.dtype != DType::kF32);
 }
 
-// The emulator runs every CUDA thread as a host thread: four cases there that still cover both
-// architectures, the three working dtypes, GQA with llama3 RoPE, tied and untied heads, and
-// checkpointing; one micro-step each except the checkpointed one (accumulation). A GPU runs seven
-// cases, two micro-steps each.
+// The emulator runs every CUDA thread as a host thread: fewer cases there that still cover both
+// architectures, the three working dtypes, GQA with llama3 RoPE, tied and untied heads,
+// checkpointing and each family (Qwen3, Phi-3, Gemma 3, Gemma 2); one micro-step where
+// `emulated_one`, two for the checkpointed ones (accumulation). A GPU runs every case, two
+// micro-steps each.
 std::vector<Case> cases() {
   const int emulated_one = kernels::testing::gpu_or_emulated<int>({2}, {1})[0];
   const Case gpt2_f32{"gpt2_f32", gpt2_config(), DType::kF32, false, emulated_one};
@@ -319,7 +323,9 @@ std::vector<Case> cases() {
        {"phi3_f32", phi3_config(), DType::kF32, false},
        {"phi3_bf16", phi3_config(), DType::kBF16, false},
        {"gemma3_f32", gemma3_config(), DType::kF32, false},
-       {"gemma3_bf16_checkpointing", gemma3_config(), DType::kBF16, true}},
+       {"gemma3_bf16_checkpointing", gemma3_config(), DType::kBF16, true},
+       {"gemma2_f32", gemma2_config(), DType::kF32, false},
+       {"gemma2_bf16_checkpointing", gemma2_config(), DType::kBF16, true}},
       {gpt2_f32,
        llama_untied_bf16_ckpt,
        llama_tied_f16,
@@ -328,7 +334,9 @@ std::vector<Case> cases() {
        {"qwen3_bf16_checkpointing", qwen3_config(), DType::kBF16, true},
        {"phi3_bf16", phi3_config(), DType::kBF16, false, emulated_one},
        {"gemma3_f32", gemma3_config(), DType::kF32, false, emulated_one},
-       {"gemma3_bf16_checkpointing", gemma3_config(), DType::kBF16, true}});
+       {"gemma3_bf16_checkpointing", gemma3_config(), DType::kBF16, true},
+       {"gemma2_f32", gemma2_config(), DType::kF32, false, emulated_one},
+       {"gemma2_bf16_checkpointing", gemma2_config(), DType::kBF16, true}});
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, CudaTransformerVsCpu, ::testing::ValuesIn(cases()),
@@ -506,21 +514,6 @@ TEST(CudaTransformerDeathTest, OutOfMemoryMidRunNamesTheBufferAndExits) {
 // first's batch upload before reusing its staging): logits only, loss 0, no counted targets. With
 // host checkpoints the copies out are never awaited by a backward: the second forward's writes
 // into the ring wait for them, then a third at another shape frees the slab under them.
-// Gemma 2 runs on the CPU model only (its attention and logits are soft-capped): the CUDA model
-// refuses it when created, naming it, before anything is allocated (docs/model_families.md).
-TEST(CudaTransformer, RefusesGemma2SoftCapping) {
-  ZERO_SKIP_WITHOUT_GPU();
-  ModelConfig config = gemma3_config();
-  config.model_type = "gemma2";
-  config.qk_norm = false;
-  config.attn_logit_softcapping = 50.0;
-  zero::cuda::CudaStream stream;
-  auto created = CudaTransformer::create(config, {}, stream);
-  ASSERT_FALSE(created.ok());
-  EXPECT_EQ(created.status().code(), StatusCode::kUnimplemented);
-  EXPECT_NE(created.status().message().find("gemma2"), std::string::npos);
-}
-
 TEST(CudaTransformer, ForwardWithoutTargetsComputesLogits) {
   ZERO_SKIP_WITHOUT_GPU();
   const ModelConfig config = gpt2_config();

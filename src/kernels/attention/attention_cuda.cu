@@ -25,7 +25,7 @@ using namespace attention_internal;  // NOLINT(google-build-using-namespace): th
 template <typename T, int kD>
 __global__ void __launch_bounds__(Tile<kD>::kThreads)
     attention_forward_kernel(T* out, float* lse, const T* q, const T* k, const T* v, int B, int T_,
-                             int Hq, int Hkv, int D, float scale, int window) {
+                             int Hq, int Hkv, int D, float scale, int window, float softcap) {
   using Tl = Tile<kD>;
   constexpr int kR = Tl::kRowsPerWarp;
   constexpr int kS = Tl::kStride;
@@ -85,7 +85,8 @@ __global__ void __launch_bounds__(Tile<kD>::kThreads)
     for (int r = 0; r < kR; ++r) {
       const int t = q0 + row0 + r;
       const bool visible = kv <= t && t < T_ && (window <= 0 || t - kv < window);
-      const float score = visible ? s[r] * scale : -INFINITY;
+      float score = visible ? s[r] * scale : -INFINITY;
+      if (softcap > 0 && visible) score = soft_cap(score, softcap, nullptr);
       const float m_new = fmaxf(m[r], warp_max(score));
       // A row that has seen no visible key keeps m = -inf; exponentiating against 0 then gives
       // p = 0 and a zero correction instead of -inf - -inf = NaN.
@@ -132,14 +133,15 @@ __global__ void __launch_bounds__(Tile<kD>::kThreads)
 
 // Backward, dk and dv. Block = (key tile, b, kv head); it owns kRows keys and streams, for each of
 // the G query heads of its group, the query tiles at or after its first key. With
-// p = exp(score - lse) and ds = p (dout·v - delta) / sqrt(D):
+// p = exp(score - lse) and ds = p (dout·v - delta) * scale (times tanh's slope with a softcap):
 //   dv[key] += Σ_t p[t, key] dout[t],   dk[key] += Σ_t ds[t, key] q[t].
 // The block alone writes its keys' dk/dv, so the final read-add-write needs no atomics.
 template <typename T, int kD>
 __global__ void __launch_bounds__(Tile<kD>::kThreads)
     attention_backward_dkdv_kernel(T* dk, T* dv, const T* dout, const float* lse,
                                    const float* delta, const T* q, const T* k, const T* v, int B,
-                                   int T_, int Hq, int Hkv, int D, float scale, int window) {
+                                   int T_, int Hq, int Hkv, int D, float scale, int window,
+                                   float softcap) {
   using Tl = Tile<kD>;
   constexpr int kR = Tl::kRowsPerWarp;
   constexpr int kS = Tl::kStride;
@@ -218,8 +220,10 @@ __global__ void __launch_bounds__(Tile<kD>::kThreads)
         const int kv = kv0 + row0 + r;
         // also false for padding keys kv >= T
         const bool visible = kv <= t && t < T_ && (window <= 0 || t - kv < window);
-        p[r] = visible ? expf(s[r] * scale - lse_t) : 0.0f;
-        ds[r] = visible ? p[r] * (dp[r] - delta_t) * scale : 0.0f;
+        float score = s[r] * scale, slope = 1.0f;
+        if (softcap > 0 && visible) score = soft_cap(score, softcap, &slope);
+        p[r] = visible ? expf(score - lse_t) : 0.0f;
+        ds[r] = visible ? p[r] * (dp[r] - delta_t) * scale * slope : 0.0f;
       }
 
       // dv[key, :] += Σ_j p[j, key] dout[j, :];  dk[key, :] += Σ_j ds[j, key] q[j, :].
@@ -265,14 +269,15 @@ __global__ void __launch_bounds__(Tile<kD>::kThreads)
 // h), the forward's layout; it streams the key tiles at or before its last query row. With
 // p = exp(score - lse) and dp = dout·v, the CPU twin's
 //   dq[t] = Σ_key p (dp - delta[t]) k[key] / sqrt(D),   delta[t] = Σ_key p dp
-// is accumulated in one pass as (Σ p dp k - delta Σ p k) / sqrt(D): delta comes out of the same
+// is accumulated in one pass as (Σ p dp k - delta Σ p k) / sqrt(D) (with a softcap, p in both
+// column sums times tanh's slope at that score; delta stays Σ p dp): delta comes out of the same
 // fp32 sums instead of rowsum(dout * out) over the output rounded to T, which in bf16 costs up to
 // several percent of dq when D is small (the cancellation in dp - delta amplifies the rounding).
 template <typename T, int kD>
 __global__ void __launch_bounds__(Tile<kD>::kThreads)
     attention_backward_dq_kernel(T* dq, float* delta, const T* dout, const float* lse, const T* q,
                                  const T* k, const T* v, int B, int T_, int Hq, int Hkv, int D,
-                                 float scale, int window) {
+                                 float scale, int window, float softcap) {
   using Tl = Tile<kD>;
   constexpr int kR = Tl::kRowsPerWarp;
   constexpr int kS = Tl::kStride;
@@ -333,14 +338,20 @@ __global__ void __launch_bounds__(Tile<kD>::kThreads)
     }
 
     const int kv = kv0 + lane;
-    float p[kR], pdp[kR];
+    float p[kR], pdp[kR];  // p and p dp, each times tanh's slope with a softcap (delta's without)
 #pragma unroll
     for (int r = 0; r < kR; ++r) {
       const int t = q0 + row0 + r;
       const bool visible = kv <= t && t < T_ && (window <= 0 || t - kv < window);
-      p[r] = visible ? expf(s[r] * scale - lse_r[r]) : 0.0f;
+      float score = s[r] * scale, slope = 1.0f;
+      if (softcap > 0 && visible) score = soft_cap(score, softcap, &slope);
+      p[r] = visible ? expf(score - lse_r[r]) : 0.0f;
       pdp[r] = p[r] * dp[r];
       delta_lane[r] += pdp[r];
+      if (softcap > 0) {
+        p[r] *= slope;
+        pdp[r] *= slope;
+      }
     }
 
     // pdpk[r][:] += Σ_j p dp[r, j] k[j, :];  pk[r][:] += Σ_j p[r, j] k[j, :].
@@ -413,13 +424,15 @@ void dispatch_head_dim(int64_t D, Launch&& launch) {
 template <typename T>
 void attention_forward(T* out, float* lse, const T* q, const T* k, const T* v, int64_t B,
                        int64_t T_, int64_t Hq, int64_t Hkv, int64_t D, cudaStream_t stream,
-                       int64_t window, double score_divisor) {
+                       int64_t window, double score_divisor, double softcap) {
   if (!check_attention_shape(B, T_, Hq, Hkv, D)) return;
+  ZERO_CHECK(softcap >= 0, "attention: softcap ", softcap, " < 0");
   const float scale = 1.0f / (std::sqrt(static_cast<float>(D)) * static_cast<float>(score_divisor));
   const int window_i = static_cast<int>(window);
+  const float cap = static_cast<float>(softcap);
   if constexpr (!std::is_same_v<T, float>) {
     // 16-bit inputs at the common head dims take the tensor cores (attention_mma_cuda.cu).
-    if (attention_forward_mma(out, lse, q, k, v, B, T_, Hq, Hkv, D, stream, scale, window_i)) {
+    if (attention_forward_mma(out, lse, q, k, v, B, T_, Hq, Hkv, D, stream, scale, window_i, cap)) {
       return;
     }
   }
@@ -430,7 +443,7 @@ void attention_forward(T* out, float* lse, const T* q, const T* k, const T* v, i
     const size_t smem_bytes = (Tl::kOwnedFloats + 2 * Tl::kStreamedFloats) * sizeof(float);
     launch_with_smem(attention_forward_kernel<T, kD>, blocks, Tl::kThreads, smem_bytes, stream, out,
                      lse, q, k, v, static_cast<int>(B), static_cast<int>(T_), static_cast<int>(Hq),
-                     static_cast<int>(Hkv), static_cast<int>(D), scale, window_i);
+                     static_cast<int>(Hkv), static_cast<int>(D), scale, window_i, cap);
   });
 }
 
@@ -442,8 +455,10 @@ template <typename T>
 void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* out, const float* lse,
                         const T* q, const T* k, const T* v, int64_t B, int64_t T_, int64_t Hq,
                         int64_t Hkv, int64_t D, void* scratch, cudaStream_t stream, int64_t window,
-                        double score_divisor) {
+                        double score_divisor, double softcap) {
   if (!check_attention_shape(B, T_, Hq, Hkv, D)) return;
+  ZERO_CHECK(softcap >= 0, "attention: softcap ", softcap, " < 0");
+  const float cap = static_cast<float>(softcap);
   ZERO_CHECK(scratch != nullptr && reinterpret_cast<uintptr_t>(scratch) % alignof(float) == 0,
              "attention_backward: scratch must be 4-byte-aligned device memory");
   float* delta = static_cast<float*>(scratch);  // (B, Hq, T), written by the dq kernel
@@ -454,7 +469,7 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* out, const 
   if constexpr (!std::is_same_v<T, float>) {
     // 16-bit inputs at D = 64 take the tensor cores (attention_mma_cuda.cu).
     if (attention_backward_mma(dq, dk, dv, dout, lse, q, k, v, B, T_, Hq, Hkv, D, delta, stream,
-                               scale, window_i)) {
+                               scale, window_i, cap)) {
       return;
     }
   }
@@ -464,7 +479,8 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* out, const 
     const size_t dq_smem_bytes = (2 * Tl::kOwnedFloats + 2 * Tl::kStreamedFloats) * sizeof(float);
     const int64_t dq_blocks = (T_ + Tl::kRows - 1) / Tl::kRows * B * Hq;
     launch_with_smem(attention_backward_dq_kernel<T, kD>, dq_blocks, Tl::kThreads, dq_smem_bytes,
-                     stream, dq, delta, dout, lse, q, k, v, Bi, Ti, Hqi, Hkvi, Di, scale, window_i);
+                     stream, dq, delta, dout, lse, q, k, v, Bi, Ti, Hqi, Hkvi, Di, scale, window_i,
+                     cap);
 
     // Stream order makes the dk/dv kernel see every delta the dq kernel wrote.
     const size_t dkdv_smem_bytes =
@@ -472,16 +488,17 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* out, const 
     const int64_t dkdv_blocks = (T_ + Tl::kRows - 1) / Tl::kRows * B * Hkv;
     launch_with_smem(attention_backward_dkdv_kernel<T, kD>, dkdv_blocks, Tl::kThreads,
                      dkdv_smem_bytes, stream, dk, dv, dout, lse, static_cast<const float*>(delta),
-                     q, k, v, Bi, Ti, Hqi, Hkvi, Di, scale, window_i);
+                     q, k, v, Bi, Ti, Hqi, Hkvi, Di, scale, window_i, cap);
   });
 }
 
 #define ZERO_INSTANTIATE_ATTENTION_CUDA(T)                                                       \
   template void attention_forward<T>(T*, float*, const T*, const T*, const T*, int64_t, int64_t, \
-                                     int64_t, int64_t, int64_t, cudaStream_t, int64_t, double);  \
+                                     int64_t, int64_t, int64_t, cudaStream_t, int64_t, double,   \
+                                     double);                                                    \
   template void attention_backward<T>(T*, T*, T*, const T*, const T*, const float*, const T*,    \
                                       const T*, const T*, int64_t, int64_t, int64_t, int64_t,    \
-                                      int64_t, void*, cudaStream_t, int64_t, double);
+                                      int64_t, void*, cudaStream_t, int64_t, double, double);
 ZERO_INSTANTIATE_ATTENTION_CUDA(float)
 ZERO_INSTANTIATE_ATTENTION_CUDA(__nv_bfloat16)
 ZERO_INSTANTIATE_ATTENTION_CUDA(__half)

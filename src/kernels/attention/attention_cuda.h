@@ -38,11 +38,14 @@ namespace zero::kernels::cuda {
 // here and 97 KiB in the backward (D > 128), within every sm_80+ GPU's opt-in limit (99 KiB on
 // sm_86/89).
 // window > 0: sliding-window mask as the CPU twin (query t sees keys with t - s < window);
-// score_divisor: extra divisor of the scores (GPT-2 scale_attn_by_inverse_layer_idx).
+// score_divisor: extra divisor of the scores (GPT-2 scale_attn_by_inverse_layer_idx; Gemma's
+// query_pre_attn_scalar); softcap > 0 (Gemma 2's attn_logit_softcapping): the scaled scores become
+// softcap * tanh(s / softcap) before the mask and the softmax, as the CPU twin (lse is over the
+// capped scores). softcap = 0 costs one uniform branch per score, outside the dot products.
 template <typename T>
 void attention_forward(T* out, float* lse, const T* q, const T* k, const T* v, int64_t B,
                        int64_t T_, int64_t Hq, int64_t Hkv, int64_t D, cudaStream_t stream,
-                       int64_t window = 0, double score_divisor = 1.0);
+                       int64_t window = 0, double score_divisor = 1.0, double softcap = 0.0);
 
 // Bytes of device scratch attention_backward needs: delta = Σ_s p[t, s] (dout[t]·v[s]) per query
 // row, (B, Hq, T) fp32.
@@ -58,10 +61,12 @@ size_t attention_backward_scratch_bytes(int64_t B, int64_t T_, int64_t Hq, int64
 // the CPU twin by several percent when D is small (dp - delta cancels); the exact fp32 delta
 // costs one extra column sum (Σ p k) in the dq pass. The parameter keeps the usual interface (a
 // tensor-core version may want it back).
+// window, score_divisor and softcap as the forward's; with a softcap the score gradient is also
+// multiplied by tanh's slope 1 - tanh^2(s / softcap), tanh recomputed from the scores.
 template <typename T>
 void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* out, const float* lse,
                         const T* q, const T* k, const T* v, int64_t B, int64_t T_, int64_t Hq,
                         int64_t Hkv, int64_t D, void* scratch, cudaStream_t stream,
-                        int64_t window = 0, double score_divisor = 1.0);
+                        int64_t window = 0, double score_divisor = 1.0, double softcap = 0.0);
 
 }  // namespace zero::kernels::cuda

@@ -1,6 +1,7 @@
 // Tests for the CUDA flash-style attention against the CPU twin (attention.h, which materialises
 // att) over storage dtypes x shapes: T = 1, prime T, T spanning several tiles, multi-head and GQA
-// (Hkv = Hq, Hq/2, 1), and head dims in every bucket including ones that pad (1, 3, 8, 80, 200).
+// (Hkv = Hq, Hq/2, 1), and head dims in every bucket including ones that pad (1, 3, 8, 80, 200);
+// sliding windows, score divisors and Gemma 2's soft-capped scores.
 // Legend: B batch, T time, Hq / Hkv heads, D head_dim. q/out (B,T,Hq,D); k/v (B,T,Hkv,D);
 // lse (B,Hq,T).
 #include <gtest/gtest.h>
@@ -36,20 +37,22 @@ struct AttnShape {
   int64_t B, T, Hq, Hkv, D;
   int64_t W = 0;         // sliding window (0: plain causal)
   double divisor = 1.0;  // extra score divisor (GPT-2 scale_attn_by_inverse_layer_idx)
+  double softcap = 0.0;  // Gemma 2's attn_logit_softcapping (0: none)
   int64_t q_numel() const { return B * T * Hq * D; }
   int64_t kv_numel() const { return B * T * Hkv * D; }
   int64_t lse_numel() const { return B * Hq * T; }
 };
 
 void PrintTo(const AttnShape& s, std::ostream* os) {
-  *os << "B" << s.B << "_T" << s.T << "_Hq" << s.Hq << "_Hkv" << s.Hkv << "_D" << s.D << "_W"
-      << s.W;
+  *os << "B" << s.B << "_T" << s.T << "_Hq" << s.Hq << "_Hkv" << s.Hkv << "_D" << s.D << "_W" << s.W
+      << "_cap" << s.softcap;
 }
 
 std::vector<double> to_double(const std::vector<float>& v) { return {v.begin(), v.end()}; }
 std::vector<float> to_f32(const std::vector<double>& v) { return {v.begin(), v.end()}; }
 
-// lse[b, h, t] = log Σ_{s<=t} exp(q_t·k_s / sqrt(D)) in double: the quantity the forward saves.
+// lse[b, h, t] = log Σ_{s<=t} exp(q_t·k_s / sqrt(D)) in double (each score soft-capped first with
+// a softcap): the quantity the forward saves.
 std::vector<float> reference_lse(const std::vector<double>& q, const std::vector<double>& k,
                                  const AttnShape& s) {
   const int64_t G = s.Hq / s.Hkv;
@@ -68,6 +71,7 @@ std::vector<float> reference_lse(const std::vector<double>& q, const std::vector
                    k[((b * s.T + u) * s.Hkv + h / G) * s.D + d];
           }
           scores[u] = dot * scale;
+          if (s.softcap > 0) scores[u] = s.softcap * std::tanh(scores[u] / s.softcap);
           max_score = std::max(max_score, scores[u]);
         }
         double sum = 0;
@@ -104,7 +108,7 @@ struct AttnCase {
     out_d.assign(s.q_numel(), 0.0);
     att_d.assign(s.B * s.Hq * s.T * s.T, 0.0);
     cpu::attention_forward(out_d.data(), att_d.data(), q_d.data(), k_d.data(), v_d.data(), s.B, s.T,
-                           s.Hq, s.Hkv, s.D, s.W, s.divisor);
+                           s.Hq, s.Hkv, s.D, s.W, s.divisor, s.softcap);
   }
 
   // The CPU twin's backward, accumulating into the given starting gradients.
@@ -114,7 +118,7 @@ struct AttnCase {
     const auto dout_d = to_double(dout);
     cpu::attention_backward(dq_d.data(), dk_d.data(), dv_d.data(), dout_d.data(), att_d.data(),
                             q_d.data(), k_d.data(), v_d.data(), s.B, s.T, s.Hq, s.Hkv, s.D,
-                            s.divisor);
+                            s.divisor, s.softcap);
     dq = to_f32(dq_d);
     dk = to_f32(dk_d);
     dv = to_f32(dv_d);
@@ -143,12 +147,12 @@ struct DeviceAttn {
 
   void forward(const AttnShape& s, cudaStream_t stream) {
     cuda::attention_forward<T>(out.get(), lse.get(), q.get(), k.get(), v.get(), s.B, s.T, s.Hq,
-                               s.Hkv, s.D, stream, s.W, s.divisor);
+                               s.Hkv, s.D, stream, s.W, s.divisor, s.softcap);
   }
   void backward(const AttnShape& s, cudaStream_t stream) {
     cuda::attention_backward<T>(dq.get(), dk.get(), dv.get(), dout.get(), out.get(), lse.get(),
                                 q.get(), k.get(), v.get(), s.B, s.T, s.Hq, s.Hkv, s.D,
-                                scratch.get(), stream, s.W, s.divisor);
+                                scratch.get(), stream, s.W, s.divisor, s.softcap);
   }
 
   DeviceArray<T> q, k, v, dout, out;
@@ -278,14 +282,21 @@ const std::vector<AttnShape> kShapes = testing::gpu_or_emulated<AttnShape>(
         {2, 70, 2, 1, 32, 33, 2.0},
         {1, 100, 3, 1, 128, 1},
         {1, 45, 2, 2, 16, 0, 3.0},
+        // Gemma 2's soft-capped scores (caps near the scores' size, so tanh bends them): GQA with
+        // a window across tiles and a divisor, plain causal over several tiles, D = 256.
+        {2, 70, 4, 2, 16, 33, 2.0, 1.5},
+        {1, 100, 2, 1, 80, 0, 1.0, 1.0},
+        {1, 45, 2, 1, 256, 9, 1.0, 2.0},
     },
-    // The emulator's (attention is its slowest kernel: three shapes): one element; a sliding
+    // The emulator's (attention is its slowest kernel: four shapes): one element; a sliding
     // window with a divisor across two key tiles of 32; GQA with D = 256, past 48 KiB of shared
-    // memory (one tile: D = 256 costs the emulator the most).
+    // memory (one tile: D = 256 costs the emulator the most); soft-capped scores with GQA, a
+    // window and a divisor across two key tiles.
     {
         {1, 1, 1, 1, 1},
         {1, 37, 1, 1, 3, 7, 2.0},
         {1, 17, 2, 1, 256},
+        {1, 37, 2, 1, 16, 7, 2.0, 1.5},
     });
 
 std::string param_name(const ::testing::TestParamInfo<AttnParam>& info) {
@@ -293,7 +304,8 @@ std::string param_name(const ::testing::TestParamInfo<AttnParam>& info) {
   return std::string(dtype_name(dtype)) + "_B" + std::to_string(s.B) + "_T" + std::to_string(s.T) +
          "_Hq" + std::to_string(s.Hq) + "_Hkv" + std::to_string(s.Hkv) + "_D" +
          std::to_string(s.D) + "_W" + std::to_string(s.W) + "_div" +
-         std::to_string(static_cast<int>(s.divisor));
+         std::to_string(static_cast<int>(s.divisor)) + "_cap" +
+         std::to_string(static_cast<int>(s.softcap * 10));
 }
 
 INSTANTIATE_TEST_SUITE_P(DtypesShapes, AttentionCuda,
@@ -304,17 +316,19 @@ INSTANTIATE_TEST_SUITE_P(DtypesShapes, AttentionCuda,
 
 // 16-bit inputs at D = 64 and 128 take the tensor-core forward, and at D = 64 the tensor-core
 // backward (mma.sync; on the emulator its shuffle twin in mma.cuh). The GPU runs them through
-// every shape above too; these add several 64-row tiles with GQA, windows that start mid-tile, and
-// a divisor.
+// every shape above too; these add several 64-row tiles with GQA, windows that start mid-tile, a
+// divisor and soft-capped scores.
 const std::vector<AttnShape> kTensorCoreShapes = testing::gpu_or_emulated<AttnShape>(
     {
         {1, 257, 4, 2, 64},
         {2, 130, 2, 2, 128, 40},
         {1, 200, 6, 3, 64, 65, 2.0},
         {1, 64, 1, 1, 128},
+        {1, 200, 4, 2, 64, 65, 1.0, 1.0},
+        {1, 130, 2, 1, 128, 0, 1.0, 1.5},
     },
     {
-        {1, 20, 2, 1, 64, 9},
+        {1, 20, 2, 1, 64, 9}, {1, 20, 2, 1, 64, 9, 1.0, 1.0},  // soft-capped
     });
 
 class AttentionCudaTensorCores : public ::testing::TestWithParam<AttnParam> {};

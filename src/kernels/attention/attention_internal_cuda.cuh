@@ -56,6 +56,15 @@ __device__ __forceinline__ float warp_sum(float x) {
   return x;
 }
 
+// Gemma 2's soft-capping of a scaled score x: cap * tanh(x / cap), and tanh's slope
+// 1 - tanh^2(x / cap) for the backward (d capped / dx). Called only when cap > 0: the kernels test
+// the (uniform) cap once per score, so cap = 0 runs no tanh and multiplies by no slope.
+__device__ __forceinline__ float soft_cap(float x, float cap, float* slope) {
+  const float th = tanhf(x / cap);
+  if (slope != nullptr) *slope = 1.0f - th * th;
+  return cap * th;
+}
+
 // Copies rows [row0, row0 + kNumRows) of head `head` of x (B, T, H, D), batch b, into x_s
 // (kNumRows, kD + 1) as fp32, zero-filling columns D..kD-1 and rows at or past T (so padded
 // entries contribute exact zeros to every dot product). Called by all kThreads threads.
@@ -216,15 +225,17 @@ void launch_with_smem(Kernel kernel, int64_t blocks, int threads, size_t smem_by
 
 // The tensor-core paths (attention_mma_cuda.cu), for T = __nv_bfloat16 or __half: each launches
 // and returns true when its shape and alignment qualify, else returns false having done nothing
-// (the caller then runs the CUDA-core kernels). `scale` = 1 / (sqrt(D) * score_divisor).
+// (the caller then runs the CUDA-core kernels). `scale` = 1 / (sqrt(D) * score_divisor);
+// `softcap` as attention_forward's (0: off).
 template <typename T>
 bool attention_forward_mma(T* out, float* lse, const T* q, const T* k, const T* v, int64_t B,
                            int64_t T_, int64_t Hq, int64_t Hkv, int64_t D, cudaStream_t stream,
-                           float scale, int window);
+                           float scale, int window, float softcap);
 template <typename T>
 bool attention_backward_mma(T* dq, T* dk, T* dv, const T* dout, const float* lse, const T* q,
                             const T* k, const T* v, int64_t B, int64_t T_, int64_t Hq, int64_t Hkv,
-                            int64_t D, float* delta, cudaStream_t stream, float scale, int window);
+                            int64_t D, float* delta, cudaStream_t stream, float scale, int window,
+                            float softcap);
 
 }  // namespace attention_internal
 }  // namespace zero::kernels::cuda

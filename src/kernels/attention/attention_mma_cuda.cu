@@ -8,10 +8,15 @@ namespace zero::kernels::cuda {
 namespace attention_internal {
 namespace {
 
-template <typename T, int kD>
+// kSoftcap: the soft-capping compiled in or out. The tensor-core kernels' registers are tight: as a
+// runtime branch it made the dq kernel spill and the kD = 128 forward take 29 more registers with
+// the cap off; as a flag, the kernels without it use no more registers than before soft-capping
+// (ptxas, sm_90) and spill nothing.
+template <typename T, int kD, bool kSoftcap>
 __global__ void __launch_bounds__(kMmaWarps* kLanes)
     attention_forward_mma_kernel(T* out, float* lse, const T* q, const T* k, const T* v, int B,
-                                 int T_, int Hq, int Hkv, float scale_log2, int window) {
+                                 int T_, int Hq, int Hkv, float scale, float scale_log2, int window,
+                                 float softcap) {
   constexpr int kNT = kMmaCols / 8;  // 8-key column tiles of a score tile
   constexpr int kDT = kD / 8;        // 8-wide column tiles of the output
   constexpr int kThreads = kMmaWarps * kLanes;
@@ -48,7 +53,12 @@ __global__ void __launch_bounds__(kMmaWarps* kLanes)
         const int r = qb.row[i / 2];
         const int key = kv0 + 8 * nt + 2 * t4 + (i % 2);
         const bool visible = key <= r && r < T_ && (window <= 0 || r - key < window);
-        s[nt][i] = visible ? s[nt][i] * scale_log2 : -INFINITY;
+        if constexpr (kSoftcap) {  // base 2 after the cap: cap tanh(s scale / cap) log2 e
+          s[nt][i] = soft_cap(s[nt][i] * scale, softcap, nullptr) * 1.4426950408889634f;
+        } else {
+          s[nt][i] *= scale_log2;
+        }
+        s[nt][i] = visible ? s[nt][i] : -INFINITY;
         mx[i / 2] = fmaxf(mx[i / 2], s[nt][i]);
       }
     }
@@ -108,7 +118,8 @@ __global__ void __launch_bounds__(kMmaWarps* kLanes)
 
 // Tensor-core backward for 16-bit T at D = kD = 64 (the forward's tiles and fragment layouts), two
 // kernels as the fp32 path: dq (with delta) over query tiles, then dk/dv over key tiles. With
-// p = exp(score - lse), dp = dout·v, delta = Σ_key p dp and ds = p (dp - delta) scale:
+// p = exp(score - lse), dp = dout·v, delta = Σ_key p dp and ds = p (dp - delta) scale (times
+// tanh's slope with a softcap):
 //   dq = Σ_key ds k,   dv = Σ_t p dout,   dk = Σ_t ds q.
 // delta comes from the same fp32 p and dp (a first pass over the key tiles), not from the output
 // rounded to T (see the fp32 dq kernel); p and ds are rounded to T only as mma operands, after the
@@ -124,11 +135,12 @@ struct MmaBackwardTile {
   static constexpr int kDkdvElems = 2 * kMmaCols * kRowStride + 2 * kD * kColStride;
 };
 
-template <typename T, int kD>
+template <typename T, int kD, bool kSoftcap>
 __global__ void __launch_bounds__(kMmaWarps* kLanes)
     attention_backward_dq_mma_kernel(T* dq, float* delta, const T* dout, const float* lse,
                                      const T* q, const T* k, const T* v, int B, int T_, int Hq,
-                                     int Hkv, float scale, float scale_log2, int window) {
+                                     int Hkv, float scale, float scale_log2, int window,
+                                     float softcap) {
   constexpr int kNT = kMmaCols / 8;
   constexpr int kDT = kD / 8;
   constexpr int kThreads = kMmaWarps * kLanes;
@@ -155,8 +167,10 @@ __global__ void __launch_bounds__(kMmaWarps* kLanes)
 
   const int q_end = min(T_, q0 + kMmaRows);
   const int kv_begin = window > 0 ? max(0, q0 - window + 1) / kMmaCols * kMmaCols : 0;
-  // p and dp of one key tile, masked: p = 0 where a key is not visible.
+  // p and dp of one key tile, masked: p = 0 where a key is not visible; with kSoftcap, tanh's
+  // slope at each score into `slope`.
   float s[kNT][4], dp[kNT][4];
+  float slope[kSoftcap ? kNT : 1][4];
   const auto scores = [&](int kv0) {
     mma_rows_by_tile<T, kD, kNT>(s, qa, k_s);
     mma_rows_by_tile<T, kD, kNT>(dp, da, v_s);
@@ -167,7 +181,13 @@ __global__ void __launch_bounds__(kMmaWarps* kLanes)
         const int r = row[i / 2];
         const int key = kv0 + 8 * nt + 2 * t4 + (i % 2);
         const bool visible = key <= r && r < T_ && (window <= 0 || r - key < window);
-        s[nt][i] = visible ? exp2f(s[nt][i] * scale_log2 - lse2[i / 2]) : 0.0f;
+        float score2;
+        if constexpr (kSoftcap) {
+          score2 = soft_cap(s[nt][i] * scale, softcap, &slope[nt][i]) * 1.4426950408889634f;
+        } else {
+          score2 = s[nt][i] * scale_log2;
+        }
+        s[nt][i] = visible ? exp2f(score2 - lse2[i / 2]) : 0.0f;
       }
     }
   };
@@ -210,7 +230,10 @@ __global__ void __launch_bounds__(kMmaWarps* kLanes)
 #pragma unroll
     for (int nt = 0; nt < kNT; ++nt) {
 #pragma unroll
-      for (int i = 0; i < 4; ++i) s[nt][i] = s[nt][i] * (dp[nt][i] - dl[i / 2]) * scale;
+      for (int i = 0; i < 4; ++i) {
+        s[nt][i] = s[nt][i] * (dp[nt][i] - dl[i / 2]) * scale;  // ds
+        if constexpr (kSoftcap) s[nt][i] *= slope[nt][i];
+      }
     }
     mma_scores_by_rows<T, kD, kMmaCols>(acc, s, kt_s);
   }
@@ -227,12 +250,12 @@ __global__ void __launch_bounds__(kMmaWarps* kLanes)
   }
 }
 
-template <typename T, int kD>
+template <typename T, int kD, bool kSoftcap>
 __global__ void __launch_bounds__(kMmaWarps* kLanes)
     attention_backward_dkdv_mma_kernel(T* dk, T* dv, const T* dout, const float* lse,
                                        const float* delta, const T* q, const T* k, const T* v,
                                        int B, int T_, int Hq, int Hkv, float scale,
-                                       float scale_log2, int window) {
+                                       float scale_log2, int window, float softcap) {
   constexpr int kNT = kMmaCols / 8;
   constexpr int kDT = kD / 8;
   constexpr int kThreads = kMmaWarps * kLanes;
@@ -295,9 +318,16 @@ __global__ void __launch_bounds__(kMmaWarps* kLanes)
           const int kv = key[i / 2];
           // also false for padding keys kv >= T
           const bool visible = kv <= t && t < T_ && (window <= 0 || t - kv < window);
-          const float p = visible ? exp2f(s[nt][i] * scale_log2 - lse_s[c]) : 0.0f;
+          float score2, slope = 1.0f;
+          if constexpr (kSoftcap) {
+            score2 = soft_cap(s[nt][i] * scale, softcap, &slope) * 1.4426950408889634f;
+          } else {
+            score2 = s[nt][i] * scale_log2;
+          }
+          const float p = visible ? exp2f(score2 - lse_s[c]) : 0.0f;
           s[nt][i] = p;
           dp[nt][i] = p * (dp[nt][i] - delta_s[c]) * scale;  // ds^T
+          if constexpr (kSoftcap) dp[nt][i] *= slope;
         }
       }
       mma_scores_by_rows<T, kD, kMmaCols>(dv_acc, s, dot_s);
@@ -328,7 +358,7 @@ bool aligned4(const void* p) { return reinterpret_cast<uintptr_t>(p) % 4 == 0; }
 template <typename T>
 bool attention_forward_mma(T* out, float* lse, const T* q, const T* k, const T* v, int64_t B,
                            int64_t T_, int64_t Hq, int64_t Hkv, int64_t D, cudaStream_t stream,
-                           float scale, int window_i) {
+                           float scale, int window_i, float softcap) {
   // Pairs are loaded as 32 bits.
   if (!((D == 64 || D == 128) && aligned4(out) && aligned4(q) && aligned4(k) && aligned4(v))) {
     return false;
@@ -338,12 +368,17 @@ bool attention_forward_mma(T* out, float* lse, const T* q, const T* k, const T* 
   const auto launch = [&](auto kernel, size_t smem_elems) {
     launch_with_smem(kernel, blocks, kMmaWarps * kLanes, smem_elems * sizeof(T), stream, out, lse,
                      q, k, v, static_cast<int>(B), static_cast<int>(T_), static_cast<int>(Hq),
-                     static_cast<int>(Hkv), scale_log2, window_i);
+                     static_cast<int>(Hkv), scale, scale_log2, window_i, softcap);
   };
+  const bool capped = softcap > 0;
   if (D == 64) {
-    launch(attention_forward_mma_kernel<T, 64>, MmaTile<64>::kSmemElems);
+    launch(capped ? attention_forward_mma_kernel<T, 64, true>
+                  : attention_forward_mma_kernel<T, 64, false>,
+           MmaTile<64>::kSmemElems);
   } else {
-    launch(attention_forward_mma_kernel<T, 128>, MmaTile<128>::kSmemElems);
+    launch(capped ? attention_forward_mma_kernel<T, 128, true>
+                  : attention_forward_mma_kernel<T, 128, false>,
+           MmaTile<128>::kSmemElems);
   }
   return true;
 }
@@ -351,8 +386,8 @@ bool attention_forward_mma(T* out, float* lse, const T* q, const T* k, const T* 
 template <typename T>
 bool attention_backward_mma(T* dq, T* dk, T* dv, const T* dout, const float* lse, const T* q,
                             const T* k, const T* v, int64_t B, int64_t T_, int64_t Hq, int64_t Hkv,
-                            int64_t D, float* delta, cudaStream_t stream, float scale,
-                            int window_i) {
+                            int64_t D, float* delta, cudaStream_t stream, float scale, int window_i,
+                            float softcap) {
   // D = 128 would spill the dk/dv kernel's registers as written: two A operands and two
   // accumulators of 16 x 128.
   if (!(D == 64 && aligned4(dq) && aligned4(dk) && aligned4(dv) && aligned4(dout) && aligned4(q) &&
@@ -365,25 +400,28 @@ bool attention_backward_mma(T* dq, T* dk, T* dv, const T* dout, const float* lse
   const int Hkvi = static_cast<int>(Hkv);
   const float scale_log2 = scale * 1.4426950408889634f;
   const int64_t dq_blocks = (T_ + kMmaRows - 1) / kMmaRows * B * Hq;
-  launch_with_smem(attention_backward_dq_mma_kernel<T, kD>, dq_blocks, kMmaWarps * kLanes,
-                   Tl::kDqElems * sizeof(T), stream, dq, delta, dout, lse, q, k, v, Bi, Ti, Hqi,
-                   Hkvi, scale, scale_log2, window_i);
+  launch_with_smem(softcap > 0 ? attention_backward_dq_mma_kernel<T, kD, true>
+                               : attention_backward_dq_mma_kernel<T, kD, false>,
+                   dq_blocks, kMmaWarps * kLanes, Tl::kDqElems * sizeof(T), stream, dq, delta, dout,
+                   lse, q, k, v, Bi, Ti, Hqi, Hkvi, scale, scale_log2, window_i, softcap);
   // Stream order makes the dk/dv kernel see every delta the dq kernel wrote.
   const int64_t dkdv_blocks = (T_ + kMmaRows - 1) / kMmaRows * B * Hkv;
-  launch_with_smem(attention_backward_dkdv_mma_kernel<T, kD>, dkdv_blocks, kMmaWarps * kLanes,
+  launch_with_smem(softcap > 0 ? attention_backward_dkdv_mma_kernel<T, kD, true>
+                               : attention_backward_dkdv_mma_kernel<T, kD, false>,
+                   dkdv_blocks, kMmaWarps * kLanes,
                    Tl::kDkdvElems * sizeof(T) + 2 * kMmaCols * sizeof(float), stream, dk, dv, dout,
                    lse, static_cast<const float*>(delta), q, k, v, Bi, Ti, Hqi, Hkvi, scale,
-                   scale_log2, window_i);
+                   scale_log2, window_i, softcap);
   return true;
 }
 
 #define ZERO_INSTANTIATE_ATTENTION_MMA(T)                                                         \
   template bool attention_forward_mma<T>(T*, float*, const T*, const T*, const T*, int64_t,       \
                                          int64_t, int64_t, int64_t, int64_t, cudaStream_t, float, \
-                                         int);                                                    \
+                                         int, float);                                             \
   template bool attention_backward_mma<T>(T*, T*, T*, const T*, const float*, const T*, const T*, \
                                           const T*, int64_t, int64_t, int64_t, int64_t, int64_t,  \
-                                          float*, cudaStream_t, float, int);
+                                          float*, cudaStream_t, float, int, float);
 ZERO_INSTANTIATE_ATTENTION_MMA(__nv_bfloat16)
 ZERO_INSTANTIATE_ATTENTION_MMA(__half)
 #undef ZERO_INSTANTIATE_ATTENTION_MMA

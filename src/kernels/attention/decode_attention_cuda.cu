@@ -49,7 +49,7 @@ template <typename T>
 __global__ void __launch_bounds__(kThreads)
     decode_attention_kernel(float* y, float* partial, const float* q, const T* k_cache,
                             const T* v_cache, int Hq, int Hkv, int D, int P, float scale,
-                            int window) {
+                            int window, float softcap) {
   __shared__ float q_s[kMaxHeadDim];
   __shared__ float p_s[kThreads];                 // the chunk's probabilities (unnormalised)
   __shared__ float max_s[kWarps], sum_s[kWarps];  // per-warp partials of the chunk
@@ -80,6 +80,7 @@ __global__ void __launch_bounds__(kThreads)
       float dot = 0.0f;
       for (int d = 0; d < D; ++d) dot += q_s[d] * to_f32(k_row[d]);
       score = dot * scale;
+      if (softcap > 0) score = attention_internal::soft_cap(score, softcap, nullptr);
     }
     const float warp_m = warp_max(score);
     if (lane == 0) max_s[warp] = warp_m;
@@ -165,9 +166,10 @@ template <typename T>
 void launch_decode_attention(float* y, const float* q, const T* k_cache, const T* v_cache,
                              int64_t n, int64_t P, int64_t Hq, int64_t Hkv, int64_t D,
                              void* scratch, cudaStream_t stream, int64_t window,
-                             double score_divisor) {
+                             double score_divisor, double softcap) {
   ZERO_CHECK(n >= 1 && P >= 0 && Hkv > 0 && Hq % Hkv == 0 && D >= 1 && D <= kMaxHeadDim,
              "decode_attention: n ", n, " P ", P, " Hq ", Hq, " Hkv ", Hkv, " D ", D);
+  ZERO_CHECK(softcap >= 0, "decode_attention: softcap ", softcap, " < 0");
   ZERO_CHECK(n * Hq <= INT32_MAX && P + n <= INT32_MAX, "decode_attention: ", n * Hq, " blocks or ",
              P + n, " positions past 32 bits");
   const float scale = 1.0f / (std::sqrt(static_cast<float>(D)) * static_cast<float>(score_divisor));
@@ -176,7 +178,8 @@ void launch_decode_attention(float* y, const float* q, const T* k_cache, const T
   ZERO_LAUNCH(dim3(static_cast<unsigned>(n * Hq), static_cast<unsigned>(splits)), kThreads, 0,
               stream, decode_attention_kernel<T>)
   (y, partial, q, k_cache, v_cache, static_cast<int>(Hq), static_cast<int>(Hkv),
-   static_cast<int>(D), static_cast<int>(P), scale, static_cast<int>(window));
+   static_cast<int>(D), static_cast<int>(P), scale, static_cast<int>(window),
+   static_cast<float>(softcap));
   CUDA_CHECK_LAUNCH();
   if (splits > 1) {
     // Stream order: the partials are written before the combine reads them.
@@ -190,17 +193,17 @@ void launch_decode_attention(float* y, const float* q, const T* k_cache, const T
 
 void decode_attention(float* y, const float* q, const float* k_cache, const float* v_cache,
                       int64_t n, int64_t P, int64_t Hq, int64_t Hkv, int64_t D, void* scratch,
-                      cudaStream_t stream, int64_t window, double score_divisor) {
+                      cudaStream_t stream, int64_t window, double score_divisor, double softcap) {
   launch_decode_attention(y, q, k_cache, v_cache, n, P, Hq, Hkv, D, scratch, stream, window,
-                          score_divisor);
+                          score_divisor, softcap);
 }
 
 void decode_attention(float* y, const float* q, const __nv_bfloat16* k_cache,
                       const __nv_bfloat16* v_cache, int64_t n, int64_t P, int64_t Hq, int64_t Hkv,
                       int64_t D, void* scratch, cudaStream_t stream, int64_t window,
-                      double score_divisor) {
+                      double score_divisor, double softcap) {
   launch_decode_attention(y, q, k_cache, v_cache, n, P, Hq, Hkv, D, scratch, stream, window,
-                          score_divisor);
+                          score_divisor, softcap);
 }
 
 }  // namespace zero::kernels::cuda

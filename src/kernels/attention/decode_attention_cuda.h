@@ -27,7 +27,8 @@ namespace zero::kernels::cuda {
 
 // y[i, h] = softmax_j(q[i, h] · k_cache[j, h / G] * scale) · v_cache[j, h / G] over the keys
 // j in [first_i, P + i], where scale = 1 / (sqrt(D) * score_divisor) and first_i = 0, or with
-// window > 0, max(0, P + i + 1 - window) (the sliding window of attention_forward). The new rows'
+// window > 0, max(0, P + i + 1 - window) (the sliding window of attention_forward); softcap > 0
+// (Gemma 2): each scaled score s becomes softcap * tanh(s / softcap) first. The new rows'
 // keys and values must already be in the cache at rows [P, P + n). Overwrites y.
 // scratch: decode_attention_scratch_bytes(D) bytes of 4-byte-aligned device memory (overwritten)
 // for splitting long rows' keys over several blocks and combining their partials (flash-decoding,
@@ -35,14 +36,15 @@ namespace zero::kernels::cuda {
 // REQUIRES: n >= 1, P >= 0, Hkv > 0, Hq % Hkv == 0, 1 <= D <= 256; y does not overlap q.
 void decode_attention(float* y, const float* q, const float* k_cache, const float* v_cache,
                       int64_t n, int64_t P, int64_t Hq, int64_t Hkv, int64_t D, void* scratch,
-                      cudaStream_t stream, int64_t window = 0, double score_divisor = 1.0);
+                      cudaStream_t stream, int64_t window = 0, double score_divisor = 1.0,
+                      double softcap = 0.0);
 
 // The same over a bf16 key/value cache (CudaKvDecoder's for 16-bit models: half the bytes per
 // cached key), each key and value widened to fp32 exactly as it is read; the rest as above.
 void decode_attention(float* y, const float* q, const __nv_bfloat16* k_cache,
                       const __nv_bfloat16* v_cache, int64_t n, int64_t P, int64_t Hq, int64_t Hkv,
                       int64_t D, void* scratch, cudaStream_t stream, int64_t window = 0,
-                      double score_divisor = 1.0);
+                      double score_divisor = 1.0, double softcap = 0.0);
 
 // The scratch decode_attention needs for head dim D, whatever n, P and Hq: the splits' partials
 // are at most ~1024 blocks of D + 2 floats.

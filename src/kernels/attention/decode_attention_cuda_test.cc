@@ -1,10 +1,10 @@
 // decode_attention (decode_attention_cuda.h) against a double-precision loop over shapes: one new
 // row (decode) and several (prefill, also after cached positions), P = 0 and past a chunk of keys,
-// GQA (Hkv = Hq, Hq / 2, 1), head dims 1 .. 256 including odd ones, a sliding window and a score
-// divisor; each with the keys split over blocks (the scratch) and without. Runs on a GPU, and on
-// the CPU emulator as decode_attention_emu_test (small shapes). Legend: n new rows, P cached
-// positions before them, Hq / Hkv heads, D head dim. q / y (n, Hq, D); k / v caches (capacity, Hkv,
-// D).
+// GQA (Hkv = Hq, Hq / 2, 1), head dims 1 .. 256 including odd ones, a sliding window, a score
+// divisor and Gemma 2's soft-capped scores; each with the keys split over blocks (the scratch) and
+// without. Runs on a GPU, and on the CPU emulator as decode_attention_emu_test (small shapes).
+// Legend: n new rows, P cached positions before them, Hq / Hkv heads, D head dim. q / y (n, Hq, D);
+// k / v caches (capacity, Hkv, D).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -30,12 +30,13 @@ struct DecodeShape {
   int64_t n, P, Hq, Hkv, D;
   int64_t window = 0;
   double divisor = 1.0;
+  double softcap = 0.0;                           // Gemma 2's attn_logit_softcapping (0: none)
   int64_t capacity() const { return P + n + 3; }  // rows past the attended ones must not matter
 };
 
 void PrintTo(const DecodeShape& s, std::ostream* os) {
   *os << "n" << s.n << "_P" << s.P << "_Hq" << s.Hq << "_Hkv" << s.Hkv << "_D" << s.D << "_W"
-      << s.window;
+      << s.window << "_cap" << s.softcap;
 }
 
 std::vector<float> random_values(int64_t numel, uint32_t seed) {
@@ -65,6 +66,7 @@ std::vector<float> reference(const std::vector<float>& q, const std::vector<floa
               static_cast<double>(q[(i * s.Hq + h) * s.D + d]) * k[(j * s.Hkv + h / G) * s.D + d];
         }
         score[j] = dot * scale;
+        if (s.softcap > 0) score[j] = s.softcap * std::tanh(score[j] / s.softcap);
         max_score = std::max(max_score, score[j]);
       }
       double sum = 0;
@@ -95,7 +97,7 @@ TEST_P(DecodeAttention, MatchesDoubleReference) {
   // With the scratch, long rows' keys split over blocks; without, one block per (row, head).
   for (void* sc : {static_cast<void*>(scratch.get()), static_cast<void*>(nullptr)}) {
     cuda::decode_attention(dy.get(), dq.get(), dk.get(), dv.get(), s.n, s.P, s.Hq, s.Hkv, s.D, sc,
-                           nullptr, s.window, s.divisor);
+                           nullptr, s.window, s.divisor, s.softcap);
     EXPECT_TRUE(all_close(dy.download(), want, tolerance_for(DType::kF32)))
         << (sc ? "split keys" : "one block per row and head");
   }
@@ -121,7 +123,7 @@ TEST_P(DecodeAttention, Bf16CacheMatchesDoubleReferenceOfItsValues) {
   for (void* sc : {static_cast<void*>(scratch.get()), static_cast<void*>(nullptr)}) {
     cuda::decode_attention(dy.get(), dq.get(), reinterpret_cast<const __nv_bfloat16*>(dk.get()),
                            reinterpret_cast<const __nv_bfloat16*>(dv.get()), s.n, s.P, s.Hq, s.Hkv,
-                           s.D, sc, nullptr, s.window, s.divisor);
+                           s.D, sc, nullptr, s.window, s.divisor, s.softcap);
     EXPECT_TRUE(all_close(dy.download(), want, tolerance_for(DType::kF32)))
         << (sc ? "split keys" : "one block per row and head");
   }
@@ -159,7 +161,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, DecodeAttention,
                               {1, 63, 2, 2, 256, 0, 2.0},  // the largest head dim, score divisor
                               {13, 0, 4, 2, 64},           // prefill
                               {5, 61, 6, 3, 3},            // rows after cached ones, odd D
-                              {1, 4095, 32, 8, 128}},  // a 4096-position context (Llama-3 8B heads)
+                              {1, 4095, 32, 8, 128},  // a 4096-position context (Llama-3 8B heads)
+                              {3, 200, 8, 4, 256, 101, 1.0, 1.5}},  // Gemma 2: capped, window
                              {{1, 0, 1, 1, 1},
                               {1, 7, 2, 2, 8},
                               {1, 150, 2, 1, 40},  // past a chunk of 128 keys, GQA, D past a warp
@@ -167,7 +170,10 @@ INSTANTIATE_TEST_SUITE_P(Shapes, DecodeAttention,
                               {1, 2, 1, 1, 200, 0, 2.0},  // head dim past the block, score divisor
                               {5, 0, 2, 2, 16},           // prefill
                               {1, 300, 2, 1, 8, 137},     // split keys within a window
-                              {150, 0, 1, 1, 4}})));      // split keys, row 0's second split empty
+                              {150, 0, 1, 1, 4},          // split keys, row 0's second split empty
+                              // Gemma 2's soft-capped scores (a cap near their size), GQA, window
+                              // and divisor, split keys.
+                              {2, 150, 2, 1, 16, 140, 0.5, 1.0}})));
 
 }  // namespace
 }  // namespace zero::kernels

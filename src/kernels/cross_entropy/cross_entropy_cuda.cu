@@ -106,10 +106,13 @@ __device__ __forceinline__ void store_pack(T* p, const float (&x)[kPack]) {
 // thread (threads 0.., scalar), added after its packs.
 // REQUIRES: logits_ld % kPack == 0, logits aligned to kPack elements; with kVectorStore also
 // dlogits_ld % kPack == 0 and dlogits aligned to kPack elements.
+// softcap > 0: each gradient element is also multiplied by 1 - (L / softcap)^2, L its logit (the
+// capped one: cross_entropy_backward's contract); a uniform branch, untaken when 0.
 template <typename T, typename TOut, int kPack, bool kVectorStore>
 __global__ void cross_entropy_kernel(float* losses, TOut* dlogits, int64_t dlogits_ld,
                                      const T* logits, int64_t logits_ld, const int32_t* targets,
-                                     const float* dloss_N, float dloss_const, int64_t V) {
+                                     const float* dloss_N, float dloss_const, int64_t V,
+                                     float softcap) {
   __shared__ MaxSum warp_s[kMaxWarps];
   const int64_t n = blockIdx.x;
   const int32_t target = targets[n];
@@ -163,16 +166,26 @@ __global__ void cross_entropy_kernel(float* losses, TOut* dlogits, int64_t dlogi
     load_pack<kPack>(logits_V + i, x);
 #pragma unroll
     for (int k = 0; k < kPack; ++k) {
-      x[k] = expf(x[k] - row.max) * scale;
+      const float logit = x[k];
+      x[k] = expf(logit - row.max) * scale;
       if (i + k == target) x[k] -= dloss;
+      if (softcap > 0) x[k] *= 1.0f - (logit / softcap) * (logit / softcap);
     }
     store_pack<kVectorStore>(dlogits_V + i, x);
   }
   if (tail < V) {
-    float x = expf(to_f32(logits_V[tail]) - row.max) * scale;
+    const float logit = to_f32(logits_V[tail]);
+    float x = expf(logit - row.max) * scale;
     if (tail == target) x -= dloss;
+    if (softcap > 0) x *= 1.0f - (logit / softcap) * (logit / softcap);
     dlogits_V[tail] = from_f32<TOut>(x);
   }
+}
+
+// One block per row n = blockIdx.x: logits[n, 0:V] = softcap * tanh(logits / softcap).
+__global__ void softcap_logits_kernel(float* logits, int64_t logits_ld, int64_t V, float softcap) {
+  float* row = logits + static_cast<int64_t>(blockIdx.x) * logits_ld;
+  for (int64_t i = threadIdx.x; i < V; i += blockDim.x) row[i] = softcap * tanhf(row[i] / softcap);
 }
 
 bool aligned_to(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
@@ -184,8 +197,10 @@ bool aligned_to(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t
 template <typename T, typename TOut = T>
 void launch_cross_entropy(float* losses, TOut* dlogits, int64_t dlogits_ld, const T* logits,
                           int64_t logits_ld, const int32_t* targets, const float* dloss_N,
-                          float dloss_const, int64_t N, int64_t V, cudaStream_t stream) {
+                          float dloss_const, int64_t N, int64_t V, cudaStream_t stream,
+                          float softcap = 0.0f) {
   ZERO_CHECK(V > 0, "cross_entropy: empty vocabulary");
+  ZERO_CHECK(softcap >= 0, "cross_entropy: softcap ", softcap, " < 0");
   ZERO_CHECK(N >= 0 && N <= std::numeric_limits<int>::max(), "cross_entropy: bad row count ", N);
   ZERO_CHECK(dlogits_ld >= V, "cross_entropy: gradient row stride ", dlogits_ld, " < V ", V);
   ZERO_CHECK(logits_ld >= V, "cross_entropy: logits row stride ", logits_ld, " < V ", V);
@@ -201,13 +216,13 @@ void launch_cross_entropy(float* losses, TOut* dlogits, int64_t dlogits_ld, cons
   const auto grid = static_cast<unsigned>(N);
   if (vectorized && vector_store) {
     ZERO_LAUNCH(grid, threads, 0, stream, cross_entropy_kernel<T, TOut, kVec, true>)
-    (losses, dlogits, dlogits_ld, logits, logits_ld, targets, dloss_N, dloss_const, V);
+    (losses, dlogits, dlogits_ld, logits, logits_ld, targets, dloss_N, dloss_const, V, softcap);
   } else if (vectorized) {
     ZERO_LAUNCH(grid, threads, 0, stream, cross_entropy_kernel<T, TOut, kVec, false>)
-    (losses, dlogits, dlogits_ld, logits, logits_ld, targets, dloss_N, dloss_const, V);
+    (losses, dlogits, dlogits_ld, logits, logits_ld, targets, dloss_N, dloss_const, V, softcap);
   } else {
     ZERO_LAUNCH(grid, threads, 0, stream, cross_entropy_kernel<T, TOut, 1, true>)
-    (losses, dlogits, dlogits_ld, logits, logits_ld, targets, dloss_N, dloss_const, V);
+    (losses, dlogits, dlogits_ld, logits, logits_ld, targets, dloss_N, dloss_const, V, softcap);
   }
   CUDA_CHECK_LAUNCH();
 }
@@ -223,16 +238,29 @@ void cross_entropy_forward(float* losses, const T* logits, int64_t logits_ld,
 
 template <typename T>
 void cross_entropy_backward(T* dlogits, const T* logits, const int32_t* targets, const float* dloss,
-                            int64_t N, int64_t V, cudaStream_t stream) {
-  launch_cross_entropy<T>(nullptr, dlogits, V, logits, V, targets, dloss, 0.0f, N, V, stream);
+                            int64_t N, int64_t V, cudaStream_t stream, float softcap) {
+  launch_cross_entropy<T>(nullptr, dlogits, V, logits, V, targets, dloss, 0.0f, N, V, stream,
+                          softcap);
 }
 
 template <typename T16>
 void cross_entropy_backward_16(T16* dlogits16, int64_t dlogits_ld, const float* logits,
                                int64_t logits_ld, const int32_t* targets, const float* dloss,
-                               int64_t N, int64_t V, cudaStream_t stream) {
+                               int64_t N, int64_t V, cudaStream_t stream, float softcap) {
   launch_cross_entropy<float, T16>(nullptr, dlogits16, dlogits_ld, logits, logits_ld, targets,
-                                   dloss, 0.0f, N, V, stream);
+                                   dloss, 0.0f, N, V, stream, softcap);
+}
+
+void softcap_logits(float* logits, int64_t logits_ld, int64_t N, int64_t V, float softcap,
+                    cudaStream_t stream) {
+  ZERO_CHECK(softcap > 0, "softcap_logits: softcap ", softcap, " <= 0");
+  ZERO_CHECK(N >= 0 && N <= std::numeric_limits<int>::max() && logits_ld >= V, "softcap_logits: N ",
+             N, " V ", V, " row stride ", logits_ld);
+  if (N == 0 || V == 0) return;
+  const int threads = static_cast<int>(std::min<int64_t>(kMaxThreads, (V + 31) / 32 * 32));
+  ZERO_LAUNCH(static_cast<unsigned>(N), threads, 0, stream, softcap_logits_kernel)
+  (logits, logits_ld, V, softcap);
+  CUDA_CHECK_LAUNCH();
 }
 
 template <typename T>
@@ -246,7 +274,7 @@ void cross_entropy_fused(float* losses, T* logits_inout, const int32_t* targets,
   template void cross_entropy_forward<T>(float*, const T*, int64_t, const int32_t*, int64_t,   \
                                          int64_t, cudaStream_t);                               \
   template void cross_entropy_backward<T>(T*, const T*, const int32_t*, const float*, int64_t, \
-                                          int64_t, cudaStream_t);                              \
+                                          int64_t, cudaStream_t, float);                       \
   template void cross_entropy_fused<T>(float*, T*, const int32_t*, float, int64_t, int64_t,    \
                                        cudaStream_t);
 ZERO_INSTANTIATE_CROSS_ENTROPY_CUDA(float)
@@ -255,9 +283,9 @@ ZERO_INSTANTIATE_CROSS_ENTROPY_CUDA(__half)
 #undef ZERO_INSTANTIATE_CROSS_ENTROPY_CUDA
 template void cross_entropy_backward_16<__nv_bfloat16>(__nv_bfloat16*, int64_t, const float*,
                                                        int64_t, const int32_t*, const float*,
-                                                       int64_t, int64_t, cudaStream_t);
+                                                       int64_t, int64_t, cudaStream_t, float);
 template void cross_entropy_backward_16<__half>(__half*, int64_t, const float*, int64_t,
                                                 const int32_t*, const float*, int64_t, int64_t,
-                                                cudaStream_t);
+                                                cudaStream_t, float);
 
 }  // namespace zero::kernels::cuda

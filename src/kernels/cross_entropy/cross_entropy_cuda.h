@@ -28,9 +28,12 @@ void cross_entropy_forward(float* losses, const T* logits, int64_t logits_ld,
 
 // dlogits(N, V) = (softmax(logits[n]) - onehot(target[n])) * dloss[n]. Overwrites dlogits (zero
 // rows for ignored targets, NaN rows for out-of-range ones); dlogits may alias logits (in place).
+// softcap > 0 (Gemma 2's final_logit_softcapping): `logits` are the capped L = softcap * tanh(x /
+// softcap) (softcap_logits) and the gradient is the uncapped x's, each element times
+// 1 - (L / softcap)^2 (tanh's slope, from the capped value itself: nothing else is kept).
 template <typename T>
 void cross_entropy_backward(T* dlogits, const T* logits, const int32_t* targets, const float* dloss,
-                            int64_t N, int64_t V, cudaStream_t stream);
+                            int64_t N, int64_t V, cudaStream_t stream, float softcap = 0.0f);
 
 // The gradient of fp32 logits straight into a 16-bit copy (T16 = __nv_bfloat16 or __half), for a
 // 16-bit model's LM head GEMMs: dlogits16[n, 0:V] = T16(cross_entropy_backward<float>'s value), one
@@ -39,10 +42,17 @@ void cross_entropy_backward(T* dlogits, const T* logits, const int32_t* targets,
 // padding [V, dlogits_ld) of each row is left as it is. logits (rows logits_ld >= V elements
 // apart) is only read. The summation order depends on the logits' layout alone, so the bits do not
 // depend on the alignment of dlogits16 (a misaligned one is written element by element).
+// softcap as cross_entropy_backward's (the slope applied in fp32, before the one rounding).
 template <typename T16>
 void cross_entropy_backward_16(T16* dlogits16, int64_t dlogits_ld, const float* logits,
                                int64_t logits_ld, const int32_t* targets, const float* dloss,
-                               int64_t N, int64_t V, cudaStream_t stream);
+                               int64_t N, int64_t V, cudaStream_t stream, float softcap = 0.0f);
+
+// Gemma 2's final-logit soft-capping, in place: logits[n, 0:V] = softcap * tanh(logits[n, 0:V] /
+// softcap) in fp32, rows logits_ld >= V elements apart (the padding is not touched), as the CPU
+// model (transformer.cc). Its backward is cross_entropy_backward's softcap. REQUIRES: softcap > 0.
+void softcap_logits(float* logits, int64_t logits_ld, int64_t N, int64_t V, float softcap,
+                    cudaStream_t stream);
 
 // llm.c's fused form: losses(N) as cross_entropy_forward, and logits_inout(N, V) overwritten by
 // their gradient (softmax - onehot) * dloss_per_token, in one kernel (the logits are read twice and

@@ -1,6 +1,7 @@
 // Tests for the CUDA cross-entropy kernels against the CPU twin (cross_entropy.h) over storage
 // dtypes x (N, V), including 1-element and prime vocabularies, GPT-2's and Llama 3's V, ignored
-// targets, in-place backward, the fused kernel, and rows that are not 16-byte aligned.
+// targets, in-place backward, the fused kernel, rows that are not 16-byte aligned, and Gemma 2's
+// soft-capped logits.
 // Legend: N positions, V vocab. logits/dlogits (N, V); targets, losses, dloss (N).
 #include <gtest/gtest.h>
 
@@ -403,6 +404,78 @@ TEST(CrossEntropyCudaTargets, LargeLogitsKeepTheirDigits) {
   cuda::cross_entropy_forward<float>(losses.get(), logits.get(), V, targets.get(), N, V, stream);
   EXPECT_TRUE(all_close(losses.download(), std::vector<float>(want_d.begin(), want_d.end()),
                         tolerance_for(DType::kF32)));
+}
+
+// Gemma 2's final-logit soft-capping: softcap_logits caps the rows in place (the padding of rows
+// ld > V apart untouched), and the gradient kernels given the capped logits and the cap return the
+// uncapped logits' gradient, against the CPU model's loop (transformer.cc: L = cap tanh(x / cap),
+// then the cross-entropy gradient of L times 1 - (L / cap)^2) in double. The cap (3) is within the
+// logits' range (-4, 4), so tanh bends most of them. fp32 gradients in place, and bf16 / fp16
+// gradients of padded fp32 rows (a 16-bit model's LM head).
+TEST(CrossEntropyCudaSoftcap, CappedLogitsAndTheirGradientMatchCpu) {
+  ZERO_SKIP_WITHOUT_GPU();
+  constexpr double kCap = 3.0;
+  for (const CeShape& s : testing::gpu_or_emulated<CeShape>({{1, 1}, {7, 31}, {3, 50257}},
+                                                            {{1, 1}, {7, 31}, {4, 257}})) {
+    SCOPED_TRACE("N " + std::to_string(s.N) + " V " + std::to_string(s.V));
+    const CeCase<float> c(s);  // its logits are the uncapped x; targets and dloss reused
+    std::vector<double> capped_d(c.logits.begin(), c.logits.end());
+    for (double& x : capped_d) x = kCap * std::tanh(x / kCap);
+    const std::vector<double> dloss_d(c.dloss.begin(), c.dloss.end());
+    std::vector<double> losses_d(s.N), dlogits_d(s.N * s.V);
+    cpu::cross_entropy_forward(losses_d.data(), capped_d.data(), c.targets.data(), s.N, s.V);
+    cpu::cross_entropy_backward(dlogits_d.data(), capped_d.data(), c.targets.data(), dloss_d.data(),
+                                s.N, s.V);
+    for (size_t i = 0; i < dlogits_d.size(); ++i) {
+      dlogits_d[i] *= 1.0 - (capped_d[i] / kCap) * (capped_d[i] / kCap);
+    }
+    const std::vector<float> want_capped(capped_d.begin(), capped_d.end());
+    const std::vector<float> want_losses(losses_d.begin(), losses_d.end());
+    const std::vector<float> want_dlogits(dlogits_d.begin(), dlogits_d.end());
+
+    const int64_t ld = (s.V + 7) / 8 * 8 + 8;
+    const float kPad = 7.0f;  // padding: must stay as it is
+    std::vector<float> padded_host(static_cast<size_t>(s.N * ld), kPad);
+    for (int64_t n = 0; n < s.N; ++n) {
+      std::copy_n(c.logits.begin() + n * s.V, s.V, padded_host.begin() + n * ld);
+    }
+    DeviceArray<float> logits(c.logits), padded(padded_host), losses(static_cast<size_t>(s.N));
+    DeviceArray<int32_t> targets(c.targets);
+    DeviceArray<float> dloss(c.dloss);
+    DeviceArray<__nv_bfloat16> dlogits_bf16(static_cast<size_t>(s.N * ld));
+    DeviceArray<__half> dlogits_f16(static_cast<size_t>(s.N * ld));
+    zero::cuda::CudaStream stream;
+    // Why: uploads ran on the legacy stream, which the non-blocking test stream does not wait for.
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const auto cap = static_cast<float>(kCap);
+    cuda::softcap_logits(logits.get(), s.V, s.N, s.V, cap, stream);
+    cuda::softcap_logits(padded.get(), ld, s.N, s.V, cap, stream);
+    EXPECT_TRUE(all_close(logits.download(), want_capped, tolerance_for(DType::kF32)));
+    cuda::cross_entropy_forward<float>(losses.get(), padded.get(), ld, targets.get(), s.N, s.V,
+                                       stream);
+    EXPECT_TRUE(all_close(losses.download(), want_losses, kLossTol));
+    cuda::cross_entropy_backward_16<__nv_bfloat16>(dlogits_bf16.get(), ld, padded.get(), ld,
+                                                   targets.get(), dloss.get(), s.N, s.V, stream,
+                                                   cap);
+    cuda::cross_entropy_backward_16<__half>(dlogits_f16.get(), ld, padded.get(), ld, targets.get(),
+                                            dloss.get(), s.N, s.V, stream, cap);
+    cuda::cross_entropy_backward<float>(logits.get(), logits.get(), targets.get(), dloss.get(), s.N,
+                                        s.V, stream, cap);
+    EXPECT_TRUE(all_close(logits.download(), want_dlogits, tolerance_for(DType::kF32))) << "f32";
+    const std::vector<float> padded_after = padded.download();
+    const std::vector<float> bf16 = dlogits_bf16.download_f32(), f16 = dlogits_f16.download_f32();
+    std::vector<float> got_bf16(static_cast<size_t>(s.N * s.V)), got_f16(got_bf16.size());
+    for (int64_t n = 0; n < s.N; ++n) {
+      std::copy_n(bf16.begin() + n * ld, s.V, got_bf16.begin() + n * s.V);
+      std::copy_n(f16.begin() + n * ld, s.V, got_f16.begin() + n * s.V);
+      for (int64_t v = s.V; v < ld; ++v) {
+        ASSERT_EQ(padded_after[static_cast<size_t>(n * ld + v)], kPad)
+            << "padding " << n << ", " << v;
+      }
+    }
+    EXPECT_TRUE(all_close(got_bf16, want_dlogits, tolerance_for(DType::kBF16))) << "bf16";
+    EXPECT_TRUE(all_close(got_f16, want_dlogits, tolerance_for(DType::kF16))) << "f16";
+  }
 }
 
 }  // namespace
