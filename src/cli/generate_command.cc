@@ -28,6 +28,7 @@
 #include "cli/completion_writer.h"
 #include "cli/flag_checks.h"
 #include "cli/weight_stream_flags.h"
+#include "cli/world.h"
 #include "core/device.h"
 #include "model/model_config.h"
 #include "model/transformer.h"
@@ -123,6 +124,10 @@ StatusOr<std::vector<int32_t>> chat_prompt_ids(const text::Tokenizer& tok,
 // in reverse: the generators before the communicator, the printer's stream decoder (which reads
 // the tokenizer) before the tokenizer.
 struct Generation {
+  // Several CPU ranks (mpirun / zero launch): stage-3 inference, each rank holding a shard of every
+  // unit; every rank runs the same generation, rank 0 (the lead) alone prints and writes.
+  World world;
+  bool lead = true;
   Device device = Device::kCpu;
   std::unique_ptr<runtime::ModelSource> source;
   const model::ModelConfig* config = nullptr;  // source's
@@ -329,9 +334,10 @@ void add_stop_tokens(GenerateArgs& a, const Generation& g) {
   if (a.has_chat) {
     std::string ids;
     for (int32_t id : stop) ids += (ids.empty() ? "" : ", ") + std::to_string(id);
-    std::fprintf(stderr, "zero generate: the reply stops at token id%s %s%s\n",
-                 stop.size() == 1 ? "" : "s", ids.empty() ? "(none)" : ids.c_str(),
-                 g.end_of_turn.empty() ? "" : " (end of turn and end of sequence)");
+    if (g.lead)
+      std::fprintf(stderr, "zero generate: the reply stops at token id%s %s%s\n",
+                   stop.size() == 1 ? "" : "s", ids.empty() ? "(none)" : ids.c_str(),
+                   g.end_of_turn.empty() ? "" : " (end of turn and end of sequence)");
   }
 }
 
@@ -343,6 +349,26 @@ void add_stop_tokens(GenerateArgs& a, const Generation& g) {
 // in one line on stderr when the flags are given.
 int load_weights(const GenerateArgs& a, Generation& g, int64_t capacity, int64_t slots,
                  int64_t rows) {
+  if (g.world.comm != nullptr && g.world.comm->world_size() > 1) {
+    // Stage-3 inference: this rank reads only its shard of each unit; units are gathered per use.
+    auto gathered = runtime::GatheredParams::create(model::ModelLayout(*g.config), *g.world.comm,
+                                                    g.source->init_fn());
+    if (!gathered.ok()) {
+      std::fprintf(stderr, "[rank %d] error: %s\n", g.world.comm->rank(),
+                   gathered.status().message().c_str());
+      return 1;
+    }
+    g.placed.gathered = std::move(*gathered);
+    if (g.lead) {
+      std::fprintf(stderr,
+                   "zero generate: %d ranks, each holding a 1/%d shard of every unit (%lld bytes) "
+                   "and gathering each unit as the model uses it (ZeRO stage-3 inference)\n",
+                   g.world.comm->world_size(), g.world.comm->world_size(),
+                   static_cast<long long>(g.placed.gathered->shard_bytes()));
+    }
+    g.model = std::make_unique<model::Transformer>(*g.config);
+    return 0;
+  }
   const DType dtype = weights_dtype(g);
   // A 16-bit checkpoint's keys and values are cached in bf16 on the GPU (half the cache's bytes;
   // its tokens may then differ from the CPU's, which caches fp32, beyond float ties).
@@ -435,7 +461,7 @@ void report_speed(const Generation& g) {
   // Why: the speed line goes to stderr after the output's last line, also when both are one pipe.
   std::fflush(stdout);
   const Printer& printer = g.printer;
-  if (printer.new_tokens == 0) return;
+  if (printer.new_tokens == 0 || !g.lead) return;
   using Seconds = std::chrono::duration<double>;
   const double total_s = Seconds(g.end - printer.start).count();
   const double first_s = Seconds(printer.first - printer.start).count();
@@ -475,7 +501,8 @@ int generate_prompts_file(GenerateArgs& a, Generation& g) {
   }
   using Text = CompletionWriter::Text;
   const Text text = g.tokenizer ? Text::kTokenizer : (bytes ? Text::kBytes : Text::kNone);
-  auto writer = CompletionWriter::open(a.output.empty() ? "-" : a.output, *batch, text,
+  // The lead writes the output; the other ranks' lines (the same) go to their stdout, /dev/null.
+  auto writer = CompletionWriter::open(a.output.empty() || !g.lead ? "-" : a.output, *batch, text,
                                        g.tokenizer ? &*g.tokenizer : nullptr);
   if (!writer.ok()) {
     std::fprintf(stderr, "error: %s\n", writer.status().message().c_str());
@@ -500,14 +527,15 @@ int generate_prompts_file(GenerateArgs& a, Generation& g) {
                                                             a.batch_size, checked);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::fprintf(
-      stderr,
-      "zero generate: %lld of %zu prompts done, %lld new tokens in %.3f s, %.1f tokens/s "
-      "(up to %lld sequences at once)\n",
-      static_cast<long long>((*writer)->lines_written()), seqs.size(),
-      static_cast<long long>((*writer)->new_tokens()), seconds,
-      static_cast<double>((*writer)->new_tokens()) / std::max(seconds, 1e-9),
-      static_cast<long long>(std::min<int64_t>(a.batch_size, static_cast<int64_t>(seqs.size()))));
+  if (g.lead)
+    std::fprintf(
+        stderr,
+        "zero generate: %lld of %zu prompts done, %lld new tokens in %.3f s, %.1f tokens/s "
+        "(up to %lld sequences at once)\n",
+        static_cast<long long>((*writer)->lines_written()), seqs.size(),
+        static_cast<long long>((*writer)->new_tokens()), seconds,
+        static_cast<double>((*writer)->new_tokens()) / std::max(seconds, 1e-9),
+        static_cast<long long>(std::min<int64_t>(a.batch_size, static_cast<int64_t>(seqs.size()))));
   if (!done.ok()) {
     std::fprintf(stderr, "error: %s (%lld finished lines were written before it)\n",
                  done.message().c_str(), static_cast<long long>((*writer)->lines_written()));
@@ -521,9 +549,37 @@ int generate_prompts_file(GenerateArgs& a, Generation& g) {
   return 0;
 }
 
+// Under a launcher (mpirun, zero launch) with several ranks: stage-3 inference on CPU ranks. The
+// ranks other than 0 compute the same tokens and print nothing on stdout.
+int join_world(Generation& g) {
+  if (!launched_as_rank()) return 0;
+  auto world = make_world();
+  if (!world.ok()) {
+    std::fprintf(stderr, "error: %s\n", world.status().message().c_str());
+    return 1;
+  }
+  g.world = std::move(*world);
+  if (g.world.comm->world_size() == 1) return 0;
+  if (g.device != Device::kCpu || g.stream.given) {
+    std::fprintf(stderr,
+                 "error: zero generate on %d ranks shards the weights over CPU ranks (ZeRO "
+                 "stage-3 inference): --device cpu without the weight stream flags "
+                 "(--offload_param, --max_gpu_memory, --max_host_memory); run one rank for those\n",
+                 g.world.comm->world_size());
+    return 2;
+  }
+  g.lead = g.world.comm->rank() == 0;
+  if (!g.lead && std::freopen("/dev/null", "w", stdout) == nullptr) {
+    std::fprintf(stderr, "[rank %d] error: cannot silence stdout\n", g.world.comm->rank());
+    return 1;
+  }
+  return 0;
+}
+
 int run_generate(GenerateArgs& a) {
   Generation g;
   if (int code = check_flags(a, g)) return code;
+  if (int code = join_world(g)) return code;
   if (int code = open_model(a, g)) return code;
   if (int code = check_budget_and_device(g)) return code;
   if (!a.prompts_file.empty()) return generate_prompts_file(a, g);
@@ -538,7 +594,7 @@ int run_generate(GenerateArgs& a) {
     std::fprintf(stderr, "error: decoding the output: %s\n", g.printer.status.message().c_str());
     return 1;
   }
-  if (g.stopped) {
+  if (g.stopped && g.lead) {
     std::fprintf(stderr, "zero generate: stopped at the %s token\n",
                  a.has_chat ? "end-of-turn / end-of-sequence" : "end-of-sequence");
   }

@@ -19,6 +19,7 @@
 #include "model/model_config.h"
 #include "offload/aio_config.h"
 #include "runtime/device_generator.h"
+#include "runtime/gathered_params.h"
 #include "runtime/model_weights.h"
 #include "runtime/streamed_params.h"
 #include "runtime/unit_init.h"
@@ -69,8 +70,10 @@ struct PlacedWeights {
   std::unique_ptr<device::ExecutionContext> host_ctx;   // cpu_stream's
   std::unique_ptr<runtime::StreamedParams> cpu_stream;  // --device cpu --offload_param nvme
   std::unique_ptr<runtime::DeviceGenerator> on_device;  // a GPU
-  // The CPU model's parameters: the stream, or the host weights.
+  std::unique_ptr<runtime::GatheredParams> gathered;    // several CPU ranks: stage-3 shards
+  // The CPU model's parameters: the gathered shards, the stream, or the host weights.
   model::ParamAccess& cpu_params() {
+    if (gathered != nullptr) return *gathered;
     return cpu_stream != nullptr ? static_cast<model::ParamAccess&>(*cpu_stream) : *host;
   }
   // The weight stream's first error (OK when resident).

@@ -143,3 +143,13 @@ add_test(NAME cli.generate.offload_nvme_stays_within_the_host_budget
 set_tests_properties(cli.generate.offload_nvme_stays_within_the_host_budget PROPERTIES
                      LABELS unit ENVIRONMENT OMP_NUM_THREADS=1
                      PASS_REGULAR_EXPRESSION "within-host-budget")
+
+# Issue 29 item 4: stage-3 inference on 2-4 CPU ranks (tests/cli/generate_ranks.sh): the tokens
+# and the --prompts_file output of one rank with the whole model; the GPU flags refused.
+add_test(NAME cli.generate.stage3_ranks_equal_one_rank
+         COMMAND ${PROJECT_SOURCE_DIR}/tests/cli/generate_ranks.sh $<TARGET_FILE:zero>
+                 ${MPIEXEC_EXECUTABLE}
+                 ${PROJECT_SOURCE_DIR}/tests/fixtures/hf_matrix/gemma2_softcap_tied_fp32_single_hf5
+                 ${_zg_model} ${_zg_out}/ranks)
+set_tests_properties(cli.generate.stage3_ranks_equal_one_rank PROPERTIES LABELS mpi TIMEOUT 300
+                     FIXTURES_REQUIRED zg_model PASS_REGULAR_EXPRESSION "PASS")
