@@ -13,6 +13,7 @@
 
 #include "core/check.h"
 #include "core/cuda/cuda_check.h"
+#include "core/cuda/cuda_probe.h"
 #include "core/device.h"
 #include "device/backend.h"
 #include "device/cuda_stream.h"
@@ -357,6 +358,9 @@ StatusOr<std::unique_ptr<Backend>> make_cuda_backend(int device_index) {
     return invalid_argument("CUDA device {} requested, but {} visible (CUDA_VISIBLE_DEVICES?)",
                             device_index, device_count);
   }
+  // Before any stream or buffer: a GPU held by another process in exclusive mode is a one-line
+  // error naming the mode and what to do, not an abort at the first cudaSetDevice.
+  ZERO_RETURN_IF_ERROR(::zero::cuda::claim_cuda_device(device_index));
   return std::unique_ptr<Backend>(std::make_unique<CudaBackend>(device_index));
 }
 

@@ -15,6 +15,8 @@
 //     still queued would read freed memory);
 //   - the synchronize calls wait as documented and return the sticky launch error;
 //   - cudaMemGetInfo reports a fixed capacity, all free (the heap is not measured);
+//   - the driver's and the GPUs' facts (versions, compute capability and mode) are what a test set
+//     in emulated_gpus(); cudaGetDeviceCount and cudaSetDevice fail as CUDA would under them;
 //   - cudaHostAlloc / cudaMallocHost ("pinned" memory) are ordinary host memory: cudaMemcpyAsync
 //     already reads and writes host memory when its stream gets there, as a pinned copy does;
 //     cudaFreeHost waits for the caller's device first, as cudaFree.
@@ -24,6 +26,7 @@
 
 #include <cuda_runtime.h>
 
+#include <array>
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
@@ -72,10 +75,57 @@ inline cudaError_t device_malloc(void** ptr, size_t bytes) {
   return *ptr != nullptr ? cudaSuccess : cudaErrorMemoryAllocation;
 }
 
+// What the emulated driver and GPUs report before any work: versions, compute capability, compute
+// mode, and whether another process holds a device. Tests set it to make the start-up refusals
+// happen (core/cuda/cuda_probe.h); the defaults are an sm_90 GPU on a driver as new as the runtime.
+// Not synchronised: set it before the code under test runs, and restore it after.
+struct EmulatedGpus {
+  int driver_version = CUDART_VERSION;   // cudaDriverGetVersion (0: no driver loaded)
+  int runtime_version = CUDART_VERSION;  // cudaRuntimeGetVersion
+  int compute_major = 9, compute_minor = 0;
+  cudaComputeMode compute_mode = cudaComputeModeDefault;  // every device's
+  // Devices with a context of another process: exclusive-process mode refuses this one.
+  std::array<bool, kNumDevices> held_elsewhere{};
+};
+
+inline EmulatedGpus& emulated_gpus() {
+  static EmulatedGpus gpus;
+  return gpus;
+}
+
+// As CUDA: a driver of an older major version than the runtime cannot run it at all (minor
+// versions within a major are compatible).
+inline bool driver_too_old() {
+  const EmulatedGpus& g = emulated_gpus();
+  return g.driver_version / 1000 < g.runtime_version / 1000;
+}
+
+inline cudaError_t driver_get_version(int* version) {
+  if (version == nullptr) return cudaErrorInvalidValue;
+  *version = emulated_gpus().driver_version;
+  return cudaSuccess;
+}
+
+inline cudaError_t runtime_get_version(int* version) {
+  if (version == nullptr) return cudaErrorInvalidValue;
+  *version = emulated_gpus().runtime_version;
+  return cudaSuccess;
+}
+
 // cudaSetDevice / cudaGetDevice / cudaGetDeviceCount: kNumDevices devices, the current one per
-// host thread (stream_emu.h: a device labels its streams; memory is shared).
+// host thread (stream_emu.h: a device labels its streams; memory is shared). cudaSetDevice creates
+// the device's context (CUDA 12 and later): refused with cudaErrorDevicesUnavailable in compute
+// mode Prohibited, or exclusive with another process holding the device.
 inline cudaError_t set_device(int device) {
+  if (driver_too_old()) return cudaErrorInsufficientDriver;
   if (device < 0 || device >= kNumDevices) return cudaErrorInvalidDevice;
+  const EmulatedGpus& g = emulated_gpus();
+  const bool exclusive = g.compute_mode == cudaComputeModeExclusive ||
+                         g.compute_mode == cudaComputeModeExclusiveProcess;
+  if (g.compute_mode == cudaComputeModeProhibited ||
+      (exclusive && g.held_elsewhere[static_cast<size_t>(device)])) {
+    return cudaErrorDevicesUnavailable;
+  }
   t_current_device = device;
   return cudaSuccess;
 }
@@ -88,8 +138,42 @@ inline cudaError_t get_device(int* device) {
 
 inline cudaError_t get_device_count(int* count) {
   if (count == nullptr) return cudaErrorInvalidValue;
+  if (driver_too_old()) {
+    *count = 0;
+    return cudaErrorInsufficientDriver;
+  }
   *count = kNumDevices;
   return cudaSuccess;
+}
+
+// cudaGetDeviceProperties: the fields the project reads (name, memory, compute capability, SMs).
+inline cudaError_t get_device_properties(cudaDeviceProp* prop, int device) {
+  if (prop == nullptr) return cudaErrorInvalidValue;
+  if (device < 0 || device >= kNumDevices) return cudaErrorInvalidDevice;
+  *prop = cudaDeviceProp{};
+  std::snprintf(prop->name, sizeof(prop->name), "Emulated GPU (CPU threads)");
+  prop->totalGlobalMem = kEmulatedDeviceBytes;
+  prop->major = emulated_gpus().compute_major;
+  prop->minor = emulated_gpus().compute_minor;
+  prop->multiProcessorCount = 132;
+  return cudaSuccess;
+}
+
+// cudaDeviceGetAttribute: the compute mode and capability (no context needed, as on a GPU).
+inline cudaError_t device_get_attribute(int* value, cudaDeviceAttr attr, int device) {
+  if (value == nullptr) return cudaErrorInvalidValue;
+  if (device < 0 || device >= kNumDevices) return cudaErrorInvalidDevice;
+  switch (attr) {
+    case cudaDevAttrComputeMode: *value = emulated_gpus().compute_mode; return cudaSuccess;
+    case cudaDevAttrComputeCapabilityMajor:
+      *value = emulated_gpus().compute_major;
+      return cudaSuccess;
+    case cudaDevAttrComputeCapabilityMinor:
+      *value = emulated_gpus().compute_minor;
+      return cudaSuccess;
+    case cudaDevAttrMultiProcessorCount: *value = 132; return cudaSuccess;
+    default: not_emulated("cudaDeviceGetAttribute of this attribute");
+  }
 }
 
 // cudaMemGetInfo: device memory is the heap here, which the emulator does not measure; each
@@ -279,6 +363,11 @@ inline cudaError_t stream_wait_event(cudaStream_t stream, cudaEvent_t handle) {
 #define cudaSetDevice(device) (::zero::emu::set_device(device))
 #define cudaGetDevice(device) (::zero::emu::get_device(device))
 #define cudaGetDeviceCount(count) (::zero::emu::get_device_count(count))
+#define cudaGetDeviceProperties(prop, device) (::zero::emu::get_device_properties((prop), (device)))
+#define cudaDeviceGetAttribute(value, attr, device) \
+  (::zero::emu::device_get_attribute((value), (attr), (device)))
+#define cudaDriverGetVersion(version) (::zero::emu::driver_get_version(version))
+#define cudaRuntimeGetVersion(version) (::zero::emu::runtime_get_version(version))
 #define cudaMemGetInfo(free_bytes, total_bytes) \
   (::zero::emu::mem_get_info((free_bytes), (total_bytes)))
 #define cudaStreamSynchronize(stream) (::zero::emu::stream_synchronize(stream))
