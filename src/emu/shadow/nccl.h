@@ -10,7 +10,7 @@
 // rounds. Calls that do not match across ranks set ncclInvalidUsage on every rank's communicator
 // (ncclCommGetAsyncError), move nothing and hang (as NCCL's kernels would) until aborted;
 // ncclCommAbort releases the aborting rank's own stuck collective and gives its peers
-// ncclRemoteError.
+// ncclRemoteError. A test may fail one rank's Nth collective (collective_fault()).
 // Not emulated: point-to-point (ncclSend / ncclRecv), ncclReduce, ncclAvg, integer and fp64
 // payloads (ncclInvalidArgument), non-blocking communicators (ncclCommInitRankConfig), user
 // buffer registration, NCCL's own ring / tree orders.
@@ -169,6 +169,22 @@ inline void reduce(const std::vector<const std::byte*>& inputs, std::byte* out, 
   }
 }
 
+// Failure injection (tests): rank `rank`'s collective number `call` (0-based, counted per
+// communicator from its creation) fails as a broken connection does on GPUs: that rank's
+// communicator gets `error` as its asynchronous error (ncclCommGetAsyncError) and its collective
+// never completes; the peers' stay in theirs until the failing rank aborts, then see
+// ncclRemoteError. Process-wide: set it before the communicators are created, clear it after.
+struct CollectiveFault {
+  int rank = -1;  // -1: none
+  uint64_t call = 0;
+  ncclResult_t error = ncclSystemError;
+};
+
+inline CollectiveFault& collective_fault() {
+  static CollectiveFault fault;
+  return fault;
+}
+
 // The ranks of one communicator (one unique id).
 class Clique {
  public:
@@ -178,7 +194,9 @@ class Clique {
         devices_(static_cast<size_t>(nranks), -1),
         parts_(static_cast<size_t>(nranks)),
         errors_(static_cast<size_t>(nranks), ncclSuccess),
-        aborted_(static_cast<size_t>(nranks), false) {}
+        aborted_(static_cast<size_t>(nranks), false),
+        calls_(static_cast<size_t>(nranks), 0),
+        fault_(collective_fault()) {}
 
   int nranks() const { return nranks_; }
 
@@ -219,6 +237,12 @@ class Clique {
   void run(int rank, const Part& part) {
     std::unique_lock<std::mutex> lock(mu_);
     if (aborted_[static_cast<size_t>(rank)]) return;  // NCCL enqueues nothing after an abort
+    if (fault_.rank == rank && calls_[static_cast<size_t>(rank)]++ == fault_.call) {
+      // The injected failure: this rank's part never arrives; it stays stuck until it aborts.
+      errors_[static_cast<size_t>(rank)] = fault_.error;
+      cv_.wait(lock, [&] { return aborted_[static_cast<size_t>(rank)]; });
+      return;
+    }
     parts_[static_cast<size_t>(rank)] = part;
     if (++arrived_ == nranks_) {
       if (!report_mismatch()) {
@@ -331,6 +355,8 @@ class Clique {
   int arrived_ = 0;                   // guarded by mu_
   uint64_t generation_ = 0;           // collectives performed; guarded by mu_
   std::vector<bool> aborted_;         // per rank, ncclCommAbort called; guarded by mu_
+  std::vector<uint64_t> calls_;       // per rank, collectives run so far; guarded by mu_
+  const CollectiveFault fault_;       // collective_fault() when the clique was formed
   std::vector<std::byte> scratch_;    // guarded by mu_
 };
 
