@@ -14,6 +14,7 @@
 #include "core/check.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_probe.h"
+#include "core/cuda/device_alloc.h"
 #include "core/device.h"
 #include "device/backend.h"
 #include "device/cuda_stream.h"
@@ -138,12 +139,13 @@ class CudaBackend final : public Backend {
     ZERO_CHECK(numel >= 0, "allocate: numel ", numel);
     activate_cuda_device(device_index_);
     const size_t bytes = static_cast<size_t>(numel) * dtype_bytes(dtype);
-    void* p = nullptr;
-    if (cudaError_t err = cudaMalloc(&p, bytes == 0 ? 1 : bytes); err != cudaSuccess) {
-      (void)cudaGetLastError();  // not sticky: the caller may free memory and retry
-      return resource_exhausted("allocating {} bytes on CUDA device {} failed: {}", bytes,
-                                device_index_, cudaGetErrorString(err));
-    }
+    // Under the ZERO_DEVICE_MEMORY_LIMIT budget as the model's buffers; a refusal names the bytes
+    // and what the device had (the caller adds what the buffer is for).
+    const std::string what = fmt::format("a buffer of {} {} values", numel, dtype_name(dtype));
+    DeviceAllocFailure failure;
+    void* p =
+        ::zero::cuda::try_device_alloc({.what = what, .bytes = bytes == 0 ? 1 : bytes}, &failure);
+    if (p == nullptr) return resource_exhausted("{}", device_alloc_failure_reason(failure));
     // cudaFree synchronizes the device, so a buffer is never freed under a running kernel; the
     // device is the one current when the owner frees it (one GPU per rank).
     return DeviceBuffer(TensorView{p, dtype, Shape{numel}, Device::kCuda},

@@ -14,7 +14,8 @@
 //   - cudaFree waits for the whole device first (a GPU's cudaFree synchronises too; here a kernel
 //     still queued would read freed memory);
 //   - the synchronize calls wait as documented and return the sticky launch error;
-//   - cudaMemGetInfo reports a fixed capacity, all free (the heap is not measured);
+//   - cudaMemGetInfo reports a fixed capacity less what cudaMalloc gave out on the caller's
+//     device (the heap itself is not measured);
 //   - the driver's and the GPUs' facts (versions, compute capability and mode) are what a test set
 //     in emulated_gpus(); cudaGetDeviceCount and cudaSetDevice fail as CUDA would under them;
 //   - cudaHostAlloc / cudaMallocHost ("pinned" memory) are ordinary host memory: cudaMemcpyAsync
@@ -32,6 +33,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "emu/stream_emu.h"  // IWYU pragma: export
@@ -60,19 +64,52 @@ inline constexpr size_t kDeviceAlignment = 256;
 // The emulated device's memory: cudaMemGetInfo's total, and the most one cudaMalloc may ask for.
 inline constexpr size_t kEmulatedDeviceBytes = size_t{80} << 30;
 
+// Heap memory for a device or pinned allocation.
+// Why round up: aligned_alloc requires a multiple of the alignment; ASan still sees the rest of
+// the last 256 bytes as addressable, as a GPU allocation's granularity would be.
+inline size_t rounded_bytes(size_t bytes) {
+  const size_t rounded = (bytes + kDeviceAlignment - 1) / kDeviceAlignment * kDeviceAlignment;
+  return rounded == 0 ? kDeviceAlignment : rounded;
+}
+
+// Each device's memory in use (cudaMalloc'd, not yet freed), so cudaMemGetInfo reports what is
+// left and ZERO_DEVICE_MEMORY_LIMIT (core/device_memory_budget.h) acts as on a GPU. Never
+// destroyed: late frees from static destructors still find it.
+struct DeviceMemory {
+  std::mutex mu;
+  std::array<size_t, kNumDevices> used_bytes{};              // guarded by mu
+  std::unordered_map<void*, std::pair<int, size_t>> blocks;  // pointer -> device, bytes; by mu
+};
+
+inline DeviceMemory& device_memory() {
+  static DeviceMemory* memory = new DeviceMemory;
+  return *memory;
+}
+
+// cudaMalloc on the calling thread's device. Why a budget per device: a request beyond what the
+// device has left (what cudaMemGetInfo reports) fails as on a GPU, whatever the host could map
+// (DeviceArena's out-of-memory test asks for 1 PiB).
 inline cudaError_t device_malloc(void** ptr, size_t bytes) {
   if (ptr == nullptr) return cudaErrorInvalidValue;
-  // Why round up: aligned_alloc requires a multiple of the alignment; ASan still sees the rest
-  // of the last 256 bytes as addressable, as a GPU allocation's granularity would be.
-  // Why: a request beyond the emulated device's memory (what cudaMemGetInfo reports) fails as
-  // on a GPU, whatever the host could map (DeviceArena's out-of-memory test asks for 1 PiB).
-  if (bytes > kEmulatedDeviceBytes) {
-    *ptr = nullptr;
-    return cudaErrorMemoryAllocation;
-  }
-  const size_t rounded = (bytes + kDeviceAlignment - 1) / kDeviceAlignment * kDeviceAlignment;
-  *ptr = std::aligned_alloc(kDeviceAlignment, rounded == 0 ? kDeviceAlignment : rounded);
-  return *ptr != nullptr ? cudaSuccess : cudaErrorMemoryAllocation;
+  *ptr = nullptr;
+  const int device = t_current_device;
+  DeviceMemory& memory = device_memory();
+  const std::lock_guard<std::mutex> lock(memory.mu);
+  const size_t used = memory.used_bytes[static_cast<size_t>(device)];
+  if (bytes > kEmulatedDeviceBytes - used) return cudaErrorMemoryAllocation;
+  const size_t rounded = rounded_bytes(bytes);
+  *ptr = std::aligned_alloc(kDeviceAlignment, rounded);
+  if (*ptr == nullptr) return cudaErrorMemoryAllocation;
+  memory.used_bytes[static_cast<size_t>(device)] += rounded;
+  memory.blocks[*ptr] = {device, rounded};
+  return cudaSuccess;
+}
+
+// The bytes cudaMalloc'd on `device` and not freed.
+inline size_t device_used_bytes(int device) {
+  DeviceMemory& memory = device_memory();
+  const std::lock_guard<std::mutex> lock(memory.mu);
+  return memory.used_bytes[static_cast<size_t>(device)];
 }
 
 // What the emulated driver and GPUs report before any work: versions, compute capability, compute
@@ -176,12 +213,11 @@ inline cudaError_t device_get_attribute(int* value, cudaDeviceAttr attr, int dev
   }
 }
 
-// cudaMemGetInfo: device memory is the heap here, which the emulator does not measure; each
-// device reports an H100's 80 GiB, all of it free (memory planning tests inject their own numbers).
-
+// cudaMemGetInfo: each device has an H100's 80 GiB, less what this process cudaMalloc'd on it
+// (memory planning tests inject their own numbers).
 inline cudaError_t mem_get_info(size_t* free_bytes, size_t* total_bytes) {
   if (free_bytes == nullptr || total_bytes == nullptr) return cudaErrorInvalidValue;
-  *free_bytes = kEmulatedDeviceBytes;
+  *free_bytes = kEmulatedDeviceBytes - device_used_bytes(t_current_device);
   *total_bytes = kEmulatedDeviceBytes;
   return cudaSuccess;
 }
@@ -195,18 +231,34 @@ inline cudaError_t device_free(void* ptr) {
   if (ptr == nullptr) return cudaSuccess;
   // Why: freeing under queued work would be a use-after-free here; a GPU's cudaFree waits too.
   device_synchronize();
+  {
+    DeviceMemory& memory = device_memory();
+    const std::lock_guard<std::mutex> lock(memory.mu);
+    if (auto it = memory.blocks.find(ptr); it != memory.blocks.end()) {
+      memory.used_bytes[static_cast<size_t>(it->second.first)] -= it->second.second;
+      memory.blocks.erase(it);
+    }
+  }
   std::free(ptr);
   return cudaSuccess;
 }
 
 // cudaHostAlloc / cudaMallocHost: any flags (portable, mapped, write-combined) give the same
-// host memory; a mapped pointer's device alias (cudaHostGetDevicePointer) is not emulated.
+// host memory, not counted as any device's; a mapped pointer's device alias
+// (cudaHostGetDevicePointer) is not emulated.
 inline cudaError_t host_alloc(void** ptr, size_t bytes, unsigned flags) {
   (void)flags;
-  return device_malloc(ptr, bytes);
+  if (ptr == nullptr) return cudaErrorInvalidValue;
+  *ptr = std::aligned_alloc(kDeviceAlignment, rounded_bytes(bytes));
+  return *ptr != nullptr ? cudaSuccess : cudaErrorMemoryAllocation;
 }
 
-inline cudaError_t host_free(void* ptr) { return device_free(ptr); }
+inline cudaError_t host_free(void* ptr) {
+  // As cudaFree: queued copies may still read or write it.
+  device_synchronize();
+  std::free(ptr);
+  return cudaSuccess;
+}
 
 inline cudaError_t memset_async(void* ptr, int value, size_t bytes, cudaStream_t stream) {
   if (bytes > 0) stream_of(stream).enqueue([=] { std::memset(ptr, value, bytes); });

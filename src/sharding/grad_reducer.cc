@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "core/check.h"
+#include "core/device_memory_budget.h"
 
 namespace zero::sharding {
 
@@ -79,7 +80,7 @@ TensorView GradReducer::scratch(DType dtype, int64_t numel) {
       max_numel = std::max(max_numel, layout_.unit(u).padded_numel);
     }
     StatusOr<device::DeviceBuffer> b = ctx_->backend().allocate(dtype, max_numel);
-    ZERO_CHECK(b.ok(), "gradient rounding buffer: ", b.status().to_string());
+    if (!b.ok()) exit_out_of_device_memory("the gradient rounding buffer", b.status());
     const auto bytes = static_cast<int64_t>(b->view().nbytes());
     memory_.peak_transient_grad_bytes += bytes;
     if (own_host_ == nullptr) memory_.device_bytes += bytes;
@@ -107,7 +108,10 @@ device::DeviceBuffer GradReducer::take(int64_t numel, DType dtype) {
     }
   }
   StatusOr<device::DeviceBuffer> b = ctx_->backend().allocate(dtype, numel);
-  ZERO_CHECK(b.ok(), "gradient buffer: ", b.status().to_string());
+  if (!b.ok()) {
+    exit_out_of_device_memory(
+        fmt::format("a gradient bucket buffer ({} x {})", numel, dtype_name(dtype)), b.status());
+  }
   const auto bytes = static_cast<int64_t>(b->view().nbytes());
   if (own_host_ == nullptr) memory_.device_bytes += bytes;
   pooled_bytes_ += bytes;

@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "core/check.h"
+#include "core/device_memory_budget.h"
 
 namespace zero::sharding {
 
@@ -238,7 +239,10 @@ void ParamCoordinator::gather_async(int u) {
     if (unit.full.data() == nullptr) {
       StatusOr<device::DeviceBuffer> b =
           ctx_->backend().allocate(options_.model_dtype, info.padded_numel);
-      ZERO_CHECK(b.ok(), "gathering unit ", u, ": ", b.status().to_string());
+      if (!b.ok()) {
+        exit_out_of_device_memory(fmt::format("the gather buffer of unit {} (stage 3)", u),
+                                  b.status());
+      }
       if (own_host_ == nullptr) memory_.device_bytes += static_cast<int64_t>(b->view().nbytes());
       unit.full = std::move(*b);
     }
