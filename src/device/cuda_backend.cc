@@ -134,6 +134,24 @@ class CudaBackend final : public Backend {
   std::unique_ptr<Event> create_event() override {
     return std::make_unique<CudaEvent>(device_index_);
   }
+  std::unique_ptr<Event> create_timing_event() override {
+    return std::make_unique<CudaEvent>(device_index_, /*timing=*/true);
+  }
+  StatusOr<double> elapsed_ms(const Event& start, const Event& end) override {
+    const auto& a = static_cast<const CudaEvent&>(start);
+    const auto& b = static_cast<const CudaEvent&>(end);
+    activate_cuda_device(device_index_);
+    // Why a host wait: the time is known once the stream has reached `end`.
+    cudaError_t err = cudaEventSynchronize(b.get());
+    float ms = 0.0f;
+    if (err == cudaSuccess) err = cudaEventElapsedTime(&ms, a.get(), b.get());
+    if (err != cudaSuccess) {
+      (void)cudaGetLastError();
+      return internal_error("cudaEventElapsedTime on device {}: {} ({})", device_index_,
+                            cudaGetErrorString(err), static_cast<int>(err));
+    }
+    return static_cast<double>(ms);
+  }
 
   StatusOr<DeviceBuffer> allocate(DType dtype, int64_t numel) override {
     ZERO_CHECK(numel >= 0, "allocate: numel ", numel);

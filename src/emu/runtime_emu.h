@@ -22,7 +22,7 @@
 //     already reads and writes host memory when its stream gets there, as a pinned copy does;
 //     cudaFreeHost waits for the caller's device first, as cudaFree.
 // Not emulated (a compile error or an abort): cudaHostRegister, peer copies, cudaMemcpyDefault,
-// the per-thread default stream, event timing.
+// the per-thread default stream. Event timing is the host's clock when a stream runs the record.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -340,10 +340,9 @@ inline cudaError_t launch_host_func(cudaStream_t stream, cudaHostFn_t fn, void* 
 
 inline cudaError_t event_create(cudaEvent_t* handle, unsigned flags) {
   if (handle == nullptr) return cudaErrorInvalidValue;
-  // Timing is not emulated (cudaEventElapsedTime is not defined here, so a use does not link);
-  // an event with timing still orders work.
-  (void)flags;
-  *handle = reinterpret_cast<cudaEvent_t>(new Event);
+  auto* event = new Event;
+  event->timing = (flags & cudaEventDisableTiming) == 0;
+  *handle = reinterpret_cast<cudaEvent_t>(event);
   return cudaSuccess;
 }
 
@@ -359,10 +358,34 @@ inline cudaError_t event_record(cudaEvent_t handle, cudaStream_t stream) {
   if (reinterpret_cast<Event*>(handle)->device != stream_of(stream).device()) {
     return cudaErrorInvalidResourceHandle;
   }
-  // The record itself is an operation of the stream: reached once all before it has run.
-  StreamPoint point = stream_of(stream).enqueue([] {});
+  // The record itself is an operation of the stream: reached once all before it has run. A timing
+  // event notes the host's clock when the stream runs it (the emulator's "GPU time").
+  auto* event = reinterpret_cast<Event*>(handle);
+  std::shared_ptr<std::chrono::steady_clock::time_point> at;
+  if (event->timing) at = std::make_shared<std::chrono::steady_clock::time_point>();
+  StreamPoint point = stream_of(stream).enqueue([at] {
+    if (at == nullptr) return;
+    const std::lock_guard<std::mutex> lock(device_state().mutex);
+    *at = std::chrono::steady_clock::now();
+  });
   const std::lock_guard<std::mutex> lock(device_state().mutex);
-  reinterpret_cast<Event*>(handle)->recorded = std::move(point);
+  event->recorded = std::move(point);
+  event->recorded_at = std::move(at);
+  return cudaSuccess;
+}
+
+// cudaEventElapsedTime: milliseconds between the two events' most recent records, as the streams
+// ran them. As CUDA: an event without timing or never recorded is an invalid handle; one whose
+// record has not run yet is cudaErrorNotReady.
+inline cudaError_t event_elapsed_time(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  if (ms == nullptr) return cudaErrorInvalidValue;
+  if (start == nullptr || end == nullptr) return cudaErrorInvalidResourceHandle;
+  auto* a = reinterpret_cast<Event*>(start);
+  auto* b = reinterpret_cast<Event*>(end);
+  const std::lock_guard<std::mutex> lock(device_state().mutex);
+  if (a->recorded_at == nullptr || b->recorded_at == nullptr) return cudaErrorInvalidResourceHandle;
+  if (!Stream::reached(a->recorded) || !Stream::reached(b->recorded)) return cudaErrorNotReady;
+  *ms = std::chrono::duration<float, std::milli>(*b->recorded_at - *a->recorded_at).count();
   return cudaSuccess;
 }
 
@@ -435,5 +458,6 @@ inline cudaError_t stream_wait_event(cudaStream_t stream, cudaEvent_t handle) {
 #define cudaEventRecord(event, ...) \
   (::zero::emu::event_record((event), ZERO_EMU_STREAM_ARG(__VA_ARGS__)))
 #define cudaEventQuery(event) (::zero::emu::event_query(event))
+#define cudaEventElapsedTime(ms, start, end) (::zero::emu::event_elapsed_time((ms), (start), (end)))
 #define cudaEventSynchronize(event) (::zero::emu::event_synchronize(event))
 #define cudaStreamWaitEvent(stream, event, ...) (::zero::emu::stream_wait_event((stream), (event)))
