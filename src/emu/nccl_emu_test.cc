@@ -399,7 +399,7 @@ TEST(NcclEmuFaults, PeerThatNeverArrivesIsADeadlineError) {
 // the remote error it sees once rank 1 aborts its communicator (as its destructor does after a
 // failure; under mpirun the failing rank's MPI_Abort would end the job first).
 TEST(NcclEmuFaults, AFailingCollectiveIsNamedOnEveryRankBeforeTheTimeout) {
-  emu::nccl::collective_fault() = {.rank = 1, .call = 1, .error = ncclSystemError};
+  emu::nccl::set_collective_fault({.rank = 1, .skip = 1, .error = ncclSystemError});
   std::vector<std::string> errors(2);
   const auto t0 = std::chrono::steady_clock::now();
   ThreadCommunicator::run(2, [&](Communicator& threads) {
@@ -416,7 +416,7 @@ TEST(NcclEmuFaults, AFailingCollectiveIsNamedOnEveryRankBeforeTheTimeout) {
     }  // rank 1 aborts its communicator (it failed), which releases rank 0 with a remote error
     ASSERT_EQ(cudaFree(dev), cudaSuccess);
   });
-  emu::nccl::collective_fault() = {};
+  emu::nccl::set_collective_fault({});
   const double waited_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_LT(waited_ms, 20000.0);

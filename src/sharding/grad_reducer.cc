@@ -392,9 +392,9 @@ void GradReducer::queue_result(Bucket& b, const TensorView& in,
 }
 
 void GradReducer::note_finished_collectives() {
-  std::erase_if(unchecked_, [this](const CommHandle& h) {
-    if (!h.done()) return false;
-    if (Status s = h.wait(); !s.ok() && status_.ok()) status_ = std::move(s);
+  std::erase_if(unchecked_, [this](const Unchecked& c) {
+    if (!c.handle.done()) return false;
+    if (Status s = c.handle.wait(); !s.ok() && status_.ok()) status_ = s.with_context(c.what);
     return true;
   });
 }
@@ -402,8 +402,8 @@ void GradReducer::note_finished_collectives() {
 Status GradReducer::wait_collectives() {
   // Why a host wait: the caller waits for the step's scalars next (after these collectives);
   // waiting for the handles first turns a dead peer into their timeout error.
-  for (const CommHandle& h : unchecked_) {
-    if (Status s = h.wait(); !s.ok() && status_.ok()) status_ = std::move(s);
+  for (const Unchecked& c : unchecked_) {
+    if (Status s = c.handle.wait(); !s.ok() && status_.ok()) status_ = s.with_context(c.what);
   }
   unchecked_.clear();
   return status_;
@@ -421,7 +421,14 @@ void GradReducer::complete_front() {
   memory_.comm_wait_s +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   for (int u : b.units) units_[static_cast<size_t>(u)].has_pending = false;
-  unchecked_.push_back(std::move(b.pending));
+  // The units in issue order: "gradients of unit 3" or "gradients of units 3-5" (a bucket).
+  const auto [lo, hi] = std::minmax_element(b.units.begin(), b.units.end());
+  std::string what =
+      b.units.empty() ? std::string("gradients")
+      : b.units.size() == 1
+          ? fmt::format("gradients of unit {}", *lo)
+          : fmt::format("gradients of units {}-{} (a bucket of {})", *lo, *hi, b.units.size());
+  unchecked_.push_back({std::move(b.pending), std::move(what)});
   note_finished_collectives();
   give(std::move(b.in));
   give(std::move(b.out));

@@ -88,9 +88,9 @@ void ParamCoordinator::note_status(const Status& s) {
 }
 
 const Status& ParamCoordinator::status() {
-  std::erase_if(unchecked_, [this](const CommHandle& h) {
-    if (!h.done()) return false;
-    note_status(h.wait());
+  std::erase_if(unchecked_, [this](const Unchecked& c) {
+    if (!c.handle.done()) return false;
+    note_status(c.handle.wait().with_context(fmt::format("parameters of unit {}", c.unit)));
     return true;
   });
   return status_;
@@ -187,7 +187,7 @@ void ParamCoordinator::wait_pending(int u) {
   memory_.comm_wait_s +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   unit.done = nullptr;
-  unchecked_.push_back(std::move(unit.pending));
+  unchecked_.push_back({std::move(unit.pending), u});
   unit.has_pending = false;
   // On the host context the gather has now consumed the shard: an NVMe shard's host copy can go,
   // and its result is known.

@@ -154,7 +154,11 @@ class ParamCoordinator : public model::ParamAccess {
   // issued ones whose result is not known yet.
   std::unique_ptr<device::StreamCollectives> collectives_;
   std::unique_ptr<device::Event> ready_;
-  std::vector<CommHandle> unchecked_;
+  struct Unchecked {
+    CommHandle handle;
+    int unit;  // whose parameters it fetched (its errors say so)
+  };
+  std::vector<Unchecked> unchecked_;
   std::vector<Unit> units_;
   std::unique_ptr<ParamStore> store_;  // stage 3 on the host: this rank's shards (host or NVMe)
   // Stage 3: the order of acquire() calls in one micro-step, recorded on the first one.

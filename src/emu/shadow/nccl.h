@@ -10,7 +10,7 @@
 // rounds. Calls that do not match across ranks set ncclInvalidUsage on every rank's communicator
 // (ncclCommGetAsyncError), move nothing and hang (as NCCL's kernels would) until aborted;
 // ncclCommAbort releases the aborting rank's own stuck collective and gives its peers
-// ncclRemoteError. A test may fail one rank's Nth collective (collective_fault()).
+// ncclRemoteError. A test may fail one rank's next collective (set_collective_fault).
 // Not emulated: point-to-point (ncclSend / ncclRecv), ncclReduce, ncclAvg, integer and fp64
 // payloads (ncclInvalidArgument), non-blocking communicators (ncclCommInitRankConfig), user
 // buffer registration, NCCL's own ring / tree orders.
@@ -169,20 +169,41 @@ inline void reduce(const std::vector<const std::byte*>& inputs, std::byte* out, 
   }
 }
 
-// Failure injection (tests): rank `rank`'s collective number `call` (0-based, counted per
-// communicator from its creation) fails as a broken connection does on GPUs: that rank's
-// communicator gets `error` as its asynchronous error (ncclCommGetAsyncError) and its collective
-// never completes; the peers' stay in theirs until the failing rank aborts, then see
-// ncclRemoteError. Process-wide: set it before the communicators are created, clear it after.
+// Failure injection (tests): rank `rank`'s collective after `skip` more of its own (in any
+// communicator, counted from when the fault was set) fails as a broken connection does on GPUs:
+// that rank's communicator gets `error` as its asynchronous error (ncclCommGetAsyncError) and its
+// collective never completes; the peers' stay in theirs until the failing rank aborts, then see
+// ncclRemoteError. One fault at a time, process-wide; set_collective_fault({}) clears it.
 struct CollectiveFault {
   int rank = -1;  // -1: none
-  uint64_t call = 0;
+  int skip = 0;
   ncclResult_t error = ncclSystemError;
 };
 
-inline CollectiveFault& collective_fault() {
-  static CollectiveFault fault;
-  return fault;
+struct FaultState {
+  std::mutex mu;
+  CollectiveFault fault;  // guarded by mu
+};
+
+inline FaultState& fault_state() {
+  static FaultState* state = new FaultState;  // never destroyed: streams may run at exit
+  return *state;
+}
+
+inline void set_collective_fault(const CollectiveFault& fault) {
+  const std::lock_guard<std::mutex> lock(fault_state().mu);
+  fault_state().fault = fault;
+}
+
+// Whether rank `rank`'s collective starting now is the one to fail (then the fault is spent).
+inline bool take_collective_fault(int rank, ncclResult_t* error) {
+  FaultState& state = fault_state();
+  const std::lock_guard<std::mutex> lock(state.mu);
+  if (state.fault.rank != rank) return false;
+  if (state.fault.skip-- > 0) return false;
+  *error = state.fault.error;
+  state.fault = {};
+  return true;
 }
 
 // The ranks of one communicator (one unique id).
@@ -194,9 +215,7 @@ class Clique {
         devices_(static_cast<size_t>(nranks), -1),
         parts_(static_cast<size_t>(nranks)),
         errors_(static_cast<size_t>(nranks), ncclSuccess),
-        aborted_(static_cast<size_t>(nranks), false),
-        calls_(static_cast<size_t>(nranks), 0),
-        fault_(collective_fault()) {}
+        aborted_(static_cast<size_t>(nranks), false) {}
 
   int nranks() const { return nranks_; }
 
@@ -237,9 +256,9 @@ class Clique {
   void run(int rank, const Part& part) {
     std::unique_lock<std::mutex> lock(mu_);
     if (aborted_[static_cast<size_t>(rank)]) return;  // NCCL enqueues nothing after an abort
-    if (fault_.rank == rank && calls_[static_cast<size_t>(rank)]++ == fault_.call) {
+    if (ncclResult_t error; take_collective_fault(rank, &error)) {
       // The injected failure: this rank's part never arrives; it stays stuck until it aborts.
-      errors_[static_cast<size_t>(rank)] = fault_.error;
+      errors_[static_cast<size_t>(rank)] = error;
       cv_.wait(lock, [&] { return aborted_[static_cast<size_t>(rank)]; });
       return;
     }
@@ -355,8 +374,6 @@ class Clique {
   int arrived_ = 0;                   // guarded by mu_
   uint64_t generation_ = 0;           // collectives performed; guarded by mu_
   std::vector<bool> aborted_;         // per rank, ncclCommAbort called; guarded by mu_
-  std::vector<uint64_t> calls_;       // per rank, collectives run so far; guarded by mu_
-  const CollectiveFault fault_;       // collective_fault() when the clique was formed
   std::vector<std::byte> scratch_;    // guarded by mu_
 };
 
