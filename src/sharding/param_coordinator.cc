@@ -30,6 +30,15 @@ ParamCoordinator::ParamCoordinator(const ShardLayout& layout, Communicator& comm
   }
 }
 
+int64_t planned_gathered_numel(const ShardLayout& layout, int64_t prefetch_bucket_numel) {
+  int64_t sum_padded = 0, max_padded = 0;
+  for (int u = 0; u < layout.num_units(); ++u) {
+    sum_padded += layout.unit(u).padded_numel;
+    max_padded = std::max(max_padded, layout.unit(u).padded_numel);
+  }
+  return std::min(sum_padded, 2 * max_padded + std::min(prefetch_bucket_numel, sum_padded));
+}
+
 StatusOr<std::unique_ptr<ParamCoordinator>> ParamCoordinator::create(
     const ShardLayout& layout, Communicator& comm, const ZeroOptions& options,
     const ParamOffloadOptions& offload, MemoryAccounting& memory,
@@ -240,8 +249,14 @@ void ParamCoordinator::gather_async(int u) {
       StatusOr<device::DeviceBuffer> b =
           ctx_->backend().allocate(options_.model_dtype, info.padded_numel);
       if (!b.ok()) {
-        exit_out_of_device_memory(fmt::format("the gather buffer of unit {} (stage 3)", u),
-                                  b.status());
+        // The plan's figure is for all gathered units together (a unit's own is what it asks).
+        const auto elem = static_cast<int64_t>(dtype_bytes(options_.model_dtype));
+        exit_out_of_device_memory(
+            fmt::format("the gather buffer of unit {} (stage 3; gathered units already hold {} "
+                        "bytes, the memory plan counts {} bytes for them at once)",
+                        u, live_gathered_numel_ * elem,
+                        planned_gathered_numel(layout_, options_.prefetch_bucket_numel) * elem),
+            b.status());
       }
       if (own_host_ == nullptr) memory_.device_bytes += static_cast<int64_t>(b->view().nbytes());
       unit.full = std::move(*b);

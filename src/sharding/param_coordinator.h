@@ -39,6 +39,11 @@
 
 namespace zero::sharding {
 
+// The most elements of gathered units (stage 3, several ranks) the memory plans count alive at
+// once: the unit in use, the prefetch window and the tied head's reuse (runtime/memory_plan.cc's
+// host and device plans; the coordinator's out-of-memory line quotes it).
+int64_t planned_gathered_numel(const ShardLayout& layout, int64_t prefetch_bucket_numel);
+
 class ParamCoordinator : public model::ParamAccess {
  public:
   // Stage 3 on the host keeps its shards in a ParamStore placed as `offload` says (host memory,
