@@ -66,8 +66,12 @@ class EventCompletion final : public CommCompletion {
         break;
       }
       if (std::chrono::steady_clock::now() >= deadline) {
+        // NCCL does not say which peer is missing: the other ranks' errors name their own calls.
         result_ = Status(StatusCode::kDeadlineExceeded,
-                         fmt::format("{} did not complete within {} ms", what_, timeout_ms_));
+                         fmt::format("{} did not complete within {} ms: a peer rank died, hung or "
+                                     "never issued it, or the network between the ranks failed "
+                                     "(NCCL_DEBUG=INFO shows NCCL's side)",
+                                     what_, timeout_ms_));
         break;
       }
       std::this_thread::sleep_for(std::chrono::microseconds(50));
@@ -199,9 +203,26 @@ NcclCommunicator::~NcclCommunicator() {
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }
 
-CommHandle NcclCommunicator::finish(CommKind kind, ncclResult_t result, const char* call) {
+std::string NcclCommunicator::describe(std::span<const CollectiveCall> calls, uint64_t seq) const {
+  // "rank 1 of 4 (GPU 1): all_gather #12 of 4096 bytes (bf16)": what a user needs to find the call
+  // (its kind and order on this rank, its size) and the communicator (its size, this rank's GPU).
+  const CommKind kind = calls.empty() ? CommKind::kBarrier : calls.front().kind;
+  std::string what = fmt::format("rank {} of {} (GPU {}): {} #{}", rank_, world_size_, device_,
+                                 comm_kind_name(kind), seq);
+  if (calls.empty()) return what;
+  int64_t bytes = 0;
+  for (const CollectiveCall& c : calls) {
+    bytes += comm_payload_bytes(c.kind, c.numel, c.dtype, world_size_);
+  }
+  if (calls.size() > 1) what += fmt::format(" (a group of {} calls)", calls.size());
+  what += fmt::format(" of {} bytes ({})", bytes, dtype_name(calls.front().dtype));
+  return what;
+}
+
+CommHandle NcclCommunicator::finish(std::span<const CollectiveCall> calls, ncclResult_t result,
+                                    const char* call) {
   const uint64_t seq = next_seq_++;
-  std::string what = fmt::format("rank {}: {} #{}", rank_, comm_kind_name(kind), seq);
+  std::string what = describe(calls, seq);
   if (result != ncclSuccess) {
     failed_->store(true);
     return CommHandle::ready(
@@ -280,7 +301,7 @@ CommHandle NcclCommunicator::issue_after(cudaEvent_t ready, std::span<const Coll
       name = "ncclGroupEnd";
     }
   }
-  CommHandle handle = finish(kind, result, name);
+  CommHandle handle = finish(calls, result, name);
   if (result == ncclSuccess) {
     if (const cudaError_t err = cudaEventRecord(done, stream_); err != cudaSuccess) {
       failed_->store(true);
@@ -292,31 +313,25 @@ CommHandle NcclCommunicator::issue_after(cudaEvent_t ready, std::span<const Coll
   return handle;
 }
 
-CommHandle NcclCommunicator::all_reduce_async(void* buf, size_t numel, DType dtype, ReduceOp op) {
+CommHandle NcclCommunicator::issue_one(const CollectiveCall& c) {
   const char* name = "cudaSetDevice";
   ncclResult_t r = activate();
-  if (r == ncclSuccess) r = enqueue({CommKind::kAllReduce, op, dtype, buf, buf, numel, 0}, &name);
-  return finish(CommKind::kAllReduce, r, name);
+  if (r == ncclSuccess) r = enqueue(c, &name);
+  return finish({&c, 1}, r, name);
+}
+
+CommHandle NcclCommunicator::all_reduce_async(void* buf, size_t numel, DType dtype, ReduceOp op) {
+  return issue_one({CommKind::kAllReduce, op, dtype, buf, buf, numel, 0});
 }
 
 CommHandle NcclCommunicator::reduce_scatter_async(const void* in, void* out, size_t block_numel,
                                                   DType dtype) {
-  const char* name = "cudaSetDevice";
-  ncclResult_t r = activate();
-  if (r == ncclSuccess) {
-    r = enqueue({CommKind::kReduceScatter, ReduceOp::kSum, dtype, in, out, block_numel, 0}, &name);
-  }
-  return finish(CommKind::kReduceScatter, r, name);
+  return issue_one({CommKind::kReduceScatter, ReduceOp::kSum, dtype, in, out, block_numel, 0});
 }
 
 CommHandle NcclCommunicator::all_gather_async(const void* in, void* out, size_t block_numel,
                                               DType dtype) {
-  const char* name = "cudaSetDevice";
-  ncclResult_t r = activate();
-  if (r == ncclSuccess) {
-    r = enqueue({CommKind::kAllGather, ReduceOp::kSum, dtype, in, out, block_numel, 0}, &name);
-  }
-  return finish(CommKind::kAllGather, r, name);
+  return issue_one({CommKind::kAllGather, ReduceOp::kSum, dtype, in, out, block_numel, 0});
 }
 
 CommHandle NcclCommunicator::broadcast_async(void* buf, size_t numel, DType dtype, int root) {
@@ -324,19 +339,14 @@ CommHandle NcclCommunicator::broadcast_async(void* buf, size_t numel, DType dtyp
     return CommHandle::ready(
         invalid_argument("broadcast: root {} outside world of {} ranks", root, world_size_));
   }
-  const char* name = "cudaSetDevice";
-  ncclResult_t r = activate();
-  if (r == ncclSuccess) {
-    r = enqueue({CommKind::kBroadcast, ReduceOp::kSum, dtype, buf, buf, numel, root}, &name);
-  }
-  return finish(CommKind::kBroadcast, r, name);
+  return issue_one({CommKind::kBroadcast, ReduceOp::kSum, dtype, buf, buf, numel, root});
 }
 
 CommHandle NcclCommunicator::barrier_async() {
   const char* name = "cudaSetDevice";
   ncclResult_t r = activate();
   if (r == ncclSuccess) r = enqueue(CollectiveCall{}, &name);
-  return finish(CommKind::kBarrier, r, name);
+  return finish({}, r, name);
 }
 
 void NcclCommunicator::abort_job(int exit_code) {

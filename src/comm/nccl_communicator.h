@@ -11,6 +11,7 @@
 #include <atomic>
 #include <memory>
 #include <span>
+#include <string>
 
 #include "comm/communicator.h"
 #include "comm/mpi_communicator.h"
@@ -78,8 +79,13 @@ class NcclCommunicator final : public Communicator {
   ncclResult_t enqueue(const CollectiveCall& c, const char** name);
   // Makes device_ current on the calling thread (the engine's threads are not init()'s).
   ncclResult_t activate() const;
-  // Records an event after the last enqueued call and wraps it in a handle.
-  CommHandle finish(CommKind kind, ncclResult_t result, const char* call);
+  // Enqueues one call and finishes it.
+  CommHandle issue_one(const CollectiveCall& c);
+  // Records an event after the last enqueued call (of `calls`, none for a barrier) and wraps it in
+  // a handle whose errors name the collective (describe()).
+  CommHandle finish(std::span<const CollectiveCall> calls, ncclResult_t result, const char* call);
+  // "rank R of W (GPU d): all_gather #seq of N bytes (bf16)": the collective in every error.
+  std::string describe(std::span<const CollectiveCall> calls, uint64_t seq) const;
 
   int rank_ = 0;
   int world_size_ = 1;

@@ -32,6 +32,37 @@ struct CudaProbe {
 // Cached after the first call (device enumeration initialises the CUDA runtime once).
 const CudaProbe& probe_cuda();
 
+// What the CUDA runtime says about the driver and device 0 before any context exists (read by
+// core/cuda/cuda_probe.h, on a GPU and on the emulator); assess_cuda_facts decides from it alone.
+struct CudaFacts {
+  int count_error = 0;           // cudaGetDeviceCount's error code (0: none)
+  std::string count_error_text;  // its cudaGetErrorString
+  int device_count = 0;
+  int driver_version = 0;        // cudaDriverGetVersion: 12040 is CUDA 12.4; 0: no driver loaded
+  int runtime_version = 0;       // cudaRuntimeGetVersion: the runtime this binary was linked with
+  bool have_properties = false;  // cudaGetDeviceProperties(0) answered
+  std::string name;
+  int compute_major = 0, compute_minor = 0;
+  size_t total_memory_bytes = 0;
+  int compute_mode = 0;  // cudaComputeMode of device 0 (cudaDevAttrComputeMode)
+};
+
+// The probe's verdict on `facts` for a binary built for `built_architectures`. Refuses, each with
+// one line saying what to do: a driver older than the runtime (an older major version, or error
+// 35), a GPU in compute mode Prohibited, a GPU the binary has no code for (core/gpu_arch.h), PTX
+// the driver is too old to compile. Pure: tested without a GPU.
+CudaProbe assess_cuda_facts(const CudaFacts& facts, std::string_view built_architectures);
+
+// "12.4" for CUDA's 12040.
+std::string cuda_version_text(int version);
+
+// Why this process could not create its context on GPU `device` (cudaSetDevice / cudaFree(0)
+// failed with `error`, `error_text`), as one line with what to do: in exclusive compute mode it
+// names the mode and the other process that holds the GPU. Pure; core/cuda/cuda_probe.h's
+// claim_cuda_device calls it.
+Status cuda_device_claim_error(int device, int error, std::string_view error_text,
+                               int compute_mode);
+
 // `--device` as given on a command line: "cpu" or "cuda"; otherwise an error naming the flag
 // ("--device tpu: expected cpu or cuda").
 StatusOr<Device> parse_device_flag(std::string_view value);

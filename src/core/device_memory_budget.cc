@@ -48,9 +48,19 @@ std::optional<int64_t> device_memory_limit_from_env() {
 }
 
 std::string device_alloc_failure_message(const DeviceAllocFailure& f) {
-  std::string line =
-      fmt::format("zero: error: out of GPU memory on device {}: {} asks for {} bytes ({})",
-                  f.device, f.what, f.bytes, mib(f.bytes));
+  return "zero: error: " + device_alloc_failure_reason(f);
+}
+
+void exit_out_of_device_memory(std::string_view what, const Status& why) {
+  const std::string line = fmt::format("zero: error: {}: {}\n", what, why.message());
+  std::fputs(line.c_str(), stderr);
+  std::fflush(stderr);
+  std::_Exit(1);
+}
+
+std::string device_alloc_failure_reason(const DeviceAllocFailure& f) {
+  std::string line = fmt::format("out of GPU memory on device {}: {} asks for {} bytes ({})",
+                                 f.device, f.what, f.bytes, mib(f.bytes));
   if (f.planned_bytes >= 0) {
     line += fmt::format("; the memory plan counted {} bytes ({}) for it", f.planned_bytes,
                         mib(f.planned_bytes));

@@ -44,4 +44,14 @@ struct DeviceAllocFailure {
 // (X MiB); the memory plan counted P bytes for it; the device has F MiB free of T MiB (...)".
 std::string device_alloc_failure_message(const DeviceAllocFailure& f);
 
+// The same without "zero: error: ", for a Status (the backend's allocate()).
+std::string device_alloc_failure_reason(const DeviceAllocFailure& f);
+
+// For a buffer a training step needs where no Status can be returned (a stage-3 gather deep in a
+// forward): prints "zero: error: <what>: <why's message>" as one line on stderr and ends the
+// process with status 1 at once. Under mpirun / zero launch a rank that exits non-zero ends the
+// job, so no peer is left waiting in a collective (ZERO_CHECK would abort naming file:line, with a
+// core dump).
+[[noreturn]] void exit_out_of_device_memory(std::string_view what, const Status& why);
+
 }  // namespace zero

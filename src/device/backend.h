@@ -86,6 +86,17 @@ class Backend {
   virtual Device device() const = 0;
   virtual std::unique_ptr<Stream> create_stream(const std::string& name) = 0;
   virtual std::unique_ptr<Event> create_event() = 0;
+  // An event that also notes when its stream reaches it, for timing device work (the
+  // wall_clock_breakdown on a GPU: cudaEventCreate with timing). nullptr when this backend has no
+  // device clock (the CPU backend: its work is timed on the host).
+  virtual std::unique_ptr<Event> create_timing_event() { return nullptr; }
+  // Milliseconds between the most recent records of two of this backend's timing events, after a
+  // host wait for `end`. An error when either was never recorded.
+  virtual StatusOr<double> elapsed_ms(const Event& start, const Event& end) {
+    (void)start;
+    (void)end;
+    return unimplemented("this backend has no timing events");
+  }
 
   // `numel` elements of `dtype` in this device's memory (contents undefined). Fails with a message
   // naming the size when the device is out of memory.

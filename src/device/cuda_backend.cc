@@ -13,6 +13,8 @@
 
 #include "core/check.h"
 #include "core/cuda/cuda_check.h"
+#include "core/cuda/cuda_probe.h"
+#include "core/cuda/device_alloc.h"
 #include "core/device.h"
 #include "device/backend.h"
 #include "device/cuda_stream.h"
@@ -132,17 +134,36 @@ class CudaBackend final : public Backend {
   std::unique_ptr<Event> create_event() override {
     return std::make_unique<CudaEvent>(device_index_);
   }
+  std::unique_ptr<Event> create_timing_event() override {
+    return std::make_unique<CudaEvent>(device_index_, /*timing=*/true);
+  }
+  StatusOr<double> elapsed_ms(const Event& start, const Event& end) override {
+    const auto& a = static_cast<const CudaEvent&>(start);
+    const auto& b = static_cast<const CudaEvent&>(end);
+    activate_cuda_device(device_index_);
+    // Why a host wait: the time is known once the stream has reached `end`.
+    cudaError_t err = cudaEventSynchronize(b.get());
+    float ms = 0.0f;
+    if (err == cudaSuccess) err = cudaEventElapsedTime(&ms, a.get(), b.get());
+    if (err != cudaSuccess) {
+      (void)cudaGetLastError();
+      return internal_error("cudaEventElapsedTime on device {}: {} ({})", device_index_,
+                            cudaGetErrorString(err), static_cast<int>(err));
+    }
+    return static_cast<double>(ms);
+  }
 
   StatusOr<DeviceBuffer> allocate(DType dtype, int64_t numel) override {
     ZERO_CHECK(numel >= 0, "allocate: numel ", numel);
     activate_cuda_device(device_index_);
     const size_t bytes = static_cast<size_t>(numel) * dtype_bytes(dtype);
-    void* p = nullptr;
-    if (cudaError_t err = cudaMalloc(&p, bytes == 0 ? 1 : bytes); err != cudaSuccess) {
-      (void)cudaGetLastError();  // not sticky: the caller may free memory and retry
-      return resource_exhausted("allocating {} bytes on CUDA device {} failed: {}", bytes,
-                                device_index_, cudaGetErrorString(err));
-    }
+    // Under the ZERO_DEVICE_MEMORY_LIMIT budget as the model's buffers; a refusal names the bytes
+    // and what the device had (the caller adds what the buffer is for).
+    const std::string what = fmt::format("a buffer of {} {} values", numel, dtype_name(dtype));
+    DeviceAllocFailure failure;
+    void* p =
+        ::zero::cuda::try_device_alloc({.what = what, .bytes = bytes == 0 ? 1 : bytes}, &failure);
+    if (p == nullptr) return resource_exhausted("{}", device_alloc_failure_reason(failure));
     // cudaFree synchronizes the device, so a buffer is never freed under a running kernel; the
     // device is the one current when the owner frees it (one GPU per rank).
     return DeviceBuffer(TensorView{p, dtype, Shape{numel}, Device::kCuda},
@@ -357,6 +378,9 @@ StatusOr<std::unique_ptr<Backend>> make_cuda_backend(int device_index) {
     return invalid_argument("CUDA device {} requested, but {} visible (CUDA_VISIBLE_DEVICES?)",
                             device_index, device_count);
   }
+  // Before any stream or buffer: a GPU held by another process in exclusive mode is a one-line
+  // error naming the mode and what to do, not an abort at the first cudaSetDevice.
+  ZERO_RETURN_IF_ERROR(::zero::cuda::claim_cuda_device(device_index));
   return std::unique_ptr<Backend>(std::make_unique<CudaBackend>(device_index));
 }
 

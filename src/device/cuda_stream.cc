@@ -15,7 +15,8 @@ int activate_cuda_device(int device_index) {
 
 // --- CudaEvent ---
 
-CudaEvent::CudaEvent(int device_index) : device_index_(activate_cuda_device(device_index)) {}
+CudaEvent::CudaEvent(int device_index, bool timing)
+    : device_index_(activate_cuda_device(device_index)), event_(timing) {}
 
 CudaEvent::~CudaEvent() { cudaSetDevice(device_index_); }  // event_ is destroyed after this
 

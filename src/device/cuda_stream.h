@@ -24,7 +24,9 @@ int activate_cuda_device(int device_index);
 
 class CudaEvent final : public Event {
  public:
-  explicit CudaEvent(int device_index);
+  // `timing`: also notes when the stream reached it (cudaEventElapsedTime); ordering alone
+  // does not need it (cheaper records).
+  explicit CudaEvent(int device_index, bool timing = false);
   ~CudaEvent() override;
   CudaEvent(const CudaEvent&) = delete;
   CudaEvent& operator=(const CudaEvent&) = delete;

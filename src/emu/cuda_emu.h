@@ -299,6 +299,13 @@ inline const char* error_string(cudaError_t err) {
     case cudaSuccess: return "no error (emulator)";
     case cudaErrorInvalidConfiguration: return "invalid configuration argument (emulator)";
     case cudaErrorInvalidValue: return "invalid argument (emulator)";
+    case cudaErrorMemoryAllocation: return "out of memory (emulator)";
+    case cudaErrorInsufficientDriver:
+      return "CUDA driver version is insufficient for CUDA runtime version (emulator)";
+    case cudaErrorDevicesUnavailable:
+      return "CUDA-capable device(s) is/are busy or unavailable (emulator)";
+    case cudaErrorNoKernelImageForDevice:
+      return "no kernel image is available for execution on the device (emulator)";
     default: return "error (emulator)";
   }
 }

@@ -277,24 +277,6 @@ TEST(CudaEngineCpuCheckpointing, CurveIsBitwiseThatOfDeviceCheckpointing) {
   }
 }
 
-// Issue 32 item 2: out of device memory in the first step (forced by ZERO_DEVICE_MEMORY_LIMIT; the
-// creation's plan check passed) names the buffer, the bytes and the plan's figure, and ends the
-// process with status 1 at once — both ranks (threads here; under mpirun a rank exiting non-zero
-// ends the job) instead of one aborting while its peer waits in a collective.
-TEST(CudaEngineOutOfMemoryDeathTest, FirstStepNamesTheSlabAndEndsTheJob) {
-  GTEST_FLAG_SET(death_test_style, "threadsafe");
-  EXPECT_EXIT(
-      {
-        ::setenv("ZERO_DEVICE_MEMORY_LIMIT", "4KiB", 1);
-        run(Case{"gpt2_tiny", 3, 2, DType::kF32, false}, Device::kCuda);
-        std::_Exit(0);
-      },
-      ::testing::ExitedWithCode(1),
-      "zero: error: out of GPU memory on device [01]: the CUDA model's activation slab for 2 x 16 "
-      "tokens \\(f32\\) asks for [0-9]+ bytes .*the memory plan counted [0-9]+ bytes .*"
-      "ZERO_DEVICE_MEMORY_LIMIT allows 4096 bytes");
-}
-
 // The device memory check in Engine::create: the plan of the rank's GPU (the model's slab for the
 // planned micro-batch, the staged units) against its free memory, refused by rank and GPU before
 // anything is allocated there; the emulator's probe (80 GiB free) lets it pass.

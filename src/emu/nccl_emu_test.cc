@@ -381,13 +381,53 @@ TEST(NcclEmuFaults, PeerThatNeverArrivesIsADeadlineError) {
       if (threads.rank() == 0) {
         const Status status = (*nccl)->all_reduce(dev, 1, DType::kF32);
         if (status.code() == StatusCode::kDeadlineExceeded) ++deadline_errors;
-        EXPECT_NE(status.to_string().find("rank 0: all_reduce #0"), std::string::npos)
+        // The collective, its size and the communicator's, and what to look at.
+        EXPECT_NE(status.to_string().find("rank 0 of 2 (GPU 0): all_reduce #0 of 4 bytes (f32) "
+                                          "did not complete within 200 ms: a peer rank died"),
+                  std::string::npos)
             << status.to_string();
       }
     }  // rank 0 aborts its communicator, rank 1 destroys its own
     ASSERT_EQ(cudaFree(dev), cudaSuccess);
   });
   EXPECT_EQ(deadline_errors.load(), 1);
+}
+
+// Issue 32 item 2: a collective that fails on one rank (the stand-in's injected broken connection
+// on rank 1's second call, an all-gather) is an error on every rank well before the timeout, each
+// naming the collective, its bytes and the communicator's size: rank 1 its own NCCL error, rank 0
+// the remote error it sees once rank 1 aborts its communicator (as its destructor does after a
+// failure; under mpirun the failing rank's MPI_Abort would end the job first).
+TEST(NcclEmuFaults, AFailingCollectiveIsNamedOnEveryRankBeforeTheTimeout) {
+  emu::nccl::set_collective_fault({.rank = 1, .skip = 1, .error = ncclSystemError});
+  std::vector<std::string> errors(2);
+  const auto t0 = std::chrono::steady_clock::now();
+  ThreadCommunicator::run(2, [&](Communicator& threads) {
+    ASSERT_EQ(cudaSetDevice(threads.rank()), cudaSuccess);
+    float* dev = nullptr;
+    ASSERT_EQ(cudaMalloc(&dev, 16 * sizeof(float)), cudaSuccess);
+    {
+      auto nccl = NcclCommunicator::create(threads, /*timeout_ms=*/60000);
+      ASSERT_TRUE(nccl.ok()) << nccl.status().to_string();
+      ASSERT_TRUE((*nccl)->all_reduce(dev, 4, DType::kF32).ok());
+      const Status status = (*nccl)->all_gather(dev, dev + 8, 2, DType::kF32);
+      EXPECT_FALSE(status.ok());
+      errors[static_cast<size_t>(threads.rank())] = status.to_string();
+    }  // rank 1 aborts its communicator (it failed), which releases rank 0 with a remote error
+    ASSERT_EQ(cudaFree(dev), cudaSuccess);
+  });
+  emu::nccl::set_collective_fault({});
+  const double waited_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(waited_ms, 20000.0);
+  EXPECT_NE(errors[1].find("rank 1 of 2 (GPU 1): all_gather #1 of 16 bytes (f32): NCCL error "
+                           "unhandled system error"),
+            std::string::npos)
+      << errors[1];
+  EXPECT_NE(errors[0].find("rank 0 of 2 (GPU 0): all_gather #1 of 16 bytes (f32): NCCL error "
+                           "remote process exited or there was a network error"),
+            std::string::npos)
+      << errors[0];
 }
 
 // Rank 1 exchanges the NCCL id but does not join ncclCommInitRank until rank 0 gave up: rank 0's

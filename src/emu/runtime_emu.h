@@ -14,21 +14,28 @@
 //   - cudaFree waits for the whole device first (a GPU's cudaFree synchronises too; here a kernel
 //     still queued would read freed memory);
 //   - the synchronize calls wait as documented and return the sticky launch error;
-//   - cudaMemGetInfo reports a fixed capacity, all free (the heap is not measured);
+//   - cudaMemGetInfo reports a fixed capacity less what cudaMalloc gave out on the caller's
+//     device (the heap itself is not measured);
+//   - the driver's and the GPUs' facts (versions, compute capability and mode) are what a test set
+//     in emulated_gpus(); cudaGetDeviceCount and cudaSetDevice fail as CUDA would under them;
 //   - cudaHostAlloc / cudaMallocHost ("pinned" memory) are ordinary host memory: cudaMemcpyAsync
 //     already reads and writes host memory when its stream gets there, as a pinned copy does;
 //     cudaFreeHost waits for the caller's device first, as cudaFree.
 // Not emulated (a compile error or an abort): cudaHostRegister, peer copies, cudaMemcpyDefault,
-// the per-thread default stream, event timing.
+// the per-thread default stream. Event timing is the host's clock when a stream runs the record.
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include <array>
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "emu/stream_emu.h"  // IWYU pragma: export
@@ -57,25 +64,105 @@ inline constexpr size_t kDeviceAlignment = 256;
 // The emulated device's memory: cudaMemGetInfo's total, and the most one cudaMalloc may ask for.
 inline constexpr size_t kEmulatedDeviceBytes = size_t{80} << 30;
 
+// Heap memory for a device or pinned allocation.
+// Why round up: aligned_alloc requires a multiple of the alignment; ASan still sees the rest of
+// the last 256 bytes as addressable, as a GPU allocation's granularity would be.
+inline size_t rounded_bytes(size_t bytes) {
+  const size_t rounded = (bytes + kDeviceAlignment - 1) / kDeviceAlignment * kDeviceAlignment;
+  return rounded == 0 ? kDeviceAlignment : rounded;
+}
+
+// Each device's memory in use (cudaMalloc'd, not yet freed), so cudaMemGetInfo reports what is
+// left and ZERO_DEVICE_MEMORY_LIMIT (core/device_memory_budget.h) acts as on a GPU. Never
+// destroyed: late frees from static destructors still find it.
+struct DeviceMemory {
+  std::mutex mu;
+  std::array<size_t, kNumDevices> used_bytes{};              // guarded by mu
+  std::unordered_map<void*, std::pair<int, size_t>> blocks;  // pointer -> device, bytes; by mu
+};
+
+inline DeviceMemory& device_memory() {
+  static DeviceMemory* memory = new DeviceMemory;
+  return *memory;
+}
+
+// cudaMalloc on the calling thread's device. Why a budget per device: a request beyond what the
+// device has left (what cudaMemGetInfo reports) fails as on a GPU, whatever the host could map
+// (DeviceArena's out-of-memory test asks for 1 PiB).
 inline cudaError_t device_malloc(void** ptr, size_t bytes) {
   if (ptr == nullptr) return cudaErrorInvalidValue;
-  // Why round up: aligned_alloc requires a multiple of the alignment; ASan still sees the rest
-  // of the last 256 bytes as addressable, as a GPU allocation's granularity would be.
-  // Why: a request beyond the emulated device's memory (what cudaMemGetInfo reports) fails as
-  // on a GPU, whatever the host could map (DeviceArena's out-of-memory test asks for 1 PiB).
-  if (bytes > kEmulatedDeviceBytes) {
-    *ptr = nullptr;
-    return cudaErrorMemoryAllocation;
-  }
-  const size_t rounded = (bytes + kDeviceAlignment - 1) / kDeviceAlignment * kDeviceAlignment;
-  *ptr = std::aligned_alloc(kDeviceAlignment, rounded == 0 ? kDeviceAlignment : rounded);
-  return *ptr != nullptr ? cudaSuccess : cudaErrorMemoryAllocation;
+  *ptr = nullptr;
+  const int device = t_current_device;
+  DeviceMemory& memory = device_memory();
+  const std::lock_guard<std::mutex> lock(memory.mu);
+  const size_t used = memory.used_bytes[static_cast<size_t>(device)];
+  if (bytes > kEmulatedDeviceBytes - used) return cudaErrorMemoryAllocation;
+  const size_t rounded = rounded_bytes(bytes);
+  *ptr = std::aligned_alloc(kDeviceAlignment, rounded);
+  if (*ptr == nullptr) return cudaErrorMemoryAllocation;
+  memory.used_bytes[static_cast<size_t>(device)] += rounded;
+  memory.blocks[*ptr] = {device, rounded};
+  return cudaSuccess;
+}
+
+// The bytes cudaMalloc'd on `device` and not freed.
+inline size_t device_used_bytes(int device) {
+  DeviceMemory& memory = device_memory();
+  const std::lock_guard<std::mutex> lock(memory.mu);
+  return memory.used_bytes[static_cast<size_t>(device)];
+}
+
+// What the emulated driver and GPUs report before any work: versions, compute capability, compute
+// mode, and whether another process holds a device. Tests set it to make the start-up refusals
+// happen (core/cuda/cuda_probe.h); the defaults are an sm_90 GPU on a driver as new as the runtime.
+// Not synchronised: set it before the code under test runs, and restore it after.
+struct EmulatedGpus {
+  int driver_version = CUDART_VERSION;   // cudaDriverGetVersion (0: no driver loaded)
+  int runtime_version = CUDART_VERSION;  // cudaRuntimeGetVersion
+  int compute_major = 9, compute_minor = 0;
+  cudaComputeMode compute_mode = cudaComputeModeDefault;  // every device's
+  // Devices with a context of another process: exclusive-process mode refuses this one.
+  std::array<bool, kNumDevices> held_elsewhere{};
+};
+
+inline EmulatedGpus& emulated_gpus() {
+  static EmulatedGpus gpus;
+  return gpus;
+}
+
+// As CUDA: a driver of an older major version than the runtime cannot run it at all (minor
+// versions within a major are compatible).
+inline bool driver_too_old() {
+  const EmulatedGpus& g = emulated_gpus();
+  return g.driver_version / 1000 < g.runtime_version / 1000;
+}
+
+inline cudaError_t driver_get_version(int* version) {
+  if (version == nullptr) return cudaErrorInvalidValue;
+  *version = emulated_gpus().driver_version;
+  return cudaSuccess;
+}
+
+inline cudaError_t runtime_get_version(int* version) {
+  if (version == nullptr) return cudaErrorInvalidValue;
+  *version = emulated_gpus().runtime_version;
+  return cudaSuccess;
 }
 
 // cudaSetDevice / cudaGetDevice / cudaGetDeviceCount: kNumDevices devices, the current one per
-// host thread (stream_emu.h: a device labels its streams; memory is shared).
+// host thread (stream_emu.h: a device labels its streams; memory is shared). cudaSetDevice creates
+// the device's context (CUDA 12 and later): refused with cudaErrorDevicesUnavailable in compute
+// mode Prohibited, or exclusive with another process holding the device.
 inline cudaError_t set_device(int device) {
+  if (driver_too_old()) return cudaErrorInsufficientDriver;
   if (device < 0 || device >= kNumDevices) return cudaErrorInvalidDevice;
+  const EmulatedGpus& g = emulated_gpus();
+  const bool exclusive = g.compute_mode == cudaComputeModeExclusive ||
+                         g.compute_mode == cudaComputeModeExclusiveProcess;
+  if (g.compute_mode == cudaComputeModeProhibited ||
+      (exclusive && g.held_elsewhere[static_cast<size_t>(device)])) {
+    return cudaErrorDevicesUnavailable;
+  }
   t_current_device = device;
   return cudaSuccess;
 }
@@ -88,16 +175,49 @@ inline cudaError_t get_device(int* device) {
 
 inline cudaError_t get_device_count(int* count) {
   if (count == nullptr) return cudaErrorInvalidValue;
+  if (driver_too_old()) {
+    *count = 0;
+    return cudaErrorInsufficientDriver;
+  }
   *count = kNumDevices;
   return cudaSuccess;
 }
 
-// cudaMemGetInfo: device memory is the heap here, which the emulator does not measure; each
-// device reports an H100's 80 GiB, all of it free (memory planning tests inject their own numbers).
+// cudaGetDeviceProperties: the fields the project reads (name, memory, compute capability, SMs).
+inline cudaError_t get_device_properties(cudaDeviceProp* prop, int device) {
+  if (prop == nullptr) return cudaErrorInvalidValue;
+  if (device < 0 || device >= kNumDevices) return cudaErrorInvalidDevice;
+  *prop = cudaDeviceProp{};
+  std::snprintf(prop->name, sizeof(prop->name), "Emulated GPU (CPU threads)");
+  prop->totalGlobalMem = kEmulatedDeviceBytes;
+  prop->major = emulated_gpus().compute_major;
+  prop->minor = emulated_gpus().compute_minor;
+  prop->multiProcessorCount = 132;
+  return cudaSuccess;
+}
 
+// cudaDeviceGetAttribute: the compute mode and capability (no context needed, as on a GPU).
+inline cudaError_t device_get_attribute(int* value, cudaDeviceAttr attr, int device) {
+  if (value == nullptr) return cudaErrorInvalidValue;
+  if (device < 0 || device >= kNumDevices) return cudaErrorInvalidDevice;
+  switch (attr) {
+    case cudaDevAttrComputeMode: *value = emulated_gpus().compute_mode; return cudaSuccess;
+    case cudaDevAttrComputeCapabilityMajor:
+      *value = emulated_gpus().compute_major;
+      return cudaSuccess;
+    case cudaDevAttrComputeCapabilityMinor:
+      *value = emulated_gpus().compute_minor;
+      return cudaSuccess;
+    case cudaDevAttrMultiProcessorCount: *value = 132; return cudaSuccess;
+    default: not_emulated("cudaDeviceGetAttribute of this attribute");
+  }
+}
+
+// cudaMemGetInfo: each device has an H100's 80 GiB, less what this process cudaMalloc'd on it
+// (memory planning tests inject their own numbers).
 inline cudaError_t mem_get_info(size_t* free_bytes, size_t* total_bytes) {
   if (free_bytes == nullptr || total_bytes == nullptr) return cudaErrorInvalidValue;
-  *free_bytes = kEmulatedDeviceBytes;
+  *free_bytes = kEmulatedDeviceBytes - device_used_bytes(t_current_device);
   *total_bytes = kEmulatedDeviceBytes;
   return cudaSuccess;
 }
@@ -111,18 +231,34 @@ inline cudaError_t device_free(void* ptr) {
   if (ptr == nullptr) return cudaSuccess;
   // Why: freeing under queued work would be a use-after-free here; a GPU's cudaFree waits too.
   device_synchronize();
+  {
+    DeviceMemory& memory = device_memory();
+    const std::lock_guard<std::mutex> lock(memory.mu);
+    if (auto it = memory.blocks.find(ptr); it != memory.blocks.end()) {
+      memory.used_bytes[static_cast<size_t>(it->second.first)] -= it->second.second;
+      memory.blocks.erase(it);
+    }
+  }
   std::free(ptr);
   return cudaSuccess;
 }
 
 // cudaHostAlloc / cudaMallocHost: any flags (portable, mapped, write-combined) give the same
-// host memory; a mapped pointer's device alias (cudaHostGetDevicePointer) is not emulated.
+// host memory, not counted as any device's; a mapped pointer's device alias
+// (cudaHostGetDevicePointer) is not emulated.
 inline cudaError_t host_alloc(void** ptr, size_t bytes, unsigned flags) {
   (void)flags;
-  return device_malloc(ptr, bytes);
+  if (ptr == nullptr) return cudaErrorInvalidValue;
+  *ptr = std::aligned_alloc(kDeviceAlignment, rounded_bytes(bytes));
+  return *ptr != nullptr ? cudaSuccess : cudaErrorMemoryAllocation;
 }
 
-inline cudaError_t host_free(void* ptr) { return device_free(ptr); }
+inline cudaError_t host_free(void* ptr) {
+  // As cudaFree: queued copies may still read or write it.
+  device_synchronize();
+  std::free(ptr);
+  return cudaSuccess;
+}
 
 inline cudaError_t memset_async(void* ptr, int value, size_t bytes, cudaStream_t stream) {
   if (bytes > 0) stream_of(stream).enqueue([=] { std::memset(ptr, value, bytes); });
@@ -204,10 +340,9 @@ inline cudaError_t launch_host_func(cudaStream_t stream, cudaHostFn_t fn, void* 
 
 inline cudaError_t event_create(cudaEvent_t* handle, unsigned flags) {
   if (handle == nullptr) return cudaErrorInvalidValue;
-  // Timing is not emulated (cudaEventElapsedTime is not defined here, so a use does not link);
-  // an event with timing still orders work.
-  (void)flags;
-  *handle = reinterpret_cast<cudaEvent_t>(new Event);
+  auto* event = new Event;
+  event->timing = (flags & cudaEventDisableTiming) == 0;
+  *handle = reinterpret_cast<cudaEvent_t>(event);
   return cudaSuccess;
 }
 
@@ -223,10 +358,34 @@ inline cudaError_t event_record(cudaEvent_t handle, cudaStream_t stream) {
   if (reinterpret_cast<Event*>(handle)->device != stream_of(stream).device()) {
     return cudaErrorInvalidResourceHandle;
   }
-  // The record itself is an operation of the stream: reached once all before it has run.
-  StreamPoint point = stream_of(stream).enqueue([] {});
+  // The record itself is an operation of the stream: reached once all before it has run. A timing
+  // event notes the host's clock when the stream runs it (the emulator's "GPU time").
+  auto* event = reinterpret_cast<Event*>(handle);
+  std::shared_ptr<std::chrono::steady_clock::time_point> at;
+  if (event->timing) at = std::make_shared<std::chrono::steady_clock::time_point>();
+  StreamPoint point = stream_of(stream).enqueue([at] {
+    if (at == nullptr) return;
+    const std::lock_guard<std::mutex> lock(device_state().mutex);
+    *at = std::chrono::steady_clock::now();
+  });
   const std::lock_guard<std::mutex> lock(device_state().mutex);
-  reinterpret_cast<Event*>(handle)->recorded = std::move(point);
+  event->recorded = std::move(point);
+  event->recorded_at = std::move(at);
+  return cudaSuccess;
+}
+
+// cudaEventElapsedTime: milliseconds between the two events' most recent records, as the streams
+// ran them. As CUDA: an event without timing or never recorded is an invalid handle; one whose
+// record has not run yet is cudaErrorNotReady.
+inline cudaError_t event_elapsed_time(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  if (ms == nullptr) return cudaErrorInvalidValue;
+  if (start == nullptr || end == nullptr) return cudaErrorInvalidResourceHandle;
+  auto* a = reinterpret_cast<Event*>(start);
+  auto* b = reinterpret_cast<Event*>(end);
+  const std::lock_guard<std::mutex> lock(device_state().mutex);
+  if (a->recorded_at == nullptr || b->recorded_at == nullptr) return cudaErrorInvalidResourceHandle;
+  if (!Stream::reached(a->recorded) || !Stream::reached(b->recorded)) return cudaErrorNotReady;
+  *ms = std::chrono::duration<float, std::milli>(*b->recorded_at - *a->recorded_at).count();
   return cudaSuccess;
 }
 
@@ -279,6 +438,11 @@ inline cudaError_t stream_wait_event(cudaStream_t stream, cudaEvent_t handle) {
 #define cudaSetDevice(device) (::zero::emu::set_device(device))
 #define cudaGetDevice(device) (::zero::emu::get_device(device))
 #define cudaGetDeviceCount(count) (::zero::emu::get_device_count(count))
+#define cudaGetDeviceProperties(prop, device) (::zero::emu::get_device_properties((prop), (device)))
+#define cudaDeviceGetAttribute(value, attr, device) \
+  (::zero::emu::device_get_attribute((value), (attr), (device)))
+#define cudaDriverGetVersion(version) (::zero::emu::driver_get_version(version))
+#define cudaRuntimeGetVersion(version) (::zero::emu::runtime_get_version(version))
 #define cudaMemGetInfo(free_bytes, total_bytes) \
   (::zero::emu::mem_get_info((free_bytes), (total_bytes)))
 #define cudaStreamSynchronize(stream) (::zero::emu::stream_synchronize(stream))
@@ -294,5 +458,6 @@ inline cudaError_t stream_wait_event(cudaStream_t stream, cudaEvent_t handle) {
 #define cudaEventRecord(event, ...) \
   (::zero::emu::event_record((event), ZERO_EMU_STREAM_ARG(__VA_ARGS__)))
 #define cudaEventQuery(event) (::zero::emu::event_query(event))
+#define cudaEventElapsedTime(ms, start, end) (::zero::emu::event_elapsed_time((ms), (start), (end)))
 #define cudaEventSynchronize(event) (::zero::emu::event_synchronize(event))
 #define cudaStreamWaitEvent(stream, event, ...) (::zero::emu::stream_wait_event((stream), (event)))

@@ -226,7 +226,12 @@ inline std::vector<StreamPoint> all_stream_tails(int device = t_current_device) 
 // An event: the stream point of its latest record (none: never recorded, so always complete).
 struct Event {
   int device = t_current_device;  // the device current at cudaEventCreate
+  bool timing = true;             // not created with cudaEventDisableTiming
   StreamPoint recorded;           // guarded by device_state().mutex
+  // When the stream ran the most recent record (timing events): shared with the queued record, so
+  // the event may be destroyed or recorded again while one is pending. Guarded by
+  // device_state().mutex.
+  std::shared_ptr<std::chrono::steady_clock::time_point> recorded_at;
 };
 
 }  // namespace zero::emu

@@ -3,7 +3,10 @@
 
 #include <utility>
 
+#include <fmt/format.h>
+
 #include "core/check.h"
+#include "core/device_memory_budget.h"
 
 namespace zero::runtime {
 namespace {
@@ -16,7 +19,7 @@ void ensure(device::Backend& backend, device::Stream& stream, device::DeviceBuff
   // (Errors of that work stay with the stream's owner: the adapters' next synchronize reports.)
   if (buf.data() != nullptr) (void)stream.synchronize();
   StatusOr<device::DeviceBuffer> fresh = backend.allocate(dtype, numel);
-  ZERO_CHECK(fresh.ok(), what, " of unit ", u, ": ", fresh.status().to_string());
+  if (!fresh.ok()) exit_out_of_device_memory(fmt::format("{} of unit {}", what, u), fresh.status());
   buf = std::move(*fresh);
 }
 

@@ -169,6 +169,9 @@ Status Engine::build_contexts_and_model() {
     so.cuda_device = comm_->local_rank() % device_count;
   }
   ZERO_ASSIGN_OR_RETURN(exec_, device::ExecutionContext::create(o.device, so));
+  // wall_clock_breakdown on a GPU: the phases' kernels timed by events on the compute stream.
+  if (exec_->device() == Device::kCuda)
+    timers_.use_device_clock(exec_->backend(), exec_->compute());
   const ModelFactory& factory = o.model_factory ? o.model_factory : make_device_model;
   ZERO_ASSIGN_OR_RETURN(model_, factory(o.model_config, o.transformer, *exec_));
   ZERO_CHECK(model_->device() == exec_->device(), "the model factory made a ",

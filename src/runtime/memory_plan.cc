@@ -12,6 +12,7 @@
 #include "offload/nvme_swapper.h"
 #include "runtime/engine.h"
 #include "runtime/offload_pipeline.h"
+#include "sharding/param_coordinator.h"
 
 namespace zero::runtime {
 namespace {
@@ -116,8 +117,7 @@ MemoryNeeds plan_memory(const EngineOptions& o, const sharding::ShardLayout& lay
                         on_disk * working + num_units * 4096});
     }
     // Gathered units alive at once: the one in use, the prefetch window and the tied head's reuse.
-    const int64_t gathered =
-        std::min(sum_padded, 2 * max_padded + std::min(o.zero.prefetch_bucket_numel, sum_padded));
+    const int64_t gathered = sharding::planned_gathered_numel(layout, o.zero.prefetch_bucket_numel);
     n.parameters = host_shard_bytes + gathered * working + widened;
   }
   // Gradients: full fp32 accumulators at stages 0–1; the partition plus in-flight unit buffers at
@@ -263,11 +263,8 @@ DeviceMemoryNeeds plan_device_memory(const EngineOptions& o, const sharding::Sha
     // What ParamCoordinator, GradReducer and OptimizerStateStore allocate on a device.
     const int stage = o.zero.stage;
     CheckedInt64 params(0), grads(0), state(0);
-    int64_t sum_padded = 0, max_padded = 0;
     for (int u = 0; u < layout.num_units(); ++u) {
       const int64_t padded = layout.unit(u).padded_numel, shard = layout.unit(u).shard_numel;
-      sum_padded += padded;
-      max_padded = std::max(max_padded, padded);
       params = params + CheckedInt64(stage == 3 ? shard : padded) * working;
       const int64_t accum = stage <= 1 ? padded : shard, reduced = stage == 1 ? shard : 0;
       grads = grads + CheckedInt64(accum + reduced + padded) * kFloat;  // + the micro-step buffer
@@ -287,7 +284,7 @@ DeviceMemoryNeeds plan_device_memory(const EngineOptions& o, const sharding::Sha
     if (stage == 3 && layout.world_size() > 1) {
       // Gathered units alive at once, as plan_memory counts them on the host.
       const int64_t gathered =
-          std::min(sum_padded, 2 * max_padded + std::min(o.zero.prefetch_bucket_numel, sum_padded));
+          sharding::planned_gathered_numel(layout, o.zero.prefetch_bucket_numel);
       params = params + CheckedInt64(gathered) * working;
     }
     n.parameters = params.get().value_or(INT64_MAX);

@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "core/check.h"
+#include "core/device_memory_budget.h"
 
 namespace zero::sharding {
 
@@ -79,7 +80,7 @@ TensorView GradReducer::scratch(DType dtype, int64_t numel) {
       max_numel = std::max(max_numel, layout_.unit(u).padded_numel);
     }
     StatusOr<device::DeviceBuffer> b = ctx_->backend().allocate(dtype, max_numel);
-    ZERO_CHECK(b.ok(), "gradient rounding buffer: ", b.status().to_string());
+    if (!b.ok()) exit_out_of_device_memory("the gradient rounding buffer", b.status());
     const auto bytes = static_cast<int64_t>(b->view().nbytes());
     memory_.peak_transient_grad_bytes += bytes;
     if (own_host_ == nullptr) memory_.device_bytes += bytes;
@@ -107,7 +108,10 @@ device::DeviceBuffer GradReducer::take(int64_t numel, DType dtype) {
     }
   }
   StatusOr<device::DeviceBuffer> b = ctx_->backend().allocate(dtype, numel);
-  ZERO_CHECK(b.ok(), "gradient buffer: ", b.status().to_string());
+  if (!b.ok()) {
+    exit_out_of_device_memory(
+        fmt::format("a gradient bucket buffer ({} x {})", numel, dtype_name(dtype)), b.status());
+  }
   const auto bytes = static_cast<int64_t>(b->view().nbytes());
   if (own_host_ == nullptr) memory_.device_bytes += bytes;
   pooled_bytes_ += bytes;
@@ -388,9 +392,9 @@ void GradReducer::queue_result(Bucket& b, const TensorView& in,
 }
 
 void GradReducer::note_finished_collectives() {
-  std::erase_if(unchecked_, [this](const CommHandle& h) {
-    if (!h.done()) return false;
-    if (Status s = h.wait(); !s.ok() && status_.ok()) status_ = std::move(s);
+  std::erase_if(unchecked_, [this](const Unchecked& c) {
+    if (!c.handle.done()) return false;
+    if (Status s = c.handle.wait(); !s.ok() && status_.ok()) status_ = s.with_context(c.what);
     return true;
   });
 }
@@ -398,8 +402,8 @@ void GradReducer::note_finished_collectives() {
 Status GradReducer::wait_collectives() {
   // Why a host wait: the caller waits for the step's scalars next (after these collectives);
   // waiting for the handles first turns a dead peer into their timeout error.
-  for (const CommHandle& h : unchecked_) {
-    if (Status s = h.wait(); !s.ok() && status_.ok()) status_ = std::move(s);
+  for (const Unchecked& c : unchecked_) {
+    if (Status s = c.handle.wait(); !s.ok() && status_.ok()) status_ = s.with_context(c.what);
   }
   unchecked_.clear();
   return status_;
@@ -417,7 +421,14 @@ void GradReducer::complete_front() {
   memory_.comm_wait_s +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   for (int u : b.units) units_[static_cast<size_t>(u)].has_pending = false;
-  unchecked_.push_back(std::move(b.pending));
+  // The units in issue order: "gradients of unit 3" or "gradients of units 3-5" (a bucket).
+  const auto [lo, hi] = std::minmax_element(b.units.begin(), b.units.end());
+  std::string what =
+      b.units.empty() ? std::string("gradients")
+      : b.units.size() == 1
+          ? fmt::format("gradients of unit {}", *lo)
+          : fmt::format("gradients of units {}-{} (a bucket of {})", *lo, *hi, b.units.size());
+  unchecked_.push_back({std::move(b.pending), std::move(what)});
   note_finished_collectives();
   give(std::move(b.in));
   give(std::move(b.out));

@@ -42,6 +42,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -187,7 +188,11 @@ class GradReducer : public model::GradSink {
   // handles of issued ones whose result is not known yet.
   std::unique_ptr<device::StreamCollectives> collectives_;
   std::unique_ptr<device::Event> ready_;
-  std::vector<CommHandle> unchecked_;
+  struct Unchecked {
+    CommHandle handle;
+    std::string what;  // "gradients of units 3-5": its errors say so
+  };
+  std::vector<Unchecked> unchecked_;
   device::DeviceBuffer scratch_[3];         // scratch(), by dtype
   std::vector<device::DeviceBuffer> pool_;  // take / give
   std::vector<Unit> units_;

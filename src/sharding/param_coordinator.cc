@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "core/check.h"
+#include "core/device_memory_budget.h"
 
 namespace zero::sharding {
 
@@ -27,6 +28,15 @@ ParamCoordinator::ParamCoordinator(const ShardLayout& layout, Communicator& comm
       persistent_numel += info.numel;
     }
   }
+}
+
+int64_t planned_gathered_numel(const ShardLayout& layout, int64_t prefetch_bucket_numel) {
+  int64_t sum_padded = 0, max_padded = 0;
+  for (int u = 0; u < layout.num_units(); ++u) {
+    sum_padded += layout.unit(u).padded_numel;
+    max_padded = std::max(max_padded, layout.unit(u).padded_numel);
+  }
+  return std::min(sum_padded, 2 * max_padded + std::min(prefetch_bucket_numel, sum_padded));
 }
 
 StatusOr<std::unique_ptr<ParamCoordinator>> ParamCoordinator::create(
@@ -87,9 +97,9 @@ void ParamCoordinator::note_status(const Status& s) {
 }
 
 const Status& ParamCoordinator::status() {
-  std::erase_if(unchecked_, [this](const CommHandle& h) {
-    if (!h.done()) return false;
-    note_status(h.wait());
+  std::erase_if(unchecked_, [this](const Unchecked& c) {
+    if (!c.handle.done()) return false;
+    note_status(c.handle.wait().with_context(fmt::format("parameters of unit {}", c.unit)));
     return true;
   });
   return status_;
@@ -186,7 +196,7 @@ void ParamCoordinator::wait_pending(int u) {
   memory_.comm_wait_s +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   unit.done = nullptr;
-  unchecked_.push_back(std::move(unit.pending));
+  unchecked_.push_back({std::move(unit.pending), u});
   unit.has_pending = false;
   // On the host context the gather has now consumed the shard: an NVMe shard's host copy can go,
   // and its result is known.
@@ -238,7 +248,16 @@ void ParamCoordinator::gather_async(int u) {
     if (unit.full.data() == nullptr) {
       StatusOr<device::DeviceBuffer> b =
           ctx_->backend().allocate(options_.model_dtype, info.padded_numel);
-      ZERO_CHECK(b.ok(), "gathering unit ", u, ": ", b.status().to_string());
+      if (!b.ok()) {
+        // The plan's figure is for all gathered units together (a unit's own is what it asks).
+        const auto elem = static_cast<int64_t>(dtype_bytes(options_.model_dtype));
+        exit_out_of_device_memory(
+            fmt::format("the gather buffer of unit {} (stage 3; gathered units already hold {} "
+                        "bytes, the memory plan counts {} bytes for them at once)",
+                        u, live_gathered_numel_ * elem,
+                        planned_gathered_numel(layout_, options_.prefetch_bucket_numel) * elem),
+            b.status());
+      }
       if (own_host_ == nullptr) memory_.device_bytes += static_cast<int64_t>(b->view().nbytes());
       unit.full = std::move(*b);
     }

@@ -39,6 +39,11 @@
 
 namespace zero::sharding {
 
+// The most elements of gathered units (stage 3, several ranks) the memory plans count alive at
+// once: the unit in use, the prefetch window and the tied head's reuse (runtime/memory_plan.cc's
+// host and device plans; the coordinator's out-of-memory line quotes it).
+int64_t planned_gathered_numel(const ShardLayout& layout, int64_t prefetch_bucket_numel);
+
 class ParamCoordinator : public model::ParamAccess {
  public:
   // Stage 3 on the host keeps its shards in a ParamStore placed as `offload` says (host memory,
@@ -154,7 +159,11 @@ class ParamCoordinator : public model::ParamAccess {
   // issued ones whose result is not known yet.
   std::unique_ptr<device::StreamCollectives> collectives_;
   std::unique_ptr<device::Event> ready_;
-  std::vector<CommHandle> unchecked_;
+  struct Unchecked {
+    CommHandle handle;
+    int unit;  // whose parameters it fetched (its errors say so)
+  };
+  std::vector<Unchecked> unchecked_;
   std::vector<Unit> units_;
   std::unique_ptr<ParamStore> store_;  // stage 3 on the host: this rank's shards (host or NVMe)
   // Stage 3: the order of acquire() calls in one micro-step, recorded on the first one.

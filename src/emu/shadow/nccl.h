@@ -10,7 +10,7 @@
 // rounds. Calls that do not match across ranks set ncclInvalidUsage on every rank's communicator
 // (ncclCommGetAsyncError), move nothing and hang (as NCCL's kernels would) until aborted;
 // ncclCommAbort releases the aborting rank's own stuck collective and gives its peers
-// ncclRemoteError.
+// ncclRemoteError. A test may fail one rank's next collective (set_collective_fault).
 // Not emulated: point-to-point (ncclSend / ncclRecv), ncclReduce, ncclAvg, integer and fp64
 // payloads (ncclInvalidArgument), non-blocking communicators (ncclCommInitRankConfig), user
 // buffer registration, NCCL's own ring / tree orders.
@@ -169,6 +169,43 @@ inline void reduce(const std::vector<const std::byte*>& inputs, std::byte* out, 
   }
 }
 
+// Failure injection (tests): rank `rank`'s collective after `skip` more of its own (in any
+// communicator, counted from when the fault was set) fails as a broken connection does on GPUs:
+// that rank's communicator gets `error` as its asynchronous error (ncclCommGetAsyncError) and its
+// collective never completes; the peers' stay in theirs until the failing rank aborts, then see
+// ncclRemoteError. One fault at a time, process-wide; set_collective_fault({}) clears it.
+struct CollectiveFault {
+  int rank = -1;  // -1: none
+  int skip = 0;
+  ncclResult_t error = ncclSystemError;
+};
+
+struct FaultState {
+  std::mutex mu;
+  CollectiveFault fault;  // guarded by mu
+};
+
+inline FaultState& fault_state() {
+  static FaultState* state = new FaultState;  // never destroyed: streams may run at exit
+  return *state;
+}
+
+inline void set_collective_fault(const CollectiveFault& fault) {
+  const std::lock_guard<std::mutex> lock(fault_state().mu);
+  fault_state().fault = fault;
+}
+
+// Whether rank `rank`'s collective starting now is the one to fail (then the fault is spent).
+inline bool take_collective_fault(int rank, ncclResult_t* error) {
+  FaultState& state = fault_state();
+  const std::lock_guard<std::mutex> lock(state.mu);
+  if (state.fault.rank != rank) return false;
+  if (state.fault.skip-- > 0) return false;
+  *error = state.fault.error;
+  state.fault = {};
+  return true;
+}
+
 // The ranks of one communicator (one unique id).
 class Clique {
  public:
@@ -219,6 +256,12 @@ class Clique {
   void run(int rank, const Part& part) {
     std::unique_lock<std::mutex> lock(mu_);
     if (aborted_[static_cast<size_t>(rank)]) return;  // NCCL enqueues nothing after an abort
+    if (ncclResult_t error; take_collective_fault(rank, &error)) {
+      // The injected failure: this rank's part never arrives; it stays stuck until it aborts.
+      errors_[static_cast<size_t>(rank)] = error;
+      cv_.wait(lock, [&] { return aborted_[static_cast<size_t>(rank)]; });
+      return;
+    }
     parts_[static_cast<size_t>(rank)] = part;
     if (++arrived_ == nranks_) {
       if (!report_mismatch()) {
