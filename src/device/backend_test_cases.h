@@ -359,7 +359,12 @@ TEST_P(BackendOps, AdamwMatchesTheOptimizer) {
   g_dev.upload(g);
   m_dev.upload(m);
   v_dev.upload(v);
-  AdamShardViews shard{p_dev.view(), g_dev.view(), m_dev.view(), v_dev.view(), p16_dev.view()};
+  AdamShardViews shard{};
+  shard.param = p_dev.view();
+  shard.grad = g_dev.view();
+  shard.exp_avg = m_dev.view();
+  shard.exp_avg_sq = v_dev.view();
+  shard.param_16bit = p16_dev.view();
   backend().adamw(compute(), args, shard, 0.25f);
   ASSERT_TRUE(compute().synchronize().ok());
   optim::AdamShard direct{p2.data(), g.data(),        m2.data(),   v2.data(),
