@@ -47,7 +47,8 @@ double level_seconds(CollectiveKind kind, double bytes, int64_t calls, int64_t p
   if (link.algorithm == LinkAlgorithm::kStaged) {
     // Copy-equivalents per byte of payload, per rank: a memcpy counts 1, an fp32 add (2 reads, 1
     // write) 1.5. all_reduce: copy in + add (p−1) slices of B/p + copy out; reduce_scatter: copy
-    // in the (p−1) blocks peers read + add p−1 blocks of B/p; all_gather: own block in + the
+    // in the (p−1) blocks peers read + add p−1 blocks of B/p; all_gather: own block into the slot
+    // and into its place in the output (the coordinator gathers from a separate shard) + the
     // (p−1) others out. Barriers: 2 per 4 MiB chunk of fp32 for all_reduce, 1 per chunk else.
     const double per_call = bytes / n_calls;
     switch (kind) {
@@ -57,7 +58,7 @@ double level_seconds(CollectiveKind kind, double bytes, int64_t calls, int64_t p
       case CollectiveKind::kReduceScatter:
         return 2.5 * share * bytes / bw + n_calls * std::ceil(per_call / kShmSlotBytes) * alpha;
       case CollectiveKind::kAllGather:
-        return bytes / bw +
+        return (1.0 + 1.0 / static_cast<double>(p)) * bytes / bw +
                n_calls * std::ceil(per_call / static_cast<double>(p) / kShmSlotBytes) * alpha;
     }
   }
@@ -290,7 +291,7 @@ ThroughputPrediction predict_step(const ThroughputInputs& in, const Topology& t)
     hidden = std::min(efficiency * overlappable_forward, forward_window) +
              std::min(efficiency * overlappable_backward, backward_window);
   }
-  out.exposed_comm_s = out.comm_s - hidden;
+  out.exposed_comm_s = std::max(0.0, out.comm_s - hidden);  // rounding only: hidden <= comm
   out.step_s = out.compute_s + out.exposed_comm_s;
   out.tokens_per_step =
       static_cast<double>(in.tokens_per_micro_batch) * kd * static_cast<double>(world);
