@@ -87,8 +87,7 @@ TEST(ThroughputModel, StagedSharedMemoryCopiesWholeBuffers) {
               1e-12);
   // own block into the slot and the output, the peer's block out: 1.5 copies; the 4 MiB block is
   // one chunk
-  EXPECT_NEAR(collective_seconds(CollectiveKind::kAllGather, b, 1, t), 1.5 * b / 1e9 + 1e-4,
-              1e-12);
+  EXPECT_NEAR(collective_seconds(CollectiveKind::kAllGather, b, 1, t), 1.5 * b / 1e9 + 1e-4, 1e-12);
 }
 
 ThroughputInputs base_inputs(int stage) {
