@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/flag_checks.h"
 #include "runtime/mfu.h"
 #include "sharding/throughput_model.h"
 
@@ -21,12 +22,15 @@ StatusOr<int> dtype_bytes_named(const std::string& flag, const std::string& name
   return invalid_argument("{}: expected bf16, fp16 or fp32, got \"{}\"", flag, name);
 }
 
-// A named link with the custom bandwidth / latency flags applied.
-StatusOr<sharding::Link> resolve_link(const std::string& flag, const std::string& name, double gbs,
-                                      double latency_us, const std::string& collective) {
+// A named link with the custom bandwidth / latency flags applied (`gbs` / `latency_us` when
+// given; the values were range-checked at parse time).
+StatusOr<sharding::Link> resolve_link(const std::string& flag, const std::string& name,
+                                      const CLI::Option* gbs_option, double gbs,
+                                      const CLI::Option* latency_option, double latency_us,
+                                      const std::string& collective) {
   sharding::Link link;
   if (name == "custom") {
-    if (!(gbs > 0)) {
+    if (gbs_option->count() == 0) {
       return invalid_argument("{} custom: give its bandwidth with {}_gbs (GB/s per GPU)", flag,
                               flag);
     }
@@ -36,22 +40,10 @@ StatusOr<sharding::Link> resolve_link(const std::string& flag, const std::string
     if (!preset.ok()) return invalid_argument("{}: {}", flag, preset.status().message());
     link = *preset;
   }
-  if (gbs != 0) {
-    if (!(gbs > 0) || !std::isfinite(gbs)) {
-      return invalid_argument("{}_gbs: must be > 0, got {}", flag, gbs);
-    }
-    link.bandwidth_bytes_per_s = gbs * 1e9;
-  }
-  if (latency_us != -1) {
-    if (!(latency_us >= 0) || !std::isfinite(latency_us)) {
-      return invalid_argument("{}_latency_us: must be >= 0, got {}", flag, latency_us);
-    }
-    link.latency_s = latency_us * 1e-6;
-  }
+  if (gbs_option->count() > 0) link.bandwidth_bytes_per_s = gbs * 1e9;
+  if (latency_option->count() > 0) link.latency_s = latency_us * 1e-6;
   if (link.algorithm != sharding::LinkAlgorithm::kStaged) {  // shm's algorithm is its own
-    StatusOr<sharding::LinkAlgorithm> algorithm = sharding::parse_link_algorithm(collective);
-    if (!algorithm.ok()) return invalid_argument("--collective: {}", algorithm.status().message());
-    link.algorithm = *algorithm;
+    ZERO_ASSIGN_OR_RETURN(link.algorithm, sharding::parse_link_algorithm(collective));
   }
   return link;
 }
@@ -64,17 +56,16 @@ struct Compute {
 
 StatusOr<Compute> resolve_compute(const ThroughputFlags& f, const ThroughputModelSource& model,
                                   DType dtype) {
-  const bool from_flops = !f.gpu.empty() || f.peak_tflops != 0;
-  if (f.step_ms != 0 && from_flops) {
+  const bool from_flops = f.gpu_option->count() > 0 || f.peak_tflops_option->count() > 0;
+  const bool measured = f.step_ms_option->count() > 0;
+  if (measured && from_flops) {
     return invalid_argument(
         "--step_ms: give either the measured step time or --gpu/--peak_tflops "
         "with --mfu, not both");
   }
-  if (f.step_ms != 0) {
-    if (!(f.step_ms > 0) || !std::isfinite(f.step_ms)) {
-      return invalid_argument("--step_ms: must be > 0, got {}", f.step_ms);
-    }
-    if (f.mfu != 0) return invalid_argument("--mfu: only with --gpu or --peak_tflops");
+  if (measured) {
+    if (f.mfu_option->count() > 0)
+      return invalid_argument("--mfu: only with --gpu or --peak_tflops");
     return Compute{f.step_ms * 1e-3,
                    fmt::format("{:.2f} ms per step on one GPU (--step_ms)", f.step_ms)};
   }
@@ -83,12 +74,16 @@ StatusOr<Compute> resolve_compute(const ThroughputFlags& f, const ThroughputMode
         "--throughput: needs one GPU's compute time: --step_ms MS (measured), or --gpu NAME "
         "(or --peak_tflops) with --mfu");
   }
+  if (f.mfu_option->count() == 0) {
+    return invalid_argument(
+        "--mfu: required with --gpu / --peak_tflops (the model FLOPs "
+        "utilization, in (0, 1])");
+  }
   double peak = 0;
   std::string device;
-  if (f.peak_tflops != 0) {
-    if (!f.gpu.empty()) return invalid_argument("--peak_tflops: give it or --gpu, not both");
-    if (!(f.peak_tflops > 0) || !std::isfinite(f.peak_tflops)) {
-      return invalid_argument("--peak_tflops: must be > 0, got {}", f.peak_tflops);
+  if (f.peak_tflops_option->count() > 0) {
+    if (f.gpu_option->count() > 0) {
+      return invalid_argument("--peak_tflops: give it or --gpu, not both");
     }
     peak = f.peak_tflops * 1e12;
     device = fmt::format("{:.1f} TFLOP/s peak", f.peak_tflops);
@@ -103,9 +98,6 @@ StatusOr<Compute> resolve_compute(const ThroughputFlags& f, const ThroughputMode
     }
     peak = *known;
     device = fmt::format("{} {:.1f} TFLOP/s dense {}", upper, peak / 1e12, dtype_name(dtype));
-  }
-  if (!(f.mfu > 0 && f.mfu <= 1)) {
-    return invalid_argument("--mfu: the model FLOPs utilization, in (0, 1], got {}", f.mfu);
   }
   const double flops_per_token = model.config
                                      ? runtime::train_flops_per_token(*model.config, f.seq_len)
@@ -132,54 +124,72 @@ void add_throughput_flags(CLI::App* sub, ThroughputFlags& f) {
                 "instead of the memory tables: predicted step time and tokens/s per ZeRO stage at "
                 "--num_gpus_per_node x --num_nodes GPUs (docs/scaling.md)");
   auto& o = f.options;
-  o.push_back(sub->add_option("--step_ms", f.step_ms,
-                              "throughput: one GPU's measured step (forward + backward + update, "
-                              "all micro-steps) in ms"));
-  o.push_back(sub->add_option("--optimizer_ms", f.optimizer_ms,
-                              "throughput: the update's part of --step_ms (stages 1-3 shard it); "
-                              "default 0"));
-  o.push_back(sub->add_option("--gpu", f.gpu, "throughput: h100, h200 or a100 (dense peak)"));
-  o.push_back(sub->add_option("--peak_tflops", f.peak_tflops,
-                              "throughput: dense peak TFLOP/s of another GPU"));
-  o.push_back(sub->add_option("--mfu", f.mfu, "throughput: model FLOPs utilization, with --gpu"));
-  o.push_back(sub->add_option("--micro_batch", f.micro_batch,
-                              "throughput: train_micro_batch_size_per_gpu (default 1)"));
-  o.push_back(sub->add_option("--seq_len", f.seq_len, "throughput: tokens per sample (1024)"));
-  o.push_back(sub->add_option("--grad_accum", f.grad_accum,
-                              "throughput: gradient_accumulation_steps (default 1)"));
-  o.push_back(sub->add_option("--dtype", f.dtype, "throughput: model dtype bf16|fp16|fp32"));
-  o.push_back(sub->add_option("--communication_data_type", f.communication_data_type,
-                              "throughput: gradient reduction dtype (default: --dtype)"));
-  o.push_back(sub->add_option("--interconnect", f.interconnect,
-                              "throughput: link between the GPUs of a node: nvlink (default), "
-                              "pcie, infiniband, ethernet-100g, ethernet-25g, shm, tcp, custom"));
-  o.push_back(sub->add_option("--interconnect_gbs", f.interconnect_gbs,
-                              "throughput: that link's GB/s per GPU per direction"));
-  o.push_back(sub->add_option("--interconnect_latency_us", f.interconnect_latency_us,
-                              "throughput: that link's latency per step in us"));
-  o.push_back(sub->add_option("--network", f.network,
-                              "throughput: link across nodes, per GPU: infiniband (default), "
-                              "ethernet-100g, ethernet-25g, tcp, custom, ..."));
-  o.push_back(sub->add_option("--network_gbs", f.network_gbs,
-                              "throughput: the network's GB/s per GPU per direction"));
-  o.push_back(sub->add_option("--network_latency_us", f.network_latency_us,
-                              "throughput: the network's latency per step in us"));
-  o.push_back(sub->add_option("--collective", f.collective,
-                              "throughput: all-reduce algorithm ring (default), tree or auto"));
-  o.push_back(sub->add_option("--overlap_comm", f.overlap_comm,
-                              "throughput: true|false (default: DeepSpeed's, true at stage 3)"));
-  o.push_back(sub->add_option("--overlap_efficiency", f.overlap_efficiency,
-                              "throughput: share of overlappable comm hidden, 0-1 (default 1 on "
-                              "GPU links, 0 on shm/tcp)"));
-  o.push_back(sub->add_option("--oversubscription", f.oversubscription,
-                              "throughput: ranks x threads per rank / cores when ranks share "
-                              "hardware (default 1)"));
-  o.push_back(sub->add_option("--collectives_per_pass", f.collectives_per_pass,
-                              "throughput: collectives per pass over the model (default: layers "
-                              "+ 2 with --model, 1 with --params)"));
-  o.push_back(sub->add_option("--stage3_max_reuse_distance", f.stage3_max_reuse_distance,
-                              "throughput: stage 3 keeps min(params, this / 2) gathered between "
-                              "uses (default 1e9)"));
+  auto add = [&](const std::string& name, auto& value, const std::string& help) {
+    CLI::Option* option = sub->add_option(name, value, "throughput: " + help);
+    o.push_back(option);
+    return option;
+  };
+  f.step_ms_option = add("--step_ms", f.step_ms,
+                         "one GPU's measured step (forward + backward of every micro-step + the "
+                         "update) in ms")
+                         ->check(real_at_least(0, true));
+  add("--optimizer_ms", f.optimizer_ms,
+      "the part of --step_ms that stages 1-3 shard (update, gradient norm, clipping); default 0")
+      ->check(real_at_least(0));
+  f.gpu_option = add("--gpu", f.gpu, "h100, h200 or a100 (dense peak), with --mfu");
+  f.peak_tflops_option = add("--peak_tflops", f.peak_tflops, "dense peak TFLOP/s of another GPU")
+                             ->check(real_at_least(0, true));
+  f.mfu_option = add("--mfu", f.mfu, "model FLOPs utilization in (0, 1], with --gpu")
+                     ->check(real_at_least(0, true, 1));
+  add("--micro_batch", f.micro_batch, "train_micro_batch_size_per_gpu (default 1)")
+      ->check(int_at_least(1, int64_t{1} << 20));
+  add("--seq_len", f.seq_len, "tokens per sample (default 1024)")
+      ->check(int_at_least(1, int64_t{1} << 24));
+  add("--grad_accum", f.grad_accum, "gradient_accumulation_steps (default 1)")
+      ->check(int_at_least(1, int64_t{1} << 20));
+  add("--dtype", f.dtype, "model dtype bf16 (default), fp16 or fp32")
+      ->check(CLI::IsMember({"bf16", "fp16", "fp32"}));
+  f.communication_data_type_option = add("--communication_data_type", f.communication_data_type,
+                                         "gradient reduction dtype (default: --dtype)")
+                                         ->check(CLI::IsMember({"bf16", "fp16", "fp32"}));
+  add("--interconnect", f.interconnect,
+      "link between the GPUs of a node: nvlink (default), pcie, infiniband, ethernet-100g, "
+      "ethernet-25g, shm, tcp, custom");
+  f.interconnect_gbs_option =
+      add("--interconnect_gbs", f.interconnect_gbs, "that link's GB/s per GPU per direction")
+          ->check(real_at_least(0, true));
+  f.interconnect_latency_option =
+      add("--interconnect_latency_us", f.interconnect_latency_us, "its latency per step in us")
+          ->check(real_at_least(0));
+  add("--network", f.network,
+      "link across nodes, per GPU: infiniband (default), ethernet-100g, ethernet-25g, tcp, "
+      "custom, ...");
+  f.network_gbs_option =
+      add("--network_gbs", f.network_gbs, "the network's GB/s per GPU per direction")
+          ->check(real_at_least(0, true));
+  f.network_latency_option =
+      add("--network_latency_us", f.network_latency_us, "its latency per step in us")
+          ->check(real_at_least(0));
+  add("--collective", f.collective, "all-reduce algorithm ring (default), tree or auto")
+      ->check(CLI::IsMember({"ring", "tree", "auto"}));
+  f.overlap_comm_option = add("--overlap_comm", f.overlap_comm,
+                              "true or false (default: DeepSpeed's, true at stage 3 only)")
+                              ->check(CLI::IsMember({"true", "false"}));
+  f.overlap_efficiency_option =
+      add("--overlap_efficiency", f.overlap_efficiency,
+          "share of the overlappable comm hidden, 0-1 (default 1 on GPU links, 0 on shm/tcp)")
+          ->check(real_at_least(0, false, 1));
+  add("--oversubscription", f.oversubscription,
+      "ranks x threads per rank / cores when ranks share hardware (default 1)")
+      ->check(real_at_least(1, false, 1e6));
+  f.collectives_per_pass_option =
+      add("--collectives_per_pass", f.collectives_per_pass,
+          "collectives per pass over the model (default: layers + 2 with --model, 1 with "
+          "--params)")
+          ->check(int_at_least(1, int64_t{1} << 20));
+  add("--stage3_max_reuse_distance", f.stage3_max_reuse_distance,
+      "stage 3 keeps min(params, this / 2) gathered between uses (default 1e9)")
+      ->check(real_at_least(0));
 }
 
 Status check_throughput_flags_unused(const ThroughputFlags& f) {
@@ -196,50 +206,33 @@ Status run_throughput_estimate(const ThroughputFlags& f, const ThroughputModelSo
                                const std::vector<int>& stages, bool json) {
   if (num_gpus_per_node < 1) return invalid_argument("--num_gpus_per_node: must be >= 1");
   if (num_nodes < 1) return invalid_argument("--num_nodes: must be >= 1");
-  if (f.micro_batch < 1) return invalid_argument("--micro_batch: must be >= 1");
-  if (f.seq_len < 1) return invalid_argument("--seq_len: must be >= 1");
-  if (f.grad_accum < 1) return invalid_argument("--grad_accum: must be >= 1");
   if (f.micro_batch * f.seq_len * f.grad_accum > (int64_t{1} << 40)) {
     return invalid_argument("--micro_batch x --seq_len x --grad_accum: more than 2^40 tokens");
   }
   ZERO_ASSIGN_OR_RETURN(const int param_bytes, dtype_bytes_named("--dtype", f.dtype));
   const std::string comm_name =
-      f.communication_data_type.empty() ? f.dtype : f.communication_data_type;
+      f.communication_data_type_option->count() > 0 ? f.communication_data_type : f.dtype;
   ZERO_ASSIGN_OR_RETURN(const int grad_bytes,
                         dtype_bytes_named("--communication_data_type", comm_name));
   const DType dtype = f.dtype == "fp32"   ? DType::kF32
                       : f.dtype == "fp16" ? DType::kF16
                                           : DType::kBF16;
   ZERO_ASSIGN_OR_RETURN(const Compute compute, resolve_compute(f, model, dtype));
-  if (!(f.optimizer_ms >= 0) || f.optimizer_ms * 1e-3 > compute.seconds) {
+  if (f.optimizer_ms * 1e-3 > compute.seconds) {
     return invalid_argument("--optimizer_ms: must be in [0, the step's {:.2f} ms]",
                             1e3 * compute.seconds);
-  }
-  if (!(f.oversubscription >= 1) || !std::isfinite(f.oversubscription)) {
-    return invalid_argument("--oversubscription: must be >= 1, got {}", f.oversubscription);
-  }
-  if (f.overlap_efficiency != -1 && !(f.overlap_efficiency >= 0 && f.overlap_efficiency <= 1)) {
-    return invalid_argument("--overlap_efficiency: must be in [0, 1], got {}",
-                            f.overlap_efficiency);
-  }
-  if (!f.overlap_comm.empty() && f.overlap_comm != "true" && f.overlap_comm != "false") {
-    return invalid_argument("--overlap_comm: true or false, got \"{}\"", f.overlap_comm);
-  }
-  if (f.collectives_per_pass < 0) {
-    return invalid_argument("--collectives_per_pass: must be >= 1");
-  }
-  if (!(f.stage3_max_reuse_distance >= 0) || !std::isfinite(f.stage3_max_reuse_distance)) {
-    return invalid_argument("--stage3_max_reuse_distance: must be >= 0");
   }
   sharding::Topology topology;
   topology.gpus_per_node = num_gpus_per_node;
   topology.num_nodes = num_nodes;
-  ZERO_ASSIGN_OR_RETURN(topology.intra_node,
-                        resolve_link("--interconnect", f.interconnect, f.interconnect_gbs,
-                                     f.interconnect_latency_us, f.collective));
-  ZERO_ASSIGN_OR_RETURN(topology.inter_node, resolve_link("--network", f.network, f.network_gbs,
-                                                          f.network_latency_us, f.collective));
-  const int64_t units = f.collectives_per_pass > 0
+  ZERO_ASSIGN_OR_RETURN(
+      topology.intra_node,
+      resolve_link("--interconnect", f.interconnect, f.interconnect_gbs_option, f.interconnect_gbs,
+                   f.interconnect_latency_option, f.interconnect_latency_us, f.collective));
+  ZERO_ASSIGN_OR_RETURN(topology.inter_node,
+                        resolve_link("--network", f.network, f.network_gbs_option, f.network_gbs,
+                                     f.network_latency_option, f.network_latency_us, f.collective));
+  const int64_t units = f.collectives_per_pass_option->count() > 0
                             ? f.collectives_per_pass
                             : (model.config ? model.config->num_layers + 2 : 1);
   const auto kept = static_cast<int64_t>(std::min(static_cast<double>(model.total_params),
@@ -258,8 +251,9 @@ Status run_throughput_estimate(const ThroughputFlags& f, const ThroughputModelSo
     in.compute_s = compute.seconds;
     in.optimizer_s = f.optimizer_ms * 1e-3;
     in.oversubscription = f.oversubscription;
-    in.overlap_comm = f.overlap_comm.empty() ? stage == 3 : f.overlap_comm == "true";
-    in.overlap_efficiency = f.overlap_efficiency;
+    in.overlap_comm = f.overlap_comm_option->count() > 0 ? f.overlap_comm == "true" : stage == 3;
+    // Negative: the links' default (throughput_model.h).
+    in.overlap_efficiency = f.overlap_efficiency_option->count() > 0 ? f.overlap_efficiency : -1;
     in.collectives_per_pass = units;
     in.stage3_kept_numel = kept;
     ZERO_RETURN_IF_ERROR(sharding::validate_throughput_inputs(in, topology));

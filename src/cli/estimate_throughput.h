@@ -15,6 +15,8 @@
 
 namespace zero::cli {
 
+// Values are range-checked at parse time (flag_checks.h); "given" is the option's count, never a
+// sentinel value.
 struct ThroughputFlags {
   bool enabled = false;  // --throughput
   double step_ms = 0;
@@ -26,20 +28,34 @@ struct ThroughputFlags {
   int64_t seq_len = 1024;
   int64_t grad_accum = 1;
   std::string dtype = "bf16";
-  std::string communication_data_type;  // empty: the model dtype (DeepSpeed's default)
+  std::string communication_data_type;  // not given: the model dtype (DeepSpeed's default)
   std::string interconnect = "nvlink";
   double interconnect_gbs = 0;
-  double interconnect_latency_us = -1;
+  double interconnect_latency_us = 0;
   std::string network = "infiniband";
   double network_gbs = 0;
-  double network_latency_us = -1;
+  double network_latency_us = 0;
   std::string collective = "ring";
-  std::string overlap_comm;  // empty: DeepSpeed's default (on at stage 3 only)
-  double overlap_efficiency = -1;
+  std::string overlap_comm;  // not given: DeepSpeed's default (on at stage 3 only)
+  double overlap_efficiency = 0;
   double oversubscription = 1;
-  int64_t collectives_per_pass = 0;  // 0: the model's layers + 2 (one per unit), 1 with --params
+  int64_t collectives_per_pass =
+      1;  // not given: the model's layers + 2 (one per unit), 1 with --params
   double stage3_max_reuse_distance = 1e9;
-  // Options that mean nothing without --throughput (checked by check_throughput_flags).
+  // The options whose presence matters (set by add_throughput_flags).
+  CLI::Option* step_ms_option = nullptr;
+  CLI::Option* gpu_option = nullptr;
+  CLI::Option* peak_tflops_option = nullptr;
+  CLI::Option* mfu_option = nullptr;
+  CLI::Option* communication_data_type_option = nullptr;
+  CLI::Option* interconnect_gbs_option = nullptr;
+  CLI::Option* interconnect_latency_option = nullptr;
+  CLI::Option* network_gbs_option = nullptr;
+  CLI::Option* network_latency_option = nullptr;
+  CLI::Option* overlap_comm_option = nullptr;
+  CLI::Option* overlap_efficiency_option = nullptr;
+  CLI::Option* collectives_per_pass_option = nullptr;
+  // Every option that means nothing without --throughput (check_throughput_flags_unused).
   std::vector<CLI::Option*> options;
 };
 
