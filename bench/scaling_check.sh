@@ -10,6 +10,8 @@
 #     collective sweep at world N (bench/comm_sweep_bench: no compute); oversubscription 1.
 #   B (the model's own scaling): compute and optimizer of one run alone, the link fitted at world
 #     2, oversubscription = N ranks x 1 thread / cores (compute and CPU-bound comm slowed alike).
+#   C (for a loaded machine): compute = the same run's stage-0 overlap-off step minus its measured
+#     comm wait (that row calibrates; the other seven rows of the world and link are predicted).
 # Rounds interleave everything, so a load swing on a shared machine hits inputs and measurements
 # alike; the tables take medians over rounds.
 # Usage: [ROUNDS=3] bench/scaling_check.sh [BUILD_DIR]  > bench/results/scaling_check.md
@@ -229,7 +231,7 @@ print("## Predicted vs measured step time")
 print()
 print("Three ways to feed the model, all with the link fitted to a sweep (no step time used):")
 print()
-print("- **C** (primary): compute = the same run's stage-0 overlap-off step minus its measured comm "
+print("- **C** (for a loaded machine): compute = the same run's stage-0 overlap-off step minus its measured comm "
       "wait, optimizer = N `zero bench adam` side by side, link swept at N. The stage-0 overlap-off "
       "row is the calibration row (its error is the comm prediction alone); the other seven rows "
       "of each world and link are predictions: other collectives, the sharded update, overlap.")

@@ -28,11 +28,11 @@ constexpr NamedLink kLinks[] = {
     {"ethernet-100g", 12.5, 20.0, LinkAlgorithm::kRing, false, false},
     {"ethernet-25g", 3.125, 30.0, LinkAlgorithm::kRing, false, false},
     {"pcie", 25.0, 10.0, LinkAlgorithm::kRing, false, false},
-    // This machine's CPU ranks (2-core AMD EPYC, shared): the medians of 7 fits to world-2
-    // collective sweeps, bench/results/scaling_check.md (2026-11-28). Open MPI over loopback
-    // TCP's latency is not resolved by a fit weighted to large messages (median fit: 0).
-    {"shm", 3.4, 160.0, LinkAlgorithm::kStaged, true, true},
-    {"tcp", 0.47, 0.0, LinkAlgorithm::kRing, true, true},
+    // This machine's CPU ranks (2-core AMD EPYC, shared): the medians of 3 fits to world-2
+    // collective sweeps at load 2.7-3.7, bench/results/scaling_check.md (2026-11-28). The fit,
+    // weighted to large messages, does not resolve shm's barrier latency (median fit: 0).
+    {"shm", 11.2, 0.0, LinkAlgorithm::kStaged, true, true},
+    {"tcp", 1.2, 240.0, LinkAlgorithm::kRing, true, true},
 };
 
 double ceil_log2(int64_t p) { return std::ceil(std::log2(static_cast<double>(p))); }
