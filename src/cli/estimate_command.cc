@@ -1,5 +1,6 @@
 // `zero estimate`: DeepSpeed's ZeRO-2/3 model-states memory tables from a parameter count or a
-// model config (HF config.json or a preset). See docs/estimate.md.
+// model config (HF config.json or a preset), or with --throughput the step time per stage at N GPUs
+// (estimate_throughput.h). See docs/estimate.md and docs/scaling.md.
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/estimate_throughput.h"
 #include "model/model_config.h"
 #include "sharding/memory_estimate.h"
 
@@ -53,6 +55,7 @@ struct ModelCounts {
   std::string name;
   int64_t total_params = 0;
   int64_t largest_layer_params = 0;
+  model::ModelConfig config;
 };
 
 StatusOr<ModelCounts> counts_from_model(const std::string& spec) {
@@ -61,7 +64,7 @@ StatusOr<ModelCounts> counts_from_model(const std::string& spec) {
                                             : model::load_model_config(spec);
   if (!config.ok()) return config.status();
   model::ParamCounts counts = model::count_params(*config);
-  return ModelCounts{spec, counts.total, counts.largest_layer};
+  return ModelCounts{spec, counts.total, counts.largest_layer, *config};
 }
 
 StatusOr<sharding::EstimateSetup> build_setup(const EstimateArgs& args,
@@ -135,10 +138,32 @@ Status run_estimate(const EstimateArgs& args) {
   return ok_status();
 }
 
+// --throughput: Ψ (and the config, for FLOPs and units) from --model or --params; stages 0-3
+// unless --stage names one.
+Status run_throughput(const EstimateArgs& args, const ThroughputFlags& flags, bool stage_given) {
+  if (!args.largest_layer_params.empty()) {
+    return invalid_argument("--largest_layer_params: only for the memory tables, not --throughput");
+  }
+  ThroughputModelSource source;
+  if (!args.model.empty()) {
+    ZERO_ASSIGN_OR_RETURN(ModelCounts counts, counts_from_model(args.model));
+    source = ThroughputModelSource{counts.name, counts.total_params, counts.config};
+  } else {
+    ZERO_ASSIGN_OR_RETURN(source.total_params, parse_count("--params", args.params));
+    if (source.total_params <= 0) return invalid_argument("--params: must be > 0");
+    source.name = "--params";
+  }
+  const std::vector<int> stages =
+      stage_given ? std::vector<int>{args.stage} : std::vector<int>{0, 1, 2, 3};
+  return run_throughput_estimate(flags, source, args.num_gpus_per_node, args.num_nodes, stages,
+                                 args.json);
+}
+
 }  // namespace
 
 void add_estimate_command(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<EstimateArgs>();
+  auto throughput = std::make_shared<ThroughputFlags>();
   CLI::App* sub = app.add_subcommand(
       "estimate",
       "ZeRO model-states memory estimator: DeepSpeed's estimate_zero2/zero3 tables (params, "
@@ -158,22 +183,41 @@ void add_estimate_command(CLI::App& app, int& exit_code) {
   sub->add_option("--num_gpus_per_node", args->num_gpus_per_node, "GPUs per node")
       ->capture_default_str();
   sub->add_option("--num_nodes", args->num_nodes, "number of nodes")->capture_default_str();
-  sub->add_option("--additional_buffer_factor", args->additional_buffer_factor,
-                  "safety factor applied to the CPU numbers")
-      ->capture_default_str();
-  sub->add_option("--stage", args->stage,
-                  "2 or 3; without it both tables are printed (stage 2, then stage 3)")
-      ->check(CLI::IsMember({2, 3}));
+  auto* buffer_factor =
+      sub->add_option("--additional_buffer_factor", args->additional_buffer_factor,
+                      "safety factor applied to the CPU numbers")
+          ->capture_default_str();
+  auto* stage = sub->add_option("--stage", args->stage,
+                                "2 or 3; without it both tables are printed (stage 2, then stage "
+                                "3); 0-3 with --throughput (default: all four)")
+                    ->check(CLI::IsMember({0, 1, 2, 3}));
   sub->add_flag("--json", args->json,
                 "print only a JSON array of rows {stage, offload_optimizer, [offload_param, "
-                "zero_init (stage 3)], cpu_bytes, gpu_bytes} (bytes, not GiB)");
-  sub->callback([args, &exit_code, params, model] {
+                "zero_init (stage 3)], cpu_bytes, gpu_bytes} (bytes, not GiB); with --throughput "
+                "one JSON object");
+  add_throughput_flags(sub, *throughput);
+  sub->callback([args, throughput, &exit_code, params, model, stage, buffer_factor] {
     if (params->count() == 0 && model->count() == 0) {
       std::fprintf(stderr, "error: zero estimate: pass --params N or --model DIR|preset:NAME\n");
       exit_code = 2;
       return;
     }
-    Status status = run_estimate(*args);
+    Status status;
+    if (throughput->enabled) {
+      status = buffer_factor->count() > 0
+                   ? invalid_argument(
+                         "--additional_buffer_factor: only for the memory tables, "
+                         "not --throughput")
+                   : run_throughput(*args, *throughput, stage->count() > 0);
+    } else if (stage->count() > 0 && args->stage < 2) {
+      status = invalid_argument(
+          "--stage: the memory tables are for stage 2 or 3 (0-3 with "
+          "--throughput), got {}",
+          args->stage);
+    } else {
+      status = check_throughput_flags_unused(*throughput);
+      if (status.ok()) status = run_estimate(*args);
+    }
     if (!status.ok()) {
       std::fprintf(stderr, "error: zero estimate: %s\n", status.message().c_str());
       exit_code = status.code() == StatusCode::kInvalidArgument ||

@@ -70,3 +70,56 @@ add_test(NAME cli.estimate.model_too_many_layers
          COMMAND sh -c "'$<TARGET_FILE:zero>' estimate --model ${PROJECT_SOURCE_DIR}/tests/fixtures/models/absurd/deep 2>&1; echo rc=$?")
 set_tests_properties(cli.estimate.model_too_many_layers PROPERTIES LABELS unit TIMEOUT 30
   PASS_REGULAR_EXPRESSION "absurd/deep/config.json: n_layer: 1000000000 is larger than the limit 65536\nrc=2\n$")
+
+# --throughput (docs/scaling.md): hand-computed. Stage 0, 8 GPUs on NVLink, Ψ = 1e9 bf16, one
+# collective per pass: 2·7/8·2e9 B / 450 GB/s + 14 × 2 µs = 7.81 ms on a 1000 ms step.
+add_test(NAME cli.estimate.throughput_stage0_nvlink
+         COMMAND zero estimate --params 1e9 --throughput --step_ms 1000 --num_gpus_per_node 8
+                 --stage 0)
+set_tests_properties(cli.estimate.throughput_stage0_nvlink PROPERTIES LABELS unit
+  PASS_REGULAR_EXPRESSION "\n0 +off +1000\\.00 +7\\.81 +7\\.81 +1007\\.81 +8129 +1016 +0\\.992 +1907\\.35 +14\\.90\n")
+# Two nodes: the reduce-scatter's in-node ring (7/8·2e9/450e9 + 7·2 µs) plus the 1/8 piece over
+# InfiniBand (1/2·2.5e8/50e9 + 5 µs) = 6.4079 ms; the all-gather the same; JSON rows.
+add_test(NAME cli.estimate.throughput_two_nodes_json
+         COMMAND zero estimate --params 1e9 --throughput --step_ms 1000 --num_gpus_per_node 8
+                 --num_nodes 2 --stage 2 --json)
+set_tests_properties(cli.estimate.throughput_two_nodes_json PROPERTIES LABELS unit
+  PASS_REGULAR_EXPRESSION "^{\"model\":\"--params\",\"params\":1000000000,.*\"rows\":\\[{\"stage\":2,\"overlap_comm\":false,\"world_size\":16,\"compute_ms\":1000\\.0,\"comm_ms\":12\\.8157777.*\"name\":\"gradient reduce-scatter\",\"collective\":\"reduce_scatter\",\"calls\":1,\"payload_bytes\":2000000000\\.0,\"ms\":6\\.4078888")
+# FLOPs-based compute from a preset: 6N + 12LCT per token at the H100's dense bf16 peak × MFU;
+# every stage by default, overlap_comm on at stage 3 only (DeepSpeed's default); one collective per
+# unit (12 layers + 2) unless --collectives_per_pass.
+add_test(NAME cli.estimate.throughput_flops_all_stages
+         COMMAND zero estimate --model preset:gpt2-124m --throughput --gpu h100 --mfu 0.4
+                 --micro_batch 8 --num_gpus_per_node 8)
+set_tests_properties(cli.estimate.throughput_flops_all_stages PROPERTIES LABELS unit
+  PASS_REGULAR_EXPRESSION "GFLOP/token \\(6N \\+ 12LCT\\) x 8192 tokens / \\(H100 989\\.0 TFLOP/s dense bf16 x MFU 0\\.40\\).*\nlinks: in node nvlink 450 GB/s 2 us ring; across nodes \\(unused\\); 14 collectives per pass.*\n0 +off .*\n1 +off .*\n2 +off .*\n3 +on ")
+
+# Throughput flags: each error names its flag and exits 2 (range errors at parse time, the rest
+# when the flags are combined).
+foreach(_case
+    "--params 1e9 --step_ms 5|error: zero estimate: --step_ms: only with --throughput"
+    "--params 1e9 --throughput|error: zero estimate: --throughput: needs one GPU's compute time"
+    "--params 1e9 --throughput --step_ms 5 --interconnect foo|error: zero estimate: --interconnect: unknown link"
+    "--params 1e9 --throughput --step_ms 5 --network custom|error: zero estimate: --network custom: give its bandwidth with --network_gbs"
+    "--params 1e9 --throughput --gpu h100|error: zero estimate: --mfu: required with --gpu"
+    "--params 1e9 --throughput --gpu h100 --mfu 2|--mfu: must be a finite number > 0 and <= 1, got 2"
+    "--params 1e9 --throughput --gpu b200 --mfu 0.4|error: zero estimate: --gpu: unknown GPU"
+    "--params 1e9 --throughput --step_ms 5 --gpu h100|error: zero estimate: --step_ms: give either"
+    "--params 1e9 --throughput --step_ms 0|--step_ms: must be a finite number > 0, got 0"
+    "--params 1e9 --throughput --step_ms 5 --optimizer_ms 6|error: zero estimate: --optimizer_ms: must be in"
+    "--params 1e9 --throughput --step_ms 5 --overlap_comm yes|--overlap_comm: yes not in"
+    "--params 1e9 --throughput --step_ms 5 --collective mesh|--collective: mesh not in"
+    "--params 1e9 --throughput --step_ms 5 --oversubscription 0.5|--oversubscription: must be a finite number >= 1"
+    "--params 1e9 --throughput --step_ms 5 --interconnect_gbs 0|--interconnect_gbs: must be a finite number > 0"
+    "--params 1e9 --throughput --step_ms 5 --micro_batch 0|--micro_batch: must be an integer in .1, 1048576., got 0"
+    "--params 1e9 --throughput --step_ms 5 --largest_layer_params 5|error: zero estimate: --largest_layer_params: only for the memory tables"
+    "--params 1e9 --stage 1|error: zero estimate: --stage: the memory tables are for stage 2 or 3")
+  string(REPLACE "|" ";" _parts "${_case}")
+  list(GET _parts 0 _args)
+  list(GET _parts 1 _want)
+  string(MAKE_C_IDENTIFIER "x${_args}" _id)
+  add_test(NAME cli.estimate.throughput_bad_${_id}
+           COMMAND sh -c "'$<TARGET_FILE:zero>' estimate ${_args} 2>&1; echo rc=$?")
+  set_tests_properties(cli.estimate.throughput_bad_${_id} PROPERTIES LABELS unit
+                       PASS_REGULAR_EXPRESSION "${_want}.*\nrc=2\n$")
+endforeach()
