@@ -6,6 +6,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/flag_checks.h"
 #include "cli/world.h"
 #include "kernels/adamw/adamw_benchmark.h"
 #include "offload/aio_benchmark.h"
@@ -77,11 +78,14 @@ void add_step(CLI::App* bench, int& exit_code) {
   step->add_option("--model", opts->model,
                    "preset:NAME or an HF directory (default preset:gpt2-tiny)");
   step->add_option("--stages", opts->stages, "stages to time (default 0 1 2 3)");
-  step->add_option("--micro_batch,--micro-batch", opts->micro_batch, "per-rank micro-batch");
-  step->add_option("--grad_accum,--grad-accum", opts->grad_accum, "micro-steps per step");
-  step->add_option("--block_size,--block-size", opts->block_size, "tokens per sample");
-  step->add_option("--steps", opts->steps, "timed steps per configuration");
-  step->add_option("--warmup", opts->warmup, "untimed steps first");
+  step->add_option("--micro_batch,--micro-batch", opts->micro_batch, "per-rank micro-batch")
+      ->check(int_at_least(1));
+  step->add_option("--grad_accum,--grad-accum", opts->grad_accum, "micro-steps per step")
+      ->check(int_at_least(1));
+  step->add_option("--block_size,--block-size", opts->block_size, "tokens per sample")
+      ->check(int_at_least(1));
+  step->add_option("--steps", opts->steps, "timed steps per configuration")->check(int_at_least(1));
+  step->add_option("--warmup", opts->warmup, "untimed steps first")->check(int_at_least(0));
   step->add_flag("--bf16", opts->bf16, "bf16 model dtype");
   step->add_option("--device", opts->device,
                    "cpu (default) | cuda: the model on each rank's GPU, the ZeRO state and "

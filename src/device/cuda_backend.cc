@@ -161,12 +161,9 @@ class CudaBackend final : public Backend {
     // and what the device had (the caller adds what the buffer is for).
     const std::string what = fmt::format("a buffer of {} {} values", numel, dtype_name(dtype));
     DeviceAllocFailure failure;
-    void* p =
-        ::zero::cuda::try_device_alloc({.what = what,
-                                        .bytes = bytes == 0 ? 1 : bytes,
-                                        .planned_bytes = -1,
-                                        .advice = {}},
-                                       &failure);
+    void* p = ::zero::cuda::try_device_alloc(
+        {.what = what, .bytes = bytes == 0 ? 1 : bytes, .planned_bytes = -1, .advice = {}},
+        &failure);
     if (p == nullptr) return resource_exhausted("{}", device_alloc_failure_reason(failure));
     // cudaFree synchronizes the device, so a buffer is never freed under a running kernel; the
     // device is the one current when the owner frees it (one GPU per rank).

@@ -52,3 +52,9 @@ add_test(NAME cli.bench.step_offload_overlap_needs_offload
          COMMAND sh -c "'$<TARGET_FILE:zero>' bench step --offload_overlap 2>&1; test $? -eq 2")
 set_tests_properties(cli.bench.step_offload_overlap_needs_offload PROPERTIES LABELS unit
                      PASS_REGULAR_EXPRESSION "--offload_overlap needs --offload_optimizer cpu")
+# A zero or negative count is refused naming the flag (--micro_batch 0 used to reach the model and
+# fail inside it, exiting 0).
+add_test(NAME cli.bench.step_counts_checked
+         COMMAND sh -c "'$<TARGET_FILE:zero>' bench step --micro_batch 0 2>&1; test $? -eq 2")
+set_tests_properties(cli.bench.step_counts_checked PROPERTIES LABELS unit
+                     PASS_REGULAR_EXPRESSION "--micro_batch: .*>= 1")
