@@ -74,7 +74,7 @@ TEST_P(HfParity, DecodeEqualsHf) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, HfParity,
                          ::testing::Values("gpt2_bytelevel", "gpt2_prefix_space", "llama3_split",
                                            "llama2_byte_fallback", "llama2_metaspace", "qwen2_nfc",
-                                           "spm_bpe"));
+                                           "gemma_byte_fallback", "spm_bpe"));
 
 TEST(Tokenizer, SpecialIdsFromTokenizerConfig) {
   auto l3 = Tokenizer::load(fixture_dir("llama3_split"));

@@ -180,6 +180,20 @@ def metaspace_variant(llama2_tok):
     return tok
 
 
+def gemma_variant(llama2_tok):
+    # Gemma's tokenizer.json (Gemma 1-3): BPE with byte fallback like Llama-2's, but the normaliser
+    # only replaces spaces (no "▁" prepended), the decoder strips nothing, and the turn markers
+    # <start_of_turn> / <end_of_turn> are special tokens; BOS is added.
+    tok = Tokenizer.from_str(llama2_tok.to_str())
+    tok.normalizer = normalizers.Replace(" ", "▁")
+    tok.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(),
+                                     decoders.Fuse()])
+    tok.add_special_tokens(["<start_of_turn>", "<end_of_turn>"])
+    cfg = {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "pad_token": None,
+           "add_bos_token": True, "add_eos_token": False}
+    return tok, cfg
+
+
 def prefix_space_variant(gpt2_tok):
     tok = Tokenizer.from_str(gpt2_tok.to_str())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True)
@@ -212,7 +226,7 @@ def decode_cases(tok, rng, encodings):
     return out
 
 
-def write(out_dir, name, tok, cfg, merges_as_strings=False):
+def write(out_dir, name, tok, cfg, merges_as_strings=False, extra_corpus=()):
     d = os.path.join(out_dir, name)
     os.makedirs(d, exist_ok=True)
     spec = json.loads(tok.to_str())
@@ -229,7 +243,7 @@ def write(out_dir, name, tok, cfg, merges_as_strings=False):
     rng = random.Random(1234)
     encode = []
     encodings = []
-    for text in CORPUS:
+    for text in CORPUS + list(extra_corpus):
         for special in (True, False):
             ids = tok.encode(text, add_special_tokens=special).ids
             encode.append({"text": text, "add_special_tokens": special, "ids": ids})
@@ -256,6 +270,10 @@ def main():
     l2, l2cfg = llama2()
     write(out, "llama2_byte_fallback", l2, l2cfg)
     write(out, "llama2_metaspace", metaspace_variant(l2), l2cfg)
+    g, gcfg = gemma_variant(l2)
+    write(out, "gemma_byte_fallback", g, gcfg,
+          extra_corpus=["<start_of_turn>user\nHi there<end_of_turn>\n<start_of_turn>model\n",
+                        " two  spaces\nno prefix"])
     sentencepiece_fixture(out)
 
 
