@@ -137,12 +137,16 @@ set_tests_properties(cli.generate.offload_param_streams_the_resident_output PROP
                      PASS_REGULAR_EXPRESSION "streamed-equals-resident")
 # --max_host_memory with NVMe: gpt2-124m's 497 MB of fp32 weights stream under a 320 MB budget, the
 # process's peak RSS growing by less than it over a tiny model's run (~10 s).
-add_test(NAME cli.generate.offload_nvme_stays_within_the_host_budget
-         COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/tests/cli/generate_stream.py
-                 $<TARGET_FILE:zero> ${_zg_out}/stream_budget host_budget)
-set_tests_properties(cli.generate.offload_nvme_stays_within_the_host_budget PROPERTIES
-                     LABELS unit ENVIRONMENT OMP_NUM_THREADS=1
-                     PASS_REGULAR_EXPRESSION "within-host-budget")
+# A peak-RSS measurement: not under a sanitizer, whose shadow memory and quarantine are most of
+# the RSS (+411 MB measured under ASan against the release build's +296 MB).
+if(NOT ZERO_SANITIZE)
+  add_test(NAME cli.generate.offload_nvme_stays_within_the_host_budget
+           COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/tests/cli/generate_stream.py
+                   $<TARGET_FILE:zero> ${_zg_out}/stream_budget host_budget)
+  set_tests_properties(cli.generate.offload_nvme_stays_within_the_host_budget PROPERTIES
+                       LABELS unit ENVIRONMENT OMP_NUM_THREADS=1
+                       PASS_REGULAR_EXPRESSION "within-host-budget")
+endif()
 
 # Issue 29 item 4: stage-3 inference on 2-4 CPU ranks (tests/cli/generate_ranks.sh): the tokens
 # and the --prompts_file output of one rank with the whole model; the GPU flags refused.
