@@ -14,29 +14,13 @@
 
 #include "comm/mpi_communicator.h"
 #include "comm/mpi_runtime.h"
+#include "comm_timing.h"
 #include "core/check.h"
 
 namespace zero {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-// Median wall ms of `iterations` calls of `fn` (after one warm-up call), the max over ranks.
-double median_ms(Communicator& comm, int iterations, const std::function<void()>& fn) {
-  fn();
-  std::vector<float> ms;
-  for (int i = 0; i < iterations; ++i) {
-    // Why barrier: every rank starts the timed call together, so the time is the collective's.
-    ZERO_CHECK(comm.barrier().ok());
-    const auto start = Clock::now();
-    fn();
-    ms.push_back(std::chrono::duration<float, std::milli>(Clock::now() - start).count());
-  }
-  std::sort(ms.begin(), ms.end());
-  float med = ms[ms.size() / 2];
-  ZERO_CHECK(comm.all_reduce(&med, 1, DType::kF32, ReduceOp::kMax).ok());
-  return med;
-}
+using bench::median_ms;
 
 int run(MpiRuntime& runtime, size_t mib, int iterations) {
   auto made = MpiCommunicator::create_world(runtime);
