@@ -59,21 +59,18 @@ std::string basename_of(const std::string& path) {
   return std::filesystem::path(path).filename().string();
 }
 
-// "0-3" or "5" from "node1=0-3,node2=5".
-std::string field_of(std::string_view encoded, std::string_view host) {
-  size_t start = 0;
-  while (start <= encoded.size()) {
-    size_t end = encoded.find(',', start);
-    std::string_view entry =
-        encoded.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start);
-    size_t eq = entry.rfind('=');
-    if (eq != std::string_view::npos && entry.substr(0, eq) == host) {
-      return std::string(entry.substr(eq + 1));
-    }
-    if (end == std::string_view::npos) break;
-    start = end + 1;
+// Each "host=ranks" entry of "node1=0-3,node2=5" in order, as (host, ranks); stops when `fn`
+// returns true.
+template <typename Fn>
+void for_each_host_entry(std::string_view encoded, Fn&& fn) {
+  while (!encoded.empty()) {
+    const size_t end = encoded.find(',');
+    const std::string_view entry = encoded.substr(0, end);
+    const size_t eq = entry.rfind('=');
+    if (eq != std::string_view::npos && fn(entry.substr(0, eq), entry.substr(eq + 1))) return;
+    if (end == std::string_view::npos) return;
+    encoded.remove_prefix(end + 1);
   }
-  return "";
 }
 
 }  // namespace
@@ -140,29 +137,28 @@ std::string encode_host_ranks(const ResourcePool& pool) {
 }
 
 std::string ranks_of_host(std::string_view encoded, std::string_view host) {
-  return field_of(encoded, host);
+  std::string ranks;
+  for_each_host_entry(encoded, [&](std::string_view h, std::string_view r) {
+    if (h != host) return false;
+    ranks = r;
+    return true;
+  });
+  return ranks;
 }
 
 std::string host_of_rank(std::string_view encoded, int rank) {
-  size_t start = 0;
-  while (start < encoded.size()) {
-    size_t end = encoded.find(',', start);
-    std::string_view entry =
-        encoded.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start);
-    size_t eq = entry.rfind('=');
-    if (eq != std::string_view::npos) {
-      std::string_view range = entry.substr(eq + 1);
-      size_t dash = range.find('-');
-      int first = std::atoi(std::string(range.substr(0, dash)).c_str());
-      int last = dash == std::string_view::npos
-                     ? first
-                     : std::atoi(std::string(range.substr(dash + 1)).c_str());
-      if (rank >= first && rank <= last) return std::string(entry.substr(0, eq));
-    }
-    if (end == std::string_view::npos) break;
-    start = end + 1;
-  }
-  return "";
+  std::string host;
+  for_each_host_entry(encoded, [&](std::string_view h, std::string_view range) {
+    const size_t dash = range.find('-');
+    const int first = std::atoi(std::string(range.substr(0, dash)).c_str());
+    const int last = dash == std::string_view::npos
+                         ? first
+                         : std::atoi(std::string(range.substr(dash + 1)).c_str());
+    if (rank < first || rank > last) return false;
+    host = h;
+    return true;
+  });
+  return host;
 }
 
 std::vector<std::string> agent_liveness_options(const std::vector<std::string>& agent) {
