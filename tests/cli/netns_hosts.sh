@@ -27,10 +27,18 @@ command -v mpirun >/dev/null || skip "no mpirun"
 
 rm -rf "$out" && mkdir -p "$out/disk"
 # A /24 and names of our own: tests run in parallel, and interface names have 15 characters.
+# Creating the bridge claims the id (atomic: a second test picking the same id gets "File exists").
+RANDOM=$$
+id=""
 for _ in $(seq 1 50); do
-  id=$(( (RANDOM % 200) + 20 ))
-  ip link show "zb$id" >/dev/null 2>&1 || break
+  try=$(( (RANDOM % 200) + 20 ))
+  if err=$(ip link add "zb$try" type bridge 2>&1); then
+    id=$try
+    break
+  fi
+  [[ $err == *"File exists"* ]] || skip "cannot create a bridge (no CAP_NET_ADMIN): $err"
 done
+[[ -n $id ]] || fail "no free bridge name"
 net=10.213.$id
 bridge=zb$id
 hosts=(node1 node2)
@@ -40,10 +48,10 @@ cleanup() {
     ip netns del "zh$id-$h" 2>/dev/null
   done
   ip link del "$bridge" 2>/dev/null
+  for v in 2 3; do ip link del "zv$id-$v" 2>/dev/null; done
   true
 }
 trap cleanup EXIT
-ip link add "$bridge" type bridge 2>/dev/null || skip "cannot create a bridge (no CAP_NET_ADMIN)"
 ip addr add "$net.1/24" dev "$bridge" && ip link set "$bridge" up || fail "bridge address"
 cp /etc/hosts "$out/hosts"
 : >"$out/map"
@@ -51,6 +59,9 @@ i=2
 for h in "${hosts[@]}"; do
   ns=zh$id-$h
   ip netns add "$ns" || skip "cannot create a network namespace"
+  # A finished test's veth may outlive its namespace for a moment (the kernel frees it lazily);
+  # the id is ours now (the bridge), so a leftover of that name is stale.
+  ip link del "zv$id-$i" 2>/dev/null
   ip link add "zv$id-$i" type veth peer name eth0 netns "$ns" || fail "veth"
   ip link set "zv$id-$i" master "$bridge" up
   ip -n "$ns" addr add "$net.$i/24" dev eth0
