@@ -15,29 +15,16 @@
 #include <string>
 
 #include "comm/thread_communicator.h"
-#include "model/model_config.h"
-#include "runtime/engine.h"
+#include "emu/engine_emu_testing.h"
 
 namespace zero::runtime {
 namespace {
 
 void step_with_a_broken_collective() {
   ThreadCommunicator::run(2, [&](Communicator& comm) {
-    auto config =
-        model::load_model_config(std::string(ZERO_SOURCE_DIR) + "/tests/fixtures/golden/gpt2_tiny");
-    ASSERT_TRUE(config.ok()) << config.status().to_string();
-    EngineOptions o;
-    o.model_config = *config;
-    o.device = Device::kCuda;
+    EngineOptions o = testing::tiny_cuda_options();
     o.zero.stage = 2;
-    o.check_memory = false;
-    auto engine = Engine::create(
-        std::move(o),
-        [](int, int64_t b, int64_t e, float* dst) {
-          std::fill(dst, dst + (e - b), 0.01f);
-          return ok_status();
-        },
-        &comm);
+    auto engine = testing::make_tiny_cuda_engine(std::move(o), &comm);
     ASSERT_TRUE(engine.ok()) << engine.status().to_string();
     ASSERT_EQ((*engine)->placement().collectives, "NCCL");
     // Why: the creation's own collectives must have run before the fault is armed.
@@ -47,14 +34,7 @@ void step_with_a_broken_collective() {
       emu::nccl::set_collective_fault({.rank = 1, .skip = 0, .error = ncclSystemError});
     }
     ASSERT_TRUE(comm.barrier().ok());
-    MicroBatch mb;
-    mb.batch = 2;
-    mb.seq = 16;
-    for (int64_t i = 0; i < mb.batch * mb.seq; ++i) {
-      mb.tokens.push_back(static_cast<int32_t>(i % 60));
-      mb.targets.push_back(static_cast<int32_t>((i + 1) % 60));
-    }
-    auto step = (*engine)->train_step({mb});
+    auto step = (*engine)->train_step({testing::tiny_micro_batch()});
     if (!step.ok()) {
       // What TrainingRun::stop does: one error line for the rank, then the job ends.
       std::fprintf(stderr, "[rank %d] error: %s\n", comm.rank(), step.status().message().c_str());

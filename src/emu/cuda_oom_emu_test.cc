@@ -14,8 +14,7 @@
 #include <vector>
 
 #include "comm/thread_communicator.h"
-#include "model/model_config.h"
-#include "runtime/engine.h"
+#include "emu/engine_emu_testing.h"
 
 namespace zero::runtime {
 namespace {
@@ -28,22 +27,10 @@ constexpr int64_t kSeq = 16;
 // unit's gather buffer, below it the model's activation slab.
 void step_over_the_budget(int stage) {
   ThreadCommunicator::run(2, [&](Communicator& comm) {
-    auto config =
-        model::load_model_config(std::string(ZERO_SOURCE_DIR) + "/tests/fixtures/golden/gpt2_tiny");
-    ASSERT_TRUE(config.ok()) << config.status().to_string();
-    EngineOptions o;
-    o.model_config = *config;
-    o.device = Device::kCuda;
+    EngineOptions o = testing::tiny_cuda_options();
     o.zero.stage = stage;
     o.zero.param_persistence_threshold_numel = 0;  // every unit gathered
-    o.check_memory = false;
-    auto engine = Engine::create(
-        std::move(o),
-        [](int, int64_t b, int64_t e, float* dst) {
-          std::fill(dst, dst + (e - b), 0.01f);
-          return ok_status();
-        },
-        &comm);
+    auto engine = testing::make_tiny_cuda_engine(std::move(o), &comm);
     ASSERT_TRUE(engine.ok()) << engine.status().to_string();
     ASSERT_TRUE((*engine)->state_on_device());
     // Why float: the thread communicator reduces floats; the tiny model's bytes fit exactly.
@@ -54,14 +41,7 @@ void step_over_the_budget(int stage) {
       ::setenv("ZERO_DEVICE_MEMORY_LIMIT", std::to_string(static_cast<int64_t>(in_use)).c_str(), 1);
     }
     ASSERT_TRUE(comm.barrier().ok());
-    MicroBatch mb;
-    mb.batch = 2;
-    mb.seq = kSeq;
-    for (int64_t i = 0; i < mb.batch * kSeq; ++i) {
-      mb.tokens.push_back(static_cast<int32_t>(i % 60));
-      mb.targets.push_back(static_cast<int32_t>((i + 1) % 60));
-    }
-    (void)(*engine)->train_step({mb});
+    (void)(*engine)->train_step({testing::tiny_micro_batch(2, kSeq)});
   });
 }
 

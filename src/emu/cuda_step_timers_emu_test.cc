@@ -13,8 +13,7 @@
 #include <thread>
 
 #include "device/backend.h"
-#include "model/model_config.h"
-#include "runtime/engine.h"
+#include "emu/engine_emu_testing.h"
 #include "runtime/step_timers.h"
 
 namespace zero::runtime {
@@ -75,28 +74,12 @@ TEST(CudaStepTimers, DisabledTimersAndTheCpuBackendStayOnTheHost) {
 // The engine on the (emulated) GPU with wall_clock_breakdown: its timers run on the compute
 // stream's events and give every phase of a step.
 TEST(CudaStepTimers, TheEngineTimesItsPhasesWithDeviceEvents) {
-  auto config =
-      model::load_model_config(std::string(ZERO_SOURCE_DIR) + "/tests/fixtures/golden/gpt2_tiny");
-  ASSERT_TRUE(config.ok()) << config.status().to_string();
-  EngineOptions o;
-  o.model_config = *config;
-  o.device = Device::kCuda;
-  o.check_memory = false;
+  EngineOptions o = testing::tiny_cuda_options();
   o.wall_clock_breakdown = true;
-  auto engine = Engine::create(std::move(o), [](int, int64_t b, int64_t e, float* dst) {
-    std::fill(dst, dst + (e - b), 0.01f);
-    return ok_status();
-  });
+  auto engine = testing::make_tiny_cuda_engine(std::move(o));
   ASSERT_TRUE(engine.ok()) << engine.status().to_string();
   ASSERT_TRUE((*engine)->timers().device_timed());
-  MicroBatch mb;
-  mb.batch = 2;
-  mb.seq = 16;
-  for (int64_t i = 0; i < mb.batch * mb.seq; ++i) {
-    mb.tokens.push_back(static_cast<int32_t>(i % 60));
-    mb.targets.push_back(static_cast<int32_t>((i + 1) % 60));
-  }
-  ASSERT_TRUE((*engine)->train_step({mb}).ok());
+  ASSERT_TRUE((*engine)->train_step({testing::tiny_micro_batch()}).ok());
   StepTimers& timers = (*engine)->timers();
   timers.resolve();
   EXPECT_EQ(timers.steps(), 1);
