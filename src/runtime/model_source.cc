@@ -1,10 +1,15 @@
 // Presets and HF directories behind one interface.
 #include "runtime/model_source.h"
 
+#include <cstdlib>
 #include <filesystem>
+#include <string>
 
 #include "core/storage.h"
 #include "model/init.h"
+#if defined(ZERO_WITH_CUDA)
+#include "model/cuda_init.h"
+#endif
 
 namespace zero::runtime {
 
@@ -32,7 +37,7 @@ StatusOr<std::unique_ptr<ModelSource>> ModelSource::open(const std::string& spec
 
 DType ModelSource::stored_dtype() const { return reader_ ? reader_->stored_dtype() : DType::kF32; }
 
-UnitInitFn ModelSource::init_fn() const {
+UnitInitFn ModelSource::init_fn(Device device) const {
   const model::ModelLayout* layout = layout_.get();
   if (reader_) {
     const model::HfWeightReader* reader = reader_.get();
@@ -41,6 +46,14 @@ UnitInitFn ModelSource::init_fn() const {
     };
   }
   const uint64_t seed = seed_;
+#if defined(ZERO_WITH_CUDA)
+  const char* on_host = std::getenv("ZERO_INIT_ON_HOST");
+  if (device == Device::kCuda && (on_host == nullptr || std::string(on_host) != "1")) {
+    return [layout, seed](int u, int64_t begin, int64_t end, float* dst) {
+      return model::init_unit_range_cuda(*layout, u, seed, begin, end, dst);
+    };
+  }
+#endif
   return [layout, seed](int u, int64_t begin, int64_t end, float* dst) {
     model::init_unit_range(*layout, u, seed, begin, end, dst);
     return ok_status();

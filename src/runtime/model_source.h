@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/status.h"
+#include "core/tensor.h"
 #include "model/hf_checkpoint.h"
 #include "model/model_config.h"
 #include "model/param_layout.h"
@@ -24,7 +25,9 @@ class ModelSource {
   bool is_preset() const { return reader_ == nullptr; }
   const std::string& description() const { return description_; }
   // Fills elements [begin, end) of unit u (zeros past the unit's numel). Thread-compatible.
-  UnitInitFn init_fn() const;
+  // `device` kCuda: a preset's random values are computed on the calling thread's current GPU
+  // (model/cuda_init.h; bitwise the host's), unless ZERO_INIT_ON_HOST=1 or the build has no CUDA.
+  UnitInitFn init_fn(Device device = Device::kCpu) const;
   // The dtype the weights are stored in (HfWeightReader::stored_dtype; fp32 for a preset).
   DType stored_dtype() const;
 

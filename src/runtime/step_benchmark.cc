@@ -63,7 +63,9 @@ StatusOr<Measured> measure(const StepBenchOptions& o, const ModelSource& source,
                        : o.nvme_path;
     po.max_in_cpu_numel = o.max_in_cpu;
   }
-  ZERO_ASSIGN_OR_RETURN(auto engine, Engine::create(std::move(eo), source.init_fn(), &comm));
+  const Device engine_device = eo.device;
+  ZERO_ASSIGN_OR_RETURN(auto engine,
+                        Engine::create(std::move(eo), source.init_fn(engine_device), &comm));
   const int64_t V = source.config().vocab_size;
   std::mt19937 rng(1234 + static_cast<unsigned>(comm.rank()));
   std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(V - 1));

@@ -480,7 +480,8 @@ Exit TrainingRun::create_engine() {
       std::fflush(stdout);
     };
   }
-  auto engine_or = Engine::create(std::move(engine_options), source_->init_fn(), &comm_);
+  const Device device = engine_options.device;
+  auto engine_or = Engine::create(std::move(engine_options), source_->init_fn(device), &comm_);
   if (!engine_or.ok()) return bad(engine_or.status());
   engine_ = std::move(*engine_or);
   if (lead_ && args_.offload_overlap && !engine_->offload_on_device()) {
