@@ -68,6 +68,6 @@ add_test(NAME cli.bench.step_stage3_wire_is_steady_state
 -np 2 '$<TARGET_FILE:zero>' bench step --model preset:gpt2-tiny --stages 0 3 --steps 2 \
 --warmup 1 --micro_batch 1 --block_size 16 | awk '$2 == \"off\" { w[$1] = $8 } END { \
 print (w[0] > 0 && w[3] == 2 * w[0] ? \"STEADY\" : \"NOT STEADY\"), w[0], w[3] }'")
-set_tests_properties(cli.bench.step_stage3_wire_is_steady_state PROPERTIES LABELS "unit;mpi"
+set_tests_properties(cli.bench.step_stage3_wire_is_steady_state PROPERTIES LABELS mpi
                      ENVIRONMENT "OMP_NUM_THREADS=1;OMP_WAIT_POLICY=passive"
                      PASS_REGULAR_EXPRESSION "^STEADY ")
