@@ -5,9 +5,13 @@
 #
 # The model's inputs are measured apart from the steps it predicts, two ways:
 #   A (same world): compute = the median step of N independent world-1 runs side by side (no
-#     collectives: N ranks' compute sharing the cores, as in the N-rank step), optimizer = N
-#     `zero bench adam` side by side; the shm / tcp link = bandwidth and latency fitted to a
-#     collective sweep at world N (bench/comm_sweep_bench: no compute); oversubscription 1.
+#     collectives: N ranks' compute sharing the cores, as in the N-rank step); the sharded work
+#     from N `zero bench adam` side by side: --optimizer_ms = Adam + the cast of the new weights
+#     (8 B/param at the same run's STREAM triad rate, which moves 16 B/param), --gradient_ms = the
+#     fp32 gradient accumulators (zeroed 4 B + accumulated 12 B per param: one triad); the shm /
+#     tcp link = bandwidth and latency per collective kind, fitted by `zero estimate
+#     --interconnect_sweep` to a collective sweep at world N (bench/comm_sweep_bench: no
+#     compute); oversubscription 1.
 #   B (the model's own scaling): compute and optimizer of one run alone, the link fitted at world
 #     2, oversubscription = N ranks x 1 thread / cores (compute and CPU-bound comm slowed alike).
 #   C (for a loaded machine): compute = the same run's stage-0 overlap-off step minus its measured
@@ -70,6 +74,8 @@ EOF
 export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
 mpi=(mpirun --oversubscribe --allow-run-as-root --bind-to none -x OMP_NUM_THREADS -x OMP_WAIT_POLICY)
 tcp=(-x ZERO_SHM_COLLECTIVES=0 --mca pml ob1 --mca btl tcp,self)
+# --warmup 1: stage 3 warms up 2 steps whatever it is given (runtime/step_benchmark.h); runs
+# before that change timed its second step's extra gather (+12.5% wire bytes at stage 3).
 step=(bench step --model "$model" --micro_batch 1 --block_size 64 --steps 4 --warmup 1)
 # Raise our priority over the other jobs on a shared machine when allowed (root); else as is.
 nice_cmd=(nice -n -5)
@@ -95,7 +101,8 @@ for ((r = 1; r <= rounds; ++r)); do
       awk -v n="$n" '$1 ~ /^[0-3]$/ {print "compute", n, $3}' >>"$raw"
     side_by_side "$n" "${nice_cmd[@]}" "$zero" bench adam --numel 16090880 --threads 1 --iters 5 \
       --no-torch --no-reference |
-      awk -v n="$n" -F'|' '$2 ~ /^ adam_update_simd avx512 $/ {print "adam", n, $3}' >>"$raw"
+      awk -v n="$n" -F'|' '$2 ~ /^ adam_update_simd avx512 $/ {print "adam", n, $3}
+        $2 ~ /^ STREAM triad/ {print "triad", n, $3}' >>"$raw"
     [[ $n == 1 ]] && continue
     "${nice_cmd[@]}" "${mpi[@]}" -np "$n" "$sweep" 5 256 1024 4096 16384 65536 |
       awk '$1 == "sweep" {print "sweep shm", $2, $3, $4, $5}' >>"$raw"
@@ -111,13 +118,13 @@ done
 cp "$raw" "${RAW_OUT:-/dev/null}" 2>/dev/null || true
 
 "$py" - "$raw" "$zero" "$model" "$cores" "$rounds" "$start" <<'EOF'
-import json, statistics, subprocess, sys
-import numpy as np
+import json, os, re, statistics, subprocess, sys
 raw, zero, model, cores, rounds, start = sys.argv[1:7]
+work = os.path.dirname(raw)
 cores = int(cores)
 # Per round r: loads, compute[r][n], adam[r][n], sweeps[r][(link, n)], steps[r][(n, link, stage, overlap)].
 rounds_seen, loads, end_load = [], {}, None
-compute, adam, sweeps, steps = {}, {}, {}, {}
+compute, adam, triad, sweeps, steps = {}, {}, {}, {}, {}
 r = 0
 for line in open(raw):
     f = line.split()
@@ -131,17 +138,72 @@ for line in open(raw):
         sweeps.setdefault(r, {}).setdefault((f[1], int(f[3])), []).append((f[2], float(f[4]), float(f[5])))
     elif f[0] == "adam":
         adam.setdefault(r, {}).setdefault(int(f[1]), []).append(float(f[2]))
+    elif f[0] == "triad":
+        triad.setdefault(r, {}).setdefault(int(f[1]), []).append(float(f[2]))
     elif f[0] == "compute":
         compute.setdefault(r, {}).setdefault(int(f[1]), []).append(float(f[2]))
     elif f[0] == "step":
         steps.setdefault(r, {})[(int(f[1]), f[2], int(f[3]), f[4])] = (float(f[5]), float(f[6]), float(f[7]))
 med = statistics.median
 
-# Fit t = c·B/bw + l·α (least squares in ms, so the large messages that dominate a step weigh
-# most) to one world's sweep, with the factors of throughput_model.cc's level_seconds: shm is
-# staged (copy in, reduce, copy out; barriers per 4 MiB chunk), tcp a ring.
+# Each round's sweep of one link at one world, as comm_sweep_bench printed it: `zero estimate
+# --interconnect_sweep` fits its bandwidth and latency per collective kind (sharding/link_sweep.h).
+sweep_files = {}
+for r in sweeps:
+    for (link, world), samples in sweeps[r].items():
+        path = os.path.join(work, "sweep.%d.%s.%d" % (r, link, world))
+        with open(path, "w") as f:
+            for kind, b, ms in samples:
+                f.write("sweep %s %d %s %s\n" % (kind, world, b, ms))
+        sweep_files[(r, link, world)] = path
+
+# The sharded per-parameter work besides Adam, at the STREAM triad's rate (which moves 16 B per
+# parameter, 12 counted: `zero bench adam`'s triad over the same total bytes as Adam's 4 arrays):
+# the cast of the new weights (8 B) and the gradient accumulators (4 B zeroed + 12 B accumulated).
+# Raw files from before the triad was recorded: the triad taken as 0.96 x Adam (the quiet run of
+# bench/results/adam_cpu.md on this machine: 13.20 ms triad, 13.74 ms Adam at 32M params).
+TRIAD_PER_ADAM = 0.96
+triad_estimated = not triad
+def sharded_ms(r, n):
+    a = med(adam[r][n])
+    t = med(triad[r][n]) if not triad_estimated else TRIAD_PER_ADAM * a
+    return a + t / 2, t  # --optimizer_ms, --gradient_ms
+
+def predict(r, world, link, stage, overlap, way):
+    n = 1 if way == "B" else world
+    opt_ms, grad_ms = sharded_ms(r, n)
+    if way == "C":  # compute from the same run's stage-0 overlap-off row, minus its comm wait
+        ms, wait, _ = steps[r][(world, link, 0, "off")]
+        step_ms, over, sweep = ms - wait, 1.0, sweep_files[(r, link, world)]
+    elif way == "A":
+        step_ms, over, sweep = med(compute[r][world]), 1.0, sweep_files[(r, link, world)]
+    else:
+        step_ms, over = med(compute[r][1]), max(1.0, world / cores)
+        sweep = sweep_files[(r, link, 2)]
+    scale = min(1.0, step_ms / (opt_ms + grad_ms))  # the parts cannot exceed the step
+    args = [zero, "estimate", "--throughput", "--model", model, "--json", "--dtype", "fp32",
+            "--micro_batch", "1", "--seq_len", "64", "--step_ms", "%.4f" % step_ms,
+            "--optimizer_ms", "%.4f" % (opt_ms * scale), "--gradient_ms", "%.4f" % (grad_ms * scale),
+            "--interconnect", link, "--interconnect_sweep", sweep,
+            "--num_gpus_per_node", str(world), "--stage", str(stage),
+            "--overlap_comm", "true" if overlap == "on" else "false",
+            "--oversubscription", "%.4f" % over]
+    out = json.loads(subprocess.check_output(args))
+    row = out["rows"][0]
+    row["interconnect"] = out["interconnect"]
+    return row
+
+# The per-kind fits as `zero estimate` printed them: {kind: (GB/s, us)}.
+def fitted(r, link, world):
+    text = predict(r, world, link, 0, "off", "A")["interconnect"]
+    return {k: (float(g), float(u)) for k, g, u in
+            re.findall(r"(all_reduce|reduce_scatter|all_gather) ([0-9.e+-]+) GB/s ([0-9.e+-]+) us", text)}
+links = {r: {key: fitted(r, key[0], key[1]) for key in sweeps[r]} for r in sweeps}
+
+# The fitted model's time for one sweep sample (throughput_model.cc's collective_terms: shm is
+# staged, tcp a ring), to print beside the measured one.
 MiB4 = 4 << 20
-def factors(link, kind, b, p):
+def terms(link, kind, b, p):
     share = (p - 1) / p
     if link == "shm":
         chunks = -(-b // MiB4)
@@ -149,35 +211,10 @@ def factors(link, kind, b, p):
                 "all_gather": (1 + 1 / p, -(-(b // p) // MiB4))}[kind]
     return {"all_reduce": (2 * share, 2 * (p - 1)), "reduce_scatter": (share, p - 1),
             "all_gather": (share, p - 1)}[kind]
-def fit(samples, link, world):
-    rows = [(kind, b, t) + factors(link, kind, int(b), world) for kind, b, t in samples]
-    a = np.array([(c * b, lat) for _, b, _, c, lat in rows])
-    t = np.array([tm * 1e-3 for _, _, tm, _, _ in rows])
-    x, *_ = np.linalg.lstsq(a, t, rcond=None)
-    if x[1] < 0:  # latency cannot be negative: bandwidth alone
-        x = np.array([np.dot(a[:, 0], t) / np.dot(a[:, 0], a[:, 0]), 0.0])
-    return 1 / x[0], x[1], [(k, b, tm, (c * b * x[0] + lat * x[1]) * 1e3) for k, b, tm, c, lat in rows]
-links = {r: {key: fit(v, *key) for key, v in sweeps[r].items()} for r in sweeps}
-
-def predict(r, world, link, stage, overlap, way):
-    if way == "C":  # compute from the same run's stage-0 overlap-off row, minus its comm wait
-        ms, wait, _ = steps[r][(world, link, 0, "off")]
-        step_ms, opt_ms, over = ms - wait, med(adam[r][world]), 1.0
-        bw, alpha = links[r][(link, world)][:2]
-    elif way == "A":
-        step_ms, opt_ms, over = med(compute[r][world]), med(adam[r][world]), 1.0
-        bw, alpha = links[r][(link, world)][:2]
-    else:
-        step_ms, opt_ms, over = med(compute[r][1]), med(adam[r][1]), max(1.0, world / cores)
-        bw, alpha = links[r][(link, 2)][:2]
-    args = [zero, "estimate", "--throughput", "--model", model, "--json", "--dtype", "fp32",
-            "--micro_batch", "1", "--seq_len", "64", "--step_ms", "%.4f" % step_ms,
-            "--optimizer_ms", "%.4f" % min(opt_ms, step_ms), "--interconnect", link,
-            "--interconnect_gbs", "%.6f" % (bw / 1e9), "--interconnect_latency_us",
-            "%.3f" % (alpha * 1e6), "--num_gpus_per_node", str(world), "--stage", str(stage),
-            "--overlap_comm", "true" if overlap == "on" else "false",
-            "--oversubscription", "%.4f" % over]
-    return json.loads(subprocess.check_output(args))["rows"][0]
+def model_ms(r, link, world, kind, b):
+    gbs, us = links[r][(link, world)][kind]
+    c, l = terms(link, kind, int(b), world)
+    return c * b / (gbs * 1e9) * 1e3 + l * us * 1e-3
 
 print("# The throughput model against measured CPU steps (issue 30 item 3)")
 print()
@@ -200,20 +237,31 @@ print("Model: GPT-2, 4 layers x 256, vocab 50257, tied (16.09M params, fp32, 61 
 print()
 print("## Inputs, measured apart from the predicted steps (per round)")
 print()
-print("| round | world | compute ms (N runs side by side) | optimizer ms (side by side) | shm link fit | tcp link fit |")
-print("|---|---|---|---|---|---|")
+print("Sharded work: --optimizer_ms = Adam + triad / 2 (the cast of the new weights, 8 B/param), "
+      "--gradient_ms = triad (the fp32 gradient accumulators, 16 B/param), N `zero bench adam` side by "
+      "side%s. Links: GB/s and us per collective kind (all_reduce / reduce_scatter / all_gather), "
+      "fitted by `zero estimate --interconnect_sweep` to the sweep at that world." % (
+          "; **this raw file has no triad lines: triad = %.2f x Adam** (bench/results/adam_cpu.md)"
+          % TRIAD_PER_ADAM if triad_estimated else ""))
+print()
+print("| round | world | compute ms (N runs side by side) | Adam ms | triad ms | optimizer / gradient ms | shm fit AR / RS / AG | tcp fit AR / RS / AG |")
+print("|---|---|---|---|---|---|---|---|")
 for r in rounds_seen:
     for n in sorted(compute[r]):
         cells = []
         for link in ("shm", "tcp"):
             if (link, n) in links[r]:
-                bw, alpha, _ = links[r][(link, n)]
-                cells.append("%.3f GB/s, %.0f us" % (bw / 1e9, alpha * 1e6))
+                cells.append(" / ".join("%.3g GB/s %.0f us" % links[r][(link, n)][k]
+                                        for k in ("all_reduce", "reduce_scatter", "all_gather")))
             else:
                 cells.append("-")
-        print("| %d | %d | %.1f | %.2f | %s | %s |" % (r, n, med(compute[r][n]), med(adam[r][n]), *cells))
+        opt_ms, grad_ms = sharded_ms(r, n)
+        print("| %d | %d | %.1f | %.2f | %s | %.2f / %.2f | %s | %s |" % (
+            r, n, med(compute[r][n]), med(adam[r][n]),
+            "%.2f" % med(triad[r][n]) if not triad_estimated else "(%.2f)" % (TRIAD_PER_ADAM * med(adam[r][n])),
+            opt_ms, grad_ms, *cells))
 print()
-print("### Collective sweeps (fp32; measured ms / the fitted link model's ms; median over rounds)")
+print("### Collective sweeps (fp32; measured ms / the per-kind fitted link model's ms; median over rounds)")
 print()
 print("| link | world | collective | 256 KiB | 1 MiB | 4 MiB | 16 MiB | 64 MiB |")
 print("|---|---|---|---|---|---|---|---|")
@@ -221,22 +269,24 @@ for key in sorted(links[rounds_seen[0]]):
     link, world = key
     for kind in ("all_reduce", "reduce_scatter", "all_gather"):
         cells = []
-        for b in sorted({b for k, b, _, _ in links[rounds_seen[0]][key][2] if k == kind}):
-            ms = [tm for r in rounds_seen for k, bb, tm, _ in links[r][key][2] if k == kind and bb == b]
-            fits = [ft for r in rounds_seen for k, bb, _, ft in links[r][key][2] if k == kind and bb == b]
+        for b in sorted({b for k, b, _ in sweeps[rounds_seen[0]][key] if k == kind}):
+            ms = [tm for r in rounds_seen for k, bb, tm in sweeps[r][key] if k == kind and bb == b]
+            fits = [model_ms(r, link, world, kind, b) for r in rounds_seen]
             cells.append("%.2f / %.2f" % (med(ms), med(fits)))
         print("| %s | %d | %s | %s |" % (link, world, kind, " | ".join(cells)))
 print()
 print("## Predicted vs measured step time")
 print()
-print("Three ways to feed the model, all with the link fitted to a sweep (no step time used):")
+print("Three ways to feed the model, all with the link fitted per collective kind to a sweep and the "
+      "sharded work (Adam, the weights' cast, the gradient accumulators) from `zero bench adam` "
+      "(no step time used):")
 print()
 print("- **C** (for a loaded machine): compute = the same run's stage-0 overlap-off step minus its measured comm "
-      "wait, optimizer = N `zero bench adam` side by side, link swept at N. The stage-0 overlap-off "
+      "wait, sharded work from N `zero bench adam` side by side, link swept at N. The stage-0 overlap-off "
       "row is the calibration row (its error is the comm prediction alone); the other seven rows "
       "of each world and link are predictions: other collectives, the sharded update, overlap.")
 print("- **A**: compute = N world-1 runs side by side (no collectives), link swept at N.")
-print("- **B**: the model's own scaling: one world-1 run's compute alone, the world-2 link, "
+print("- **B**: the model's own scaling: one world-1 run's compute and sharded work alone, the world-2 link, "
       "oversubscription N / %d cores for compute and CPU-bound comm." % cores)
 print()
 print("Errors: median over rounds of predicted / measured - 1, each round's prediction from that "

@@ -85,7 +85,9 @@ void add_step(CLI::App* bench, int& exit_code) {
   step->add_option("--block_size,--block-size", opts->block_size, "tokens per sample")
       ->check(int_at_least(1));
   step->add_option("--steps", opts->steps, "timed steps per configuration")->check(int_at_least(1));
-  step->add_option("--warmup", opts->warmup, "untimed steps first")->check(int_at_least(0));
+  step->add_option("--warmup", opts->warmup,
+                   "untimed steps first (stage 3: at least 2, until its prefetch is steady)")
+      ->check(int_at_least(0));
   step->add_flag("--bf16", opts->bf16, "bf16 model dtype");
   step->add_option("--device", opts->device,
                    "cpu (default) | cuda: the model on each rank's GPU, the ZeRO state and "

@@ -10,7 +10,9 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/flag_checks.h"
+#include "core/storage.h"
 #include "runtime/mfu.h"
+#include "sharding/link_sweep.h"
 #include "sharding/throughput_model.h"
 
 namespace zero::cli {
@@ -22,30 +24,66 @@ StatusOr<int> dtype_bytes_named(const std::string& flag, const std::string& name
   return invalid_argument("{}: expected bf16, fp16 or fp32, got \"{}\"", flag, name);
 }
 
+// What the flags say about one level's link: --interconnect or --network and their options.
+struct LinkFlags {
+  const std::string& flag;  // "--interconnect" or "--network"
+  const std::string& name;
+  const CLI::Option* gbs_option;
+  double gbs;
+  const CLI::Option* latency_option;
+  double latency_us;
+  const CLI::Option* sweep_option;
+  const std::string& sweep_path;
+};
+
+// The link's cost per collective kind fitted to a comm_sweep_bench file (link_sweep.h); kinds the
+// file lacks keep the link's pair, which a custom link then must have.
+StatusOr<sharding::Link> apply_sweep(const LinkFlags& lf, sharding::Link link) {
+  const std::string flag = lf.flag + "_sweep";
+  // A sweep file is a few hundred lines; the limit only stops a wrong path (a dataset) early.
+  StatusOr<std::string> text = read_file(*default_storage(), lf.sweep_path, uint64_t{16} << 20);
+  if (!text.ok()) return invalid_argument("{}: {}", flag, text.status().message());
+  StatusOr<std::vector<sharding::SweepSample>> samples =
+      sharding::parse_sweep(*text, lf.sweep_path);
+  if (!samples.ok()) return invalid_argument("{}: {}", flag, samples.status().message());
+  StatusOr<sharding::Link> fitted = sharding::fit_link_to_sweep(link, *samples, lf.sweep_path);
+  if (!fitted.ok()) return invalid_argument("{}: {}", flag, fitted.status().message());
+  link = *std::move(fitted);
+  if (link.bandwidth_bytes_per_s > 0) return link;
+  for (sharding::CollectiveKind kind : sharding::kCollectiveKinds) {
+    if (!link.by_kind[static_cast<size_t>(kind)]) {
+      return invalid_argument(
+          "{}: {} has no {} lines; give {}_gbs for the collectives it does not measure", flag,
+          lf.sweep_path, sharding::collective_kind_name(kind), lf.flag);
+    }
+  }
+  return link;
+}
+
 // A named link with the custom bandwidth / latency flags applied (`gbs` / `latency_us` when
-// given; the values were range-checked at parse time).
-StatusOr<sharding::Link> resolve_link(const std::string& flag, const std::string& name,
-                                      const CLI::Option* gbs_option, double gbs,
-                                      const CLI::Option* latency_option, double latency_us,
-                                      const std::string& collective) {
+// given; the values were range-checked at parse time), then the sweep file's per-kind costs.
+StatusOr<sharding::Link> resolve_link(const LinkFlags& lf, const std::string& collective) {
   sharding::Link link;
-  if (name == "custom") {
-    if (gbs_option->count() == 0) {
-      return invalid_argument("{} custom: give its bandwidth with {}_gbs (GB/s per GPU)", flag,
-                              flag);
+  const bool sweep = lf.sweep_option->count() > 0;
+  if (lf.name == "custom") {
+    if (lf.gbs_option->count() == 0 && !sweep) {
+      return invalid_argument(
+          "{} custom: give its bandwidth with {}_gbs (GB/s per GPU) or measure it with {}_sweep",
+          lf.flag, lf.flag, lf.flag);
     }
     link.name = "custom";
   } else {
-    StatusOr<sharding::Link> preset = sharding::link_preset(name);
-    if (!preset.ok()) return invalid_argument("{}: {}", flag, preset.status().message());
+    StatusOr<sharding::Link> preset = sharding::link_preset(lf.name);
+    if (!preset.ok()) return invalid_argument("{}: {}", lf.flag, preset.status().message());
     link = *preset;
   }
-  if (gbs_option->count() > 0) link.bandwidth_bytes_per_s = gbs * 1e9;
-  if (latency_option->count() > 0) link.latency_s = latency_us * 1e-6;
+  if (lf.gbs_option->count() > 0) link.bandwidth_bytes_per_s = lf.gbs * 1e9;
+  if (lf.latency_option->count() > 0) link.latency_s = lf.latency_us * 1e-6;
   if (link.algorithm != sharding::LinkAlgorithm::kStaged) {  // shm's algorithm is its own
     ZERO_ASSIGN_OR_RETURN(link.algorithm, sharding::parse_link_algorithm(collective));
   }
-  return link;
+  if (!sweep) return link;
+  return apply_sweep(lf, std::move(link));
 }
 
 // One GPU's compute for one optimizer step, and how it was obtained (printed above the table).
@@ -112,9 +150,24 @@ StatusOr<Compute> resolve_compute(const ThroughputFlags& f, const ThroughputMode
                            static_cast<int64_t>(tokens), device, f.mfu)};
 }
 
+// "tcp 1.2 GB/s 240 us ring", then the kinds measured apart: "; all_reduce 0.64 GB/s 496 us, ...".
 std::string link_text(const sharding::Link& l) {
-  return fmt::format("{} {:.4g} GB/s {:.4g} us {}", l.name, l.bandwidth_bytes_per_s / 1e9,
-                     l.latency_s * 1e6, sharding::link_algorithm_name(l.algorithm));
+  std::string text =
+      l.bandwidth_bytes_per_s > 0
+          ? fmt::format("{} {:.4g} GB/s {:.4g} us {}", l.name, l.bandwidth_bytes_per_s / 1e9,
+                        l.latency_s * 1e6, sharding::link_algorithm_name(l.algorithm))
+          : fmt::format("{} {}", l.name, sharding::link_algorithm_name(l.algorithm));
+  const char* separator = " (measured: ";
+  for (sharding::CollectiveKind kind : sharding::kCollectiveKinds) {
+    const std::optional<sharding::LinkCost>& cost = l.by_kind[static_cast<size_t>(kind)];
+    if (!cost) continue;
+    text +=
+        fmt::format("{}{} {:.4g} GB/s {:.4g} us", separator, sharding::collective_kind_name(kind),
+                    cost->bandwidth_bytes_per_s / 1e9, cost->latency_s * 1e6);
+    separator = ", ";
+  }
+  if (separator[0] == ',') text += ")";
+  return text;
 }
 
 }  // namespace
@@ -134,7 +187,12 @@ void add_throughput_flags(CLI::App* sub, ThroughputFlags& f) {
                          "update) in ms")
                          ->check(real_at_least(0, true));
   add("--optimizer_ms", f.optimizer_ms,
-      "the part of --step_ms that stages 1-3 shard (update, gradient norm, clipping); default 0")
+      "the part of --step_ms that stages 1-3 shard: the update (Adam, norm, clipping, the cast "
+      "of the new weights); default 0")
+      ->check(real_at_least(0));
+  add("--gradient_ms", f.gradient_ms,
+      "the part of --step_ms that stages 2-3 shard: zeroing and accumulating the fp32 gradient "
+      "accumulators; default 0")
       ->check(real_at_least(0));
   f.gpu_option = add("--gpu", f.gpu, "h100, h200 or a100 (dense peak), with --mfu");
   f.peak_tflops_option = add("--peak_tflops", f.peak_tflops, "dense peak TFLOP/s of another GPU")
@@ -161,6 +219,10 @@ void add_throughput_flags(CLI::App* sub, ThroughputFlags& f) {
   f.interconnect_latency_option =
       add("--interconnect_latency_us", f.interconnect_latency_us, "its latency per step in us")
           ->check(real_at_least(0));
+  f.interconnect_sweep_option =
+      add("--interconnect_sweep", f.interconnect_sweep,
+          "a collective sweep on that link (bench/comm_sweep_bench's lines): bandwidth and latency "
+          "fitted per collective");
   add("--network", f.network,
       "link across nodes, per GPU: infiniband (default), ethernet-100g, ethernet-25g, tcp, "
       "custom, ...");
@@ -170,6 +232,8 @@ void add_throughput_flags(CLI::App* sub, ThroughputFlags& f) {
   f.network_latency_option =
       add("--network_latency_us", f.network_latency_us, "its latency per step in us")
           ->check(real_at_least(0));
+  f.network_sweep_option = add("--network_sweep", f.network_sweep,
+                               "a collective sweep across nodes, fitted per collective");
   add("--collective", f.collective, "all-reduce algorithm ring (default), tree or auto")
       ->check(CLI::IsMember({"ring", "tree", "auto"}));
   f.overlap_comm_option = add("--overlap_comm", f.overlap_comm,
@@ -218,20 +282,29 @@ Status run_throughput_estimate(const ThroughputFlags& f, const ThroughputModelSo
                       : f.dtype == "fp16" ? DType::kF16
                                           : DType::kBF16;
   ZERO_ASSIGN_OR_RETURN(const Compute compute, resolve_compute(f, model, dtype));
-  if (f.optimizer_ms * 1e-3 > compute.seconds) {
-    return invalid_argument("--optimizer_ms: must be in [0, the step's {:.2f} ms]",
-                            1e3 * compute.seconds);
+  if ((f.optimizer_ms + f.gradient_ms) * 1e-3 > compute.seconds) {
+    return invalid_argument(
+        "--optimizer_ms + --gradient_ms: {:.2f} ms, more than the step's {:.2f} ms",
+        f.optimizer_ms + f.gradient_ms, 1e3 * compute.seconds);
   }
   sharding::Topology topology;
   topology.gpus_per_node = num_gpus_per_node;
   topology.num_nodes = num_nodes;
+  const std::string interconnect_flag = "--interconnect";
+  const std::string network_flag = "--network";
   ZERO_ASSIGN_OR_RETURN(
       topology.intra_node,
-      resolve_link("--interconnect", f.interconnect, f.interconnect_gbs_option, f.interconnect_gbs,
-                   f.interconnect_latency_option, f.interconnect_latency_us, f.collective));
-  ZERO_ASSIGN_OR_RETURN(topology.inter_node,
-                        resolve_link("--network", f.network, f.network_gbs_option, f.network_gbs,
-                                     f.network_latency_option, f.network_latency_us, f.collective));
+      resolve_link(
+          LinkFlags{interconnect_flag, f.interconnect, f.interconnect_gbs_option,
+                    f.interconnect_gbs, f.interconnect_latency_option, f.interconnect_latency_us,
+                    f.interconnect_sweep_option, f.interconnect_sweep},
+          f.collective));
+  ZERO_ASSIGN_OR_RETURN(
+      topology.inter_node,
+      resolve_link(LinkFlags{network_flag, f.network, f.network_gbs_option, f.network_gbs,
+                             f.network_latency_option, f.network_latency_us, f.network_sweep_option,
+                             f.network_sweep},
+                   f.collective));
   const int64_t units = f.collectives_per_pass_option->count() > 0
                             ? f.collectives_per_pass
                             : (model.config ? model.config->num_layers + 2 : 1);
@@ -250,6 +323,7 @@ Status run_throughput_estimate(const ThroughputFlags& f, const ThroughputModelSo
     in.tokens_per_micro_batch = f.micro_batch * f.seq_len;
     in.compute_s = compute.seconds;
     in.optimizer_s = f.optimizer_ms * 1e-3;
+    in.gradient_s = f.gradient_ms * 1e-3;
     in.oversubscription = f.oversubscription;
     in.overlap_comm = f.overlap_comm_option->count() > 0 ? f.overlap_comm == "true" : stage == 3;
     // Negative: the links' default (throughput_model.h).
@@ -279,6 +353,7 @@ Status run_throughput_estimate(const ThroughputFlags& f, const ThroughputModelSo
                                   {"communication_data_type", comm_name},
                                   {"compute_ms", 1e3 * compute.seconds},
                                   {"optimizer_ms", f.optimizer_ms},
+                                  {"gradient_ms", f.gradient_ms},
                                   {"interconnect", link_text(topology.intra_node)},
                                   {"network", link_text(topology.inter_node)},
                                   {"collectives_per_pass", units},
@@ -293,8 +368,10 @@ Status run_throughput_estimate(const ThroughputFlags& f, const ThroughputModelSo
       model.name, model.total_params, world, num_nodes, num_nodes == 1 ? "" : "s",
       num_gpus_per_node, f.micro_batch, f.grad_accum, f.seq_len,
       f.micro_batch * f.grad_accum * f.seq_len * world, f.dtype, comm_name);
-  text += fmt::format("compute: {}; optimizer {:.2f} ms of it; oversubscription {:.3g}\n",
-                      compute.source, f.optimizer_ms, f.oversubscription);
+  text += fmt::format(
+      "compute: {}; optimizer {:.2f} ms and gradient accumulators {:.2f} ms of it; "
+      "oversubscription {:.3g}\n",
+      compute.source, f.optimizer_ms, f.gradient_ms, f.oversubscription);
   text += fmt::format(
       "links: in node {}; across nodes {}; {} collectives per pass; stage 3 "
       "keeps {} params gathered\n",

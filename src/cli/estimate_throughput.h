@@ -21,6 +21,7 @@ struct ThroughputFlags {
   bool enabled = false;  // --throughput
   double step_ms = 0;
   double optimizer_ms = 0;
+  double gradient_ms = 0;
   std::string gpu;
   double peak_tflops = 0;
   double mfu = 0;
@@ -32,9 +33,11 @@ struct ThroughputFlags {
   std::string interconnect = "nvlink";
   double interconnect_gbs = 0;
   double interconnect_latency_us = 0;
+  std::string interconnect_sweep;  // comm_sweep_bench's lines: the link's cost per collective
   std::string network = "infiniband";
   double network_gbs = 0;
   double network_latency_us = 0;
+  std::string network_sweep;
   std::string collective = "ring";
   std::string overlap_comm;  // not given: DeepSpeed's default (on at stage 3 only)
   double overlap_efficiency = 0;
@@ -52,6 +55,8 @@ struct ThroughputFlags {
   CLI::Option* interconnect_latency_option = nullptr;
   CLI::Option* network_gbs_option = nullptr;
   CLI::Option* network_latency_option = nullptr;
+  CLI::Option* interconnect_sweep_option = nullptr;
+  CLI::Option* network_sweep_option = nullptr;
   CLI::Option* overlap_comm_option = nullptr;
   CLI::Option* overlap_efficiency_option = nullptr;
   CLI::Option* collectives_per_pass_option = nullptr;

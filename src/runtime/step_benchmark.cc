@@ -78,7 +78,9 @@ StatusOr<Measured> measure(const StepBenchOptions& o, const ModelSource& source,
     for (auto& t : mb.tokens) t = tok(rng);
     for (auto& t : mb.targets) t = tok(rng);
   }
-  for (int i = 0; i < o.warmup; ++i) ZERO_RETURN_IF_ERROR(engine->train_step(micro).status());
+  for (int i = 0; i < stage_warmup_steps(o.warmup, stage); ++i) {
+    ZERO_RETURN_IF_ERROR(engine->train_step(micro).status());
+  }
   // Why: start the timed window together on every rank.
   ZERO_RETURN_IF_ERROR(comm.barrier());
   const double wait0 = engine->memory().comm_wait_s;
@@ -154,7 +156,9 @@ void print_legend(bool cuda) {
       "dtype); param: working parameters (full units, or shards plus the peak of gathered units "
       "at stage 3: host shards, NVMe staging and loaded shards included); model: the model's "
       "activation and scratch buffers; swap: stage-3 shards in the NVMe swap file "
-      "(--offload_param nvme)\n");
+      "(--offload_param nvme); stage 3 warms up at least %d steps (its second step still moves "
+      "one full gather more)\n",
+      kStage3WarmupSteps);
   if (cuda) {
     std::printf(
         "device cuda: step times end with a device synchronize; model: the CUDA model's device "

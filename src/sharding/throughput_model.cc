@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -41,44 +42,15 @@ double ceil_log2(int64_t p) { return std::ceil(std::log2(static_cast<double>(p))
 double level_seconds(CollectiveKind kind, double bytes, int64_t calls, int64_t p,
                      const Link& link) {
   if (p <= 1 || bytes <= 0) return 0;
-  const double bw = link.bandwidth_bytes_per_s;
-  const double alpha = link.latency_s;
-  const double pm1 = static_cast<double>(p - 1);
-  const double share = pm1 / static_cast<double>(p);  // (p−1)/p
-  const double n_calls = static_cast<double>(calls);
-  if (link.algorithm == LinkAlgorithm::kStaged) {
-    // Copy-equivalents per byte of payload, per rank: a memcpy counts 1, an fp32 add (2 reads, 1
-    // write) 1.5. all_reduce: copy in + add (p−1) slices of B/p + copy out; reduce_scatter: copy
-    // in the (p−1) blocks peers read + add p−1 blocks of B/p; all_gather: own block into the slot
-    // and into its place in the output (the coordinator gathers from a separate shard) + the
-    // (p−1) others out. Barriers: 2 per 4 MiB chunk of fp32 for all_reduce, 1 per chunk else.
-    const double per_call = bytes / n_calls;
-    switch (kind) {
-      case CollectiveKind::kAllReduce:
-        return (2.0 + 1.5 * share) * bytes / bw +
-               n_calls * 2.0 * std::ceil(per_call / kShmSlotBytes) * alpha;
-      case CollectiveKind::kReduceScatter:
-        return 2.5 * share * bytes / bw + n_calls * std::ceil(per_call / kShmSlotBytes) * alpha;
-      case CollectiveKind::kAllGather:
-        return (1.0 + 1.0 / static_cast<double>(p)) * bytes / bw +
-               n_calls * std::ceil(per_call / static_cast<double>(p) / kShmSlotBytes) * alpha;
-    }
+  const LinkCost cost = link.cost(kind);
+  auto seconds = [&](LinkAlgorithm algorithm) {
+    const CollectiveTerms t = collective_terms(kind, bytes, calls, p, algorithm);
+    return t.bytes_per_bandwidth / cost.bandwidth_bytes_per_s + t.latency_steps * cost.latency_s;
+  };
+  if (kind == CollectiveKind::kAllReduce && link.algorithm == LinkAlgorithm::kAuto) {
+    return std::min(seconds(LinkAlgorithm::kRing), seconds(LinkAlgorithm::kTree));
   }
-  const double ring_all_reduce = 2.0 * share * bytes / bw + n_calls * 2.0 * pm1 * alpha;
-  const double tree_all_reduce = 2.0 * bytes / bw + n_calls * 2.0 * ceil_log2(p) * alpha;
-  switch (kind) {
-    case CollectiveKind::kAllReduce:
-      if (link.algorithm == LinkAlgorithm::kTree) return tree_all_reduce;
-      if (link.algorithm == LinkAlgorithm::kAuto) {
-        return std::min(ring_all_reduce, tree_all_reduce);
-      }
-      return ring_all_reduce;
-    case CollectiveKind::kReduceScatter:
-    case CollectiveKind::kAllGather:
-      // NCCL has no tree reduce-scatter / all-gather: rings at every setting.
-      return share * bytes / bw + n_calls * pm1 * alpha;
-  }
-  return 0;
+  return seconds(link.algorithm);
 }
 
 double model_states_bytes(int stage, double psi, int param_bytes, int64_t world) {
@@ -100,8 +72,10 @@ double model_states_bytes(int stage, double psi, int param_bytes, int64_t world)
 StatusOr<Link> link_preset(std::string_view name) {
   for (const NamedLink& l : kLinks) {
     if (name == l.name) {
+      // One pair for every collective: a preset knows no more (link_sweep.h measures them).
       return Link{l.name,      l.gb_per_s * 1e9, l.latency_us * 1e-6,
-                  l.algorithm, l.cpu_bound,      l.reduces_in_fp32};
+                  l.algorithm, l.cpu_bound,      l.reduces_in_fp32,
+                  {}};
     }
   }
   return not_found("unknown link \"{}\" (known: {}, or custom with a bandwidth)", name,
@@ -140,6 +114,49 @@ std::string_view collective_kind_name(CollectiveKind kind) {
   return "?";
 }
 
+std::optional<CollectiveKind> parse_collective_kind(std::string_view name) {
+  for (CollectiveKind kind : kCollectiveKinds) {
+    if (name == collective_kind_name(kind)) return kind;
+  }
+  return std::nullopt;
+}
+
+LinkCost Link::cost(CollectiveKind kind) const {
+  const std::optional<LinkCost>& own = by_kind[static_cast<size_t>(kind)];
+  return own ? *own : LinkCost{bandwidth_bytes_per_s, latency_s};
+}
+
+CollectiveTerms collective_terms(CollectiveKind kind, double bytes, int64_t calls, int64_t p,
+                                 LinkAlgorithm algorithm) {
+  if (p <= 1 || bytes <= 0) return {};
+  const double pm1 = static_cast<double>(p - 1);
+  const double share = pm1 / static_cast<double>(p);  // (p−1)/p
+  const double n_calls = static_cast<double>(calls);
+  if (algorithm == LinkAlgorithm::kStaged) {
+    // Copy-equivalents per byte of payload, per rank: a memcpy counts 1, an fp32 add (2 reads, 1
+    // write) 1.5. all_reduce: copy in + add (p−1) slices of B/p + copy out; reduce_scatter: copy
+    // in the (p−1) blocks peers read + add p−1 blocks of B/p; all_gather: own block into the slot
+    // and into its place in the output (the coordinator gathers from a separate shard) + the
+    // (p−1) others out. Barriers: 2 per 4 MiB chunk of fp32 for all_reduce, 1 per chunk else.
+    const double per_call = bytes / n_calls;
+    switch (kind) {
+      case CollectiveKind::kAllReduce:
+        return {(2.0 + 1.5 * share) * bytes, n_calls * 2.0 * std::ceil(per_call / kShmSlotBytes)};
+      case CollectiveKind::kReduceScatter:
+        return {2.5 * share * bytes, n_calls * std::ceil(per_call / kShmSlotBytes)};
+      case CollectiveKind::kAllGather:
+        return {(1.0 + 1.0 / static_cast<double>(p)) * bytes,
+                n_calls * std::ceil(per_call / static_cast<double>(p) / kShmSlotBytes)};
+    }
+  }
+  if (kind == CollectiveKind::kAllReduce) {
+    if (algorithm == LinkAlgorithm::kTree) return {2.0 * bytes, n_calls * 2.0 * ceil_log2(p)};
+    return {2.0 * share * bytes, n_calls * 2.0 * pm1};  // ring (auto: level_seconds takes the min)
+  }
+  // NCCL has no tree reduce-scatter / all-gather: rings at every setting.
+  return {share * bytes, n_calls * pm1};
+}
+
 double collective_seconds(CollectiveKind kind, double payload_bytes, int64_t calls,
                           const Topology& t) {
   const int64_t g = t.gpus_per_node;
@@ -172,9 +189,12 @@ Status validate_throughput_inputs(const ThroughputInputs& in, const Topology& t)
   if (!(in.compute_s > 0) || !std::isfinite(in.compute_s)) {
     return invalid_argument("compute time: must be > 0");
   }
-  if (!(in.optimizer_s >= 0) || in.optimizer_s > in.compute_s) {
-    return invalid_argument("optimizer time: must be in [0, the step's compute time {} ms]",
-                            1e3 * in.compute_s);
+  if (!(in.optimizer_s >= 0) || !(in.gradient_s >= 0) ||
+      in.optimizer_s + in.gradient_s > in.compute_s) {
+    return invalid_argument(
+        "optimizer time {} ms + gradient time {} ms: each >= 0, together at most the step's "
+        "compute time {} ms",
+        1e3 * in.optimizer_s, 1e3 * in.gradient_s, 1e3 * in.compute_s);
   }
   if (!(in.oversubscription >= 1) || !std::isfinite(in.oversubscription)) {
     return invalid_argument("oversubscription: must be >= 1");
@@ -186,11 +206,18 @@ Status validate_throughput_inputs(const ThroughputInputs& in, const Topology& t)
   }
   if (t.gpus_per_node < 1 || t.num_nodes < 1) return invalid_argument("GPU counts: >= 1");
   for (const Link* link : {&t.intra_node, &t.inter_node}) {
-    if (!(link->bandwidth_bytes_per_s > 0) || !std::isfinite(link->bandwidth_bytes_per_s)) {
-      return invalid_argument("{}: bandwidth must be > 0", link->name);
-    }
-    if (!(link->latency_s >= 0) || !std::isfinite(link->latency_s)) {
-      return invalid_argument("{}: latency must be >= 0", link->name);
+    for (CollectiveKind kind : kCollectiveKinds) {
+      const LinkCost cost = link->cost(kind);
+      const std::string_view what =
+          link->by_kind[static_cast<size_t>(kind)] ? collective_kind_name(kind) : "";
+      if (!(cost.bandwidth_bytes_per_s > 0) || !std::isfinite(cost.bandwidth_bytes_per_s)) {
+        return invalid_argument("{}: {}{}bandwidth must be > 0", link->name, what,
+                                what.empty() ? "" : " ");
+      }
+      if (!(cost.latency_s >= 0) || !std::isfinite(cost.latency_s)) {
+        return invalid_argument("{}: {}{}latency must be >= 0", link->name, what,
+                                what.empty() ? "" : " ");
+      }
     }
   }
   return ok_status();
@@ -216,11 +243,13 @@ ThroughputPrediction predict_step(const ThroughputInputs& in, const Topology& t)
   const double grad_bytes = psi * (fp32_reductions ? 4 : in.grad_wire_bytes);
   const double param_bytes = psi * in.param_bytes;
 
-  // Compute: forward + backward as measured; the update shrinks to Ψ/N at stages 1-3.
-  const double fwd_bwd_s = in.compute_s - in.optimizer_s;
-  const double optimizer_s =
-      in.stage == 0 ? in.optimizer_s : in.optimizer_s / static_cast<double>(world);
-  out.compute_s = (fwd_bwd_s + optimizer_s) * in.oversubscription;
+  // Compute: forward + backward as measured; the update shrinks to Ψ/N at stages 1-3, the
+  // gradient accumulators' work at stages 2-3.
+  const double n = static_cast<double>(world);
+  const double fwd_bwd_s = in.compute_s - in.optimizer_s - in.gradient_s;
+  const double optimizer_s = in.stage >= 1 ? in.optimizer_s / n : in.optimizer_s;
+  const double gradient_s = in.stage >= 2 ? in.gradient_s / n : in.gradient_s;
+  out.compute_s = (fwd_bwd_s + optimizer_s + gradient_s) * in.oversubscription;
 
   // The stage's collectives per optimizer step (docs/design.md §4, as ZeRO.cpp issues them).
   const int64_t cpp = in.collectives_per_pass;

@@ -5,7 +5,9 @@
 // CPU ranks.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,6 +29,20 @@ enum class LinkAlgorithm {
   kStaged,
 };
 
+enum class CollectiveKind { kAllReduce, kReduceScatter, kAllGather };
+inline constexpr int kNumCollectiveKinds = 3;
+inline constexpr std::array<CollectiveKind, kNumCollectiveKinds> kCollectiveKinds = {
+    CollectiveKind::kAllReduce, CollectiveKind::kReduceScatter, CollectiveKind::kAllGather};
+std::string_view collective_kind_name(CollectiveKind kind);
+// all_reduce, reduce_scatter, all_gather (the names above, as comm_sweep_bench prints them).
+std::optional<CollectiveKind> parse_collective_kind(std::string_view name);
+
+// What one collective pays per byte and per algorithm step on a link.
+struct LinkCost {
+  double bandwidth_bytes_per_s = 0;
+  double latency_s = 0;  // per algorithm step (ring step, tree level, shm barrier)
+};
+
 // One level's link, per rank and per direction ("bus bandwidth" in nccl-tests' sense).
 struct Link {
   std::string name;
@@ -40,6 +56,15 @@ struct Link {
   // Reductions travel in fp32 whatever the dtype (MpiCommunicator widens 16-bit sums:
   // docs/comm.md).
   bool reduces_in_fp32 = false;
+  // Measured per collective (a sweep fitted per kind: link_sweep.h), overriding bandwidth and
+  // latency for that kind. One (bandwidth, latency) pair for all three is the named presets'
+  // assumption; on CPU links the kinds differ by up to 3x at one payload
+  // (bench/results/scaling_check.md: TCP at world 4, 64 MiB: all-reduce 167 ms, reduce-scatter 97,
+  // all-gather 49).
+  std::array<std::optional<LinkCost>, kNumCollectiveKinds> by_kind;
+
+  // The cost `kind` pays: its own measured pair when there is one, else the link's.
+  LinkCost cost(CollectiveKind kind) const;
 };
 
 // Named links: nvlink (H100 NVLink 4: 450 GB/s, 2 µs), infiniband (NDR 400 Gb/s per GPU: 50 GB/s,
@@ -59,8 +84,18 @@ struct Topology {
   int64_t world_size() const { return gpus_per_node * num_nodes; }
 };
 
-enum class CollectiveKind { kAllReduce, kReduceScatter, kAllGather };
-std::string_view collective_kind_name(CollectiveKind kind);
+// One collective's time on one level is linear in the link's two numbers:
+//   seconds = bytes_per_bandwidth / bandwidth + latency_steps · latency.
+// These are the two coefficients (the formulas in docs/scaling.md "One collective"; kAuto counts as
+// the ring, its min() being the one non-linear case): what a sweep is fitted against.
+struct CollectiveTerms {
+  double bytes_per_bandwidth = 0;
+  double latency_steps = 0;
+};
+// `calls` collectives of `kind` over `ranks` ranks moving `payload_bytes` in total. Zero terms for
+// ranks <= 1. REQUIRES: calls >= 1.
+CollectiveTerms collective_terms(CollectiveKind kind, double payload_bytes, int64_t calls,
+                                 int64_t ranks, LinkAlgorithm algorithm);
 
 // Seconds for `calls` collectives of `kind` moving `payload_bytes` in total, payload as CommStats
 // counts it (all_reduce: the buffer; reduce_scatter: the input, world × block; all_gather: the
@@ -79,10 +114,16 @@ struct ThroughputInputs {
   int64_t grad_accum = 1;    // micro-steps per optimizer step (k)
   int64_t tokens_per_micro_batch = 0;  // one rank's micro_batch × seq_len
   // One rank's compute for one optimizer step (k micro-steps forward + backward + the update) at
-  // world 1, no communication; optimizer_s is the update's part of it (over all Ψ), which stages
-  // 1-3 shrink to Ψ/N.
+  // world 1, no communication. Two parts of it are per-parameter work that ZeRO shards (measured
+  // over all Ψ at world 1; docs/scaling.md "Compute"):
+  //   optimizer_s  the update (Adam over master and moments, the norm, the cast of the new
+  //                weights into the working copy): Ψ/N at stages 1-3
+  //   gradient_s   the fp32 gradient accumulators (zeroed each step, accumulated each
+  //                micro-step): Ψ/N at stages 2-3, where only the own shard is kept
+  // Everything else (forward, backward, the micro-step gradient buffers) costs the same at any N.
   double compute_s = 0;
   double optimizer_s = 0;
+  double gradient_s = 0;
   // Ranks time-share hardware: ranks × threads per rank / cores (CPU ranks), or ranks per GPU.
   // Compute (and comm over a cpu_bound link) takes this many times longer. >= 1.
   double oversubscription = 1;
@@ -128,9 +169,9 @@ struct ThroughputPrediction {
 };
 
 // Checks the ranges, naming the input (stage 0-3, Ψ > 0, bytes 2 or 4, k >= 1, tokens >= 1,
-// 0 < compute, 0 <= optimizer <= compute, oversubscription >= 1, overlap_efficiency <= 1,
-// collectives_per_pass >= 1, 0 <= stage3_kept_numel <= Ψ, link bandwidths > 0 and latencies >= 0,
-// topology counts >= 1).
+// 0 < compute, optimizer >= 0, gradient >= 0, optimizer + gradient <= compute, oversubscription >=
+// 1, overlap_efficiency <= 1, collectives_per_pass >= 1, 0 <= stage3_kept_numel <= Ψ, link
+// bandwidths > 0 and latencies >= 0, per-kind ones too; topology counts >= 1).
 Status validate_throughput_inputs(const ThroughputInputs& inputs, const Topology& topology);
 
 // REQUIRES: validate_throughput_inputs(inputs, topology).ok().

@@ -9,7 +9,7 @@ namespace zero::sharding {
 namespace {
 
 Link custom(double bytes_per_s, double latency_s, LinkAlgorithm algorithm = LinkAlgorithm::kRing) {
-  return Link{"custom", bytes_per_s, latency_s, algorithm, false, false};
+  return Link{"custom", bytes_per_s, latency_s, algorithm, false, false, {}};
 }
 
 Topology one_node(int64_t gpus, const Link& link) { return Topology{gpus, 1, link, link}; }
@@ -90,6 +90,49 @@ TEST(ThroughputModel, StagedSharedMemoryCopiesWholeBuffers) {
   EXPECT_NEAR(collective_seconds(CollectiveKind::kAllGather, b, 1, t), 1.5 * b / 1e9 + 1e-4, 1e-12);
 }
 
+TEST(ThroughputModel, PerKindCostsOverrideTheLinkForTheirCollectiveOnly) {
+  Link link = custom(1e9, 1e-3);
+  link.by_kind[static_cast<size_t>(CollectiveKind::kAllGather)] = LinkCost{4e9, 0};
+  Topology t = one_node(4, link);
+  // all_gather: 3/4·4e9 / 4e9, no latency; reduce_scatter keeps the link's 1 GB/s and 1 ms.
+  EXPECT_DOUBLE_EQ(collective_seconds(CollectiveKind::kAllGather, 4e9, 2, t), 0.75);
+  EXPECT_DOUBLE_EQ(collective_seconds(CollectiveKind::kReduceScatter, 4e9, 2, t), 3.006);
+  // Two levels: the all-reduce's in-node all-gather takes the all_gather cost, its in-node
+  // reduce-scatter the link's: RS 7/8·8e9/1e9 + AG 7/8·8e9/4e9 (8 GPUs per node, 2 nodes, no
+  // latency), + the 1e9 piece's all-reduce across nodes 2·1/2·1e9/1e9.
+  Link in_node = custom(1e9, 0);
+  in_node.by_kind[static_cast<size_t>(CollectiveKind::kAllGather)] = LinkCost{4e9, 0};
+  Topology two{8, 2, in_node, custom(1e9, 0)};
+  EXPECT_NEAR(collective_seconds(CollectiveKind::kAllReduce, 8e9, 1, two), 7.0 + 1.75 + 1.0, 1e-12);
+  // A bad per-kind pair is named.
+  link.by_kind[static_cast<size_t>(CollectiveKind::kAllGather)] = LinkCost{0, 0};
+  Topology bad = one_node(4, link);
+  EXPECT_NE(
+      validate_throughput_inputs(
+          ThroughputInputs{.total_params = 1, .tokens_per_micro_batch = 1, .compute_s = 1}, bad)
+          .message()
+          .find("custom: all_gather bandwidth must be > 0"),
+      std::string::npos);
+}
+
+TEST(ThroughputModel, CollectiveTermsAreTheFormulasCoefficients) {
+  // Ring all-reduce over 4: 2·3/4·B bytes per bandwidth, 2·3 steps per call.
+  CollectiveTerms ring =
+      collective_terms(CollectiveKind::kAllReduce, 8e6, 2, 4, LinkAlgorithm::kRing);
+  EXPECT_DOUBLE_EQ(ring.bytes_per_bandwidth, 12e6);
+  EXPECT_DOUBLE_EQ(ring.latency_steps, 12);
+  // Staged reduce-scatter of 8 MiB in one call at world 2: 2.5·1/2·B, two 4 MiB chunks.
+  CollectiveTerms staged =
+      collective_terms(CollectiveKind::kReduceScatter, 8 << 20, 1, 2, LinkAlgorithm::kStaged);
+  EXPECT_DOUBLE_EQ(staged.bytes_per_bandwidth, 1.25 * (8 << 20));
+  EXPECT_DOUBLE_EQ(staged.latency_steps, 2);
+  CollectiveTerms none =
+      collective_terms(CollectiveKind::kAllGather, 1e6, 1, 1, LinkAlgorithm::kRing);
+  EXPECT_EQ(none.bytes_per_bandwidth, 0.0);
+  EXPECT_EQ(*parse_collective_kind("reduce_scatter"), CollectiveKind::kReduceScatter);
+  EXPECT_FALSE(parse_collective_kind("broadcast").has_value());
+}
+
 ThroughputInputs base_inputs(int stage) {
   ThroughputInputs in;
   in.stage = stage;
@@ -149,6 +192,25 @@ TEST(ThroughputModel, OptimizerShardsAndOversubscriptionScalesCompute) {
   EXPECT_NEAR(predict_step(in, t).compute_s, 1.0, 1e-12);
   in.oversubscription = 2;
   EXPECT_NEAR(predict_step(in, t).compute_s, 2.0, 1e-12);
+}
+
+TEST(ThroughputModel, GradientAccumulatorsShardFromStageTwo) {
+  // 1 s step: 0.4 s update (sharded at stages 1-3), 0.2 s accumulators (stages 2-3), 4 ranks.
+  Topology t = one_node(4, custom(1e12, 0));
+  ThroughputInputs in = base_inputs(0);
+  in.optimizer_s = 0.4;
+  in.gradient_s = 0.2;
+  const double want[] = {1.0, 0.4 + 0.1 + 0.2, 0.4 + 0.1 + 0.05, 0.4 + 0.1 + 0.05};
+  for (int stage = 0; stage <= 3; ++stage) {
+    in.stage = stage;
+    ASSERT_TRUE(validate_throughput_inputs(in, t).ok());
+    EXPECT_NEAR(predict_step(in, t).compute_s, want[stage], 1e-12) << "stage " << stage;
+  }
+  // The two parts cannot exceed the step.
+  in.gradient_s = 0.7;
+  EXPECT_NE(validate_throughput_inputs(in, t).message().find("gradient time"), std::string::npos);
+  in.gradient_s = -0.1;
+  EXPECT_FALSE(validate_throughput_inputs(in, t).ok());
 }
 
 TEST(ThroughputModel, OverlapHidesUpToTheComputeItOverlaps) {

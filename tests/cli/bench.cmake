@@ -58,3 +58,16 @@ add_test(NAME cli.bench.step_counts_checked
          COMMAND sh -c "'$<TARGET_FILE:zero>' bench step --micro_batch 0 2>&1; test $? -eq 2")
 set_tests_properties(cli.bench.step_counts_checked PROPERTIES LABELS unit
                      PASS_REGULAR_EXPRESSION "--micro_batch: .*>= 1")
+
+# Stage 3's timed steps start in its steady state (runtime/step_benchmark.h kStage3WarmupSteps):
+# at world 2 an fp32 step moves one gather of every parameter plus one reduce-scatter of every
+# gradient, exactly twice stage 0's all-reduce payload, even with --warmup 1 (before: its second
+# step's extra gather made it 2.5x over 2 timed steps).
+add_test(NAME cli.bench.step_stage3_wire_is_steady_state
+         COMMAND sh -c "${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root --bind-to none \
+-np 2 '$<TARGET_FILE:zero>' bench step --model preset:gpt2-tiny --stages 0 3 --steps 2 \
+--warmup 1 --micro_batch 1 --block_size 16 | awk '$2 == \"off\" { w[$1] = $8 } END { \
+print (w[0] > 0 && w[3] == 2 * w[0] ? \"STEADY\" : \"NOT STEADY\"), w[0], w[3] }'")
+set_tests_properties(cli.bench.step_stage3_wire_is_steady_state PROPERTIES LABELS mpi
+                     ENVIRONMENT "OMP_NUM_THREADS=1;OMP_WAIT_POLICY=passive"
+                     PASS_REGULAR_EXPRESSION "^STEADY ")

@@ -94,19 +94,43 @@ add_test(NAME cli.estimate.throughput_flops_all_stages
 set_tests_properties(cli.estimate.throughput_flops_all_stages PROPERTIES LABELS unit
   PASS_REGULAR_EXPRESSION "GFLOP/token \\(6N \\+ 12LCT\\) x 8192 tokens / \\(H100 989\\.0 TFLOP/s dense bf16 x MFU 0\\.40\\).*\nlinks: in node nvlink 450 GB/s 2 us ring; across nodes \\(unused\\); 14 collectives per pass.*\n0 +off .*\n1 +off .*\n2 +off .*\n3 +on ")
 
+# A measured sweep per collective kind (tests/fixtures/estimate/sweep_ring_world4.txt: all_reduce
+# 1 GB/s, reduce_scatter 2, all_gather 4 on a custom ring) and the sharded compute: Ψ = 1e9 bf16 at
+# 4 GPUs. Stage 0: all-reduce 2·3/4·2e9 B / 1 GB/s = 3000 ms on the whole 1000 ms step; stage 1:
+# reduce-scatter 3/4·2e9 / 2 GB/s + all-gather 3/4·2e9 / 4 GB/s = 1125 ms, compute 400 + 400/4
+# (update) + 200 (accumulators, kept whole) = 700 ms; stage 2: the accumulators shard too, 550 ms.
+add_test(NAME cli.estimate.throughput_sweep_per_collective
+         COMMAND zero estimate --params 1e9 --throughput --step_ms 1000 --optimizer_ms 400
+                 --gradient_ms 200 --interconnect custom --interconnect_sweep
+                 ${_est_fix}/sweep_ring_world4.txt --num_gpus_per_node 4)
+set_tests_properties(cli.estimate.throughput_sweep_per_collective PROPERTIES LABELS unit
+  PASS_REGULAR_EXPRESSION "optimizer 400\\.00 ms and gradient accumulators 200\\.00 ms of it.*\nlinks: in node custom ring \\(measured: all_reduce 1 GB/s [^,]*, reduce_scatter 2 GB/s [^,]*, all_gather 4 GB/s [^)]*\\).*\n0 +off +1000\\.00 +3000\\.00 +3000\\.00 +4000\\.00 .*\n1 +off +700\\.00 +1125\\.00 +1125\\.00 +1825\\.00 .*\n2 +off +550\\.00 +1125\\.00 +1125\\.00 +1675\\.00 ")
+# A preset keeps its own pair for the kinds a sweep lacks; --network_sweep fits the network alike.
+add_test(NAME cli.estimate.throughput_network_sweep_one_kind
+         COMMAND zero estimate --params 1e9 --throughput --step_ms 1000 --num_nodes 2 --stage 1
+                 --network_sweep ${_est_fix}/sweep_all_gather_world2.txt)
+set_tests_properties(cli.estimate.throughput_network_sweep_one_kind PROPERTIES LABELS unit
+  PASS_REGULAR_EXPRESSION "across nodes infiniband 50 GB/s 5 us ring \\(measured: all_gather 2 GB/s [^)]*\\);")
+
 # Throughput flags: each error names its flag and exits 2 (range errors at parse time, the rest
 # when the flags are combined).
 foreach(_case
     "--params 1e9 --step_ms 5|error: zero estimate: --step_ms: only with --throughput"
     "--params 1e9 --throughput|error: zero estimate: --throughput: needs one GPU's compute time"
     "--params 1e9 --throughput --step_ms 5 --interconnect foo|error: zero estimate: --interconnect: unknown link"
-    "--params 1e9 --throughput --step_ms 5 --network custom|error: zero estimate: --network custom: give its bandwidth with --network_gbs"
+    "--params 1e9 --throughput --step_ms 5 --network custom|error: zero estimate: --network custom: give its bandwidth with --network_gbs .GB/s per GPU. or measure it with --network_sweep"
     "--params 1e9 --throughput --gpu h100|error: zero estimate: --mfu: required with --gpu"
     "--params 1e9 --throughput --gpu h100 --mfu 2|--mfu: must be a finite number > 0 and <= 1, got 2"
     "--params 1e9 --throughput --gpu b200 --mfu 0.4|error: zero estimate: --gpu: unknown GPU"
     "--params 1e9 --throughput --step_ms 5 --gpu h100|error: zero estimate: --step_ms: give either"
     "--params 1e9 --throughput --step_ms 0|--step_ms: must be a finite number > 0, got 0"
-    "--params 1e9 --throughput --step_ms 5 --optimizer_ms 6|error: zero estimate: --optimizer_ms: must be in"
+    "--params 1e9 --throughput --step_ms 5 --optimizer_ms 6|error: zero estimate: --optimizer_ms \\+ --gradient_ms: 6\\.00 ms, more than the step's 5\\.00 ms"
+    "--params 1e9 --throughput --step_ms 5 --optimizer_ms 3 --gradient_ms 3|error: zero estimate: --optimizer_ms \\+ --gradient_ms: 6\\.00 ms"
+    "--params 1e9 --throughput --step_ms 5 --gradient_ms -1|--gradient_ms: must be a finite number >= 0"
+    "--params 1e9 --gradient_ms 1|error: zero estimate: --gradient_ms: only with --throughput"
+    "--params 1e9 --throughput --step_ms 5 --interconnect_sweep /nonexistent/sweep.txt|error: zero estimate: --interconnect_sweep: /nonexistent/sweep.txt"
+    "--params 1e9 --throughput --step_ms 5 --interconnect_sweep ${_est_fix}/t0_3b_stage3_1gpu.txt|error: zero estimate: --interconnect_sweep: [^ ]*t0_3b_stage3_1gpu.txt:1: expected \"sweep KIND WORLD PAYLOAD_BYTES MEDIAN_MS\""
+    "--params 1e9 --throughput --step_ms 5 --interconnect custom --interconnect_sweep ${_est_fix}/sweep_all_gather_world2.txt|error: zero estimate: --interconnect_sweep: [^ ]*sweep_all_gather_world2.txt has no all_reduce lines; give --interconnect_gbs"
     "--params 1e9 --throughput --step_ms 5 --overlap_comm yes|--overlap_comm: yes not in"
     "--params 1e9 --throughput --step_ms 5 --collective mesh|--collective: mesh not in"
     "--params 1e9 --throughput --step_ms 5 --oversubscription 0.5|--oversubscription: must be a finite number >= 1"
