@@ -212,7 +212,10 @@ Status Engine::check_memory_fits() const {
   // offloaded optimizer's master weights and moments stay in the host plan.
   const bool offloaded = o.offload.optimizer != OptimizerOffload::kNone;
   if (state_device_ != nullptr && state_device_->device() != Device::kCpu) {
-    needs.parameters = needs.gradients = 0;
+    // offload_param keeps the stage-3 shards in host memory (their NVMe staging included).
+    needs.parameters =
+        o.offload.param.device != sharding::ParamOffload::kNone ? needs.param_shards : 0;
+    needs.gradients = 0;
     if (!offloaded) needs.master_weights = needs.optimizer_state = 0;
   }
   // No OffloadPipeline on the staging path (choose_state_device declined, or no collectives on
@@ -301,18 +304,16 @@ Status Engine::build_optimizer_state(const UnitInitFn& init) {
 device::ExecutionContext* Engine::choose_state_device(int world_size) const {
   // The device path covers what the device-resident coordinator, reducer and store do today:
   // Adam(W) (the backend's fused update, or the CPU Adam when offloaded; Lamb's trust ratio runs
-  // on the host) with nothing offloaded, or with offload_optimizer (cpu / nvme): then the working
-  // parameters and gradients stay on the device and the OffloadPipeline moves each unit's gradient
-  // to the host state and its new weights back. offload_param keeps the staging path: its stage-3
-  // shards live in the host ParamStore (or NVMe), which the device coordinator does not read; a
-  // device gather from pinned host shards is its own piece of work. Several ranks also need a
-  // communicator on device memory (create()). The rest takes the staging path.
+  // on the host), with nothing offloaded or with offload_optimizer (cpu / nvme): then the
+  // gradients stay on the device and the OffloadPipeline moves each unit's gradient to the host
+  // state (and, without offload_param, its new weights back). With offload_param (stage 3 only,
+  // config::apply_zero_rules) the stage-3 shards live in page-locked host memory (or NVMe): the
+  // coordinator copies a unit's shard to the device on its copy stream before gathering it there,
+  // and the new values back after the update (ZeRO-Infinity, sharding/param_coordinator.h), so
+  // the device holds gather buffers, not the model. Several ranks also need a communicator on
+  // device memory (create()). The rest (Lamb) takes the staging path.
   if (exec_ == nullptr) return nullptr;
-  const OffloadOptions& off = options_.offload;
-  if (off.param.device != sharding::ParamOffload::kNone ||
-      options_.optimizer.kind != optim::OptimizerKind::kAdam) {
-    return nullptr;
-  }
+  if (options_.optimizer.kind != optim::OptimizerKind::kAdam) return nullptr;
   return exec_.get();
 }
 
@@ -380,6 +381,11 @@ void Engine::roll_back_overlapped_update() {
 }
 
 OptimizerStateStore::InstallFn Engine::install_fn() {
+  if (offload_ != nullptr && params_->params_offloaded()) {
+    // Host master weights and host shards (offload_optimizer with offload_param): rounded on the
+    // host into the shard (a bf16 master copied), no copy to the device and back.
+    return [this](int u, const TensorView& master) { return params_->set_host_values(u, master); };
+  }
   if (offload_ != nullptr) {
     // Host master weights: rounded to the model dtype into a pinned upload slot (a bf16 master is
     // already the bf16 model's values), copied to the device and installed there as they are.
@@ -693,7 +699,9 @@ Status Engine::apply_update(double lr, float grad_multiplier) {
         const float* grad = offload_->host_grad(u);
         // A 16-bit model's new weights are rounded by the CPU Adam straight into the upload slot
         // that install_fn's upload() sends next (nullptr for fp32: upload() copies the master).
-        void* rounded = offload_->next_upload_host(partition_numel(u));
+        // Offloaded parameters take the master on the host instead (install_fn).
+        void* rounded =
+            params_->params_offloaded() ? nullptr : offload_->next_upload_host(partition_numel(u));
         const auto t0 = std::chrono::steady_clock::now();
         update_unit(u, lr, grad_multiplier, betas, optimizer_updates_, grad, state,
                     UnitUpdateOutputs{.master_rounded = rounded});

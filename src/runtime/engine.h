@@ -192,6 +192,14 @@ class Engine {
     std::string line() const;
   };
   Placement placement() const;
+  // Stage 3 with offload_param on the device path (ZeRO-Infinity): the shards live in host memory
+  // (or NVMe) and are copied to the device for each gather (sharding/param_coordinator.h).
+  bool params_offloaded() const { return params_->params_offloaded(); }
+  // The bytes those copies moved so far (none without them).
+  std::optional<sharding::ParamTransfers> param_transfers() const {
+    if (!params_->params_offloaded()) return std::nullopt;
+    return params_->transfers();
+  }
   // Units whose early (overlapped) update was undone because the step turned out non-finite.
   int64_t offload_rolled_back_units() const { return rolled_back_units_; }
   // The pipeline's host times so far (none without it).

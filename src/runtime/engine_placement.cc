@@ -33,8 +33,18 @@ Engine::Placement Engine::placement() const {
                                       device_comm_->backend_name());
   }
   if (const sharding::ParamStore* store = params_->store(); store != nullptr) {
-    p.parameters += fmt::format(" (stage-3 shards offloaded to {}: offload_param)",
-                                store->num_on_nvme() > 0 ? "NVMe" : "host memory");
+    const char* where = store->num_on_nvme() > 0 ? "NVMe" : "host memory";
+    if (params_->params_offloaded()) {
+      // ZeRO-Infinity on the device path: nothing of the model stays on the GPU between uses.
+      p.parameters = fmt::format(
+          "{} (stage-3 shards, offload_param: each unit's copied to the GPU and gathered there "
+          "for its use)",
+          store->num_on_nvme() > 0 ? "NVMe and page-locked host memory"
+                                   : "page-locked host memory");
+      p.gradients = device;
+    } else {
+      p.parameters += fmt::format(" (stage-3 shards offloaded to {}: offload_param)", where);
+    }
   }
   if (state_->on_device()) {
     p.optimizer_state = fmt::format("{} (the fused AdamW there)", device);

@@ -719,8 +719,8 @@ ModelFactory host_model_on_stream(int poison_backward = -1) {
       };
 }
 
-// The path of a device model whose state the device path does not hold (parameter offload at
-// stage 3; Lamb below it): units copied to its device, gradients copied back
+// The path of a device model whose state the device path does not hold (Lamb; with parameter
+// offload at stage 3): units copied to its device, gradients copied back
 // (runtime/device_staging.h), here with the CPU backend as the device and random delays before
 // every stream operation, so a copy not ordered before its reader, or a host buffer handed back
 // before the copy out of it ran, would show. The curve must be bitwise the host engine's.
@@ -729,9 +729,7 @@ TEST(DeviceStaging, ModelBehindStagingCopiesIsBitwiseTheHostCurve) {
   OffloadOptions cpu;
   cpu.optimizer = OptimizerOffload::kCpu;
   cpu.param.device = sharding::ParamOffload::kCpu;  // ignored (with a warning) below stage 3
-  auto lamb_below_3 = [](EngineOptions& o) {
-    if (o.zero.stage < 3) o.optimizer.kind = optim::OptimizerKind::kLamb;
-  };
+  auto lamb_below_3 = [](EngineOptions& o) { o.optimizer.kind = optim::OptimizerKind::kLamb; };
   for (DType dtype : {DType::kF32, DType::kBF16}) {
     for (int stage = 1; stage <= 3; ++stage) {
       SCOPED_TRACE(::testing::Message() << dtype_name(dtype) << " stage " << stage);
@@ -744,6 +742,71 @@ TEST(DeviceStaging, ModelBehindStagingCopiesIsBitwiseTheHostCurve) {
     }
   }
   ::unsetenv("ZERO_STREAM_DELAY_US");
+}
+
+// ZeRO-Infinity on the device path (sharding/param_coordinator.h): stage 3 with offload_param cpu
+// or nvme, the shards in the device backend's host memory (or the swap file), each copied to the
+// device on the coordinator's copy stream and gathered there, new values copied back (or, with
+// offload_optimizer, written on the host). The CPU backend is the device, with random delays
+// before every stream operation, so a copy not ordered before its reader (or a host shard
+// rewritten before the copy out of it ran) would show. Bitwise the host engine with the same
+// offload: fp32 / bf16 / fp16 (loss scaling, skipped steps), accumulation, tight live limits (units
+// released and gathered again, their buffers reused) and the defaults.
+TEST(DeviceStaging, OffloadParamOnTheDeviceIsBitwiseTheHostCurve) {
+  ::setenv("ZERO_STREAM_DELAY_US", "20", 1);
+  const auto dir = temp_dir("infinity");
+  struct Variant {
+    DType dtype;
+    int micro_batches;
+    bool tight;
+  };
+  for (Variant v : {Variant{DType::kF32, 1, false}, Variant{DType::kBF16, 2, true},
+                    Variant{DType::kF16, 1, true}}) {
+    auto tweak = [v](EngineOptions& o) {
+      if (v.tight) {
+        o.zero.max_live_numel = 20000;
+        o.zero.max_reuse_distance_numel = 0;
+        o.zero.prefetch_bucket_numel = 1;
+      }
+      if (v.dtype == DType::kF16) {
+        // 2^19: the first two steps skip (overflow; hysteresis 2), the rest update.
+        o.loss_scaler = *optim::loss_scaler_config_from_fp16_json(
+            {{"enabled", true}, {"initial_scale_power", 19}});
+      }
+    };
+    for (OptimizerOffload optimizer : {OptimizerOffload::kNone, OptimizerOffload::kCpu}) {
+      for (bool nvme : {false, true}) {
+        SCOPED_TRACE(::testing::Message()
+                     << dtype_name(v.dtype) << " gas " << v.micro_batches << " tight " << v.tight
+                     << " offload_optimizer " << (optimizer == OptimizerOffload::kCpu) << " nvme "
+                     << nvme);
+        OffloadOptions off;
+        off.optimizer = optimizer;
+        off.param.device = nvme ? sharding::ParamOffload::kNvme : sharding::ParamOffload::kCpu;
+        if (nvme) {
+          // Some shards in host memory, the rest in the swap file, in pieces.
+          off.param.nvme_path = (dir / "params").string();
+          off.param.max_in_cpu_numel = 3000;
+          off.param.buffer_count = 2;
+          off.param.buffer_numel = 4096;
+        }
+        OffloadRun want = run_offload(3, off, 8, v.dtype, nullptr, tweak, v.micro_batches);
+        OffloadRun got =
+            run_offload(3, off, 8, v.dtype, host_model_on_stream(), tweak, v.micro_batches);
+        expect_bitwise(got, want);
+        EXPECT_TRUE(got.state_on_device);
+        EXPECT_EQ(got.offload_on_device, optimizer == OptimizerOffload::kCpu);
+        EXPECT_EQ(got.staging_device_bytes, 0);
+        // No upload of new weights through the offload pipeline: the host writes the shards.
+        EXPECT_EQ(got.upload_values, 0);
+        if (v.dtype == DType::kF16) {
+          EXPECT_GT(got.skipped, 0);
+        }
+      }
+    }
+  }
+  ::unsetenv("ZERO_STREAM_DELAY_US");
+  std::filesystem::remove_all(dir);
 }
 
 // ZeRO-Offload on the device path (runtime/offload_pipeline.h): working parameters and gradients
@@ -1045,22 +1108,32 @@ TEST(DeviceStaging, OffloadOnTheDeviceAtWorld2IsBitwiseTheHostCurve) {
 // A checkpoint of state on the device: read_partition_state copies it to the host (the format of
 // the host path's), restore() copies it back; training on from there is bitwise the host engine's
 // uninterrupted curve. With offload_optimizer (cpu at stage 2, nvme at stage 3) the store's host
-// or swap-file reads serve the checkpoint, and restore uploads the new weights to the device.
+// or swap-file reads serve the checkpoint, and restore uploads the new weights to the device. With
+// offload_param (stage 3: cpu alone, nvme with the optimizer state on NVMe too) restore writes the
+// shards in host memory or the swap file.
 TEST(DeviceStaging, StateOnTheDeviceSavesAndRestoresBitwise) {
   ::setenv("ZERO_STREAM_DELAY_US", "20", 1);
   OffloadOptions cpu;
   cpu.optimizer = OptimizerOffload::kCpu;
   const auto nvme_dir = temp_dir("devckpt");
   const OffloadOptions nvme = nvme_options(nvme_dir, true, true);
+  OffloadOptions param_cpu;
+  param_cpu.param.device = sharding::ParamOffload::kCpu;
+  OffloadOptions infinity = nvme;
+  infinity.param.device = sharding::ParamOffload::kNvme;
+  infinity.param.nvme_path = (nvme_dir / "params").string();
+  infinity.param.max_in_cpu_numel = 3000;
   struct Variant {
     int stage;
     OffloadOptions offload;
   };
-  for (const Variant& v :
-       {Variant{0, {}}, Variant{2, {}}, Variant{3, {}}, Variant{2, cpu}, Variant{3, nvme}}) {
+  for (const Variant& v : {Variant{0, {}}, Variant{2, {}}, Variant{3, {}}, Variant{2, cpu},
+                           Variant{3, nvme}, Variant{3, param_cpu}, Variant{3, infinity}}) {
     const int stage = v.stage;
     const bool offloaded = v.offload.optimizer != OptimizerOffload::kNone;
-    SCOPED_TRACE(::testing::Message() << "stage " << stage << " offload " << offloaded);
+    SCOPED_TRACE(::testing::Message()
+                 << "stage " << stage << " offload " << offloaded << " offload_param "
+                 << (v.offload.param.device != sharding::ParamOffload::kNone));
     const DType dtype = DType::kBF16;
     OffloadRun want = run_offload(stage, v.offload, 8, dtype);
     std::unique_ptr<model::HfWeightReader> r1, r2;
@@ -1068,6 +1141,8 @@ TEST(DeviceStaging, StateOnTheDeviceSavesAndRestoresBitwise) {
     ASSERT_TRUE(first.ok()) << first.status().to_string();
     ASSERT_TRUE((*first)->state_on_device());
     ASSERT_EQ((*first)->offload_on_device(), offloaded);
+    ASSERT_EQ((*first)->params_offloaded(),
+              v.offload.param.device != sharding::ParamOffload::kNone);
     // Device memory or NVMe: read_partition_state; host RAM: the store's own buffers.
     EXPECT_EQ((*first)->master(0) == nullptr, v.offload.optimizer != OptimizerOffload::kCpu);
     std::vector<double> losses = train_steps_on(**first, 0, 4);
@@ -1325,17 +1400,19 @@ namespace {
 
 // Engine::placement says where each kind of state is, from the engine's own decisions: the host
 // engine; a device model (the CPU backend standing in) with the state there, with the optimizer
-// offloaded, and behind staging copies (offload_param at stage 3).
+// offloaded, with the stage-3 shards offloaded (offload_param: ZeRO-Infinity on the device path),
+// and behind staging copies (Lamb).
 TEST(EnginePlacement, OneLineFromTheEnginesDecisions) {
   auto config = model::preset_model_config("gpt2-tiny");
   ASSERT_TRUE(config.ok());
   auto make = [&](bool device_model, int stage, OptimizerOffload optimizer,
-                  sharding::ParamOffload param) {
+                  sharding::ParamOffload param, bool lamb = false) {
     EngineOptions o;
     o.model_config = *config;
     o.zero.stage = stage;
     o.offload.optimizer = optimizer;
     o.offload.param.device = param;
+    if (lamb) o.optimizer = *optim::optimizer_spec_from_json("Lamb", {{"lr", 1e-3}});
     if (device_model) o.model_factory = host_model_on_stream();
     auto e = Engine::create(std::move(o), [](int, int64_t b, int64_t e, float* dst) {
       std::fill(dst, dst + (e - b), 0.01f);
@@ -1357,7 +1434,13 @@ TEST(EnginePlacement, OneLineFromTheEnginesDecisions) {
             "host memory (the fused AdamW there)");
   const Engine::Placement offload = make(true, 2, cpu, no_param)->placement();
   EXPECT_EQ(offload.optimizer_state, "host memory (offload_optimizer cpu: the CPU Adam)");
-  const Engine::Placement staged = make(true, 3, cpu, sharding::ParamOffload::kCpu)->placement();
+  const Engine::Placement infinity = make(true, 3, cpu, sharding::ParamOffload::kCpu)->placement();
+  EXPECT_EQ(infinity.parameters,
+            "page-locked host memory (stage-3 shards, offload_param: each unit's copied to the GPU "
+            "and gathered there for its use)");
+  EXPECT_EQ(infinity.gradients, "host memory");  // the device's: the CPU backend stands in
+  const Engine::Placement staged =
+      make(true, 3, cpu, sharding::ParamOffload::kCpu, /*lamb=*/true)->placement();
   EXPECT_EQ(staged.parameters,
             "host memory, each unit copied to the GPU where the model uses it (stage-3 shards "
             "offloaded to host memory: offload_param)");

@@ -119,6 +119,7 @@ MemoryNeeds plan_memory(const EngineOptions& o, const sharding::ShardLayout& lay
     // Gathered units alive at once: the one in use, the prefetch window and the tied head's reuse.
     const int64_t gathered = sharding::planned_gathered_numel(layout, o.zero.prefetch_bucket_numel);
     n.parameters = host_shard_bytes + gathered * working + widened;
+    n.param_shards = host_shard_bytes;
   }
   // Gradients: full fp32 accumulators at stages 0–1; the partition plus in-flight unit buffers at
   // stages 2–3.
@@ -134,9 +135,7 @@ MemoryNeeds plan_memory(const EngineOptions& o, const sharding::ShardLayout& lay
   // it as it is.
   const auto master_bytes = static_cast<int64_t>(dtype_bytes(o.state_dtypes.master));
   const auto moment_bytes = static_cast<int64_t>(dtype_bytes(o.state_dtypes.moments));
-  const bool device_coordinator =
-      (o.device != Device::kCpu || static_cast<bool>(o.model_factory)) &&
-      o.offload.param.device == sharding::ParamOffload::kNone;
+  const bool device_coordinator = o.device != Device::kCpu || static_cast<bool>(o.model_factory);
   const int64_t scratch =
       o.state_dtypes.master == DType::kF32 || device_coordinator ? 0 : max_partition * kFloat;
   if (nvme) {
@@ -162,7 +161,6 @@ MemoryNeeds plan_memory(const EngineOptions& o, const sharding::ShardLayout& lay
   // double buffers, sized by the largest partition.
   const bool device_model = o.device != Device::kCpu || static_cast<bool>(o.model_factory);
   if (device_model && off.optimizer != OptimizerOffload::kNone &&
-      o.offload.param.device == sharding::ParamOffload::kNone &&
       o.optimizer.kind == optim::OptimizerKind::kAdam) {
     n.offload_buffers = OffloadPipeline::pinned_host_bytes(max_partition, o.dtype);
   }
@@ -263,9 +261,13 @@ DeviceMemoryNeeds plan_device_memory(const EngineOptions& o, const sharding::Sha
     // What ParamCoordinator, GradReducer and OptimizerStateStore allocate on a device.
     const int stage = o.zero.stage;
     CheckedInt64 params(0), grads(0), state(0);
+    // offload_param (stage 3): the shards stay in host memory; every unit is gathered, at any
+    // world size, and new values cross two slots when the update runs on the device.
+    const bool params_offloaded =
+        stage == 3 && o.offload.param.device != sharding::ParamOffload::kNone;
     for (int u = 0; u < layout.num_units(); ++u) {
       const int64_t padded = layout.unit(u).padded_numel, shard = layout.unit(u).shard_numel;
-      params = params + CheckedInt64(stage == 3 ? shard : padded) * working;
+      if (!params_offloaded) params = params + CheckedInt64(stage == 3 ? shard : padded) * working;
       const int64_t accum = stage <= 1 ? padded : shard, reduced = stage == 1 ? shard : 0;
       grads = grads + CheckedInt64(accum + reduced + padded) * kFloat;  // + the micro-step buffer
       // offload_optimizer: master weights and moments stay in host memory (OffloadPipeline);
@@ -281,16 +283,31 @@ DeviceMemoryNeeds plan_device_memory(const EngineOptions& o, const sharding::Sha
             max_partition, stage == 0 ? layout.unit(u).padded_numel : layout.unit(u).shard_numel);
       state = state + CheckedInt64(max_partition) * (2 * kFloat);
     }
-    if (stage == 3 && layout.world_size() > 1) {
-      // Gathered units alive at once, as plan_memory counts them on the host.
-      const int64_t gathered =
-          sharding::planned_gathered_numel(layout, o.zero.prefetch_bucket_numel);
+    if (params_offloaded && o.offload.optimizer == OptimizerOffload::kNone) {
+      params = params + CheckedInt64(sharding::offloaded_param_slot_numel(layout)) * working;
+    }
+    if (stage == 3 && (layout.world_size() > 1 || params_offloaded)) {
+      // Gathered units alive at once, as plan_memory counts them on the host. With offload_param
+      // they are all the device holds of the model, so the bound is the coordinator's own: its
+      // gather buffers (kept for reuse, and units kept gathered until their reuse) stay within
+      // stage3_max_live_parameters, plus the unit in use.
+      int64_t gathered = sharding::planned_gathered_numel(layout, o.zero.prefetch_bucket_numel);
+      if (params_offloaded) {
+        int64_t sum_padded = 0, max_padded = 0;
+        for (int u = 0; u < layout.num_units(); ++u) {
+          sum_padded += layout.unit(u).padded_numel;
+          max_padded = std::max(max_padded, layout.unit(u).padded_numel);
+        }
+        const int64_t live = std::max<int64_t>(o.zero.max_live_numel, 0);
+        gathered = std::min(sum_padded, std::max(gathered, live + max_padded));
+      }
       params = params + CheckedInt64(gathered) * working;
     }
     n.parameters = params.get().value_or(INT64_MAX);
     n.gradients = grads.get().value_or(INT64_MAX);
     n.optimizer_state = state.get().value_or(INT64_MAX);
     n.state_on_device = true;
+    n.params_offloaded = params_offloaded;
     return n;
   }
   CheckedInt64 parameters(0), gradients(0);
@@ -313,7 +330,12 @@ Status check_device_memory(const DeviceMemoryNeeds& needs, const DeviceMemoryInf
        "lower --per_device_train_batch_size (train_micro_batch_size_per_gpu) or --block_size, "
        "turn on --gradient_checkpointing, and with it activation_checkpointing.cpu_checkpointing "
        "(block inputs in pinned host memory)"},
-      needs.state_on_device
+      needs.params_offloaded
+          ? Part{"parameters", needs.parameters,
+                 "lower zero_optimization.stage3_max_live_parameters and "
+                 "stage3_max_reuse_distance (with offload_param the GPU holds only the units "
+                 "gathered at once; their buffers are kept up to the live limit)"}
+      : needs.state_on_device
           ? Part{"parameters", needs.parameters,
                  "train in bf16 (bf16.enabled: half the bytes of fp32) or use zero_optimization."
                  "stage 3 (shards them over the ranks)"}

@@ -25,6 +25,8 @@ struct EngineOptions;
 struct MemoryNeeds {
   int64_t parameters = 0;       // working parameters: full units (stages 0–2), shards + gathered
                                 // units + NVMe staging (stage 3)
+  int64_t param_shards = 0;     // of `parameters`, stage 3's shards and their NVMe staging (what
+                                // host memory holds when a device gathers them: offload_param)
   int64_t gradients = 0;        // fp32 accumulators and in-flight unit buffers
   int64_t master_weights = 0;   // master weights kept in RAM (or their staging; fp32 or bf16)
   int64_t optimizer_state = 0;  // Adam moments kept in RAM (or their staging; fp32 or bf16)
@@ -81,6 +83,8 @@ struct DeviceMemoryNeeds {
   // The ZeRO state is on the device (parameters / gradients are the coordinator's and reducer's
   // buffers, not staged copies): only changes what a shortfall message advises.
   bool state_on_device = false;
+  // offload_param on the device path: `parameters` are gather buffers only (the advice differs).
+  bool params_offloaded = false;
   // The sum, saturating at INT64_MAX.
   int64_t total() const {
     return checked_sum({activations, model_buffers, parameters, gradients, optimizer_state})
@@ -93,8 +97,10 @@ struct DeviceMemoryNeeds {
 // runtime/device_staging.h's copies: every unit's parameters (padded_numel elements in the model
 // dtype, StagedParams) and fp32 gradients (numel elements, StagedGrads), whatever the stage. With
 // `state_on_device` (Engine::state_on_device()) no staged copies; the coordinator's units (stage
-// 3: shards and gathered units), the reducer's accumulators and micro-step buffers, and this
-// rank's partition of master weights and moments (optimizer_state) instead.
+// 3: shards and gathered units; with offload_param only the gathered units and the two slots new
+// values cross in, sharding::offloaded_param_slot_numel), the reducer's accumulators and
+// micro-step buffers, and this rank's partition of master weights and moments (optimizer_state)
+// instead.
 DeviceMemoryNeeds plan_device_memory(const EngineOptions& options,
                                      const sharding::ShardLayout& layout,
                                      const DeviceModelBytes& model, bool state_on_device = false);

@@ -293,8 +293,12 @@ TEST(HostMemoryPlan, OffloadOnADeviceCountsThePipelinesPinnedSlots) {
       ASSERT_TRUE(pipeline.ok()) << pipeline.status().to_string();
       EXPECT_EQ(memory.pinned_bytes, want);
 
+      // offload_param (stage 3) keeps the device path and its pipeline; Lamb takes staging.
+      EngineOptions infinity = o;
+      infinity.offload.param.device = sharding::ParamOffload::kCpu;
+      EXPECT_EQ(plan_memory(infinity, layout, 0, 0).offload_buffers, want);
       EngineOptions staging = o;
-      staging.offload.param.device = sharding::ParamOffload::kCpu;
+      staging.optimizer.kind = optim::OptimizerKind::kLamb;
       EXPECT_EQ(plan_memory(staging, layout, 0, 0).offload_buffers, 0);
       EngineOptions none = o;
       none.offload.optimizer = OptimizerOffload::kNone;

@@ -32,6 +32,15 @@ std::string offload_log_line(const OffloadTimes& now, const OffloadTimes& before
       static_cast<double>(now.upload_bytes - before.upload_bytes) / n / 1e6);
 }
 
+std::string param_offload_log_line(const sharding::ParamTransfers& now,
+                                   const sharding::ParamTransfers& before, int64_t steps) {
+  const double n = static_cast<double>(std::max<int64_t>(steps, 1));
+  return fmt::format("param offload | h2d MB: {:.2f} | d2h MB: {:.2f} | uploads: {:.1f}",
+                     static_cast<double>(now.h2d_bytes - before.h2d_bytes) / n / 1e6,
+                     static_cast<double>(now.d2h_bytes - before.d2h_bytes) / n / 1e6,
+                     static_cast<double>(now.uploads - before.uploads) / n);
+}
+
 OffloadPipeline::OffloadPipeline(device::ExecutionContext& ctx, DType model_dtype)
     : ctx_(ctx), model_dtype_(model_dtype) {}
 

@@ -43,6 +43,7 @@
 #include "core/status.h"
 #include "core/tensor.h"
 #include "device/backend.h"
+#include "sharding/param_coordinator.h"
 #include "sharding/zero_options.h"
 
 namespace zero::runtime {
@@ -64,6 +65,11 @@ struct OffloadTimes {
 //   offload (ms) | d2h wait: W | cpu adam: A | upload: U | after bwd wait: O | finish: F |
 //   overlapped units: N | h2d MB: M
 std::string offload_log_line(const OffloadTimes& now, const OffloadTimes& before, int64_t steps);
+// offload_param's companion line (the parameter coordinator's shard copies on the device path),
+// per step over `steps` steps since `before`, to set beside the pinned-copy bandwidth:
+//   param offload | h2d MB: H | d2h MB: D | uploads: N
+std::string param_offload_log_line(const sharding::ParamTransfers& now,
+                                   const sharding::ParamTransfers& before, int64_t steps);
 
 class OffloadPipeline {
  public:

@@ -36,6 +36,7 @@ struct Measured {
   int64_t staging_bytes = 0;
   int64_t gpu_used_bytes = 0;
   std::string offload_line;  // the OffloadPipeline's host times per timed step (device offload)
+  std::string param_offload_line;  // offload_param's shard copies per timed step (device path)
 };
 
 StatusOr<Measured> measure(const StepBenchOptions& o, const ModelSource& source, Device device,
@@ -85,6 +86,7 @@ StatusOr<Measured> measure(const StepBenchOptions& o, const ModelSource& source,
   ZERO_RETURN_IF_ERROR(comm.barrier());
   const double wait0 = engine->memory().comm_wait_s;
   const std::optional<OffloadTimes> offload0 = engine->offload_times();
+  const std::optional<sharding::ParamTransfers> params0 = engine->param_transfers();
   comm.reset_stats();
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < o.steps; ++i) ZERO_RETURN_IF_ERROR(engine->train_step(micro).status());
@@ -107,6 +109,10 @@ StatusOr<Measured> measure(const StepBenchOptions& o, const ModelSource& source,
   m.staging_bytes = engine->staging_device_bytes();
   if (const std::optional<OffloadTimes> offload1 = engine->offload_times(); offload0 && offload1) {
     m.offload_line = offload_log_line(*offload1, *offload0, o.steps);
+  }
+  if (const std::optional<sharding::ParamTransfers> params1 = engine->param_transfers();
+      params0 && params1) {
+    m.param_offload_line = param_offload_log_line(*params1, *params0, o.steps);
   }
   if (device == Device::kCuda) {
     ZERO_ASSIGN_OR_RETURN(CudaMemoryInfo gpu, cuda_memory_info());
@@ -143,6 +149,10 @@ void print_stage_rows(int stage, const Measured& off, const Measured& on, int64_
     if (!m.offload_line.empty()) {
       std::printf("  stage %d overlap_comm %s: %s\n", stage, overlap ? "on" : "off",
                   m.offload_line.c_str());
+    }
+    if (!m.param_offload_line.empty()) {
+      std::printf("  stage %d overlap_comm %s: %s\n", stage, overlap ? "on" : "off",
+                  m.param_offload_line.c_str());
     }
   }
 }

@@ -199,6 +199,7 @@ class TrainingRun {
   std::chrono::steady_clock::time_point start_, window_start_;
   double window_tokens_ = 0;
   OffloadTimes offload_window_;  // the offload pipeline's times at the last breakdown line
+  sharding::ParamTransfers param_window_;  // offload_param's shard copies at the last one
   int64_t last_saved_step_ = 0;
   int64_t nonfinite_steps_ = 0;  // consecutive steps whose loss was NaN / Inf
   bool stdout_closed_ = false;
@@ -749,6 +750,10 @@ Exit TrainingRun::log_step(int64_t step, const StepResult& result,
       if (std::optional<OffloadTimes> t = engine_->offload_times()) {
         progress_.message("[Rank 0] " + offload_log_line(*t, offload_window_, window_steps));
         offload_window_ = *t;
+      }
+      if (std::optional<sharding::ParamTransfers> t = engine_->param_transfers()) {
+        progress_.message("[Rank 0] " + param_offload_log_line(*t, param_window_, window_steps));
+        param_window_ = *t;
       }
     }
     flush_stdout();

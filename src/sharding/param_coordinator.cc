@@ -43,8 +43,8 @@ StatusOr<std::unique_ptr<ParamCoordinator>> ParamCoordinator::create(
     const ShardLayout& layout, Communicator& comm, const ZeroOptions& options,
     const ParamOffloadOptions& offload, MemoryAccounting& memory,
     device::ExecutionContext* device) {
-  ZERO_CHECK(device == nullptr || offload.device == ParamOffload::kNone,
-             "device-resident parameters with parameter offload");
+  ZERO_CHECK(device == nullptr || offload.device == ParamOffload::kNone || options.stage == 3,
+             "parameter offload on a device below stage 3");
   std::unique_ptr<ParamCoordinator> c(new ParamCoordinator(layout, comm, options, memory, device));
   ZERO_RETURN_IF_ERROR(c->allocate(offload));
   return c;
@@ -53,11 +53,19 @@ StatusOr<std::unique_ptr<ParamCoordinator>> ParamCoordinator::create(
 Status ParamCoordinator::allocate(const ParamOffloadOptions& offload) {
   device::Backend& backend = ctx_->backend();
   const bool on_host = own_host_ != nullptr;
-  if (options_.stage == 3 && on_host) {
+  upload_ = !on_host && options_.stage == 3 && offload.device != ParamOffload::kNone;
+  if (options_.stage == 3 && (on_host || upload_)) {
     std::vector<bool> persistent;
     for (const Unit& u : units_) persistent.push_back(u.persistent);
-    ZERO_ASSIGN_OR_RETURN(store_, ParamStore::create(layout_, offload, persistent,
-                                                     options_.model_dtype, comm_.rank(), memory_));
+    // On a device the shards are its backend's host memory: page-locked, so the copies to the
+    // device read them where they are.
+    ZERO_ASSIGN_OR_RETURN(
+        store_, ParamStore::create(layout_, offload, persistent, options_.model_dtype, comm_.rank(),
+                                   memory_, upload_ ? &backend : nullptr));
+    if (upload_) {
+      copy_ = backend.create_stream("param_copy");
+      compute_mark_ = backend.create_event();
+    }
   } else {
     for (int u = 0; u < layout_.num_units(); ++u) {
       // Stages 0-2: the full unit; stage 3 on a device: the shard (the padded unit at world 1).
@@ -86,10 +94,12 @@ ParamCoordinator::~ParamCoordinator() {
   for (auto& u : units_) {
     if (u.has_pending) (void)u.pending.wait();
   }
-  // Why a host wait: queued kernels (and, on the comm stream, gathers) may still read or write the
-  // units freed below (errors are reported by the owner of the stream).
+  // Why a host wait: queued kernels (and, on the comm stream, gathers; on the copy stream, shard
+  // copies) may still read or write the units and host shards freed below (errors are reported by
+  // the owner of the stream, or were by finish_updates).
   (void)ctx_->compute().synchronize();
   (void)ctx_->comm().synchronize();
+  if (copy_ != nullptr) (void)copy_->synchronize();
 }
 
 void ParamCoordinator::note_status(const Status& s) {
@@ -123,7 +133,10 @@ Status ParamCoordinator::install(int u, const void* values, DType values_dtype) 
   Unit& unit = units_[static_cast<size_t>(u)];
   const UnitShardInfo& info = layout_.unit(u);
   if (unit.has_pending) wait_pending(u);
-  if (store_ != nullptr) {
+  if (upload_) {
+    // Offloaded shards: the device's values go to the host shard (copied on the copy stream).
+    ZERO_RETURN_IF_ERROR(download_shard(u, values, values_dtype));
+  } else if (store_ != nullptr) {
     // Stage 3 on the host: the store rounds the shard into host memory (or writes it to NVMe).
     ZERO_RETURN_IF_ERROR(store_->write(u, static_cast<const float*>(values)));
   } else {
@@ -139,17 +152,7 @@ Status ParamCoordinator::install(int u, const void* values, DType values_dtype) 
         ctx_->compute(), view_of(dst, numel),
         TensorView{const_cast<void*>(values), values_dtype, Shape{numel}, ctx_->device()});
   }
-  if (options_.stage == 3) {
-    // Gathered copies now hold old values: drop them (persistent ones are gathered again on use).
-    // A lent shard (world of one) is returned even when persistent: it is lent again on use.
-    if (unit.view != nullptr || (unit.gathered && !unit.persistent)) free_gathered(u);
-    unit.gathered = false;
-    // The next forward starts with this unit: its gather runs beside the update of the units after
-    // it (the shard is written on the compute stream: the gather waits for it), instead of
-    // blocking the first acquire of the step.
-    if (leads_trace(u)) gather_async(u);
-    return status_;
-  }
+  if (options_.stage == 3) return after_shard_install(u);
   if (options_.stage >= 1 && layout_.world_size() == 1) {
     // A world of one: the unit is its own gather (counted as one elided collective).
     const CommKind kind =
@@ -164,7 +167,28 @@ Status ParamCoordinator::install(int u, const void* values, DType values_dtype) 
   return status_;
 }
 
+Status ParamCoordinator::after_shard_install(int u) {
+  Unit& unit = units_[static_cast<size_t>(u)];
+  // Gathered copies now hold old values: drop them (persistent ones are gathered again on use).
+  // A lent shard (world of one) is returned even when persistent: it is lent again on use.
+  if (unit.view != nullptr || (unit.gathered && !unit.persistent)) free_gathered(u);
+  unit.gathered = false;
+  // The next forward starts with this unit: its gather runs beside the update of the units after
+  // it (the shard is written on the compute stream, or copied to the host on the copy stream the
+  // upload also runs on: the gather is ordered after it), instead of blocking the first acquire of
+  // the step.
+  if (leads_trace(u)) gather_async(u);
+  return status_;
+}
+
 Status ParamCoordinator::finish_updates() {
+  if (upload_) {
+    // Why a host wait: a failed shard copy is this update's error (the copy stream has no other
+    // host sync); it waits for the last copies to the host and the first uploads of the next
+    // forward (leads_trace), a small part of the step.
+    note_status(copy_->synchronize().with_context("copying parameter shards"));
+    drop_uploaded(/*all=*/false);
+  }
   // Stage 3's gathers issued by set_values are prefetches: acquire() waits for them.
   if (options_.stage == 3) return status_;
   for (int u = 0; u < layout_.num_units(); ++u) {
@@ -199,15 +223,16 @@ void ParamCoordinator::wait_pending(int u) {
   unchecked_.push_back({std::move(unit.pending), u});
   unit.has_pending = false;
   // On the host context the gather has now consumed the shard: an NVMe shard's host copy can go,
-  // and its result is known.
-  if (store_ != nullptr) {
+  // and its result is known. (Offloaded shards on a device: the copy may still run; see
+  // drop_uploaded.)
+  if (store_ != nullptr && !upload_) {
     store_->drop(u);
     (void)status();
   }
 }
 
 bool ParamCoordinator::gather_is_view(int u) const {
-  return layout_.world_size() == 1 && (store_ == nullptr || !store_->on_nvme(u));
+  return layout_.world_size() == 1 && !upload_ && (store_ == nullptr || !store_->on_nvme(u));
 }
 
 StatusOr<const void*> ParamCoordinator::load_shard(int u) {
@@ -266,14 +291,18 @@ void ParamCoordinator::gather_async(int u) {
     note_peak_gathered();
     trim_pool();
   }
+  unit.gathered = true;
+  unit.gathers += 1;
+  if (upload_) {
+    upload_and_gather(u);
+    return;
+  }
   // An NVMe shard is read (or its read-ahead completed) here; on an I/O error the gather still
   // runs on whatever is there so every rank issues the same collectives, and the error surfaces
   // through status() after the micro-step.
   StatusOr<const void*> shard = load_shard(u);
   if (!shard.ok()) note_status(shard.status());
   issue_gather(u, shard.ok() ? *shard : nullptr);
-  unit.gathered = true;
-  unit.gathers += 1;
 }
 
 char* ParamCoordinator::own_block(int u) const {
@@ -290,7 +319,7 @@ void ParamCoordinator::note_peak_gathered() {
   memory_.peak_gathered_units = std::max(memory_.peak_gathered_units, live_gathered_units_);
 }
 
-void ParamCoordinator::issue_gather(int u, const void* shard) {
+void ParamCoordinator::issue_gather(int u, const void* shard, const device::Event* ready) {
   Unit& unit = units_[static_cast<size_t>(u)];
   const int64_t P = layout_.unit(u).shard_numel;
   const DType dtype = options_.model_dtype;
@@ -330,9 +359,13 @@ void ParamCoordinator::issue_gather(int u, const void* shard) {
     }
   }
   // No host wait: the gather waits for this event, after everything queued on the compute stream
-  // so far (the cast that wrote the own block or shard, kernels still reading a reused buffer).
-  stream.record(*ready_);
-  device::OrderedCollective c = collectives_->issue(*ready_, calls);
+  // so far (the cast that wrote the own block or shard, kernels still reading a reused buffer), or
+  // for the caller's (after an upload that itself waited for the compute stream).
+  if (ready == nullptr) {
+    stream.record(*ready_);
+    ready = ready_.get();
+  }
+  device::OrderedCollective c = collectives_->issue(*ready, calls);
   unit.pending = std::move(c.handle);
   unit.done = std::move(c.done);
   unit.has_pending = true;

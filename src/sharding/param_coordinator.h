@@ -19,7 +19,17 @@
 // host wait (timed: MemoryAccounting::comm_wait_s), on a device the stream's. A unit's owner
 // broadcasts (allgather_partitions=false) go out as one group. Where the stage-3 shards live is
 // the one difference between placements: a ParamStore on the host context (host memory, or NVMe
-// beyond offload_param.max_in_cpu), a device buffer per unit on a device.
+// beyond offload_param.max_in_cpu), a device buffer per unit on a device, or, on a device with
+// offload_param (ZeRO-Infinity), a ParamStore of the device's page-locked host memory (or NVMe):
+// then no unit lives on the device between uses. A gather first copies the own shard host-to-device
+// on the coordinator's copy stream into the unit's own block of its gather buffer (after an event
+// of the compute stream: kernels still reading a reused buffer), and the all-gather runs in place,
+// waiting for an event after that copy (a world of one: the copy is the gather, and acquire waits
+// for it). New values go the other way: cast on the compute stream into one of two device slots and
+// copied device-to-host on the copy stream into the host shard (an NVMe shard: into a page-locked
+// buffer, a host wait, the swap write), or written on the host when the caller holds them there
+// (set_host_values: offload_optimizer's CPU Adam). Device memory for parameters is then the gather
+// buffers (planned_gathered_numel) and the two slots, whatever the model's size.
 #pragma once
 
 #include <cstdint>
@@ -44,6 +54,17 @@ namespace zero::sharding {
 // host and device plans; the coordinator's out-of-memory line quotes it).
 int64_t planned_gathered_numel(const ShardLayout& layout, int64_t prefetch_bucket_numel);
 
+// Stage 3 on a device with offload_param: the device slots new values cross in (two shards of the
+// largest unit, in the model dtype), counted by the device plan.
+int64_t offloaded_param_slot_numel(const ShardLayout& layout);
+
+// Bytes a coordinator with offloaded shards on a device has copied, summed since construction.
+struct ParamTransfers {
+  int64_t h2d_bytes = 0;  // shards copied host-to-device for gathers
+  int64_t d2h_bytes = 0;  // new shard values copied device-to-host
+  int64_t uploads = 0;    // shard copies host-to-device
+};
+
 class ParamCoordinator : public model::ParamAccess {
  public:
   // Stage 3 on the host keeps its shards in a ParamStore placed as `offload` says (host memory,
@@ -53,7 +74,8 @@ class ParamCoordinator : public model::ParamAccess {
   // device::make_stream_collectives (REQUIRES as there: on the CPU backend's worker streams no
   // other thread issues collectives on `comm`). REQUIRES then: no parameter offload. Null: host
   // memory, on the coordinator's own host context (`comm` may be shared with the caller's own
-  // collectives, issued from this thread).
+  // collectives, issued from this thread). A device with parameter offload (stage 3 only): the
+  // shards in the store, the device's host memory (see the file comment).
   static StatusOr<std::unique_ptr<ParamCoordinator>> create(
       const ShardLayout& layout, Communicator& comm, const ZeroOptions& options,
       const ParamOffloadOptions& offload, MemoryAccounting& memory,
@@ -71,6 +93,13 @@ class ParamCoordinator : public model::ParamAccess {
   // (a plain copy), everything else as set_values. REQUIRES: created with a device (`values` in
   // its memory; a ParamStore takes fp32 values). For an fp32 model the same as set_values.
   Status set_model_dtype_values(int u, const void* values);
+  // set_values with `values` in host memory (fp32, or the model dtype): written into the host
+  // shard as they are or rounded, with no copy to the device and back (ZeRO-Offload's CPU Adam
+  // holds the new values on the host). REQUIRES: params_offloaded().
+  Status set_host_values(int u, const TensorView& values);
+  // Stage 3 on a device with the shards in host memory or NVMe (offload_param).
+  bool params_offloaded() const { return upload_; }
+  const ParamTransfers& transfers() const { return transfers_; }
   // Completes the gathers set_values started (stages 1–2 with overlap issue them asynchronously);
   // stage 3's are prefetches, left in flight for acquire() to wait on.
   Status finish_updates();
@@ -92,7 +121,8 @@ class ParamCoordinator : public model::ParamAccess {
 
   // Number of gathers issued for unit u so far (tests).
   int64_t gathers(int u) const { return units_[static_cast<size_t>(u)].gathers; }
-  // Stage 3 on the host context: where the shards live (null below stage 3 and on a device).
+  // Stage 3 on the host context, or on a device with offload_param: where the shards live (null
+  // below stage 3, and on a device without offload_param).
   const ParamStore* store() const { return store_.get(); }
 
  private:
@@ -109,6 +139,9 @@ class ParamCoordinator : public model::ParamAccess {
     // padded_numel, in the model dtype), so "gathering" lends its pointer: no buffer, no copy.
     // Valid until the next set_values (the shard's write) or release.
     const void* view = nullptr;
+    // Offloaded shards: recorded on the copy stream after each upload of the host shard (it may
+    // be rewritten, or an NVMe shard's loaded copy dropped, once it has completed).
+    std::shared_ptr<device::Event> uploaded;
     CommHandle pending;  // an in-flight gather into `full`
     // Recorded after the gather (the compute stream waits for it before reading).
     std::shared_ptr<device::Event> done;
@@ -131,7 +164,19 @@ class ParamCoordinator : public model::ParamAccess {
   // Starts the all-gather (or owner broadcasts) of unit u into unit.full (model dtype) from this
   // rank's shard `shard` (P values in the model dtype), or, when `shard` is null, from the own
   // block as it stands. A world of one (an NVMe shard) copies the shard in.
-  void issue_gather(int u, const void* shard);
+  // `ready`: the event the collectives wait for (null: one recorded on the compute stream now).
+  void issue_gather(int u, const void* shard, const device::Event* ready = nullptr);
+  // Offloaded shards (upload_): the gather of unit u from its host shard (see the file comment).
+  void upload_and_gather(int u);
+  // Offloaded shards: new values (device memory, `values_dtype`) copied into the host shard.
+  Status download_shard(int u, const void* values, DType values_dtype);
+  // Offloaded shards: host wait until the last upload of unit u has read its host shard.
+  void wait_uploaded(int u);
+  // Offloaded NVMe shards: drops the loaded copies whose uploads have completed (all: waits).
+  void drop_uploaded(bool all);
+  // install()'s stage-3 part once the shard holds the new values: stale gathered copies dropped,
+  // the next forward's first gathers started.
+  Status after_shard_install(int u);
   // Unit u's own block (this rank's shard) inside unit.full.
   char* own_block(int u) const;
   model::ParamView working_view(const Unit& unit) const;
@@ -181,6 +226,16 @@ class ParamCoordinator : public model::ParamAccess {
   // kept), and freeing device memory waits for the device. At most one per unit; kept buffers plus
   // gathered units stay within stage3_max_live_parameters (trim_pool()).
   std::vector<device::DeviceBuffer> pool_;
+  // Offloaded shards (stage 3 on a device with offload_param): store_ is the device's host memory.
+  bool upload_ = false;
+  std::unique_ptr<device::Stream> copy_;          // host-to-device and device-to-host shard copies
+  std::unique_ptr<device::Event> compute_mark_;   // the compute stream's point a copy waits for
+  std::vector<device::DeviceBuffer> down_slots_;  // device: new values cross here (two)
+  std::vector<std::unique_ptr<device::Event>> down_done_;  // after each slot's copy to the host
+  int next_down_ = 0;
+  device::DeviceBuffer down_host_;  // host: an NVMe shard's new values before the swap write
+  std::vector<int> nvme_loaded_;    // NVMe units whose loaded copy an upload read (to drop)
+  ParamTransfers transfers_;
 };
 
 }  // namespace zero::sharding

@@ -27,12 +27,14 @@ std::shared_ptr<std::byte> aligned_bytes(size_t nbytes) {
 }  // namespace
 
 ParamStore::ParamStore(const ShardLayout& layout, const ParamOffloadOptions& options,
-                       DType model_dtype, MemoryAccounting& memory)
+                       DType model_dtype, MemoryAccounting& memory,
+                       device::Backend* transfer_backend)
     : layout_(layout),
       options_(options),
       dtype_(model_dtype),
       elem_bytes_(dtype_bytes(model_dtype)),
-      memory_(memory) {}
+      memory_(memory),
+      transfer_backend_(transfer_backend) {}
 
 ParamStore::~ParamStore() {
   // Staging buffers and host shards are the targets / sources of requests in flight.
@@ -44,8 +46,10 @@ StatusOr<std::unique_ptr<ParamStore>> ParamStore::create(const ShardLayout& layo
                                                          const ParamOffloadOptions& options,
                                                          const std::vector<bool>& persistent,
                                                          DType model_dtype, int rank,
-                                                         MemoryAccounting& memory) {
-  std::unique_ptr<ParamStore> s(new ParamStore(layout, options, model_dtype, memory));
+                                                         MemoryAccounting& memory,
+                                                         device::Backend* transfer_backend) {
+  std::unique_ptr<ParamStore> s(
+      new ParamStore(layout, options, model_dtype, memory, transfer_backend));
   const int n = layout.num_units();
   s->units_.resize(static_cast<size_t>(n));
   // Placement: persistent units, then the others in unit order while max_in_cpu allows.
@@ -63,10 +67,9 @@ StatusOr<std::unique_ptr<ParamStore>> ParamStore::create(const ShardLayout& layo
                       in_cpu_numel + numel <= options.max_in_cpu_numel;
     if (keep) {
       if (!persistent[static_cast<size_t>(u)]) in_cpu_numel += numel;
-      unit.host = Tensor(Shape{numel}, model_dtype);
-      memory.param_bytes += static_cast<int64_t>(unit.host.nbytes());
-      if (options.pin_memory) {
-        unit.pin = PinnedRange(unit.host.view().data, unit.host.nbytes());
+      ZERO_ASSIGN_OR_RETURN(unit.host, s->allocate_host_copy(numel, /*loaded=*/false));
+      if (options.pin_memory && transfer_backend == nullptr) {
+        unit.pin = PinnedRange(unit.host.data(), unit.host.nbytes());
         if (!unit.pin.pinned() && s->pin_warning_.empty()) s->pin_warning_ = unit.pin.why_not();
         memory.pinned_bytes += static_cast<int64_t>(unit.pin.nbytes());
       }
@@ -204,8 +207,8 @@ Status ParamStore::begin_load(int u) {
   Unit& unit = units_[static_cast<size_t>(u)];
   if (!unit.host.empty()) return ok_status();
   ZERO_RETURN_IF_ERROR(wait_writes(u));
-  unit.host = Tensor(Shape{layout_.unit(u).shard_numel}, dtype_);
-  memory_.param_bytes += static_cast<int64_t>(unit.host.nbytes());
+  ZERO_ASSIGN_OR_RETURN(unit.host,
+                        allocate_host_copy(layout_.unit(u).shard_numel, /*loaded=*/true));
   unit.next_piece = 0;
   return ok_status();
 }
@@ -248,16 +251,68 @@ void ParamStore::drop(int u) {
     Status s = complete_oldest();
     (void)s;  // the data is being discarded; a real I/O error resurfaces on the next load
   }
-  memory_.param_bytes -= static_cast<int64_t>(unit.host.nbytes());
-  unit.host = Tensor();
+  free_loaded_copy(std::move(unit.host));
+  unit.host = HostCopy{};
   unit.next_piece = 0;
 }
 
-Status ParamStore::write(int u, const float* values) {
+StatusOr<ParamStore::HostCopy> ParamStore::allocate_host_copy(int64_t numel, bool loaded) {
+  HostCopy copy;
+  if (transfer_backend_ == nullptr) {
+    copy.tensor = Tensor(Shape{numel}, dtype_);
+  } else {
+    auto it = std::find_if(loaded_pool_.begin(), loaded_pool_.end(),
+                           [&](const device::DeviceBuffer& b) { return b.numel() == numel; });
+    if (loaded && it != loaded_pool_.end()) {
+      copy.buffer = std::move(*it);
+      loaded_pool_.erase(it);
+    } else {
+      StatusOr<device::DeviceBuffer> b = transfer_backend_->allocate_host(dtype_, numel);
+      if (!b.ok()) return b.status().with_context("a stage-3 parameter shard in host memory");
+      copy.buffer = std::move(*b);
+      memory_.pinned_bytes += static_cast<int64_t>(copy.buffer.view().nbytes());
+      // A host shard is read only after its first write; zeroed anyway, as a Tensor is.
+      if (!loaded) std::memset(copy.buffer.data(), 0, copy.buffer.view().nbytes());
+    }
+  }
+  memory_.param_bytes += static_cast<int64_t>(copy.nbytes());
+  return copy;
+}
+
+void ParamStore::free_loaded_copy(HostCopy copy) {
+  memory_.param_bytes -= static_cast<int64_t>(copy.nbytes());
+  if (copy.buffer.data() == nullptr) return;
+  // Kept for the next load: a page-locked allocation costs far more than the read it serves. As
+  // many as loaded shards the coordinator keeps at once (read-ahead, copies in flight).
+  constexpr size_t kMaxPooled = 8;
+  if (loaded_pool_.size() < kMaxPooled) {
+    loaded_pool_.push_back(std::move(copy.buffer));
+    return;
+  }
+  memory_.pinned_bytes -= static_cast<int64_t>(copy.buffer.view().nbytes());
+}
+
+void* ParamStore::host_shard(int u) {
+  Unit& unit = units_[static_cast<size_t>(u)];
+  ZERO_CHECK(!unit.on_nvme, "host_shard of unit ", u, ", whose shard is on NVMe");
+  return unit.host.data();
+}
+
+Status ParamStore::write(int u, const float* values) { return write(u, values, DType::kF32); }
+
+Status ParamStore::write(int u, const void* values, DType values_dtype) {
+  ZERO_CHECK(values_dtype == DType::kF32 || values_dtype == dtype_, "a parameter shard of ",
+             dtype_name(values_dtype), " values for a ", dtype_name(dtype_), " model");
   Unit& unit = units_[static_cast<size_t>(u)];
   const int64_t numel = layout_.unit(u).shard_numel;
+  const bool as_is = values_dtype == dtype_;  // bytes as they are (fp32 into fp32 too)
   if (!unit.on_nvme) {
-    kernels::cpu::cast_from_f32(values, unit.host.data(), dtype_, numel);
+    if (as_is) {
+      std::memcpy(unit.host.data(), values, static_cast<size_t>(numel) * elem_bytes_);
+    } else {
+      kernels::cpu::cast_from_f32(static_cast<const float*>(values), unit.host.data(), dtype_,
+                                  numel);
+    }
     return ok_status();
   }
   drop(u);  // a loaded copy now holds old values
@@ -266,7 +321,13 @@ Status ParamStore::write(int u, const float* values) {
     ZERO_ASSIGN_OR_RETURN(int staging, take_staging());
     const int64_t n = piece_numel(u, piece);
     std::byte* dst = staging_[static_cast<size_t>(staging)].get();
-    convert_from_f32(values + piece * staging_numel_, dst, dtype_, static_cast<size_t>(n));
+    if (as_is) {
+      std::memcpy(dst, static_cast<const std::byte*>(values) + piece * staging_numel_ * elem_bytes_,
+                  static_cast<size_t>(n) * elem_bytes_);
+    } else {
+      convert_from_f32(static_cast<const float*>(values) + piece * staging_numel_, dst, dtype_,
+                       static_cast<size_t>(n));
+    }
     const uint64_t offset = unit.offset_bytes + static_cast<uint64_t>(piece) *
                                                     static_cast<uint64_t>(staging_numel_) *
                                                     elem_bytes_;

@@ -10,6 +10,11 @@
 // pieces are in flight. Reads run ahead (prefetch) along the gather order; writes run behind (the
 // next read of the same unit, or flush(), waits for them).
 //
+// With a model on a device (ZeRO-Infinity's device path: ParamCoordinator on a device) the host
+// shards and the loaded copies of NVMe shards are the backend's host memory (allocate_host:
+// page-locked for its transfers, cudaHostAlloc), so the coordinator's host-to-device copies read
+// them where they are; loaded copies are then pooled (a page-locked allocation is slow).
+//
 // Thread safety: none; used by the ParamCoordinator on the compute thread.
 #pragma once
 
@@ -22,6 +27,7 @@
 #include "core/pinned_memory.h"
 #include "core/status.h"
 #include "core/tensor.h"
+#include "device/backend.h"
 #include "offload/aio_config.h"
 #include "sharding/shard_layout.h"
 #include "sharding/zero_options.h"
@@ -50,11 +56,14 @@ struct ParamOffloadOptions {
 class ParamStore {
  public:
   // `persistent[u]` units always stay in host memory. Creates the swap file (kNvme).
+  // `transfer_backend` (not owned; outlives the store; null: plain host memory): allocate the host
+  // shards and loaded copies with its allocate_host (counted in memory.pinned_bytes).
   static StatusOr<std::unique_ptr<ParamStore>> create(const ShardLayout& layout,
                                                       const ParamOffloadOptions& options,
                                                       const std::vector<bool>& persistent,
                                                       DType model_dtype, int rank,
-                                                      MemoryAccounting& memory);
+                                                      MemoryAccounting& memory,
+                                                      device::Backend* transfer_backend = nullptr);
   // Waits for every request in flight; the swapper removes its file.
   ~ParamStore();
   ParamStore(const ParamStore&) = delete;
@@ -70,6 +79,12 @@ class ParamStore {
   // are written in place; NVMe shards are written behind: the next load(u) orders after the write,
   // and a write error surfaces from a later load(), prefetch() or flush().
   Status write(int u, const float* values);
+  // write() of shard_numel values of `values_dtype`: fp32 (rounded as write() rounds them) or the
+  // model dtype (stored as they are: a bf16 master of a bf16 model, or values already rounded).
+  Status write(int u, const void* values, DType values_dtype);
+  // The host shard of a unit kept in host memory (not on NVMe), for a copy from the device to land
+  // in directly; the caller orders it like write(). REQUIRES: !on_nvme(u).
+  void* host_shard(int u);
   // Starts reading an NVMe shard into host memory if staging buffers are free (no-op otherwise,
   // and for host shards). Never blocks on I/O except to order after this unit's own writes.
   Status prefetch(int u);
@@ -89,9 +104,19 @@ class ParamStore {
   const std::string& pin_warning() const { return pin_warning_; }
 
  private:
+  // A shard's host memory: a Tensor, or the transfer backend's host buffer.
+  struct HostCopy {
+    Tensor tensor;
+    device::DeviceBuffer buffer;
+    void* data() const { return buffer.data() != nullptr ? buffer.data() : tensor.data(); }
+    bool empty() const { return data() == nullptr; }
+    size_t nbytes() const {
+      return buffer.data() != nullptr ? buffer.view().nbytes() : tensor.nbytes();
+    }
+  };
   struct Unit {
     bool on_nvme = false;
-    Tensor host;  // model dtype; always for host units, while loaded for NVMe ones (shard_numel)
+    HostCopy host;  // model dtype; always for host units, while loaded for NVMe ones (shard_numel)
     PinnedRange pin;            // of `host` for host units when pin_memory
     uint64_t offset_bytes = 0;  // NVMe: byte offset of the shard in the swap file
     int pieces_pending = 0;     // NVMe: reads in flight into `host`
@@ -106,7 +131,12 @@ class ParamStore {
     bool is_write;
   };
   ParamStore(const ShardLayout& layout, const ParamOffloadOptions& options, DType model_dtype,
-             MemoryAccounting& memory);
+             MemoryAccounting& memory, device::Backend* transfer_backend);
+  // Host memory for `numel` elements of the model dtype: a Tensor, or the transfer backend's (a
+  // loaded copy from the pool when `loaded`). Counted in memory_.param_bytes (and pinned_bytes).
+  StatusOr<HostCopy> allocate_host_copy(int64_t numel, bool loaded);
+  // Frees a loaded copy (kept in the pool when it is the transfer backend's).
+  void free_loaded_copy(HostCopy copy);
   int num_pieces(int u) const;
   int64_t piece_numel(int u, int piece) const;
   // Completes the oldest request in flight (copying a read piece into its unit's host buffer)
@@ -124,6 +154,8 @@ class ParamStore {
   DType dtype_;  // the model dtype: of host shards, staging and the swap file
   size_t elem_bytes_;
   MemoryAccounting& memory_;
+  device::Backend* transfer_backend_ = nullptr;
+  std::vector<device::DeviceBuffer> loaded_pool_;  // freed loaded copies (transfer backend's)
   std::vector<Unit> units_;
   std::unique_ptr<offload::NvmeSwapper> swapper_;
   int64_t staging_numel_ = 0;  // elements per staging buffer (a multiple of 4 KiB)

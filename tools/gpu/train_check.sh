@@ -9,7 +9,8 @@
 # (one line, exit 1, promptly), the run's placement line with and without ZeRO-Offload, two and
 # four ranks sharing the GPU (--dist_backend auto -> mpi: staged collectives) against as many CPU
 # ranks, with and without ZeRO-Offload, under compute-sanitizer at world 2, and the step benchmark
-# at world 2.
+# at world 2; ZeRO-Infinity (offload_param cpu / nvme at stage 3) training gpt2-350m under a GPU
+# budget (ZERO_DEVICE_MEMORY_LIMIT) the resident run exceeds, with its host-to-device MB per step.
 # Packed by tools/gpu/pack.sh and run by verify.sh; prints markdown.
 #
 #   train_check.sh ZERO_BINARY CORPUS WORKDIR [--no-bench]
@@ -277,6 +278,73 @@ EOF3
 fi
 }
 
+# ZeRO-Infinity on the GPU (issue 27 item 4): stage 3 with offload_param keeps the shards in pinned
+# host memory (or NVMe) and copies each unit to the GPU for its gathers. gpt2-350m bf16 (0.7 GB of
+# 16-bit weights), micro 4 x 512, offload_optimizer cpu, live limits small (3e7 elements, no reuse
+# distance: the GPU keeps about three blocks gathered): first resident (no offload_param) without a
+# budget, then ZERO_DEVICE_MEMORY_LIMIT set to that run's GPU memory in use less half the weights.
+# Under it the resident run must be refused (one out-of-memory line, exit 1) and offload_param
+# cpu / nvme must train, their losses equal to the resident run's (the same kernels on the same
+# values: bitwise). Prints each run's `param offload | h2d MB` and `time` breakdown lines: h2d MB
+# over the step's ms is the pinned copies' share of the host-to-device bandwidth. ZERO_GPU_INFINITY=0
+# skips it.
+infinity_check() {
+if [[ $device == cuda && ${ZERO_GPU_INFINITY:-1} != 0 ]]; then
+  echo
+  echo "## ZeRO-Infinity: offload_param under a GPU budget the resident run exceeds (gpt2-350m bf16, stage 3, 6 steps)"
+  local d=$work/infinity weights_mib=677 used limit kind rc
+  mkdir -p "$d"
+  infinity_config() {  # offload_param device (none | cpu | nvme) -> ds_config JSON
+    local param=""
+    [[ $1 == cpu ]] && param=', "offload_param": {"device": "cpu"}'
+    [[ $1 == nvme ]] && param=", \"offload_param\": {\"device\": \"nvme\", \"nvme_path\": \"$d/nvme\", \"max_in_cpu\": 0}"
+    cat <<EOF2
+{"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 1, "gradient_clipping": 1.0,
+ "bf16": {"enabled": true}, "wall_clock_breakdown": true, "steps_per_print": 3,
+ "optimizer": {"type": "AdamW", "params": {"lr": 1e-4, "weight_decay": 0.1}},
+ "zero_optimization": {"stage": 3, "stage3_max_live_parameters": 3e7, "stage3_max_reuse_distance": 0,
+   "stage3_prefetch_bucket_size": 2e7, "offload_optimizer": {"device": "cpu"} $param}}
+EOF2
+  }
+  infinity_run() {  # name offload_param -> rc; log in $d/name.log
+    infinity_config "$2" >"$d/$1.json"
+    timeout 600 "$zero" train --deepspeed "$d/$1.json" --model preset:gpt2-350m --train_file "$corpus" \
+      --data_dtype uint8 --block_size 512 --max_steps 6 --output_dir "$d/$1" --overwrite_output_dir \
+      --device cuda >"$d/$1.log" 2>&1
+  }
+  infinity_run resident none
+  rc=$?
+  used=$(sed -n 's/.*GPU memory in use after training: \([0-9]*\) MiB.*/\1/p' "$d/resident.log")
+  if [[ $rc != 0 || -z $used ]]; then
+    echo "- resident run FAILED (rc $rc): $(tail -2 "$d/resident.log" | tr '\n' ' ')"
+    status=1
+    return
+  fi
+  limit=$((used - weights_mib / 2))
+  echo "- resident: ${used} MiB in use after training; budget ZERO_DEVICE_MEMORY_LIMIT=${limit}MiB"
+  grep -E '^zero train: (placement|memory plan)' "$d/resident.log" | sed 's/^/    /'
+  ZERO_DEVICE_MEMORY_LIMIT=${limit}MiB infinity_run resident_budget none
+  rc=$?
+  echo "- resident under the budget: rc $rc (want 1): $(grep -m1 'out of GPU memory' "$d/resident_budget.log" | cut -c1-160)"
+  [[ $rc == 1 ]] || status=1
+  for kind in cpu nvme; do
+    ZERO_DEVICE_MEMORY_LIMIT=${limit}MiB infinity_run "$kind" "$kind"
+    rc=$?
+    local same
+    same=$(python3 - "$d/resident/metrics.jsonl" "$d/$kind/metrics.jsonl" <<'EOF2'
+import json, os, sys
+rows = [[json.loads(l)["loss"] for l in open(p) if l.strip()] if os.path.exists(p) else [] for p in sys.argv[1:3]]
+print("losses equal" if rows[0] and rows[0] == rows[1] else f"losses DIFFER: {rows[0]} vs {rows[1]}")
+EOF2
+    )
+    echo "- offload_param $kind under the budget: rc $rc, $same, $(sed -n 's/.*GPU memory in use after training: \([0-9]*\) MiB.*/\1 MiB in use/p' "$d/$kind.log")"
+    grep -E '^zero train: (placement|memory plan)|\[Rank 0\] (time|param offload)' "$d/$kind.log" | tail -4 | sed 's/^/    /'
+    [[ $rc == 0 && $same == "losses equal" ]] || { status=1; tail -3 "$d/$kind.log" | sed 's/^/    /'; }
+  done
+fi
+}
+
+infinity_check
 ((bench)) || { san_train; profile_step; exit $status; }
 # The step benchmark: ZERO_GPU_BENCH_GRID entries MODEL:MICRO[xACCUM]:STAGES[:MODES] (ACCUM
 # micro-steps of gradient accumulation per step, default 1: PyTorch's baselines run without it, so
