@@ -86,7 +86,13 @@ Status DeviceGenerator::build_partitioned(model::ParamAccess& host,
         "the ranks' GPUs instead",
         param_offload_name(streaming.offload), world.world_size());
   }
-  const int device_count = exec_->device() == Device::kCuda ? probe_cuda().device_count : 0;
+  if (exec_->device() != Device::kCuda) {
+    // The CPU model computes on the calling thread, not on the context's streams the gathers are
+    // ordered on; CPU ranks gather through runtime::GatheredParams.
+    return invalid_argument("blocks partitioned over {} ranks need GPU ranks, not --device {}",
+                            world.world_size(), device_name(exec_->device()));
+  }
+  const int device_count = probe_cuda().device_count;
   // Collective: every rank makes its communicator here (the same settings, the same build).
   auto comm = make_device_communicator(world, *exec_, streaming.dist, device_count);
   if (!comm.ok()) return comm.status().with_context(fmt::format("rank {}", world.rank()));

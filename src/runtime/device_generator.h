@@ -67,7 +67,7 @@ class DeviceGenerator {
   // `host` needs to hold the other units only.
   // Errors: no backend / GPU for `device`, or a model the device cannot run; the weight stream's
   // (pinned or device memory refused, the swap file); the device communicator's (naming the rank);
-  // an offload with a world of several ranks.
+  // an offload, or a device other than a GPU, with a world of several ranks.
   static StatusOr<std::unique_ptr<DeviceGenerator>> create(
       Device device, const model::ModelConfig& config, model::ParamAccess& host,
       DType cache_dtype = DType::kF32, const WeightStreaming& streaming = {},
