@@ -15,6 +15,10 @@
 // `--offload_param cpu|nvme` (ZeRO-Inference, cli/weight_stream_flags.h) streams the blocks through
 // a few GPU slots (or, --device cpu with nvme, host slots) and `--max_gpu_memory` plans the GPU's
 // memory within a budget; the placement goes to stderr in one line.
+// Under a launcher with several ranks it is stage-3 inference: each rank holds a shard of the
+// weights and gathers them as the model uses them (CPU ranks: runtime/gathered_params.h; GPU
+// ranks, one GPU each: the blocks partitioned over the GPUs and all-gathered one block ahead,
+// runtime/device_generator.h); every rank generates alike and rank 0 alone prints and writes.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -124,8 +128,9 @@ StatusOr<std::vector<int32_t>> chat_prompt_ids(const text::Tokenizer& tok,
 // in reverse: the generators before the communicator, the printer's stream decoder (which reads
 // the tokenizer) before the tokenizer.
 struct Generation {
-  // Several CPU ranks (mpirun / zero launch): stage-3 inference, each rank holding a shard of every
-  // unit; every rank runs the same generation, rank 0 (the lead) alone prints and writes.
+  // Several ranks (mpirun / zero launch): stage-3 inference, each rank holding a shard of every
+  // unit (CPU ranks) or block (GPU ranks); every rank runs the same generation, rank 0 (the lead)
+  // alone prints and writes.
   World world;
   bool lead = true;
   Device device = Device::kCpu;
@@ -145,6 +150,18 @@ struct Generation {
 };
 
 // Each step returns the exit code to end with after printing its error, or 0 to go on.
+
+// Stage-3 inference: a world of several ranks.
+bool several_ranks(const Generation& g) {
+  return g.world.comm != nullptr && g.world.comm->world_size() > 1;
+}
+
+// A failure on one of several GPU ranks ends the whole job: its peers would otherwise wait in the
+// next gather until the collective timeout. Returns `code` on one rank.
+int end_ranks(Generation& g, int code) {
+  if (several_ranks(g) && g.device != Device::kCpu) g.world.comm->abort_job(code);
+  return code;
+}
 
 // The prompt flags exclude each other; the device and the ZeRO-Inference flags must be known.
 // Before anything is printed.
@@ -187,10 +204,12 @@ int check_flags(const GenerateArgs& a, Generation& g) {
 }
 
 // The weights' dtype on g.device: a GPU holds an fp32 copy unless the ZeRO-Inference flags are
-// given (then the checkpoint's dtype: half the bytes to hold and stream for bf16); the CPU the
-// checkpoint's dtype (its model widens each unit exactly as it reads it).
+// given or the blocks are partitioned over several GPU ranks (then the checkpoint's dtype: half
+// the bytes to hold, stream and gather for bf16); the CPU the checkpoint's dtype (its model widens
+// each unit exactly as it reads it).
 DType weights_dtype(const Generation& g) {
-  return g.device == Device::kCpu || g.stream.given ? g.source->stored_dtype() : DType::kF32;
+  return g.device == Device::kCpu || g.stream.given || several_ranks(g) ? g.source->stored_dtype()
+                                                                        : DType::kF32;
 }
 
 // A budget too small for the weights alone (two block slots beside the resident units, nothing
@@ -341,6 +360,54 @@ void add_stop_tokens(GenerateArgs& a, const Generation& g) {
   }
 }
 
+// The key/value cache's dtype on a GPU: a 16-bit checkpoint's keys and values are cached in bf16
+// (half the cache's bytes; its tokens may then differ from the CPU's, which caches fp32, beyond
+// float ties).
+DType gpu_cache_dtype(const Generation& g) {
+  return g.source->stored_dtype() != DType::kF32 ? DType::kBF16 : DType::kF32;
+}
+
+// The lead's line on where the model runs: the GPU and how each token is computed.
+void say_device(const GenerateArgs& a, const Generation& g) {
+  if (!g.lead) return;
+  std::fprintf(stderr, "zero generate: on %s; %s\n", probe_cuda().description.c_str(),
+               a.no_kv_cache ? "a whole forward per token (--no_kv_cache)"
+               : gpu_cache_dtype(g) == DType::kBF16
+                   ? "a bf16 key/value cache on the GPU (16-bit checkpoint)"
+                   : "a key/value cache on the GPU");
+}
+
+// Stage-3 inference on several GPU ranks: each rank holds its shard of every block on its GPU (in
+// the checkpoint's dtype) and the embeddings, final norm and head whole; the blocks are gathered
+// one ahead of the one computing (cli::place_partitioned_weights). Collective.
+int load_partitioned_weights(const GenerateArgs& a, Generation& g) {
+  Communicator& comm = *g.world.comm;
+  auto placed = place_partitioned_weights(comm, *g.config, weights_dtype(g), g.source->init_fn(),
+                                          gpu_cache_dtype(g));
+  if (!placed.ok()) {
+    std::fprintf(stderr, "[rank %d] error: --device %s: %s\n", comm.rank(), a.device.c_str(),
+                 placed.status().message().c_str());
+    return end_ranks(g, 1);
+  }
+  g.placed = std::move(*placed);
+  g.on_device = g.placed.on_device.get();
+  const runtime::StreamedParams& blocks = *g.on_device->streamed();
+  if (g.lead) {
+    std::fprintf(stderr,
+                 "zero generate: %d GPU ranks, each holding a 1/%d shard of every block on its GPU "
+                 "(%lld bytes, %s) and all-gathering each block into %d slots of %lld bytes, one "
+                 "block ahead, over %s; the embeddings, final norm and head whole (%lld bytes) "
+                 "(ZeRO stage-3 inference)\n",
+                 comm.world_size(), comm.world_size(), static_cast<long long>(blocks.shard_bytes()),
+                 std::string(dtype_name(weights_dtype(g))).c_str(), blocks.slots(),
+                 static_cast<long long>(blocks.slot_bytes()),
+                 g.on_device->gather_transport().c_str(),
+                 static_cast<long long>(g.placed.host->bytes()));
+  }
+  say_device(a, g);
+  return 0;
+}
+
 // Inference on one rank: the weights once, in host memory, in the dtype they are stored in (a
 // bf16 checkpoint stays bf16 on the CPU; the CPU model widens each unit as it reads it, so the
 // tokens are those of an fp32 copy). A device model gets a copy of them, from fp32 host values
@@ -349,7 +416,8 @@ void add_stop_tokens(GenerateArgs& a, const Generation& g) {
 // in one line on stderr when the flags are given.
 int load_weights(const GenerateArgs& a, Generation& g, int64_t capacity, int64_t slots,
                  int64_t rows) {
-  if (g.world.comm != nullptr && g.world.comm->world_size() > 1) {
+  if (several_ranks(g) && g.device != Device::kCpu) return load_partitioned_weights(a, g);
+  if (several_ranks(g)) {
     // Stage-3 inference: this rank reads only its shard of each unit; units are gathered per use.
     auto gathered = runtime::GatheredParams::create(model::ModelLayout(*g.config), *g.world.comm,
                                                     g.source->init_fn());
@@ -370,10 +438,7 @@ int load_weights(const GenerateArgs& a, Generation& g, int64_t capacity, int64_t
     return 0;
   }
   const DType dtype = weights_dtype(g);
-  // A 16-bit checkpoint's keys and values are cached in bf16 on the GPU (half the cache's bytes;
-  // its tokens may then differ from the CPU's, which caches fp32, beyond float ties).
-  const bool sixteen_bit = g.source->stored_dtype() != DType::kF32;
-  const DType cache_dtype = sixteen_bit ? DType::kBF16 : DType::kF32;
+  const DType cache_dtype = gpu_cache_dtype(g);
   const int64_t other =
       g.device == Device::kCpu
           ? 0
@@ -400,10 +465,7 @@ int load_weights(const GenerateArgs& a, Generation& g, int64_t capacity, int64_t
   g.placed = std::move(*placed);
   if (g.device != Device::kCpu) {
     g.on_device = g.placed.on_device.get();
-    std::fprintf(stderr, "zero generate: on %s; %s\n", probe_cuda().description.c_str(),
-                 a.no_kv_cache ? "a whole forward per token (--no_kv_cache)"
-                 : sixteen_bit ? "a bf16 key/value cache on the GPU (16-bit checkpoint)"
-                               : "a key/value cache on the GPU");
+    say_device(a, g);
   } else if (a.no_kv_cache) {
     std::fprintf(stderr, "error: --no_kv_cache is for --device cuda (the CPU always caches)\n");
     return 2;
@@ -434,7 +496,7 @@ int generate_tokens(const GenerateArgs& a, Generation& g) {
     if (!done.ok()) {
       std::fprintf(stderr, "\nerror: --device %s: %s\n", a.device.c_str(),
                    done.status().message().c_str());
-      return 1;
+      return end_ranks(g, 1);
     }
     g.stopped = *done;
   } else {
@@ -539,7 +601,7 @@ int generate_prompts_file(GenerateArgs& a, Generation& g) {
   if (!done.ok()) {
     std::fprintf(stderr, "error: %s (%lld finished lines were written before it)\n",
                  done.message().c_str(), static_cast<long long>((*writer)->lines_written()));
-    return 1;
+    return end_ranks(g, 1);
   }
   if (!(*writer)->decode_status().ok()) {
     std::fprintf(stderr, "error: decoding the output: %s\n",
@@ -549,8 +611,10 @@ int generate_prompts_file(GenerateArgs& a, Generation& g) {
   return 0;
 }
 
-// Under a launcher (mpirun, zero launch) with several ranks: stage-3 inference on CPU ranks. The
-// ranks other than 0 compute the same tokens and print nothing on stdout.
+// Under a launcher (mpirun, zero launch) with several ranks: stage-3 inference on CPU ranks or on
+// GPU ranks (one GPU each; ranks that share a GPU gather through pinned host memory). The ranks
+// other than 0 compute the same tokens and print nothing on stdout. The weight stream is one
+// rank's: refused on several.
 int join_world(Generation& g) {
   if (!launched_as_rank()) return 0;
   auto world = make_world();
@@ -560,11 +624,12 @@ int join_world(Generation& g) {
   }
   g.world = std::move(*world);
   if (g.world.comm->world_size() == 1) return 0;
-  if (g.device != Device::kCpu || g.stream.given) {
+  if (g.stream.given) {
     std::fprintf(stderr,
-                 "error: zero generate on %d ranks shards the weights over CPU ranks (ZeRO "
-                 "stage-3 inference): --device cpu without the weight stream flags "
-                 "(--offload_param, --max_gpu_memory, --max_host_memory); run one rank for those\n",
+                 "error: zero generate on %d ranks shards the weights over the ranks (ZeRO "
+                 "stage-3 inference, --device cpu or cuda) without the weight stream flags "
+                 "(--offload_param, --max_gpu_memory, --max_host_memory, a --deepspeed_config "
+                 "offload_param): run one rank for those\n",
                  g.world.comm->world_size());
     return 2;
   }
@@ -651,7 +716,8 @@ void add_generate_command(CLI::App& app, int& exit_code) {
   g->add_option("--device", a->device,
                 "cpu (default) | cuda: the forwards on the GPU, through a key/value cache in GPU "
                 "memory; same tokens as the CPU for the same seed and settings, up to float "
-                "ties");
+                "ties. Under a launcher with several ranks, one GPU per rank, each holding a "
+                "shard of every block (ZeRO stage-3 inference)");
   g->add_flag("--no_kv_cache,--no-kv-cache", a->no_kv_cache,
               "with --device cuda: a whole forward over the window per new token instead of the "
               "key/value cache (the baseline the cache's speed is compared with)");

@@ -215,8 +215,9 @@ StatusOr<PlacedWeights> place_weights(const runtime::WeightStreamPlan& plan,
   }
   ZERO_ASSIGN_OR_RETURN(w.host, runtime::ModelWeights::load(layout, dtype, init, keep));
   // The blocks' values, read from the model source by the stream as it stores them.
-  auto fill = [config, dtype, init](int u, void* dst) {
-    return runtime::ModelWeights::fill_unit(model::ModelLayout(config), u, dtype, init, dst);
+  auto fill = [config, dtype, init](int u, int64_t begin, int64_t end, void* dst) {
+    return runtime::ModelWeights::fill_range(model::ModelLayout(config), u, begin, end, dtype, init,
+                                             dst);
   };
   if (device != Device::kCpu) {
     runtime::WeightStreaming streaming;
@@ -243,6 +244,30 @@ StatusOr<PlacedWeights> place_weights(const runtime::WeightStreamPlan& plan,
     ZERO_ASSIGN_OR_RETURN(w.cpu_stream,
                           runtime::StreamedParams::create(layout, *w.host, fill, *w.host_ctx, o));
   }
+  return w;
+}
+
+StatusOr<PlacedWeights> place_partitioned_weights(Communicator& world,
+                                                  const model::ModelConfig& config, DType dtype,
+                                                  const runtime::UnitInitFn& init,
+                                                  DType cache_dtype,
+                                                  const model::TransformerOptions& model_options) {
+  PlacedWeights w;
+  const model::ModelLayout layout(config);
+  // The units that are not blocks whole: the embedding (often the largest unit) must be whole
+  // during every forward anyway, so a shard of it would save no peak memory.
+  ZERO_ASSIGN_OR_RETURN(w.host, runtime::ModelWeights::load(layout, dtype, init, [&layout](int u) {
+                          return u == layout.embedding_unit() || u == layout.final_unit();
+                        }));
+  runtime::WeightStreaming streaming;
+  streaming.world = &world;
+  streaming.fill_block = [config, dtype, init](int u, int64_t begin, int64_t end, void* dst) {
+    return runtime::ModelWeights::fill_range(model::ModelLayout(config), u, begin, end, dtype, init,
+                                             dst);
+  };
+  ZERO_ASSIGN_OR_RETURN(
+      w.on_device, runtime::DeviceGenerator::create(Device::kCuda, config, *w.host, cache_dtype,
+                                                    streaming, model_options));
   return w;
 }
 

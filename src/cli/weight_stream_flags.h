@@ -69,7 +69,7 @@ struct PlacedWeights {
   std::unique_ptr<runtime::ModelWeights> host;
   std::unique_ptr<device::ExecutionContext> host_ctx;   // cpu_stream's
   std::unique_ptr<runtime::StreamedParams> cpu_stream;  // --device cpu --offload_param nvme
-  std::unique_ptr<runtime::DeviceGenerator> on_device;  // a GPU
+  std::unique_ptr<runtime::DeviceGenerator> on_device;  // a GPU (several: the blocks partitioned)
   std::unique_ptr<runtime::GatheredParams> gathered;    // several CPU ranks: stage-3 shards
   // The CPU model's parameters: the gathered shards, the stream, or the host weights.
   model::ParamAccess& cpu_params() {
@@ -84,5 +84,15 @@ StatusOr<PlacedWeights> place_weights(const runtime::WeightStreamPlan& plan,
                                       const model::ModelConfig& config, DType dtype,
                                       const runtime::UnitInitFn& init, DType cache_dtype,
                                       const model::TransformerOptions& model_options = {});
+// Stage-3 inference on several GPU ranks (`world`: the job's communicator, more than one rank):
+// the embeddings, final norm and head whole in host memory (copied to the GPU once), this rank's
+// shard of every block on its GPU, the blocks all-gathered into two slots as the forwards reach
+// them (runtime::DeviceGenerator with WeightStreaming::world; NCCL, or staged through pinned host
+// memory when the node's ranks share its GPUs). Collective: every rank calls it alike. Errors:
+// reading the weights, the GPU's, the device communicator's.
+StatusOr<PlacedWeights> place_partitioned_weights(
+    Communicator& world, const model::ModelConfig& config, DType dtype,
+    const runtime::UnitInitFn& init, DType cache_dtype,
+    const model::TransformerOptions& model_options = {});
 
 }  // namespace zero::cli

@@ -4,6 +4,9 @@
 #include <algorithm>
 #include <optional>
 
+#include <fmt/format.h>
+
+#include "core/device.h"
 #include "runtime/device_model.h"
 
 namespace zero::runtime {
@@ -36,10 +39,13 @@ StatusOr<std::unique_ptr<DeviceGenerator>> DeviceGenerator::create(
     const WeightStreaming& streaming, const model::TransformerOptions& model_options) {
   std::unique_ptr<DeviceGenerator> g(new DeviceGenerator());
   g->cache_dtype_ = cache_dtype;
-  ZERO_ASSIGN_OR_RETURN(g->exec_, device::ExecutionContext::create(device));
-  ZERO_ASSIGN_OR_RETURN(g->model_, make_device_model(config, model_options, *g->exec_));
+  ZERO_RETURN_IF_ERROR(g->build_context_and_model(device, config, streaming, model_options));
   const model::ModelLayout& layout = g->model_->layout();
   const int num_units = layout.num_units();
+  if (streaming.world != nullptr && streaming.world->world_size() > 1) {
+    ZERO_RETURN_IF_ERROR(g->build_partitioned(host, streaming));
+    return g;
+  }
   if (streaming.offload != ParamOffload::kNone) {
     StreamedParams::Options o;
     o.offload = streaming.offload;
@@ -57,6 +63,57 @@ StatusOr<std::unique_ptr<DeviceGenerator>> DeviceGenerator::create(
   g->staged_ = std::make_unique<StagedParams>(host, *g->exec_, num_units);
   g->resident_ = std::make_unique<ResidentParams>(*g->staged_, num_units);
   return g;
+}
+
+Status DeviceGenerator::build_context_and_model(Device device, const model::ModelConfig& config,
+                                                const WeightStreaming& streaming,
+                                                const model::TransformerOptions& model_options) {
+  device::StreamOptions so;
+  if (streaming.world != nullptr && device == Device::kCuda) {
+    so.cuda_device = rank_cuda_device(*streaming.world, probe_cuda().device_count);
+  }
+  ZERO_ASSIGN_OR_RETURN(exec_, device::ExecutionContext::create(device, so));
+  ZERO_ASSIGN_OR_RETURN(model_, make_device_model(config, model_options, *exec_));
+  return ok_status();
+}
+
+Status DeviceGenerator::build_partitioned(model::ParamAccess& host,
+                                          const WeightStreaming& streaming) {
+  Communicator& world = *streaming.world;
+  if (streaming.offload != ParamOffload::kNone) {
+    return invalid_argument(
+        "offload_param {} streams the blocks of one rank; on {} ranks they are partitioned over "
+        "the ranks' GPUs instead",
+        param_offload_name(streaming.offload), world.world_size());
+  }
+  if (exec_->device() != Device::kCuda) {
+    // The CPU model computes on the calling thread, not on the context's streams the gathers are
+    // ordered on; CPU ranks gather through runtime::GatheredParams.
+    return invalid_argument("blocks partitioned over {} ranks need GPU ranks, not --device {}",
+                            world.world_size(), device_name(exec_->device()));
+  }
+  const int device_count = probe_cuda().device_count;
+  // Collective: every rank makes its communicator here (the same settings, the same build).
+  auto comm = make_device_communicator(world, *exec_, streaming.dist, device_count);
+  if (!comm.ok()) return comm.status().with_context(fmt::format("rank {}", world.rank()));
+  device_comm_ = std::move(*comm);
+  ZERO_ASSIGN_OR_RETURN(gathers_, device::make_stream_collectives(*device_comm_, *exec_));
+  const model::ModelLayout& layout = model_->layout();
+  StreamedParams::Options o;
+  o.offload = ParamOffload::kNone;
+  o.slots = streaming.slots;
+  o.gather = gathers_.get();
+  // The blocks in the dtype of the units the host holds.
+  o.dtype = host.acquire(layout.embedding_unit()).dtype;
+  host.release(layout.embedding_unit());
+  ZERO_ASSIGN_OR_RETURN(streamed_,
+                        StreamedParams::create(layout, host, streaming.fill_block, *exec_, o));
+  return ok_status();
+}
+
+std::string DeviceGenerator::gather_transport() const {
+  if (device_comm_ == nullptr) return "";
+  return device_comm_->backend_name() == "nccl" ? "NCCL" : "staged through pinned host memory";
 }
 
 model::ParamAccess& DeviceGenerator::params() {

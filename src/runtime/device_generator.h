@@ -7,35 +7,51 @@
 // stream (ZeRO-Inference's offload_param, runtime/streamed_params.h) only the embeddings, final
 // norm and head stay on the device and the blocks pass through a few device slots, copied once per
 // forward whatever the batch; the tokens are the resident path's, bitwise (the same kernels read
-// the same bytes).
+// the same bytes). On several GPU ranks (stage-3 inference, WeightStreaming::world) the blocks are
+// partitioned instead: each rank holds its 1/N shard of every block on its GPU and the weight
+// stream's slots are filled by all-gathering the blocks, one block ahead of the one computing;
+// every rank runs the same generation, so the tokens are one rank's.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <vector>
 
+#include "comm/communicator.h"
 #include "core/status.h"
 #include "device/backend.h"
+#include "device/stream_collectives.h"
 #include "model/cached_decoder.h"
 #include "model/model.h"
 #include "model/model_config.h"
 #include "model/param_access.h"
 #include "model/transformer.h"
+#include "runtime/device_model.h"
 #include "runtime/device_staging.h"
 #include "runtime/generate.h"
 #include "runtime/streamed_params.h"
 
 namespace zero::runtime {
 
-// The blocks streamed instead of resident (plan_weight_stream decides the slots).
+// The blocks streamed instead of resident (plan_weight_stream decides the slots), or partitioned
+// over several GPU ranks.
 struct WeightStreaming {
-  ParamOffload offload = ParamOffload::kNone;    // kNone: every unit resident
+  ParamOffload offload = ParamOffload::kNone;    // kNone: every unit resident (or partitioned)
   int slots = 2;                                 // device block slots (>= 2, < the blocks)
   std::string nvme_path;                         // kNvme
   offload::AioConfig aio;                        // kNvme: the swapper's I/O settings
   offload::NvmeFaultHook* fault_hook = nullptr;  // kNvme, tests (StreamedParams::Options)
-  // Block unit u's values in the host weights' dtype (the host ParamAccess does not hold them).
+  // Elements of block unit u in the host weights' dtype (the host ParamAccess does not hold
+  // them): the whole unit streamed, this rank's shard partitioned (StreamedParams::FillUnitFn).
   StreamedParams::FillUnitFn fill_block;
+  // Stage-3 inference on several ranks: the world's communicator (not owned; outlives the
+  // generator). With more than one rank, and offload kNone, each rank's generator runs on its GPU
+  // (rank_cuda_device), holds its shard of every block there and gathers the blocks through
+  // `slots` slots over a device communicator made from `world` (collective: every rank creates
+  // its generator with the same settings, then runs the same generations, with the same prompts
+  // and seeds, in the same order). Null or a world of one: one rank.
+  Communicator* world = nullptr;
+  DistBackend dist = DistBackend::kAuto;  // the gathers' transport (make_device_communicator)
 };
 
 class DeviceGenerator {
@@ -47,9 +63,11 @@ class DeviceGenerator {
   // `model_options`: the device model's (zero eval: activation checkpointing, which bounds a
   // forward's memory to one block's activations, the same values).
   // `streaming`: with offload cpu / nvme the blocks come from its fill_block into pinned memory or
-  // the swap file (made now) and `host` needs to hold the other units only.
+  // the swap file (made now), with a world of several ranks this rank's shards into device memory;
+  // `host` needs to hold the other units only.
   // Errors: no backend / GPU for `device`, or a model the device cannot run; the weight stream's
-  // (pinned or device memory refused, the swap file).
+  // (pinned or device memory refused, the swap file); the device communicator's (naming the rank);
+  // an offload, or a device other than a GPU, with a world of several ranks.
   static StatusOr<std::unique_ptr<DeviceGenerator>> create(
       Device device, const model::ModelConfig& config, model::ParamAccess& host,
       DType cache_dtype = DType::kF32, const WeightStreaming& streaming = {},
@@ -75,8 +93,11 @@ class DeviceGenerator {
   model::Model& model() { return *model_; }
   // The device's parameters (resident, or the weight stream), e.g. for forward_loss_sum.
   model::ParamAccess& params();
-  // The weight stream, or null when every unit is resident.
+  // The weight stream (streamed or partitioned blocks), or null when every unit is resident.
   const StreamedParams* streamed() const { return streamed_.get(); }
+  // The transport of the partitioned blocks' gathers ("NCCL", "staged through pinned host memory"),
+  // empty on one rank.
+  std::string gather_transport() const;
   // The weight stream's first error (OK when resident).
   Status status() const { return streamed_ != nullptr ? streamed_->status() : ok_status(); }
   // Device bytes of the weights, the model's buffers of the last forward and the key/value cache.
@@ -87,11 +108,21 @@ class DeviceGenerator {
   DeviceGenerator() = default;
   // Makes decoder_ (anew unless the present one has `slots` and at least `capacity` positions).
   Status ensure_decoder(int64_t capacity, int64_t slots);
+  // exec_ and model_ on this rank's GPU (the world's rank_cuda_device; GPU 0 without a world).
+  Status build_context_and_model(Device device, const model::ModelConfig& config,
+                                 const WeightStreaming& streaming,
+                                 const model::TransformerOptions& model_options);
+  // Several ranks: the device communicator, its stream-ordered gathers and the partitioned
+  // weight stream.
+  Status build_partitioned(model::ParamAccess& host, const WeightStreaming& streaming);
 
   // Declaration order is destruction order reversed: the parameter adapters go first (the staging
-  // waits for the compute stream), then the model, then the streams it ran on.
+  // waits for the compute stream, the partitioned stream for its gathers), then the gathers'
+  // communicator, then the model, then the streams they ran on.
   std::unique_ptr<device::ExecutionContext> exec_;
   std::unique_ptr<model::Model> model_;
+  std::unique_ptr<Communicator> device_comm_;  // several ranks: the gathers' communicator
+  std::unique_ptr<device::StreamCollectives> gathers_;
   std::unique_ptr<model::CachedDecoder> decoder_;  // made on the first cached generate
   int64_t decoder_slots_ = 0;                      // the slots decoder_ was asked for
   DType cache_dtype_ = DType::kF32;

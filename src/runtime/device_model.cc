@@ -92,6 +92,13 @@ bool ranks_share_a_gpu(int local_world_size, int device_count) {
   return device_count > 0 && local_world_size > device_count;
 }
 
+int rank_cuda_device(const Communicator& comm, int device_count) {
+  if (ranks_share_a_gpu(comm.local_world_size(), device_count)) {
+    return comm.local_rank() % device_count;
+  }
+  return comm.local_rank();
+}
+
 namespace {
 
 // A second communicator over `bootstrap`'s ranks for the staged transport (collective).

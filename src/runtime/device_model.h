@@ -85,6 +85,11 @@ std::string_view dist_backend_name(DistBackend b);
 
 // Whether `local_world_size` ranks on this node have a GPU each (`device_count` visible ones).
 bool ranks_share_a_gpu(int local_world_size, int device_count);
+// The GPU of `comm`'s rank: one per rank, its index on its node (CUDA_VISIBLE_DEVICES narrows
+// what is seen); when the node's ranks share the GPUs, local rank mod `device_count`, as NCCL's
+// bootstrap picks (NcclCommunicator::create), with the collectives then staged through host
+// memory (make_device_communicator).
+int rank_cuda_device(const Communicator& comm, int device_count);
 
 // The communicator for ZeRO's collectives on ctx's device memory, over `bootstrap`'s ranks
 // (collective: every rank calls it, with the same `dist`): on a GPU NCCL, or for `mpi` (and for

@@ -159,15 +159,10 @@ Status Engine::build_contexts_and_model() {
     model_ = std::make_unique<model::Transformer>(o.model_config, o.transformer);
     return ok_status();
   }
-  // One GPU per rank: the rank's index on its node (CUDA_VISIBLE_DEVICES narrows what is seen).
+  // One GPU per rank, shared when the node has fewer (rank_cuda_device).
   device::StreamOptions so;
-  so.cuda_device = comm_->local_rank();
-  // Ranks that share a GPU (more on this node than it has): rank i takes GPU i mod count, as NCCL's
-  // bootstrap does, and the collectives go staged through host memory (make_device_communicator).
-  const int device_count = o.device == Device::kCuda ? probe_cuda().device_count : 0;
-  if (ranks_share_a_gpu(comm_->local_world_size(), device_count)) {
-    so.cuda_device = comm_->local_rank() % device_count;
-  }
+  so.cuda_device =
+      rank_cuda_device(*comm_, o.device == Device::kCuda ? probe_cuda().device_count : 0);
   ZERO_ASSIGN_OR_RETURN(exec_, device::ExecutionContext::create(o.device, so));
   // wall_clock_breakdown on a GPU: the phases' kernels timed by events on the compute stream.
   if (exec_->device() == Device::kCuda)

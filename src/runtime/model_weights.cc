@@ -12,19 +12,25 @@ namespace zero::runtime {
 
 Status ModelWeights::fill_unit(const model::ModelLayout& layout, int u, DType dtype,
                                const UnitInitFn& init, void* dst) {
-  const int64_t numel = layout.unit(u).numel;
+  return fill_range(layout, u, 0, layout.unit(u).numel, dtype, init, dst);
+}
+
+Status ModelWeights::fill_range(const model::ModelLayout& layout, int u, int64_t begin, int64_t end,
+                                DType dtype, const UnitInitFn& init, void* dst) {
+  ZERO_CHECK(0 <= begin && begin <= end && end <= layout.unit(u).numel, "unit ", u, " range [",
+             begin, ", ", end, ") outside its ", layout.unit(u).numel, " elements");
   auto with_unit = [&](const Status& s) {
     return s.with_context(fmt::format("loading unit {}", layout.unit(u).name));
   };
-  if (dtype == DType::kF32) return with_unit(init(u, 0, numel, static_cast<float*>(dst)));
+  if (dtype == DType::kF32) return with_unit(init(u, begin, end, static_cast<float*>(dst)));
   const size_t elem_bytes = dtype_bytes(dtype);
-  std::vector<float> scratch(static_cast<size_t>(std::min(numel, kChunkNumel)));
+  std::vector<float> scratch(static_cast<size_t>(std::min(end - begin, kChunkNumel)));
   auto* out = static_cast<char*>(dst);
-  for (int64_t lo = 0; lo < numel; lo += kChunkNumel) {
-    const int64_t hi = std::min(numel, lo + kChunkNumel);
+  for (int64_t lo = begin; lo < end; lo += kChunkNumel) {
+    const int64_t hi = std::min(end, lo + kChunkNumel);
     ZERO_RETURN_IF_ERROR(with_unit(init(u, lo, hi, scratch.data())));
-    kernels::cpu::cast_from_f32(scratch.data(), out + static_cast<size_t>(lo) * elem_bytes, dtype,
-                                hi - lo);
+    kernels::cpu::cast_from_f32(scratch.data(), out + static_cast<size_t>(lo - begin) * elem_bytes,
+                                dtype, hi - lo);
   }
   return ok_status();
 }

@@ -35,6 +35,11 @@ class ModelWeights final : public model::ParamAccess {
   // init's error naming the unit.
   static Status fill_unit(const model::ModelLayout& layout, int u, DType dtype,
                           const UnitInitFn& init, void* dst);
+  // Elements [begin, end) of unit u (unit-flat; REQUIRES 0 <= begin <= end <= numel) in `dtype`
+  // into dst (end - begin elements), as fill_unit stores them: a rank's shard of a unit
+  // (runtime/streamed_params.h's partitioned blocks).
+  static Status fill_range(const model::ModelLayout& layout, int u, int64_t begin, int64_t end,
+                           DType dtype, const UnitInitFn& init, void* dst);
 
   // Unit u's values (numel = ModelLayout::unit(u).numel) in dtype(); valid while this lives.
   model::ParamView acquire(int u) override;

@@ -9,6 +9,7 @@
 
 #include "core/check.h"
 #include "offload/nvme_swapper.h"
+#include "sharding/shard_layout.h"
 
 namespace zero::runtime {
 namespace {
@@ -197,25 +198,36 @@ StatusOr<std::unique_ptr<StreamedParams>> StreamedParams::create(const model::Mo
                                                                  device::ExecutionContext& ctx,
                                                                  const Options& options) {
   const int L = static_cast<int>(layout.config().num_layers);
-  if (options.offload == ParamOffload::kNone || options.slots < kMinSlots || options.slots >= L) {
-    return invalid_argument("a weight stream of {} slots from {} for {} blocks", options.slots,
-                            param_offload_name(options.offload), L);
+  const bool partitioned = options.gather != nullptr;
+  if (partitioned ? options.offload != ParamOffload::kNone || options.slots < 1
+                  : options.offload == ParamOffload::kNone || options.slots < kMinSlots ||
+                        options.slots >= L) {
+    return invalid_argument("a weight stream of {} slots from {}{} for {} blocks", options.slots,
+                            param_offload_name(options.offload),
+                            partitioned ? " with gathered blocks" : "", L);
   }
   std::unique_ptr<StreamedParams> p(new StreamedParams(layout, host, ctx, options));
   p->num_blocks_ = L;
   p->layer_of_unit_.assign(static_cast<size_t>(layout.num_units()), -1);
   p->resident_.resize(static_cast<size_t>(layout.num_units()));
+  // Partitioned: a slot receives the whole padded block (every rank's shard, padding included).
+  std::optional<sharding::ShardLayout> shards;
+  if (partitioned) {
+    shards.emplace(layout, options.gather->comm().world_size(), options.gather->comm().rank());
+  }
   const int64_t elem = static_cast<int64_t>(dtype_bytes(options.dtype));
   for (int l = 0; l < L; ++l) {
     const int u = layout.block_unit(l);
     p->layer_of_unit_[static_cast<size_t>(u)] = l;
     p->block_numel_.push_back(layout.unit(u).numel);
-    p->block_bytes_ = std::max(p->block_bytes_, layout.unit(u).numel * elem);
+    const int64_t slot_numel = shards ? shards->unit(u).padded_numel : layout.unit(u).numel;
+    p->block_bytes_ = std::max(p->block_bytes_, slot_numel * elem);
   }
   device::Backend& backend = ctx.backend();
-  p->copy_ = backend.create_stream("weights h2d");
+  p->copy_ = backend.create_stream(partitioned ? "weights gathered" : "weights h2d");
   const int64_t slot_numel = p->block_bytes_ / elem;
-  for (int s = 0; s < options.slots; ++s) {
+  const int num_slots = partitioned ? std::min(options.slots, L) : options.slots;
+  for (int s = 0; s < num_slots; ++s) {
     Slot slot;
     ZERO_ASSIGN_OR_RETURN(slot.device, backend.allocate(options.dtype, slot_numel));
     if (options.offload == ParamOffload::kNvme) {
@@ -225,7 +237,7 @@ StatusOr<std::unique_ptr<StreamedParams>> StreamedParams::create(const model::Mo
     slot.freed = backend.create_event();
     p->slots_.push_back(std::move(slot));
   }
-  ZERO_RETURN_IF_ERROR(p->store_blocks(fill_block));
+  ZERO_RETURN_IF_ERROR(partitioned ? p->store_shards(fill_block) : p->store_blocks(fill_block));
   return p;
 }
 
@@ -235,9 +247,9 @@ Status StreamedParams::store_blocks(const FillUnitFn& fill_block) {
   if (options_.offload == ParamOffload::kCpu) {
     // Each block straight into its pinned buffer: the host never holds a second copy.
     for (int l = 0; l < num_blocks_; ++l) {
-      ZERO_ASSIGN_OR_RETURN(device::DeviceBuffer buf,
-                            backend.allocate_host(dtype, block_numel_[static_cast<size_t>(l)]));
-      ZERO_RETURN_IF_ERROR(fill_block(layout_.block_unit(l), buf.data()));
+      const int64_t numel = block_numel_[static_cast<size_t>(l)];
+      ZERO_ASSIGN_OR_RETURN(device::DeviceBuffer buf, backend.allocate_host(dtype, numel));
+      ZERO_RETURN_IF_ERROR(fill_block(layout_.block_unit(l), 0, numel, buf.data()));
       pinned_.push_back(std::move(buf));
     }
     return ok_status();
@@ -259,7 +271,8 @@ Status StreamedParams::store_blocks(const FillUnitFn& fill_block) {
   ZERO_RETURN_IF_ERROR(swapper_->add_file(kSwapClass, total));
   void* staging = slots_[0].staging.data();
   for (int l = 0; l < num_blocks_; ++l) {
-    ZERO_RETURN_IF_ERROR(fill_block(layout_.block_unit(l), staging));
+    ZERO_RETURN_IF_ERROR(
+        fill_block(layout_.block_unit(l), 0, block_numel_[static_cast<size_t>(l)], staging));
     ZERO_RETURN_IF_ERROR(
         swapper_->write(kSwapClass, file_offset_[static_cast<size_t>(l)],
                         static_cast<size_t>(block_numel_[static_cast<size_t>(l)]) * elem, staging));
@@ -267,12 +280,46 @@ Status StreamedParams::store_blocks(const FillUnitFn& fill_block) {
   return ok_status();
 }
 
+Status StreamedParams::store_shards(const FillUnitFn& fill_block) {
+  device::Backend& backend = ctx_.backend();
+  const DType dtype = options_.dtype;
+  const Communicator& comm = options_.gather->comm();
+  const sharding::ShardLayout shards(layout_, comm.world_size(), comm.rank());
+  int64_t staging_numel = 0;
+  for (int l = 0; l < num_blocks_; ++l) {
+    const int64_t numel = shards.unit(layout_.block_unit(l)).shard_numel;
+    shard_numel_.push_back(numel);
+    staging_numel = std::max(staging_numel, numel);
+  }
+  ZERO_ASSIGN_OR_RETURN(device::DeviceBuffer staging, backend.allocate_host(dtype, staging_numel));
+  const size_t elem = dtype_bytes(dtype);
+  for (int l = 0; l < num_blocks_; ++l) {
+    const int u = layout_.block_unit(l);
+    const int64_t numel = shard_numel_[static_cast<size_t>(l)];
+    ZERO_ASSIGN_OR_RETURN(device::DeviceBuffer shard, backend.allocate(dtype, numel));
+    // The shard's real elements from the checkpoint; past the block's end, padding (zeros: the
+    // gathered slot's tail, which no kernel reads).
+    const int64_t begin = std::min(shards.shard_begin(u), block_numel_[static_cast<size_t>(l)]);
+    const int64_t end = std::min(begin + numel, block_numel_[static_cast<size_t>(l)]);
+    std::memset(staging.data(), 0, static_cast<size_t>(numel) * elem);
+    if (end > begin) ZERO_RETURN_IF_ERROR(fill_block(u, begin, end, staging.data()));
+    backend.transfer(*copy_, shard.view(), view_of(staging.data(), dtype, numel, Device::kCpu));
+    // Why a host wait (once per block, at load): the staging buffer is refilled for the next one.
+    ZERO_RETURN_IF_ERROR(copy_->synchronize());
+    shards_.push_back(std::move(shard));
+  }
+  return ok_status();
+}
+
 StreamedParams::~StreamedParams() {
   // Why host waits: queued kernels read the slots, queued copies (and the host functions waiting
-  // for NVMe reads) write them and read the staging buffers freed below.
+  // for NVMe reads) write them and read the staging buffers freed below; a gather still in flight
+  // (the next forward's first blocks, prefetched) writes a slot and reads a shard.
   (void)ctx_.compute().synchronize();
   if (copy_ != nullptr) (void)copy_->synchronize();
   if (swapper_ != nullptr) (void)swapper_->wait_all();
+  std::lock_guard<std::mutex> lock(error_mu_);
+  check_gathers(/*wait=*/true);
 }
 
 void StreamedParams::note_error(const Status& s) {
@@ -282,43 +329,84 @@ void StreamedParams::note_error(const Status& s) {
 
 Status StreamedParams::status() const {
   std::lock_guard<std::mutex> lock(error_mu_);
+  check_gathers(/*wait=*/false);
   return status_;
 }
 
-void StreamedParams::load(int layer, Slot& slot) {
-  device::Backend& backend = ctx_.backend();
-  const size_t l = static_cast<size_t>(layer);
-  const int64_t numel = block_numel_[l];
-  const TensorView dst = view_of(slot.device.data(), options_.dtype, numel, ctx_.device());
-  // The copy overwrites the slot once the kernels reading its previous block have run.
-  copy_->wait(*slot.freed);
-  if (options_.offload == ParamOffload::kCpu) {
-    backend.transfer(*copy_, dst, view_of(pinned_[l].data(), options_.dtype, numel, Device::kCpu));
-  } else {
-    // Why a host wait: the staging buffer is read by the slot's previous copy (long done: it was
-    // queued slots - 1 blocks ago) and must not be overwritten before it ran.
-    slot.loaded->synchronize();
-    const size_t bytes = static_cast<size_t>(numel) * dtype_bytes(options_.dtype);
-    StatusOr<offload::Ticket> ticket =
-        swapper_->submit_read(kSwapClass, file_offset_[l], bytes, slot.staging.data());
-    if (!ticket.ok()) {
-      note_error(ticket.status().with_context(fmt::format("reading block {} back", layer)));
-    } else {
-      // The copy stream waits on the host for the read (io_uring runs it meanwhile, while the
-      // compute stream works through the blocks before it).
-      offload::NvmeSwapper* swapper = swapper_.get();
-      const offload::Ticket t = *ticket;
-      backend.host_function(*copy_, [this, swapper, t, layer] {
-        Status s = swapper->wait(t);
-        if (!s.ok()) note_error(s.with_context(fmt::format("reading block {} back", layer)));
-      });
+void StreamedParams::check_gathers(bool wait) const {
+  // In issue order: the communicator completes them in that order (one FIFO).
+  auto first_pending = std::find_if(gathers_.begin(), gathers_.end(),
+                                    [wait](const auto& g) { return !wait && !g.handle.done(); });
+  for (auto it = gathers_.begin(); it != first_pending; ++it) {
+    const Status s = it->handle.wait();
+    if (!s.ok() && status_.ok()) {
+      status_ = s.with_context(fmt::format("gathering block {}", it->layer));
     }
-    backend.transfer(*copy_, dst,
-                     view_of(slot.staging.data(), options_.dtype, numel, Device::kCpu));
+  }
+  gathers_.erase(gathers_.begin(), first_pending);
+}
+
+void StreamedParams::load(int layer, Slot& slot) {
+  if (options_.gather != nullptr) {
+    gather(layer, slot);
+  } else {
+    // The copy overwrites the slot once the kernels reading its previous block have run.
+    copy_->wait(*slot.freed);
+    const size_t l = static_cast<size_t>(layer);
+    const int64_t numel = block_numel_[l];
+    const TensorView dst = view_of(slot.device.data(), options_.dtype, numel, ctx_.device());
+    if (options_.offload == ParamOffload::kCpu) {
+      ctx_.backend().transfer(*copy_, dst,
+                              view_of(pinned_[l].data(), options_.dtype, numel, Device::kCpu));
+    } else {
+      read_nvme(layer, slot);
+      ctx_.backend().transfer(*copy_, dst,
+                              view_of(slot.staging.data(), options_.dtype, numel, Device::kCpu));
+    }
   }
   copy_->record(*slot.loaded);
   slot.layer = layer;
   ++blocks_copied_;
+}
+
+void StreamedParams::read_nvme(int layer, Slot& slot) {
+  const size_t l = static_cast<size_t>(layer);
+  // Why a host wait: the staging buffer is read by the slot's previous copy (long done: it was
+  // queued slots - 1 blocks ago) and must not be overwritten before it ran.
+  slot.loaded->synchronize();
+  const size_t bytes = static_cast<size_t>(block_numel_[l]) * dtype_bytes(options_.dtype);
+  StatusOr<offload::Ticket> ticket =
+      swapper_->submit_read(kSwapClass, file_offset_[l], bytes, slot.staging.data());
+  if (!ticket.ok()) {
+    note_error(ticket.status().with_context(fmt::format("reading block {} back", layer)));
+    return;
+  }
+  // The copy stream waits on the host for the read (io_uring runs it meanwhile, while the
+  // compute stream works through the blocks before it).
+  offload::NvmeSwapper* swapper = swapper_.get();
+  const offload::Ticket t = *ticket;
+  ctx_.backend().host_function(*copy_, [this, swapper, t, layer] {
+    Status s = swapper->wait(t);
+    if (!s.ok()) note_error(s.with_context(fmt::format("reading block {} back", layer)));
+  });
+}
+
+void StreamedParams::gather(int layer, Slot& slot) {
+  const size_t l = static_cast<size_t>(layer);
+  CollectiveCall call;
+  call.kind = CommKind::kAllGather;
+  call.dtype = options_.dtype;
+  call.in = shards_[l].data();
+  call.out = slot.device.data();
+  call.numel = static_cast<size_t>(shard_numel_[l]);
+  // The gather overwrites the slot once the kernels reading its previous block have run (`freed`,
+  // recorded on the compute stream), on the communicator's side; the copy stream carries its end
+  // to `loaded`, which acquire() makes the compute stream wait for.
+  device::OrderedCollective issued = options_.gather->issue(*slot.freed, {&call, 1});
+  copy_->wait(*issued.done);
+  std::lock_guard<std::mutex> lock(error_mu_);
+  check_gathers(/*wait=*/false);
+  gathers_.push_back({std::move(issued.handle), layer});
 }
 
 StreamedParams::Slot& StreamedParams::ensure_window(int layer) {
@@ -391,6 +479,12 @@ int64_t StreamedParams::device_bytes() const {
   int64_t n = 0;
   for (const device::DeviceBuffer& b : resident_) n += static_cast<int64_t>(b.view().nbytes());
   for (const Slot& s : slots_) n += static_cast<int64_t>(s.device.view().nbytes());
+  return n + shard_bytes();
+}
+
+int64_t StreamedParams::shard_bytes() const {
+  int64_t n = 0;
+  for (const device::DeviceBuffer& b : shards_) n += static_cast<int64_t>(b.view().nbytes());
   return n;
 }
 

@@ -6,6 +6,10 @@
 // copied into the other slots on a copy stream, ordered by events, so every block is copied once
 // per forward, whatever the batch. plan_weight_stream decides, before anything is allocated, how
 // many slots a device budget allows (all of them: everything resident, today's path).
+// Stage-3 inference on several GPU ranks takes the same slots with another home for the blocks:
+// each rank holds its 1/N shard of every block in device memory, and a slot is filled by
+// all-gathering the block from the ranks' shards (device/stream_collectives.h: NCCL, or the host
+// communicator staged through pinned memory) instead of copying it from host memory or NVMe.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +25,7 @@
 #include "core/dtype.h"
 #include "core/status.h"
 #include "device/backend.h"
+#include "device/stream_collectives.h"
 #include "model/model_config.h"
 #include "model/param_access.h"
 #include "model/param_layout.h"
@@ -91,24 +96,35 @@ StatusOr<WeightStreamPlan> plan_weight_stream(const model::ModelLayout& layout, 
 // The device's ParamAccess of a streamed plan. Units that are not blocks come from `host` (in host
 // memory; not owned, must outlive this) and are copied once, on first acquire, and kept. Blocks
 // are filled once at create() with `fill_block` (their values in the host weights' dtype) into
-// pinned host buffers or the swap file, and streamed through the slots on acquire.
+// pinned host buffers, the swap file, or (partitioned over `gather`'s ranks) this rank's device
+// shards, and streamed through the slots on acquire.
 //
-// Stream contract: acquire(block) makes the compute stream wait for the block's copy (the host does
-// not wait, except to reuse an NVMe staging buffer); release(block) marks, on the compute stream,
-// the point after which its slot may be overwritten, so call it once the kernels reading the block
-// are enqueued (the model's contract). At most one block is acquired at a time, blocks in
-// increasing order within a forward (the models' order). Not thread safe.
+// Stream contract: acquire(block) makes the compute stream wait for the block's copy or gather
+// (the host does not wait, except to reuse an NVMe staging buffer); release(block) marks, on the
+// compute stream, the point after which its slot may be overwritten, so call it once the kernels
+// reading the block are enqueued (the model's contract). At most one block is acquired at a time,
+// blocks in increasing order within a forward (the models' order). Partitioned: the gathers are
+// collectives, so every rank acquires the same blocks in the same order (the same forwards). Not
+// thread safe.
 class StreamedParams final : public model::ParamAccess {
  public:
-  // Unit u's values (numel elements of the weights' dtype) into dst.
-  using FillUnitFn = std::function<Status(int u, void* dst)>;
+  // Elements [begin, end) of unit u (unit-flat, end <= numel) in the weights' dtype into dst:
+  // the whole unit for cpu / nvme, this rank's shard of it (its real elements) when partitioned.
+  using FillUnitFn = std::function<Status(int u, int64_t begin, int64_t end, void* dst)>;
   struct Options {
-    ParamOffload offload = ParamOffload::kCpu;     // kCpu or kNvme
-    int slots = 2;                                 // >= 2, < num_blocks
+    // kCpu or kNvme: where the blocks live; kNone with `gather`: partitioned over its ranks.
+    ParamOffload offload = ParamOffload::kCpu;
+    int slots = 2;                                 // >= 2, < num_blocks (partitioned: >= 1)
     DType dtype = DType::kF32;                     // the weights' (host's) dtype
     std::string nvme_path;                         // kNvme: a per-run directory is made under it
     offload::AioConfig aio;                        // kNvme: the swapper's I/O settings
     offload::NvmeFaultHook* fault_hook = nullptr;  // kNvme, tests: fails chosen I/O (not owned)
+    // Stage-3 inference on several ranks: each rank holds its shard of every block (ZeRO-3's
+    // sharding::ShardLayout over gather's ranks) in device memory, and a slot is filled by
+    // all-gathering the block into it, issued when the slot's previous block was released (not
+    // owned; outlives this; on ctx's device). Slots beyond the blocks are not made: with as many
+    // as blocks each is gathered once and kept.
+    device::StreamCollectives* gather = nullptr;
   };
   // Errors: pinned or device memory refused (naming the bytes), the swap file's creation or writes,
   // fill_block's error.
@@ -126,13 +142,19 @@ class StreamedParams final : public model::ParamAccess {
   model::ParamView acquire(int u) override;
   void release(int u) override;
 
-  // The first error of a block's NVMe read (the forwards after it read stale slots: the caller
-  // checks this before trusting a step's output). OK for cpu.
+  // The first error of a block's NVMe read or gather (the forwards after it read stale slots: the
+  // caller checks this before trusting a step's output). OK for cpu. Never blocks: a gather still
+  // in flight is checked by a later call.
   Status status() const;
-  // Blocks copied into a slot so far (L per forward once streaming).
+  // Blocks copied (or gathered) into a slot so far (L per forward once streaming).
   int64_t blocks_copied() const { return blocks_copied_; }
-  // Device bytes held: the resident units and the slots.
+  // Device bytes held: the resident units, the slots and (partitioned) the block shards.
   int64_t device_bytes() const;
+  // Device bytes of this rank's block shards (0 unless partitioned).
+  int64_t shard_bytes() const;
+  int slots() const { return static_cast<int>(slots_.size()); }
+  // Bytes of one slot: the largest block (partitioned: padded to whole shards).
+  int64_t slot_bytes() const { return block_bytes_; }
   // Host bytes this holds beyond `host`: the pinned blocks (cpu) or the pinned staging (nvme).
   int64_t host_bytes() const;
   // The per-run directory of the swap file (nvme), for tests; empty for cpu.
@@ -150,11 +172,20 @@ class StreamedParams final : public model::ParamAccess {
   StreamedParams(const model::ModelLayout& layout, model::ParamAccess& host,
                  device::ExecutionContext& ctx, const Options& options);
   Status store_blocks(const FillUnitFn& fill_block);
+  // Partitioned: this rank's shard of every block into device memory.
+  Status store_shards(const FillUnitFn& fill_block);
   // Makes layers l .. l+slots-1 (cyclically) present or on their way; returns l's slot.
   Slot& ensure_window(int layer);
-  // Queues the copy of `layer` into `slot` on the copy stream.
+  // Queues the copy (or gather) of `layer` into `slot`, its end recorded on the copy stream.
   void load(int layer, Slot& slot);
+  // The copy from NVMe through the slot's staging buffer.
+  void read_nvme(int layer, Slot& slot);
+  // Partitioned: the all-gather of `layer` from the ranks' shards into the slot.
+  void gather(int layer, Slot& slot);
   void note_error(const Status& s);
+  // Notes the errors of the finished gathers and drops them (REQUIRES: error_mu_ held); with
+  // `wait`, waits for the others first.
+  void check_gathers(bool wait) const;
 
   const model::ModelLayout layout_;  // a copy: the caller's may be a temporary
   model::ParamAccess& host_;
@@ -169,10 +200,18 @@ class StreamedParams final : public model::ParamAccess {
   std::vector<device::DeviceBuffer> resident_;  // per unit (empty for blocks)
   std::vector<device::DeviceBuffer> pinned_;    // cpu: per block
   std::unique_ptr<offload::NvmeSwapper> swapper_;
-  std::vector<uint64_t> file_offset_;  // nvme: per block, in the swap file
+  std::vector<uint64_t> file_offset_;         // nvme: per block, in the swap file
+  std::vector<device::DeviceBuffer> shards_;  // partitioned: per block, shard_numel_ elements
+  std::vector<int64_t> shard_numel_;          // partitioned: per block, the gather's block
   int64_t blocks_copied_ = 0;
-  mutable std::mutex error_mu_;  // status_ is set from the copy stream's host functions
-  Status status_;
+  // status_ is set from the copy stream's host functions; gathers_ from status().
+  mutable std::mutex error_mu_;
+  mutable Status status_;
+  struct PendingGather {
+    CommHandle handle;
+    int layer;  // its errors name the block
+  };
+  mutable std::vector<PendingGather> gathers_;  // issued, result not yet seen
 };
 
 // The observer of a batch over a weight stream: a sequence finishes only while the stream has had

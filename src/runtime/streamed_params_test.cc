@@ -1,15 +1,20 @@
 // The weight stream's plan (how many slots a budget holds, the errors naming the bytes) and the
 // stream itself on the CPU backend (`zero generate --device cpu --offload_param nvme`): the CPU
 // model over the blocks streamed from a swap file gives the tokens and eval loss of the weights
-// held whole, bitwise. The CUDA path's tests are emu/cuda_generate_emu_test.cc.
+// held whole, bitwise; so do blocks partitioned over ranks on threads and gathered per forward
+// (stage-3 inference's source of the slots). The CUDA path's tests are
+// emu/cuda_generate_emu_test.cc.
 #include "runtime/streamed_params.h"
 
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <mutex>
 #include <string>
 #include <vector>
 
+#include "comm/thread_communicator.h"
+#include "device/stream_collectives.h"
 #include "model/init.h"
 #include "model/model_config.h"
 #include "model/transformer.h"
@@ -17,6 +22,7 @@
 #include "runtime/generate.h"
 #include "runtime/model_source.h"
 #include "runtime/model_weights.h"
+#include "sharding/shard_layout.h"
 
 namespace zero::runtime {
 namespace {
@@ -133,8 +139,8 @@ TEST(StreamedParams, CpuModelFromNvmeEqualsTheWholeWeights) {
     o.nvme_path = dir;
     auto stream = StreamedParams::create(
         layout, **rest,
-        [&](int u, void* dst) {
-          return ModelWeights::fill_unit(layout, u, DType::kBF16, init, dst);
+        [&](int u, int64_t begin, int64_t end, void* dst) {
+          return ModelWeights::fill_range(layout, u, begin, end, DType::kBF16, init, dst);
         },
         *ctx, o);
     ASSERT_TRUE(stream.ok()) << stream.status().to_string();
@@ -150,6 +156,84 @@ TEST(StreamedParams, CpuModelFromNvmeEqualsTheWholeWeights) {
     EXPECT_TRUE(!std::filesystem::exists(dir) || std::filesystem::is_empty(dir));
   }
   std::filesystem::remove_all(dir);
+}
+
+// The slots filled by gathers instead of copies: each rank of 1-4 (3: blocks that do not divide
+// into the shards, the padding gathered too) holds its shard of every block, and the CPU model
+// over the gathered blocks gives the tokens and eval loss of the whole weights, bitwise, on every
+// rank; a rank holds its shards alone (ShardLayout's), and each forward gathers every block once
+// (2 slots: one block ahead).
+TEST(StreamedParams, PartitionedBlocksGatheredOnThreadRanksAreTheWholeWeights) {
+  const model::ModelConfig c = five_layer_llama();
+  const model::ModelLayout layout(c);
+  const UnitInitFn init = [&layout](int u, int64_t begin, int64_t end, float* dst) {
+    model::init_unit_range(layout, u, 3, begin, end, dst);
+    return ok_status();
+  };
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    auto whole = ModelWeights::load(layout, dtype, init);
+    ASSERT_TRUE(whole.ok());
+    model::Transformer model(c);
+    SamplingOptions sampled;
+    sampled.temperature = 1.0;
+    sampled.seed = 11;
+    sampled.max_new_tokens = 4;
+    std::vector<int32_t> want = {3, 14, 15, 92};
+    generate(model, **whole, want, sampled);
+    std::vector<MicroBatch> micro(1);
+    micro[0].batch = 2;
+    micro[0].seq = 5;
+    for (int i = 0; i < 10; ++i) {
+      micro[0].tokens.push_back((i * 31 + 7) % 256);
+      micro[0].targets.push_back((i * 17 + 3) % 256);
+    }
+    auto want_loss = forward_loss_sum(model, **whole, micro);
+    ASSERT_TRUE(want_loss.ok());
+    for (int world : {1, 2, 3, 4}) {
+      SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " world " << world);
+      std::mutex mu;
+      std::vector<std::vector<int32_t>> got(static_cast<size_t>(world));
+      ThreadCommunicator::run(world, [&](Communicator& comm) {
+        auto rest = ModelWeights::load(layout, dtype, init, [&layout](int u) {
+          return u == layout.embedding_unit() || u == layout.final_unit();
+        });
+        ASSERT_TRUE(rest.ok());
+        model::Transformer rank_model(c);  // its buffers are this thread's
+        // The host engine's context: the CPU model computes on this thread, the gathers start on
+        // it in program order.
+        auto ctx = device::ExecutionContext::create_host();
+        auto gathers = device::make_stream_collectives(comm, *ctx);
+        ASSERT_TRUE(gathers.ok()) << gathers.status().to_string();
+        StreamedParams::Options o;
+        o.offload = ParamOffload::kNone;
+        o.slots = 2;
+        o.dtype = dtype;
+        o.gather = gathers->get();
+        auto stream = StreamedParams::create(
+            layout, **rest,
+            [&](int u, int64_t begin, int64_t end, void* dst) {
+              return ModelWeights::fill_range(layout, u, begin, end, dtype, init, dst);
+            },
+            *ctx, o);
+        ASSERT_TRUE(stream.ok()) << stream.status().to_string();
+        const sharding::ShardLayout shards(layout, world, comm.rank());
+        int64_t shard_numel = 0;
+        for (int l = 0; l < 5; ++l) shard_numel += shards.unit(layout.block_unit(l)).shard_numel;
+        EXPECT_EQ((*stream)->shard_bytes(), shard_numel * static_cast<int64_t>(dtype_bytes(dtype)));
+        std::vector<int32_t> tokens = {3, 14, 15, 92};
+        generate(rank_model, **stream, tokens, sampled);
+        // The window: the first forward's two blocks, then each block once per forward.
+        EXPECT_EQ(((*stream)->blocks_copied() - 1) % 5, 0) << (*stream)->blocks_copied();
+        auto loss = forward_loss_sum(rank_model, **stream, micro);
+        ASSERT_TRUE(loss.ok());
+        EXPECT_EQ(loss->loss_sum, want_loss->loss_sum);
+        EXPECT_TRUE((*stream)->status().ok()) << (*stream)->status().to_string();
+        std::lock_guard<std::mutex> lock(mu);
+        got[static_cast<size_t>(comm.rank())] = tokens;
+      });
+      for (int r = 0; r < world; ++r) EXPECT_EQ(got[static_cast<size_t>(r)], want) << "rank " << r;
+    }
+  }
 }
 
 }  // namespace

@@ -3,7 +3,10 @@
 # ranks, each holding a 1/N shard of every unit and gathering units as the model uses them, prints
 # the tokens one rank with the whole model prints (greedy and sampled, a Gemma 2 fixture and the
 # Llama preset), writes the same --prompts_file output (rank 0 alone writes it), and refuses the
-# GPU / weight-stream flags on several ranks before any output.
+# weight-stream flags on several ranks before any output. `--device cuda` on 2 ranks partitions the
+# blocks over the GPUs (one per rank; a shared GPU gathers through pinned host memory) and prints
+# one GPU rank's tokens; without a usable GPU it is refused as on one rank, saying why (the
+# emulated GPU ranks' tokens are tested in cuda_engine_emu_test's GatheredOnEmulator).
 # Usage: generate_ranks.sh ZERO MPIEXEC HF_MODEL_DIR PROMPTS_MODEL OUT_DIR
 set -u
 zero=$1 mpiexec=$2 hf=$3 bpe=$4 out=$5
@@ -36,9 +39,31 @@ mpi 3 "${batch[@]}" --output "$out/n3.jsonl" 2>"$out/b3.err" || { cat "$out/b3.e
 cmp -s "$out/one.jsonl" "$out/n3.jsonl" || fail "the batch output differs: $(diff "$out/one.jsonl" "$out/n3.jsonl")"
 echo "ok: --prompts_file on 3 ranks writes one rank's output"
 
-# The GPU and the weight stream are one rank's: refused on several, naming why.
-mpi 2 generate --model preset:llama-tiny --prompt_tokens 1,2 --offload_param nvme \
-  --nvme_path "$out/nvme" >"$out/r.txt" 2>"$out/r.err" && fail "the stream flags were accepted"
-grep -q "zero generate on 2 ranks shards the weights over CPU ranks" "$out/r.err" || { cat "$out/r.err"; fail "no reason"; }
-[[ ! -s "$out/r.txt" ]] || fail "output before the refusal"
+# The weight stream is one rank's: refused on several (either device), naming why.
+for device in cpu cuda; do
+  mpi 2 generate --model preset:llama-tiny --prompt_tokens 1,2 --offload_param nvme --device "$device" \
+    --nvme_path "$out/nvme" >"$out/r.txt" 2>"$out/r.err" && fail "the stream flags were accepted ($device)"
+  grep -q "zero generate on 2 ranks shards the weights over the ranks .* run one rank for those" "$out/r.err" ||
+    { cat "$out/r.err"; fail "no reason ($device)"; }
+  [[ ! -s "$out/r.txt" ]] || fail "output before the refusal ($device)"
+done
+echo "ok: the weight stream flags are refused on 2 ranks"
+
+# GPU ranks: the tokens of one GPU rank (an fp32 preset: the one rank's fp32 copy is the
+# checkpoint's dtype); without a GPU, one rank's refusal.
+gpu=(generate --model preset:llama-tiny --prompt_tokens 5,6,7,8 --max_new_tokens 16 --temperature 0 --device cuda)
+if "$zero" "${gpu[@]}" >"$out/g1.txt" 2>"$out/g1.err"; then
+  mpi 2 "${gpu[@]}" >"$out/g2.txt" 2>"$out/g2.err" || { cat "$out/g2.err"; fail "2 GPU ranks"; }
+  cmp -s "$out/g1.txt" "$out/g2.txt" ||
+    fail "2 GPU ranks printed $(cat "$out/g2.txt"), one $(cat "$out/g1.txt")"
+  grep -q "zero generate: 2 GPU ranks, each holding a 1/2 shard of every block" "$out/g2.err" ||
+    { cat "$out/g2.err"; fail "no partition line"; }
+  echo "ok: 2 GPU ranks print one GPU rank's $(wc -w <"$out/g1.txt") tokens"
+else
+  mpi 2 "${gpu[@]}" >"$out/g2.txt" 2>"$out/g2.err" && fail "--device cuda ran on 2 ranks without a GPU"
+  grep -q "^error: --device cuda: " "$out/g2.err" || { cat "$out/g2.err"; fail "no reason"; }
+  grep -q "shards the weights" "$out/g2.err" && fail "--device cuda refused as a rank combination"
+  [[ ! -s "$out/g2.txt" ]] || fail "output before the refusal"
+  echo "ok: no usable GPU here: --device cuda on 2 ranks is refused as on one ($(head -c 60 "$out/g1.err")...)"
+fi
 echo "PASS"
