@@ -146,7 +146,10 @@ StatusOr<std::unique_ptr<CudaKvDecoder>> CudaKvDecoder::create(CudaTransformer& 
   sizing.take<char>(cache_bytes(c, capacity, slots, cache_dtype));
   const int64_t scratch_bytes = static_cast<int64_t>(kc::decode_attention_scratch_bytes(D));
   sizing.take<char>(scratch_bytes);
-  const int tables = c.arch != Arch::kLlama ? 0 : (c.local_rope_theta > 0 ? 4 : 2);
+  // cos and sin: the global layers', Gemma 3's sliding layers', longrope's long factors'.
+  const int tables = c.arch != Arch::kLlama
+                         ? 0
+                         : 2 + (c.local_rope_theta > 0 ? 2 : 0) + (d->longrope_.active() ? 2 : 0);
   for (int t = 0; t < tables; ++t) sizing.take<float>(half);
   d->fixed_bytes_ = sizing.bytes();
   if (const cudaError_t err = cudaMalloc(&d->fixed_, d->fixed_bytes_); err != cudaSuccess) {
@@ -160,12 +163,13 @@ StatusOr<std::unique_ptr<CudaKvDecoder>> CudaKvDecoder::create(CudaTransformer& 
   d->attention_scratch_ = cv.take<char>(scratch_bytes);
   // The tables of every cached position, in double on the host as the CPU model computes them.
   // With several slots the host keeps them (a batch's rows are gathered from them).
+  // `length`: the sequence length the frequencies are for (longrope: short or long factors).
   auto upload_tables = [&](float* cos_dev, float* sin_dev, double theta,
-                           const kernels::cpu::RopeScaling& scaling, std::vector<float>* host_cos,
-                           std::vector<float>* host_sin) {
+                           const kernels::cpu::RopeScaling& scaling, int64_t length,
+                           std::vector<float>* host_cos, std::vector<float>* host_sin) {
     std::vector<float> cos(static_cast<size_t>(half)), sin(static_cast<size_t>(half));
     kernels::cpu::rope_tables(cos.data(), sin.data(),
-                              kernels::cpu::rope_inv_freq(D, theta, scaling, capacity), capacity,
+                              kernels::cpu::rope_inv_freq(D, theta, scaling, length), capacity,
                               scaling.attention_factor);
     const size_t bytes = static_cast<size_t>(half) * sizeof(float);
     cudaStream_t s = model.stream();
@@ -181,14 +185,20 @@ StatusOr<std::unique_ptr<CudaKvDecoder>> CudaKvDecoder::create(CudaTransformer& 
   if (tables >= 2) {
     d->rope_cos_ = cv.take<float>(half);
     d->rope_sin_ = cv.take<float>(half);
-    upload_tables(d->rope_cos_, d->rope_sin_, c.rope_theta, c.rope_scaling, &d->host_cos_,
-                  &d->host_sin_);
+    upload_tables(d->rope_cos_, d->rope_sin_, c.rope_theta, c.rope_scaling,
+                  d->longrope_.short_table_length(capacity), &d->host_cos_, &d->host_sin_);
   }
-  if (tables == 4) {
+  if (c.arch == Arch::kLlama && c.local_rope_theta > 0) {
     d->rope_cos_local_ = cv.take<float>(half);
     d->rope_sin_local_ = cv.take<float>(half);
     upload_tables(d->rope_cos_local_, d->rope_sin_local_, c.local_rope_theta, c.local_rope_scaling,
-                  &d->host_cos_local_, &d->host_sin_local_);
+                  capacity, &d->host_cos_local_, &d->host_sin_local_);
+  }
+  if (d->longrope_.active()) {  // the same attention factor as the short table's
+    d->rope_cos_long_ = cv.take<float>(half);
+    d->rope_sin_long_ = cv.take<float>(half);
+    upload_tables(d->rope_cos_long_, d->rope_sin_long_, c.rope_theta, c.rope_scaling, capacity,
+                  &d->host_cos_long_, &d->host_sin_long_);
   }
   return d;
 }
@@ -200,6 +210,7 @@ CudaKvDecoder::CudaKvDecoder(CudaTransformer& model, int64_t capacity, int64_t s
       cache_dtype_(cache_dtype),
       lengths_(static_cast<size_t>(slots), 0),
       kv_(model.layout().config().num_kv_heads * model.layout().config().head_dim()),
+      longrope_(model.layout().config().rope_scaling, capacity, slots),
       acts_(std::make_unique<CudaTransformer::BlockActs>()) {}
 
 CudaKvDecoder::~CudaKvDecoder() {
@@ -305,6 +316,7 @@ int64_t CudaKvDecoder::pack_rows(std::span<const SlotTokens> entries) {
   ZERO_CHECK(!entries.empty(), "CudaKvDecoder: an append with no entries");
   host_tokens_.clear();
   row_positions_.clear();
+  row_long_.clear();
   entry_row_.assign(1, 0);
   std::vector<bool> seen(lengths_.size(), false);
   for (const SlotTokens& e : entries) {
@@ -317,28 +329,33 @@ int64_t CudaKvDecoder::pack_rows(std::span<const SlotTokens> entries) {
                capacity_);
     host_tokens_.insert(host_tokens_.end(), e.tokens, e.tokens + e.n);
     for (int64_t i = 0; i < e.n; ++i) row_positions_.push_back(length + i);
+    row_long_.insert(row_long_.end(), static_cast<size_t>(e.n), longrope_.long_table(length + e.n));
     entry_row_.push_back(entry_row_.back() + e.n);
   }
   return static_cast<int64_t>(host_tokens_.size());
 }
 
-void CudaKvDecoder::upload_rope_rows(const std::vector<float>& table, std::vector<float>* staging,
-                                     float* rows) {
+void CudaKvDecoder::upload_rope_rows(const std::vector<float>& table,
+                                     const std::vector<float>& long_table,
+                                     std::vector<float>* staging, float* rows) {
   if (table.empty()) return;
   const int64_t half = model_.layout().config().head_dim() / 2;
   staging->resize(row_positions_.size() * static_cast<size_t>(half));
   for (size_t r = 0; r < row_positions_.size(); ++r) {
-    std::copy_n(table.data() + row_positions_[r] * half, half,
+    const std::vector<float>& from = row_long_[r] ? long_table : table;
+    std::copy_n(from.data() + row_positions_[r] * half, half,
                 staging->data() + r * static_cast<size_t>(half));
   }
   CUDA_ABORT_IF_ERROR(cudaMemcpyAsync(rows, staging->data(), staging->size() * sizeof(float),
                                       cudaMemcpyHostToDevice, model_.stream()));
 }
 
-void CudaKvDecoder::append_batch(ParamAccess& params, std::span<const SlotTokens> entries,
+void CudaKvDecoder::append_batch(ParamAccess& params, std::span<const SlotTokens> given,
                                  float* logits) {
   const ModelLayout& layout = model_.layout();
   const ModelConfig& c = layout.config();
+  // longrope: an entry passing the original context re-encodes its slot from position 0.
+  const std::span<const SlotTokens> entries = longrope_.entries_to_run(given, lengths_);
   const int64_t N = pack_rows(entries), E = static_cast<int64_t>(entries.size());
   ensure_rows(N);
   const int64_t C = c.hidden_size, D = c.head_dim();
@@ -355,24 +372,29 @@ void CudaKvDecoder::append_batch(ParamAccess& params, std::span<const SlotTokens
   const bool direct = one && cache_dtype_ == DType::kF32;
   const int64_t first = lengths_[static_cast<size_t>(entries[0].slot)];
   const bool llama = c.arch == Arch::kLlama;
-  auto table = [&](float* full, float* rows) -> const float* {
+  // One entry's rows all use one table: longrope's long one (else null) or the table.
+  const bool long_rows = row_long_.front();
+  auto table = [&](float* full, float* full_long, float* rows) -> const float* {
     if (full == nullptr) return nullptr;
-    return one ? full + first * (D / 2) : rows;
+    if (!one) return rows;
+    return (long_rows ? full_long : full) + first * (D / 2);
   };
   if (!one) {
-    upload_rope_rows(host_cos_, &host_rows_cos_, rows_cos_);
-    upload_rope_rows(host_sin_, &host_rows_sin_, rows_sin_);
-    upload_rope_rows(host_cos_local_, &host_rows_cos_local_, rows_cos_local_);
-    upload_rope_rows(host_sin_local_, &host_rows_sin_local_, rows_sin_local_);
+    upload_rope_rows(host_cos_, host_cos_long_, &host_rows_cos_, rows_cos_);
+    upload_rope_rows(host_sin_, host_sin_long_, &host_rows_sin_, rows_sin_);
+    // Never longrope (Phi-3 only, one RoPE).
+    upload_rope_rows(host_cos_local_, host_cos_local_, &host_rows_cos_local_, rows_cos_local_);
+    upload_rope_rows(host_sin_local_, host_sin_local_, &host_rows_sin_local_, rows_sin_local_);
   }
-  const CudaForwardContext ctx{.config = c,
-                               .B = 1,
-                               .T = N,
-                               .rope_cos = llama ? table(rope_cos_, rows_cos_) : nullptr,
-                               .rope_sin = llama ? table(rope_sin_, rows_sin_) : nullptr,
-                               .rope_cos_local = table(rope_cos_local_, rows_cos_local_),
-                               .rope_sin_local = table(rope_sin_local_, rows_sin_local_),
-                               .x16 = x16_};
+  const CudaForwardContext ctx{
+      .config = c,
+      .B = 1,
+      .T = N,
+      .rope_cos = llama ? table(rope_cos_, rope_cos_long_, rows_cos_) : nullptr,
+      .rope_sin = llama ? table(rope_sin_, rope_sin_long_, rows_sin_) : nullptr,
+      .rope_cos_local = table(rope_cos_local_, rope_cos_local_, rows_cos_local_),
+      .rope_sin_local = table(rope_sin_local_, rope_sin_local_, rows_sin_local_),
+      .x16 = x16_};
 
   float* x = x_a_;
   float* x_next = x_b_;

@@ -7,6 +7,8 @@
 // batched append runs every entry's rows through one forward (N = the entries' rows packed, each
 // at its own position: the RoPE rows gathered per row, GPT-2's position rows per entry) and each
 // entry's attention over its own slot, so the weights are read once per step for the batch.
+// Phi-3's longrope switches tables as KvDecoder's does (longrope_switch.h): per slot, the append
+// that passes original_max_position_embeddings re-encoding the slot's cached positions.
 // Legend: L layers, S slots, Hkv kv heads, D head dim, C hidden, V vocab, n new rows, N rows of
 // all entries, E entries.
 //
@@ -26,6 +28,7 @@
 #include "core/status.h"
 #include "model/cached_decoder.h"
 #include "model/cuda_transformer.h"
+#include "model/longrope_switch.h"
 
 namespace zero::model {
 
@@ -64,7 +67,8 @@ class CudaKvDecoder final : public CachedDecoder {
   class CacheAttention;
   class AcquiredUnit;
   CudaKvDecoder(CudaTransformer& model, int64_t capacity, int64_t slots, DType cache_dtype);
-  // Checks the entries and packs their rows: host_tokens_, row_positions_, entry_row_. Returns N.
+  // Checks the entries and packs their rows: host_tokens_, row_positions_, row_long_, entry_row_.
+  // Returns N.
   int64_t pack_rows(std::span<const SlotTokens> entries);
   // The final norm and head of each entry's last row of x (N, C), its logits copied to row e of
   // `logits` (host), waited for.
@@ -72,9 +76,11 @@ class CudaKvDecoder final : public CachedDecoder {
                          float* logits);
   // Sizes the rows' scratch for n rows (grows only).
   void ensure_rows(int64_t n);
-  // rows (N, D/2) on the device = the host table's rows at each packed row's position (the copy is
-  // complete when append_batch returns: it synchronises).
-  void upload_rope_rows(const std::vector<float>& table, std::vector<float>* staging, float* rows);
+  // rows (N, D/2) on the device = the host table's rows at each packed row's position, from
+  // `long_table` for the rows that use longrope's long factors (the copy is complete when
+  // append_batch returns: it synchronises).
+  void upload_rope_rows(const std::vector<float>& table, const std::vector<float>& long_table,
+                        std::vector<float>* staging, float* rows);
   // Slot `slot`'s key / value cache in the layer (capacity, Hkv, D) of cache_dtype_, and an
   // entry's rows in it from its slot's length on (where its new keys and values go).
   void* k_cache(int layer, int64_t slot) const;
@@ -100,10 +106,13 @@ class CudaKvDecoder final : public CachedDecoder {
   char* fixed_ = nullptr;
   void* attention_scratch_ = nullptr;
   size_t fixed_bytes_ = 0;
-  float *rope_cos_ = nullptr, *rope_sin_ = nullptr;
+  float *rope_cos_ = nullptr, *rope_sin_ = nullptr;  // longrope past its original context: short
   float *rope_cos_local_ = nullptr, *rope_sin_local_ = nullptr;  // Gemma 3's sliding layers
+  LongropeSwitch longrope_;
+  float *rope_cos_long_ = nullptr, *rope_sin_long_ = nullptr;  // and long (else null)
   // The same tables on the host, for gathering a batch's rows (empty with one slot).
-  std::vector<float> host_cos_, host_sin_, host_cos_local_, host_sin_local_;
+  std::vector<float> host_cos_, host_sin_, host_cos_local_, host_sin_local_, host_cos_long_,
+      host_sin_long_;
   // The rows' scratch for up to rows_ rows: the block's intermediates, the residual stream
   // ping-pong, the tokens, the prefill's logsumexp, the last row's final norm and logits.
   char* rows_slab_ = nullptr;
@@ -129,6 +138,7 @@ class CudaKvDecoder final : public CachedDecoder {
   std::vector<int32_t> host_tokens_;
   std::vector<float> host_rows_cos_, host_rows_sin_, host_rows_cos_local_, host_rows_sin_local_;
   std::vector<int64_t> row_positions_, entry_row_;
+  std::vector<bool> row_long_;  // each packed row: longrope's long table
 };
 
 }  // namespace zero::model

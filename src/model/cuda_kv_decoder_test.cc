@@ -3,7 +3,9 @@
 // prefill (the flash kernel), a few rows after it and then one token at a time (attention over the
 // cache), and of a prompt that fills the whole cache at once, for tiny random models (GPT-2 with
 // its per-layer score divisor; Llama with GQA, Llama 3 RoPE scaling and a tied head; Llama with
-// biases, linear RoPE scaling and a sliding window on one layer) with fp32 and bf16 weights.
+// biases, linear RoPE scaling and a sliding window on one layer; Qwen3, Phi-3, Gemma 3, Gemma 2)
+// with fp32 and bf16 weights; and Phi-3's longrope switching from its short to its long table past
+// its original context (per slot, re-encoding the slot), as the CPU decoder does.
 // Self-contained (no fixture files: the GPU pack runs it too). Runs on a GPU, and on the CPU
 // emulator as cuda_kv_decoder_emu_test (docs/emu.md).
 #include "model/cuda_kv_decoder.h"
@@ -57,7 +59,8 @@ ModelConfig llama_sliding_config() { return testing::tiny_llama_biased_config(kP
 // Qwen3: q_norm / k_norm, head_dim 12, a sliding window on layer 1.
 ModelConfig qwen3_config() { return testing::tiny_qwen3_config(kPositions); }
 
-// Phi-3: longrope (long factors throughout), a sliding window on every layer, tied.
+// Phi-3: longrope (original context 4: the decoders switch to the long factors past it, the
+// 16-token full forward uses them throughout), a sliding window on every layer, tied.
 ModelConfig phi3_config() { return testing::tiny_phi3_config(kPositions); }
 
 // Gemma 3: post-norms, GeGLU, scaled embeddings, the sliding layer's own RoPE.
@@ -187,13 +190,25 @@ TEST_P(CudaKvDecoderTest, LogitsEqualTheCpuDecoderAndTheFullForward) {
   // The CUDA model's full forward over the same tokens, position by position, on the fp32 values
   // of the units (a 16-bit model's forward runs attention on 16-bit copies of q, k, v, as
   // torch.autocast's SDPA; the decoders keep fp32 activations).
+  // Position t's logits are the full forward's of the first t + 1 tokens: those of all T serve
+  // every position but longrope's within its original context, which use the short table (the
+  // full forward of that many tokens).
   testing::ResidentParams widened(typed.widened());
   DeviceParams device_f32(dtype == DType::kF32 ? host : widened, layout.num_units());
   auto full = CudaTransformer::create(config, {}, stream.get());
   ASSERT_TRUE(full.ok()) << full.status().to_string();
   (*full)->forward(device_f32, tokens.data(), nullptr, 1, T);
+  const int64_t original = config.rope_scaling.original_max_position_embeddings;
+  const bool longrope = config.rope_scaling.type == "longrope" && original < T;
+  std::unique_ptr<CudaTransformer> within;
+  if (longrope) {
+    auto m = CudaTransformer::create(config, {}, stream.get());
+    ASSERT_TRUE(m.ok()) << m.status().to_string();
+    within = std::move(*m);
+    within->forward(device_f32, tokens.data(), nullptr, 1, original);
+  }
   for (int64_t t : lasts) {
-    (*full)->logits_at(0, t, want.data());
+    (longrope && t < original ? *within : **full).logits_at(0, t, want.data());
     EXPECT_TRUE(logits_close(got[static_cast<size_t>(t)], want, config, dtype))
         << "full forward, position " << t;
   }
@@ -318,6 +333,91 @@ INSTANTIATE_TEST_SUITE_P(
       return std::string(std::get<0>(info.param).name) +
              (std::get<1>(info.param) == DType::kF32 ? "_fp32" : "_bf16");
     });
+
+// Phi-3's longrope (original context 4) in one slot and in three: appends that stay within the
+// original context, cross it by one token and by several (re-encoding the slot: the flash prefill
+// over its positions again), start past it, and restart after a reset, against the CPU KvDecoder
+// (itself against the full forward of each length, kv_decoder_test.cc), with an fp32 and a bf16
+// cache. Each slot switches at its own length.
+TEST(CudaKvDecoder, LongropeSwitchesTablesPerSlotAsTheCpuDecoder) {
+  ZERO_SKIP_WITHOUT_GPU();
+  const ModelConfig config = phi3_config();
+  ASSERT_EQ(config.rope_scaling.original_max_position_embeddings, 4);
+  const ModelLayout layout(config);
+  testing::ResidentParams host(random_units(layout));
+  DeviceParams device(host, layout.num_units());
+  zero::cuda::CudaStream stream;
+  auto model = CudaTransformer::create(config, {}, stream.get());
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  const int64_t V = config.vocab_size;
+  std::vector<std::vector<int32_t>> seqs(4);
+  for (int64_t s = 0; s < 4; ++s) {
+    for (int64_t t = 0; t < kPositions; ++t) {
+      seqs[static_cast<size_t>(s)].push_back(static_cast<int32_t>((s * 29 + t * 37 + 11) % V));
+    }
+  }
+  struct Entry {
+    int64_t slot, seq, n;
+  };
+  // (slot, sequence, tokens) per step; a slot's new sequence resets it. One slot: within, then
+  // crossing by three; sequence 1 within, then crossing by one. Three slots (kv_decoder_test.cc's
+  // KvDecoderLongrope.BatchedSlotsSwitchTablesAtTheirOwnLengths with the context halved): slot 2
+  // long from its prompt; slot 0 crosses alone at step 2, slot 1 at step 3; sequence 3 replaces
+  // sequence 1 in slot 1 at step 4 and crosses by three at step 5.
+  const std::vector<std::vector<Entry>> one_slot = {{{0, 0, 3}}, {{0, 0, 3}}, {{0, 0, 1}},
+                                                    {{0, 1, 2}}, {{0, 1, 1}}, {{0, 1, 1}},
+                                                    {{0, 1, 1}}, {{0, 1, 1}}};
+  const std::vector<std::vector<Entry>> three_slots = {{{0, 0, 3}, {1, 1, 1}, {2, 2, 6}},
+                                                       {{0, 0, 1}, {1, 1, 1}, {2, 2, 1}},
+                                                       {{0, 0, 1}, {1, 1, 2}, {2, 2, 1}},
+                                                       {{1, 1, 1}, {0, 0, 1}},
+                                                       {{1, 3, 2}, {0, 0, 2}},
+                                                       {{0, 0, 1}, {1, 3, 3}}};
+  for (const DType cache : {DType::kF32, DType::kBF16}) {
+    for (const auto* steps : {&one_slot, &three_slots}) {
+      const int64_t slots = steps == &one_slot ? 1 : 3;
+      SCOPED_TRACE(std::string(cache == DType::kF32 ? "fp32" : "bf16") + " cache, " +
+                   std::to_string(slots) + " slot(s)");
+      auto gpu = CudaKvDecoder::create(**model, kPositions, slots, cache);
+      ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
+      KvDecoder cpu(layout, kPositions, slots);
+      std::vector<int64_t> read(4, 0);  // tokens of each sequence read so far
+      std::vector<int64_t> seq_in_slot(static_cast<size_t>(slots), -1);
+      for (size_t k = 0; k < steps->size(); ++k) {
+        std::vector<SlotTokens> entries;
+        for (const Entry& e : (*steps)[k]) {
+          if (seq_in_slot[static_cast<size_t>(e.slot)] != e.seq) {  // a new sequence: reset
+            (*gpu)->reset_slot(e.slot);
+            cpu.reset_slot(e.slot);
+            seq_in_slot[static_cast<size_t>(e.slot)] = e.seq;
+          }
+          entries.push_back(
+              {e.slot, seqs[static_cast<size_t>(e.seq)].data() + read[static_cast<size_t>(e.seq)],
+               e.n});
+          read[static_cast<size_t>(e.seq)] += e.n;
+        }
+        std::vector<float> got(entries.size() * static_cast<size_t>(V)), want(got.size());
+        (*gpu)->append_batch(device, entries, got.data());
+        cpu.append_batch(host, entries, want.data());
+        for (size_t i = 0; i < entries.size(); ++i) {
+          const auto row = [&](const std::vector<float>& all) {
+            return std::vector<float>(all.begin() + static_cast<std::ptrdiff_t>(i * V),
+                                      all.begin() + static_cast<std::ptrdiff_t>((i + 1) * V));
+          };
+          const int64_t length = read[static_cast<size_t>((*steps)[k][i].seq)];
+          if (cache == DType::kF32) {
+            EXPECT_TRUE(logits_close(row(got), row(want), config, DType::kF32))
+                << "step " << k << ", slot " << entries[i].slot << " at " << length;
+          } else {
+            EXPECT_TRUE(bf16_cache_close(row(got), row(want), config, DType::kF32))
+                << "step " << k << ", slot " << entries[i].slot << " at " << length;
+          }
+          EXPECT_EQ((*gpu)->slot_length(entries[i].slot), length);
+        }
+      }
+    }
+  }
+}
 
 TEST(CudaKvDecoder, RefusesACacheTheModelCannotHold) {
   ZERO_SKIP_WITHOUT_GPU();

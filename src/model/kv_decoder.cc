@@ -18,7 +18,10 @@ void resize(std::vector<float>& v, int64_t n) { v.resize(static_cast<size_t>(n))
 }  // namespace
 
 KvDecoder::KvDecoder(const ModelLayout& layout, int64_t capacity, int64_t slots)
-    : layout_(layout), capacity_(capacity), lengths_(static_cast<size_t>(slots), 0) {
+    : layout_(layout),
+      capacity_(capacity),
+      lengths_(static_cast<size_t>(slots), 0),
+      longrope_(layout.config().rope_scaling, capacity, slots) {
   const ModelConfig& c = layout.config();
   ZERO_CHECK(capacity >= 1 && slots >= 1, "KvDecoder capacity ", capacity, " slots ", slots);
   ZERO_CHECK(c.arch != Arch::kGpt2 || capacity <= c.max_position_embeddings, "KvDecoder capacity ",
@@ -38,9 +41,19 @@ KvDecoder::KvDecoder(const ModelLayout& layout, int64_t capacity, int64_t slots)
     ZERO_CHECK(c.rope_scaling.type != "dynamic" || capacity <= c.max_position_embeddings,
                "KvDecoder capacity ", capacity, " exceeds max_position_embeddings ",
                c.max_position_embeddings, " with dynamic RoPE (not supported)");
-    k::rope_tables(rope_cos_.data(), rope_sin_.data(),
-                   k::rope_inv_freq(D, c.rope_theta, c.rope_scaling, capacity), capacity,
-                   c.rope_scaling.attention_factor);
+    // longrope: the short factors here, the long ones beside them (longrope_switch.h); the
+    // attention factor is the same for both.
+    k::rope_tables(
+        rope_cos_.data(), rope_sin_.data(),
+        k::rope_inv_freq(D, c.rope_theta, c.rope_scaling, longrope_.short_table_length(capacity)),
+        capacity, c.rope_scaling.attention_factor);
+    if (longrope_.active()) {
+      resize(rope_cos_long_, capacity * (D / 2));
+      resize(rope_sin_long_, capacity * (D / 2));
+      k::rope_tables(rope_cos_long_.data(), rope_sin_long_.data(),
+                     k::rope_inv_freq(D, c.rope_theta, c.rope_scaling, capacity), capacity,
+                     c.rope_scaling.attention_factor);
+    }
     if (c.local_rope_theta > 0) {  // Gemma 3's sliding layers
       resize(rope_cos_local_, capacity * (D / 2));
       resize(rope_sin_local_, capacity * (D / 2));
@@ -86,13 +99,14 @@ void KvDecoder::reset_slot(int64_t slot) {
   lengths_[static_cast<size_t>(slot)] = 0;
 }
 
-void KvDecoder::gather_rope(const std::vector<float>& table, std::vector<float>* rows) const {
+void KvDecoder::gather_rope(const std::vector<float>& table, const std::vector<float>& long_table,
+                            std::vector<float>* rows) const {
   const int64_t half = layout_.config().head_dim() / 2;
   const int64_t N = static_cast<int64_t>(row_position_.size());
   resize(*rows, N * half);
   for (int64_t r = 0; r < N; ++r) {
-    std::memcpy(rows->data() + r * half,
-                table.data() + row_position_[static_cast<size_t>(r)] * half,
+    const std::vector<float>& from = row_long_[static_cast<size_t>(r)] ? long_table : table;
+    std::memcpy(rows->data() + r * half, from.data() + row_position_[static_cast<size_t>(r)] * half,
                 static_cast<size_t>(half) * sizeof(float));
   }
 }
@@ -135,14 +149,17 @@ BlockBuffers KvDecoder::block_buffers(int64_t n) {
           .gate_act = c.post_norms ? rows(gate_act_, n * F) : nullptr};
 }
 
-void KvDecoder::append_batch(ParamAccess& params, std::span<const SlotTokens> entries,
+void KvDecoder::append_batch(ParamAccess& params, std::span<const SlotTokens> given,
                              float* logits) {
   const ModelConfig& c = layout_.config();
   const int64_t C = c.hidden_size, V = c.vocab_size;
-  ZERO_CHECK(!entries.empty(), "KvDecoder: an append with no entries");
-  // The rows of every entry, packed in entry order: their slots, positions and tokens.
+  ZERO_CHECK(!given.empty(), "KvDecoder: an append with no entries");
+  // longrope: an entry passing the original context re-encodes its slot from position 0.
+  const std::span<const SlotTokens> entries = longrope_.entries_to_run(given, lengths_);
+  // The rows of every entry, packed in entry order: their slots, positions, tables and tokens.
   row_slot_.clear();
   row_position_.clear();
+  row_long_.clear();
   entry_row_.assign(1, 0);
   std::vector<int32_t> tokens;
   std::vector<bool> seen(lengths_.size(), false);
@@ -153,9 +170,11 @@ void KvDecoder::append_batch(ParamAccess& params, std::span<const SlotTokens> en
     const int64_t length = lengths_[static_cast<size_t>(e.slot)];
     ZERO_CHECK(e.n >= 1 && length + e.n <= capacity_, "KvDecoder: ", e.n, " tokens at position ",
                length, " of slot ", e.slot, " exceed the capacity ", capacity_);
+    const bool long_table = longrope_.long_table(length + e.n);
     for (int64_t i = 0; i < e.n; ++i) {
       row_slot_.push_back(e.slot);
       row_position_.push_back(length + i);
+      row_long_.push_back(long_table);
     }
     tokens.insert(tokens.end(), e.tokens, e.tokens + e.n);
     entry_row_.push_back(entry_row_.back() + e.n);
@@ -180,12 +199,12 @@ void KvDecoder::append_batch(ParamAccess& params, std::span<const SlotTokens> en
   // The blocks see the N rows as one sequence at position 0 whose RoPE tables are each row's own
   // (gathered); attention keeps the rows' slots apart. fp32 GEMMs.
   if (!rope_cos_.empty()) {
-    gather_rope(rope_cos_, &rows_cos_);
-    gather_rope(rope_sin_, &rows_sin_);
+    gather_rope(rope_cos_, rope_cos_long_, &rows_cos_);
+    gather_rope(rope_sin_, rope_sin_long_, &rows_sin_);
   }
-  if (!rope_cos_local_.empty()) {
-    gather_rope(rope_cos_local_, &rows_cos_local_);
-    gather_rope(rope_sin_local_, &rows_sin_local_);
+  if (!rope_cos_local_.empty()) {  // never longrope (Phi-3 only, one RoPE)
+    gather_rope(rope_cos_local_, rope_cos_local_, &rows_cos_local_);
+    gather_rope(rope_sin_local_, rope_sin_local_, &rows_sin_local_);
   }
   const ForwardContext ctx{
       .config = c,

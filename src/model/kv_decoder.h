@@ -7,7 +7,9 @@
 // the training model. With several slots, a batched append packs every sequence's new rows into
 // one forward (B*T rows of ragged lengths, each with its own position) and each row attends over
 // its own slot, so a sequence's logits do not depend on what else is in the batch (up to the GEMM's
-// summation order for a different row count).
+// summation order for a different row count). Phi-3's longrope switches from its short to its long
+// table as transformers' generate does (longrope_switch.h): per slot, re-encoding the slot's cached
+// positions on the append that passes original_max_position_embeddings.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +18,7 @@
 
 #include "model/block_forward.h"
 #include "model/cached_decoder.h"
+#include "model/longrope_switch.h"
 #include "model/param_access.h"
 #include "model/param_layout.h"
 
@@ -49,8 +52,10 @@ class KvDecoder final : public CachedDecoder {
   float* v_slot(int layer, int64_t slot) {
     return v_cache_[static_cast<size_t>(layer)].data() + slot * capacity_ * kv_;
   }
-  // rows (N, D/2) = the RoPE table's rows at each row's position.
-  void gather_rope(const std::vector<float>& table, std::vector<float>* rows) const;
+  // rows (N, D/2) = the RoPE table's rows at each row's position: `long_table`'s for the rows that
+  // use longrope's long factors (row_long_), `table`'s for the others.
+  void gather_rope(const std::vector<float>& table, const std::vector<float>& long_table,
+                   std::vector<float>* rows) const;
 
   const ModelLayout& layout_;
   int64_t capacity_ = 0;
@@ -58,9 +63,14 @@ class KvDecoder final : public CachedDecoder {
   int64_t kv_ = 0;                                     // Hkv * D floats per cached position
   std::vector<std::vector<float>> k_cache_, v_cache_;  // per layer (slots, capacity, Hkv, D)
   std::vector<float> rope_cos_, rope_sin_;             // Llama: (capacity, D/2)
-  // The append's rows (N = the entries' n summed): each one's slot and position, and the entries'
-  // first rows (entries + 1: the last is N).
+  // longrope past its original context: the long factors' tables (capacity, D/2); rope_cos_ /
+  // rope_sin_ hold the short ones.
+  LongropeSwitch longrope_;
+  std::vector<float> rope_cos_long_, rope_sin_long_;
+  // The append's rows (N = the entries' n summed): each one's slot and position, whether it uses
+  // longrope's long table, and the entries' first rows (entries + 1: the last is N).
   std::vector<int64_t> row_slot_, row_position_, entry_row_;
+  std::vector<bool> row_long_;
   std::vector<float> rows_cos_, rows_sin_, rows_cos_local_, rows_sin_local_;  // (N, D/2)
   std::vector<float> last_rows_;  // (entries, C): each entry's last row, for the head
   // Scratch for n rows (resized per append).

@@ -1,6 +1,8 @@
 // KvDecoder against Transformer::forward (itself tested against PyTorch): the logits of every
 // position, produced incrementally from the key/value cache, equal those of one full forward over
-// the same tokens, for GPT-2, Llama (GQA, RoPE) and Llama 3 scaling with a tied head.
+// the same tokens, for GPT-2, Llama (GQA, RoPE) and Llama 3 scaling with a tied head; and
+// Phi-3's longrope, whose table switches past its original context, against the full forward of
+// each length.
 #include "model/kv_decoder.h"
 
 #include <algorithm>
@@ -142,6 +144,112 @@ TEST(KvDecoder, Bf16UnitsGiveTheLogitsOfTheirFp32Values) {
     }
     EXPECT_EQ(logits[0], logits[1]) << name;
   }
+}
+
+// Phi-3's longrope (tests/fixtures/hf_matrix/phi3_longrope_untied_fp32_single_hf5: original
+// context 8, capacity 16): the logits of an append ending at L positions equal the full forward's
+// of the first L tokens (the short table up to 8, the long one past it, as transformers' generate,
+// which re-encodes the sequence on the step that passes 8). Appends that end within it, cross it
+// one token at a time and several at a time, start past it, and restart after a reset.
+class KvDecoderLongrope : public ::testing::Test {
+ protected:
+  KvDecoderLongrope()
+      : golden_(
+            testing::load_hf_dir(std::string(ZERO_SOURCE_DIR) +
+                                 "/tests/fixtures/hf_matrix/phi3_longrope_untied_fp32_single_hf5")),
+        layout_(golden_.config),
+        params_(golden_.units) {
+    for (int64_t s = 0; s < 4; ++s) {
+      std::vector<int32_t>& seq = seqs_[static_cast<size_t>(s)];
+      for (int64_t t = 0; t < kT; ++t)
+        seq.push_back(static_cast<int32_t>((s * 29 + t * 37 + 11) % V()));
+    }
+  }
+  int64_t V() const { return golden_.config.vocab_size; }
+  // The full forward's logits at the last of the first `length` tokens of sequence `seq`.
+  std::vector<float> full_forward(int64_t seq, int64_t length) {
+    Transformer model(golden_.config);
+    model.forward(params_, seqs_[static_cast<size_t>(seq)].data(), nullptr, 1, length);
+    std::vector<float> out(static_cast<size_t>(V()));
+    model.logits_at(0, length - 1, out.data());
+    return out;
+  }
+  static constexpr int64_t kT = 16;
+  testing::GoldenModel golden_;
+  ModelLayout layout_;
+  ResidentParams params_;
+  std::vector<int32_t> seqs_[4];
+};
+
+TEST_F(KvDecoderLongrope, EveryAppendGivesTheFullForwardOfItsLength) {
+  ASSERT_EQ(golden_.config.rope_scaling.type, "longrope");
+  ASSERT_EQ(golden_.config.rope_scaling.original_max_position_embeddings, 8);
+  // The tables differ enough to show: position 7's logits of 8 tokens (short) and of 9 (long).
+  {
+    Transformer model(golden_.config);
+    model.forward(params_, seqs_[0].data(), nullptr, 1, 9);
+    std::vector<float> long_at_7(static_cast<size_t>(V()));
+    model.logits_at(0, 7, long_at_7.data());
+    EXPECT_GT(relative_error(long_at_7.data(), full_forward(0, 8).data(), V()), 1e-2);
+  }
+  // (appends' sizes): within, crossing by one, past; within, crossing by four; starting past it.
+  const std::vector<std::vector<int64_t>> schedules = {
+      {3, 1, 1, 1, 1, 1, 1, 1, 1, 5}, {6, 4, 1, 5}, {11, 1, 4}};
+  KvDecoder decoder(layout_, kT);  // reused: each schedule after a reset
+  std::vector<float> logits(static_cast<size_t>(V()));
+  for (size_t k = 0; k < schedules.size(); ++k) {
+    decoder.reset();
+    int64_t length = 0;
+    for (const int64_t n : schedules[k]) {
+      decoder.append(params_, seqs_[0].data() + length, n, logits.data());
+      length += n;
+      EXPECT_LT(relative_error(logits.data(), full_forward(0, length).data(), V()), 1e-5)
+          << "schedule " << k << ", an append of " << n << " ending at " << length;
+      EXPECT_EQ(decoder.length(), length);
+    }
+  }
+  EXPECT_EQ(params_.held(), 0);
+}
+
+// Three slots crossing the original context at their own steps in shared appends (transformers'
+// left-padded batch would switch them all when its longest row crosses: see longrope_switch.h):
+// each gets its own sequence's full forward. A slot reset past the crossing starts short again.
+TEST_F(KvDecoderLongrope, BatchedSlotsSwitchTablesAtTheirOwnLengths) {
+  KvDecoder decoder(layout_, kT, 3);
+  // (slot, sequence, tokens) per step; sequence 3 replaces sequence 1 in slot 1 at step 4.
+  struct Entry {
+    int64_t slot, seq, n;
+  };
+  const std::vector<std::vector<Entry>> steps = {
+      {{0, 0, 7}, {1, 1, 2}, {2, 2, 10}},  // 0 and 1 short, 2 long from its prompt
+      {{0, 0, 1}, {1, 1, 1}, {2, 2, 1}},   // 0 at 8: still short
+      {{0, 0, 1}, {1, 1, 5}, {2, 2, 1}},   // 0 crosses alone; 1 at 8
+      {{1, 1, 1}, {0, 0, 1}},              // 1 crosses
+      {{1, 3, 3}, {0, 0, 2}},              // slot 1 reset: sequence 3 short again
+      {{0, 0, 1}, {1, 3, 6}}};             // slot 1 crosses by six
+  std::vector<int64_t> read(4, 0);         // tokens of each sequence read so far
+  for (size_t k = 0; k < steps.size(); ++k) {
+    std::vector<SlotTokens> entries;
+    for (const Entry& e : steps[k]) {
+      if (k == 4 && e.slot == 1) decoder.reset_slot(1);
+      entries.push_back(
+          {e.slot, seqs_[static_cast<size_t>(e.seq)].data() + read[static_cast<size_t>(e.seq)],
+           e.n});
+      read[static_cast<size_t>(e.seq)] += e.n;
+    }
+    std::vector<float> logits(entries.size() * static_cast<size_t>(V()));
+    decoder.append_batch(params_, entries, logits.data());
+    for (size_t i = 0; i < entries.size(); ++i) {
+      const Entry& e = steps[k][i];
+      const int64_t length = read[static_cast<size_t>(e.seq)];
+      EXPECT_LT(relative_error(logits.data() + i * static_cast<size_t>(V()),
+                               full_forward(e.seq, length).data(), V()),
+                1e-5)
+          << "step " << k << ", slot " << e.slot << " at " << length;
+      EXPECT_EQ(decoder.slot_length(e.slot), length);
+    }
+  }
+  EXPECT_EQ(params_.held(), 0);
 }
 
 TEST(KvDecoder, ABatchedAppendChecksItsSlots) {

@@ -158,3 +158,16 @@ add_test(NAME cli.generate.stage3_ranks_equal_one_rank
                  ${_zg_model} ${_zg_out}/ranks)
 set_tests_properties(cli.generate.stage3_ranks_equal_one_rank PROPERTIES LABELS mpi TIMEOUT 300
                      FIXTURES_REQUIRED zg_model PASS_REGULAR_EXPRESSION "PASS")
+
+# Issue 31: Phi-3's longrope past its original context while decoding (tests/cli/
+# generate_longrope.py): a greedy run from a prompt under original_max_position_embeddings prints
+# transformers' own generate tokens (hf_matrix fixture), and a --prompts_file batch whose sequences
+# cross it at different steps gives each line its single run's tokens.
+add_test(NAME cli.generate.longrope_crossing_gives_transformers_tokens
+         COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/tests/cli/generate_longrope.py
+                 $<TARGET_FILE:zero>
+                 ${PROJECT_SOURCE_DIR}/tests/fixtures/hf_matrix/phi3_longrope_untied_fp32_single_hf5
+                 ${_zg_out}/longrope)
+set_tests_properties(cli.generate.longrope_crossing_gives_transformers_tokens PROPERTIES
+                     LABELS unit ENVIRONMENT OMP_NUM_THREADS=1
+                     PASS_REGULAR_EXPRESSION "(^|\n)PASS")

@@ -6,7 +6,10 @@ MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, Gemma3F
 seeded, saved with save_pretrained (fp32 or bf16, one file or sharded), in the transformers-5
 config layout or rewritten into the 4.x layout, plus expected.json: the batch, transformers' loss
 computed in fp64 (model.double()), a few logits rows, fp64 gradients of the small parameters and
-the greedy continuation of a prompt. Read by src/model/hf_matrix_test.cc and tests/cli/hf_matrix.cmake (CI needs no transformers).
+the greedy continuation of a prompt (full forwards, checked equal to transformers' own generate with
+its KV cache; Phi-3's longrope prompt is under its original context, so the continuation passes
+it). Read by src/model/hf_matrix_test.cc, tests/cli/hf_matrix.cmake and
+tests/cli/generate_longrope.py (CI needs no transformers).
 The cases are a covering subset of family x layout x RoPE x sliding window x tied x dtype x files;
 tests/fixtures/hf_matrix/README.md lists them.
 
@@ -39,6 +42,12 @@ V, B, T = 67, 2, 16
 SHARD = "16KB"  # small enough that every tiny model here is split over several files
 LOGIT_ROWS = [(0, 0), (0, 9), (1, 4), (1, 15)]  # (batch, position) rows of logits recorded
 PROMPT, NEW = 8, 8  # greedy continuation: NEW tokens after the first PROMPT tokens of batch row 0
+# Cases whose greedy prompt is shorter. longrope: 5 tokens, under original_max_position_embeddings
+# 8, so decoding crosses it (the forward that picks the 5th new token is the first past it). Chosen
+# (of prompts 4-7) as the one whose tokens tell transformers' generate (re-encoding at the crossing)
+# from a cache that keeps its short keys (checked below) and from the long factors throughout (the
+# earlier KvDecoder, which picks 18 6 3 55 63 49 22 22).
+GREEDY_PROMPT = {"phi3_longrope_untied_fp32_single_hf5": 5}
 LLAMA = dict(vocab_size=V, hidden_size=32, intermediate_size=24, num_hidden_layers=2,
              num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32,
              rms_norm_eps=1e-5, bos_token_id=1, eos_token_id=2)
@@ -206,6 +215,30 @@ def greedy(model, prompt):
     return ids[0, prompt.shape[1]:].tolist(), gap
 
 
+def generated(model, prompt):
+    """NEW tokens of transformers' own generate (greedy, with its KV cache, no early stop at eos)
+    after `prompt`. Phi-3 with longrope: Phi3ForCausalLM.prepare_inputs_for_generation drops the
+    cache on the step whose sequence first passes original_max_position_embeddings, so that step
+    re-encodes every position with the long factors; the tokens then equal greedy()'s."""
+    model.generation_config.eos_token_id = None
+    with torch.no_grad():
+        out = model.generate(prompt, max_new_tokens=NEW, do_sample=False, use_cache=True)
+    return out[0, prompt.shape[1]:].tolist()
+
+
+def cache_kept(model, prompt):
+    """NEW greedy tokens with the model driven by hand with its cache: every forward's table is
+    that of its length, but cached keys keep the rotation they were given (no re-encoding)."""
+    tokens = []
+    with torch.no_grad():
+        out = model(input_ids=prompt, use_cache=True)
+        for _ in range(NEW):
+            tokens.append(out.logits[0, -1].argmax().item())
+            out = model(input_ids=torch.tensor([[tokens[-1]]]), cache=out.past_key_values,
+                        use_cache=True)
+    return tokens
+
+
 def grads(model, input_ids, labels):
     """d(loss_fp64)/d(parameter) of the fp64 model for the parameters of one dimension (norm weights,
     biases, Qwen3's q_norm / k_norm) and row 0 of layer 0's q_proj and k_proj (nn.Linear (out, in),
@@ -325,8 +358,17 @@ def main():
         def fresh():
             return AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32,
                                                         attn_implementation="eager").eval().double()
-        tokens, gap = greedy(fresh(), input_ids[:1, :PROMPT])
+        prompt = input_ids[:1, :GREEDY_PROMPT.get(name, PROMPT)]
+        tokens, gap = greedy(fresh(), prompt)
         assert gap > 1e-3, (name, gap)
+        # What KV-cached decoding is held to is transformers' generate: the same tokens, but where
+        # dynamic RoPE keeps the rotation of keys cached before its frequencies grew.
+        if rope is None or rope.get("rope_type") != "dynamic":
+            assert generated(fresh(), prompt) == tokens, name
+        if rope is not None and rope.get("rope_type") == "longrope":
+            orig = kwargs["original_max_position_embeddings"]
+            assert prompt.shape[1] <= orig < prompt.shape[1] + NEW, name  # decoding crosses it
+            assert cache_kept(fresh(), prompt) != tokens, name  # re-encoding shows in the tokens
         grads_fp64 = grads(fresh(), input_ids, labels)
         expected = {
             "case": name, "family": family, "layout": layout, "weights_dtype": dtype,
@@ -335,7 +377,7 @@ def main():
             "loss_fp64": loss.item(), "loss_fp32": loss32,
             "logits_fp64": [{"b": b, "t": t, "values": logits[b, t].tolist()}
                             for b, t in LOGIT_ROWS],
-            "greedy": {"prompt": input_ids[0, :PROMPT].tolist(), "tokens": tokens, "min_gap": gap},
+            "greedy": {"prompt": prompt[0].tolist(), "tokens": tokens, "min_gap": gap},
             "grads_fp64": grads_fp64,
         }
         with open(os.path.join(path, "expected.json"), "w") as f:
