@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `zero train --device cuda` on a real GPU: the curve against `--device cpu` (the same binary, same
-# seed and data) for the tiny GPT-2 and Llama presets at stages 0-3, fp32 / bf16, optimizer offload
+# seed and data) for the tiny GPT-2 and Llama presets at stages 0-3 (Qwen3 and Gemma 3 at 0 and 3), fp32 / bf16, optimizer offload
 # none / cpu, and gradient checkpointing; then the step benchmark: tokens/s and MFU of bf16 steps
 # (ZERO_GPU_BENCH_GRID) beside PyTorch's (bench/gpu/torch_step.py, ZERO_GPU_TORCH_MODES) on the same
 # GPU; `zero generate --device cuda` giving the CPU's tokens (through the GPU's key/value cache and
@@ -86,6 +86,13 @@ echo "## zero train --device cuda vs --device cpu (20 steps, micro 4 x accumulat
     for dtype in fp32 bf16; do
       for stage in 0 1 2 3; do echo "$model $stage $dtype none"; done
       for stage in 2 3; do echo "$model $stage $dtype cpu"; done
+    done
+  done
+  # The newer families (issue 31): Qwen3's q/k norms, Gemma 3's (1 + w) norms, sandwich norms,
+  # GeGLU and local/global layers, on the GPU against the CPU.
+  for model in qwen3-tiny gemma3-tiny; do
+    for dtype in fp32 bf16; do
+      for stage in 0 3; do echo "$model $stage $dtype none"; done
     done
   done
   echo "llama-tiny 3 bf16 none --gradient_checkpointing"
