@@ -123,6 +123,11 @@ bool offload_overlaps_backward(const EngineOptions& o) {
          o.gradient_clipping <= 0.0 && o.dtype != DType::kF16 && o.state_dtypes.fp32();
 }
 
+bool gradients_on_host(const EngineOptions& o, bool state_on_device) {
+  return state_on_device && o.offload.optimizer != OptimizerOffload::kNone && o.zero.stage >= 2 &&
+         o.offload_gradients;
+}
+
 // Engine::create's build steps, in order. Each fills in members the next ones read.
 StatusOr<std::unique_ptr<Engine>> Engine::create(EngineOptions options, const UnitInitFn& init,
                                                  Communicator* comm) {
@@ -210,7 +215,8 @@ Status Engine::check_memory_fits() const {
     // offload_param keeps the stage-3 shards in host memory (their NVMe staging included).
     needs.parameters =
         o.offload.param.device != sharding::ParamOffload::kNone ? needs.param_shards : 0;
-    needs.gradients = 0;
+    // Host gradients: this rank's fp32 partitions, page-locked (the device holds the buckets).
+    needs.gradients = runtime::gradients_on_host(o, true) ? needs.gradient_partitions : 0;
     if (!offloaded) needs.master_weights = needs.optimizer_state = 0;
   }
   // No OffloadPipeline on the staging path (choose_state_device declined, or no collectives on
@@ -245,7 +251,9 @@ Status Engine::build_sharding(Communicator& zero_comm) {
         "`ulimit -l` to pin them)",
         store->pin_warning());
   }
-  ZERO_ASSIGN_OR_RETURN(grads_, sharding::GradReducer::create(*shard_layout_, zero_comm, o.zero,
+  sharding::ZeroOptions zero = o.zero;
+  zero.grads_on_host = runtime::gradients_on_host(o, state_device_ != nullptr);
+  ZERO_ASSIGN_OR_RETURN(grads_, sharding::GradReducer::create(*shard_layout_, zero_comm, zero,
                                                               memory_, state_device_));
   if (exec_ != nullptr && state_device_ == nullptr) {
     const model::ModelLayout& layout = model_->layout();
@@ -335,7 +343,10 @@ void Engine::setup_overlap() {
   memory_.master_bytes += bytes / 3;
   memory_.optimizer_state_bytes += bytes - bytes / 3;
   grads_->set_on_partition_final([this](int u, device::Stream& ready) {
-    if (offload_->overlapping()) {
+    if (offload_->overlapping() && grads_->partitions_on_host()) {
+      // Already in host memory (written on `ready`, the reducer's copy stream): no download.
+      offload_->partition_final_on_host(u, grads_->partition(u), ready);
+    } else if (offload_->overlapping()) {
       offload_->partition_final(u,
                                 TensorView{const_cast<float*>(grads_->partition(u)), DType::kF32,
                                            Shape{partition_numel(u)}, state_device_->device()},
@@ -539,6 +550,7 @@ Status Engine::global_norm(double* norm_scaled, bool* nonfinite) {
   // Each rank sums squares over the real elements of its own shard of every unit (its partition at
   // stages 1–3; the matching slice of the full gradient at stage 0), so every element counts once.
   device::ExecutionContext& ctx = grads_ctx();
+  if (grads_->partitions_on_host()) return global_norm_on_host(norm_scaled, nonfinite);
   device::SumSquaresOut out;
   for (int u = 0; u < shard_layout_->num_units(); ++u) {
     const int64_t skip = shard_layout_->shard_begin(u) - grads_->partition_begin(u);
@@ -556,6 +568,28 @@ Status Engine::global_norm(double* norm_scaled, bool* nonfinite) {
   ZERO_RETURN_IF_ERROR(ctx.compute().synchronize());
   const double sum_sq = out.sum_sq;
   const bool bad = out.nonfinite;
+  float buf[2] = {static_cast<float>(sum_sq), bad ? 1.0f : 0.0f};
+  ZERO_RETURN_IF_ERROR(comm_->all_reduce(buf, 2, DType::kF32, ReduceOp::kSum));
+  *nonfinite = buf[1] > 0.0f || !std::isfinite(buf[0]);
+  *norm_scaled = std::sqrt(static_cast<double>(buf[0]));
+  return ok_status();
+}
+
+Status Engine::global_norm_on_host(double* norm_scaled, bool* nonfinite) {
+  // Why host waits (the step's one, as on the device): the clipping factor and the skip decision
+  // are host scalars, here summed from the per-unit totals the copy stream's sums of squares
+  // wrote; its wait also reports a failed copy, and the compute stream's the step's kernels.
+  ZERO_RETURN_IF_ERROR(grads_->wait_collectives());
+  ZERO_RETURN_IF_ERROR(grads_->wait_host_copies());
+  ZERO_RETURN_IF_ERROR(grads_ctx().compute().synchronize());
+  // The same additions, in the same order, as one SumSquaresOut over the units would make.
+  double sum_sq = 0.0;
+  bool bad = false;
+  for (int u = 0; u < shard_layout_->num_units(); ++u) {
+    const device::SumSquaresOut& part = grads_->partition_sum_squares(u);
+    sum_sq += part.sum_sq;
+    bad = bad || part.nonfinite;
+  }
   float buf[2] = {static_cast<float>(sum_sq), bad ? 1.0f : 0.0f};
   ZERO_RETURN_IF_ERROR(comm_->all_reduce(buf, 2, DType::kF32, ReduceOp::kSum));
   *nonfinite = buf[1] > 0.0f || !std::isfinite(buf[0]);
@@ -674,7 +708,8 @@ Status Engine::apply_update(double lr, float grad_multiplier) {
   if (offload_ != nullptr && offload_->overlapping()) {
     return apply_overlapped_update(lr, grad_multiplier, betas);
   }
-  if (offload_ != nullptr) {
+  const bool host_grads = grads_->partitions_on_host();
+  if (offload_ != nullptr && !host_grads) {
     // The device gradients to the host state, unit by unit in the store's order (ascending), the
     // next unit's copy in flight during this one's CPU Adam.
     std::vector<int> order(static_cast<size_t>(shard_layout_->num_units()));
@@ -691,7 +726,8 @@ Status Engine::apply_update(double lr, float grad_multiplier) {
                       state);
           return;
         }
-        const float* grad = offload_->host_grad(u);
+        // Host gradients are read where the reducer left them (the norm waited for their copies).
+        const float* grad = host_grads ? grads_->partition(u) : offload_->host_grad(u);
         // A 16-bit model's new weights are rounded by the CPU Adam straight into the upload slot
         // that install_fn's upload() sends next (nullptr for fp32: upload() copies the master).
         // Offloaded parameters take the master on the host instead (install_fn).
@@ -703,7 +739,7 @@ Status Engine::apply_update(double lr, float grad_multiplier) {
         offload_->add_adam_ms(
             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
                 .count());
-        offload_->release_grad(u);
+        if (!host_grads) offload_->release_grad(u);
       },
       install_fn());
   if (offload_ != nullptr) {
@@ -729,7 +765,12 @@ Status Engine::apply_overlapped_update(double lr, float grad_multiplier,
   for (int u = 0; u < num_units; ++u) {
     if (!updated[static_cast<size_t>(u)]) rest.push_back(u);
   }
-  if (!rest.empty()) {
+  if (!rest.empty() && grads_->partitions_on_host()) {
+    for (int u : rest) {
+      update_unit(u, lr, grad_multiplier, betas, optimizer_updates_, grads_->partition(u),
+                  state_->ram_refs(u));
+    }
+  } else if (!rest.empty()) {
     offload_->begin_downloads(rest, [this](int u) {
       return TensorView{const_cast<float*>(grads_->partition(u)), DType::kF32,
                         Shape{partition_numel(u)}, state_device_->device()};

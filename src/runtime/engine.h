@@ -92,6 +92,12 @@ struct EngineOptions {
   // Adam (gpt2-1558m on an H200: 92 ms vs 310 ms), so the overlap saves at most the backward, and
   // the rollback copy it needs (12 more bytes written per element) costs about as much.
   bool offload_overlap = false;
+  // offload_optimizer on the device path at stages 2-3: each rank's fp32 gradient partitions live
+  // in page-locked host memory (ZeRO-Offload's layout, gradients_on_host()), each micro-step's
+  // reduced shard copied off the device as soon as it is reduced, so the device holds only the
+  // buckets in flight and the CPU Adam reads the host partitions directly. False keeps them on the
+  // device (4/N bytes per parameter) and downloads them after backward; tests compare the two.
+  bool offload_gradients = true;
   // The transport of the device path's collectives at world >= 2 (`--dist_backend`): NCCL, or the
   // host communicator staged through pinned memory (mpi; what auto picks when ranks share a GPU).
   DistBackend dist_backend = DistBackend::kAuto;
@@ -130,6 +136,11 @@ config::ZeroPlacement zero_placement(const EngineOptions& options, int world_siz
 // EngineOptions::offload_overlap. It then keeps a rollback copy of master weights and moments (the
 // memory plan counts it).
 bool offload_overlaps_backward(const EngineOptions& options);
+// Whether the gradient partitions live in page-locked host memory (sharding::ZeroOptions::
+// grads_on_host) for sanitized `options` when the device path holds the state (`state_on_device`,
+// Engine::choose_state_device): offload_optimizer cpu / nvme at stages 2-3 with
+// EngineOptions::offload_gradients. The engine and the memory plan both ask it.
+bool gradients_on_host(const EngineOptions& options, bool state_on_device);
 
 // Optional outputs of Engine::update_unit's host Adam, written in the same pass over the state.
 struct UnitUpdateOutputs {
@@ -181,6 +192,8 @@ class Engine {
   bool offload_on_device() const { return offload_ != nullptr; }
   // Whether its CPU Adam overlaps backward (EngineOptions::offload_overlap, where exact).
   bool offload_overlaps() const { return overlap_adam_; }
+  // Whether the gradient partitions live in page-locked host memory (gradients_on_host()).
+  bool gradients_on_host() const { return grads_ != nullptr && grads_->partitions_on_host(); }
   // Where this run keeps each kind of state, from the engine's own decisions (after the stage /
   // offload rules): what `zero train` prints once, so no two messages can disagree.
   struct Placement {
@@ -253,6 +266,9 @@ class Engine {
   // Phases of a step.
   StatusOr<double> forward_backward(const std::vector<MicroBatch>& micro_batches, float loss_scale);
   Status global_norm(double* norm_scaled, bool* nonfinite);
+  // global_norm with host gradients: the reducer's per-unit sums of squares, taken on the device
+  // before each final partition's copy to the host, added in unit order (bitwise the device sum).
+  Status global_norm_on_host(double* norm_scaled, bool* nonfinite);
   // Targets != -100 over every micro-batch of every rank (an all-reduce).
   StatusOr<double> count_global_targets(const std::vector<MicroBatch>& micro_batches);
   Status apply_update(double lr, float grad_multiplier);

@@ -46,6 +46,13 @@ Engine::Placement Engine::placement() const {
       p.parameters += fmt::format(" (stage-3 shards offloaded to {}: offload_param)", where);
     }
   }
+  if (gradients_on_host()) {
+    // ZeRO-Offload's layout: nothing of the gradient stays on the device between buckets.
+    p.gradients = fmt::format(
+        "page-locked host memory (this rank's partitions; each micro-step's reduced shard copied "
+        "off the {} as soon as it is reduced)",
+        model_->device() == Device::kCpu ? "device" : "GPU");
+  }
   if (state_->on_device()) {
     p.optimizer_state = fmt::format("{} (the fused AdamW there)", device);
   } else if (state_->on_nvme()) {

@@ -12,6 +12,7 @@
 #include "offload/nvme_swapper.h"
 #include "runtime/engine.h"
 #include "runtime/offload_pipeline.h"
+#include "sharding/grad_reducer.h"
 #include "sharding/param_coordinator.h"
 
 namespace zero::runtime {
@@ -124,6 +125,7 @@ MemoryNeeds plan_memory(const EngineOptions& o, const sharding::ShardLayout& lay
   // Gradients: full fp32 accumulators at stages 0–1; the partition plus in-flight unit buffers at
   // stages 2–3.
   n.gradients = stage <= 1 ? sum_padded * kFloat : (sum_shard + 2 * max_padded) * kFloat;
+  n.gradient_partitions = (stage == 0 ? sum_padded : sum_shard) * kFloat;
   // Master weights and moments of the partition (whole units at stage 0).
   const int64_t partition = stage == 0 ? sum_padded : sum_shard;
   const int64_t max_partition = stage == 0 ? max_padded : max_shard;
@@ -251,6 +253,25 @@ Status check_memory(const MemoryNeeds& needs, int ranks_on_node, const HostResou
   return ok_status();
 }
 
+int64_t host_gradient_device_numel(const EngineOptions& o, const sharding::ShardLayout& layout) {
+  // A bucket is one unit of at least GradReducer::kAloneNumel, or smaller units packed up to
+  // reduce_bucket_size.
+  int64_t max_padded = 0, sum_small = 0;
+  for (int u = 0; u < layout.num_units(); ++u) {
+    const int64_t padded = layout.unit(u).padded_numel;
+    max_padded = std::max(max_padded, padded);
+    if (padded < sharding::GradReducer::kAloneNumel) sum_small += padded;
+  }
+  const int64_t bucket =
+      std::max(max_padded, std::min(sum_small, std::max<int64_t>(o.zero.reduce_bucket_numel, 0)));
+  // Per bucket element: the micro-step buffers (or the packed input), the reduce-scatter output
+  // and the device copy of the host partitions (at most a bucket each), and a 16-bit wire's
+  // rounded input and output, in fp32 words; the buckets in flight plus the one backward fills.
+  const int64_t wire_words = o.zero.comm_dtype == DType::kF32 ? 0 : 1;
+  const auto buckets = static_cast<int64_t>(sharding::GradReducer::kHostBucketsInFlight) + 1;
+  return buckets * bucket * (3 + wire_words);
+}
+
 DeviceMemoryNeeds plan_device_memory(const EngineOptions& o, const sharding::ShardLayout& layout,
                                      const DeviceModelBytes& model, bool state_on_device) {
   DeviceMemoryNeeds n;
@@ -275,6 +296,9 @@ DeviceMemoryNeeds plan_device_memory(const EngineOptions& o, const sharding::Sha
       if (o.offload.optimizer == OptimizerOffload::kNone)
         state =
             state + CheckedInt64(stage == 0 ? padded : shard) * o.state_dtypes.bytes_per_element();
+    }
+    if (gradients_on_host(o, /*state_on_device=*/true)) {
+      grads = CheckedInt64(host_gradient_device_numel(o, layout)) * kFloat;
     }
     if (o.offload.optimizer != OptimizerOffload::kNone) {
       int64_t max_partition = 0;

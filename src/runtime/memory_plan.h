@@ -23,11 +23,14 @@ struct EngineOptions;
 
 // One rank's needs, in bytes, by class.
 struct MemoryNeeds {
-  int64_t parameters = 0;       // working parameters: full units (stages 0–2), shards + gathered
-                                // units + NVMe staging (stage 3)
-  int64_t param_shards = 0;     // of `parameters`, stage 3's shards and their NVMe staging (what
-                                // host memory holds when a device gathers them: offload_param)
-  int64_t gradients = 0;        // fp32 accumulators and in-flight unit buffers
+  int64_t parameters = 0;    // working parameters: full units (stages 0–2), shards + gathered
+                             // units + NVMe staging (stage 3)
+  int64_t param_shards = 0;  // of `parameters`, stage 3's shards and their NVMe staging (what
+                             // host memory holds when a device gathers them: offload_param)
+  int64_t gradients = 0;     // fp32 accumulators and in-flight unit buffers
+  // Of those, this rank's fp32 gradient partitions (what host gradients keep in page-locked host
+  // memory: runtime::gradients_on_host).
+  int64_t gradient_partitions = 0;
   int64_t master_weights = 0;   // master weights kept in RAM (or their staging; fp32 or bf16)
   int64_t optimizer_state = 0;  // Adam moments kept in RAM (or their staging; fp32 or bf16)
   int64_t activations = 0;      // the planned micro-batch (0 when not known)
@@ -104,6 +107,12 @@ struct DeviceMemoryNeeds {
 DeviceMemoryNeeds plan_device_memory(const EngineOptions& options,
                                      const sharding::ShardLayout& layout,
                                      const DeviceModelBytes& model, bool state_on_device = false);
+// Host gradients (gradients_on_host): the fp32 elements the reducer's pooled device buffers reach
+// at most, the buckets in flight (GradReducer::kHostBucketsInFlight) and the one backward fills,
+// each the largest bucket (a unit of at least GradReducer::kAloneNumel, or smaller units up to
+// reduce_bucket_size) times its buffers — independent of the model's size beyond its largest unit.
+int64_t host_gradient_device_numel(const EngineOptions& options,
+                                   const sharding::ShardLayout& layout);
 
 // RESOURCE_EXHAUSTED when `needs` exceed the free memory of the device `have` describes: names the
 // GPU, the shortfall, the biggest consumers and the setting that would reduce them.

@@ -253,16 +253,27 @@ void OffloadPipeline::begin_overlap(HostUpdateFn update) {
 }
 
 void OffloadPipeline::partition_final(int u, TensorView device_grad, device::Stream& ready) {
+  hand_over(Handed{u, device_grad, nullptr}, ready);
+}
+
+void OffloadPipeline::partition_final_on_host(int u, const float* host_grad,
+                                              device::Stream& ready) {
+  hand_over(Handed{u, TensorView{}, nullptr, host_grad}, ready);
+}
+
+void OffloadPipeline::hand_over(Handed h, device::Stream& ready) {
   ZERO_CHECK(overlapping_, "offload pipeline: partition_final outside an overlap");
-  if (static_cast<size_t>(u) >= final_events_.size())
-    final_events_.resize(static_cast<size_t>(u) + 1);
-  std::unique_ptr<device::Event>& ev = final_events_[static_cast<size_t>(u)];
+  const auto u = static_cast<size_t>(h.u);
+  if (u >= final_events_.size()) final_events_.resize(u + 1);
+  std::unique_ptr<device::Event>& ev = final_events_[u];
   if (ev == nullptr) ev = ctx_.backend().create_event();
-  // The download waits for this point of the stream the partition is made on, not the host.
+  // The download (or, for a host partition, the worker) waits for this point of the stream the
+  // partition is made on, not the host thread.
   ready.record(*ev);
+  h.final = ev.get();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    handed_.push_back(Handed{u, device_grad, ev.get()});
+    handed_.push_back(h);
     ++handed_count_;
   }
   cv_.notify_all();
@@ -284,7 +295,9 @@ std::vector<int> OffloadPipeline::end_overlap() {
 void OffloadPipeline::worker_loop() {
   struct InFlight {
     int u;
-    int slot;
+    int slot;  // -1: a host partition, read in place
+    const float* host_grad;
+    device::Event* final;
   };
   std::deque<InFlight> in_flight;  // downloads queued, in order
   bool slot_busy[2] = {false, false};
@@ -294,9 +307,14 @@ void OffloadPipeline::worker_loop() {
     if (stop_ && in_flight.empty()) return;
     // Queue the downloads of handed-over units while a slot is free: the next unit's copy runs
     // during this one's update.
-    while (!handed_.empty() && (!slot_busy[0] || !slot_busy[1])) {
+    while (!handed_.empty() &&
+           (handed_.front().host_grad != nullptr || !slot_busy[0] || !slot_busy[1])) {
       const Handed h = handed_.front();
       handed_.pop_front();
+      if (h.host_grad != nullptr) {
+        in_flight.push_back(InFlight{h.u, -1, h.host_grad, h.final});
+        continue;
+      }
       const int slot = slot_busy[0] ? 1 : 0;
       slot_busy[slot] = true;
       ZERO_CHECK(h.device_grad.numel() <= grad_host_[slot].numel(), "offload pipeline: unit ", h.u,
@@ -308,7 +326,7 @@ void OffloadPipeline::worker_loop() {
                                          Shape{h.device_grad.numel()}, Device::kCpu},
                               h.device_grad);
       d2h_->record(*downloaded_[slot]);
-      in_flight.push_back(InFlight{h.u, slot});
+      in_flight.push_back(InFlight{h.u, slot, nullptr, nullptr});
     }
     if (in_flight.empty()) continue;
     const InFlight f = in_flight.front();
@@ -317,16 +335,20 @@ void OffloadPipeline::worker_loop() {
     lock.unlock();
     auto t0 = std::chrono::steady_clock::now();
     // Why a wait (the worker's, not the host thread's): the update reads this gradient next.
-    downloaded_[f.slot]->synchronize();
+    if (f.slot >= 0) {
+      downloaded_[f.slot]->synchronize();
+    } else {
+      f.final->synchronize();
+    }
     const double waited = ms_since(t0);
     t0 = std::chrono::steady_clock::now();
-    update(f.u, static_cast<const float*>(grad_host_[f.slot].data()));
+    update(f.u, f.slot >= 0 ? static_cast<const float*>(grad_host_[f.slot].data()) : f.host_grad);
     const double updated = ms_since(t0);
     lock.lock();
     times_.download_wait_ms += waited;
     times_.cpu_adam_ms += updated;
     ++times_.overlapped_units;
-    slot_busy[f.slot] = false;
+    if (f.slot >= 0) slot_busy[f.slot] = false;
     done_.push_back(f.u);
     cv_.notify_all();
   }

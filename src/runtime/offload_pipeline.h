@@ -128,6 +128,10 @@ class OffloadPipeline {
   // reducer's comm stream behind a collective, or compute) after the work queued there so far.
   // Never blocks. Between begin_overlap and end_overlap.
   void partition_final(int u, TensorView device_grad, device::Stream& ready);
+  // As partition_final, for a partition already in host memory (the reducer's host gradients,
+  // written on `ready`, its copy stream): no download, the worker waits for `ready`'s point and
+  // hands `host_grad` to the update. Never blocks.
+  void partition_final_on_host(int u, const float* host_grad, device::Stream& ready);
   // Waits until the worker has updated every unit handed over; returns them, in update order.
   std::vector<int> end_overlap();
   bool overlapping() const { return overlapping_; }
@@ -175,8 +179,11 @@ class OffloadPipeline {
   struct Handed {
     int u;
     TensorView device_grad;
-    device::Event* final;  // recorded on the compute stream after the partition's ops
+    device::Event* final;              // recorded on the compute stream after the partition's ops
+    const float* host_grad = nullptr;  // partition_final_on_host: read in place, no download
   };
+  // Records unit u's final event on `ready` and queues `h` for the worker.
+  void hand_over(Handed h, device::Stream& ready);
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool overlapping_ = false;              // host thread only

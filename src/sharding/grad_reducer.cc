@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 
 #include "core/check.h"
 #include "core/device_memory_budget.h"
@@ -30,6 +31,7 @@ GradReducer::GradReducer(const ShardLayout& layout, Communicator& comm, const Ze
     : layout_(layout), comm_(comm), options_(options), memory_(memory) {
   if (device == nullptr) own_host_ = device::ExecutionContext::create_host();
   ctx_ = device != nullptr ? device : own_host_.get();
+  on_host_ = options.grads_on_host && options.stage >= 2 && device != nullptr;
   units_.resize(static_cast<size_t>(layout.num_units()));
 }
 
@@ -49,12 +51,23 @@ Status GradReducer::allocate() {
     ZERO_ASSIGN_OR_RETURN(collectives_, device::make_stream_collectives(comm_, *ctx_));
     ready_ = backend.create_event();
   }
+  if (on_host_) {
+    to_host_stream_ = backend.create_stream("grad_d2h");
+    to_host_ready_ = backend.create_event();
+    norms_.resize(static_cast<size_t>(layout_.num_units()));
+  }
   auto alloc = [&](device::DeviceBuffer& buf, int64_t numel, int u) -> Status {
-    StatusOr<device::DeviceBuffer> b = backend.allocate(DType::kF32, numel);
+    // Host gradients: page-locked, so the copies to and from them are asynchronous DMA.
+    StatusOr<device::DeviceBuffer> b =
+        on_host_ ? backend.allocate_host(DType::kF32, numel) : backend.allocate(DType::kF32, numel);
     if (!b.ok()) return b.status().with_context(fmt::format("gradients of unit {}", u));
     const auto bytes = static_cast<int64_t>(b->view().nbytes());
     memory_.grad_bytes += bytes;
-    if (own_host_ == nullptr) memory_.device_bytes += bytes;
+    if (on_host_) {
+      memory_.pinned_bytes += bytes;
+    } else if (own_host_ == nullptr) {
+      memory_.device_bytes += bytes;
+    }
     buf = std::move(*b);
     return ok_status();
   };
@@ -97,6 +110,7 @@ GradReducer::~GradReducer() {
   // the stream).
   (void)ctx_->compute().synchronize();
   (void)ctx_->comm().synchronize();
+  if (to_host_stream_ != nullptr) (void)to_host_stream_->synchronize();
 }
 
 device::DeviceBuffer GradReducer::take(int64_t numel, DType dtype) {
@@ -132,9 +146,14 @@ void GradReducer::begin_step(int num_micro_steps) {
   // A failure of the last step's collectives that finished after its finish_step.
   note_finished_collectives();
   for (auto& u : units_) {
-    ctx_->backend().zero(ctx_->compute(), u.accum.view());
+    // Host gradients: the first micro-step that reduces a unit writes its host partition (through
+    // a zeroed device buffer: queue_to_host).
+    if (!on_host_) ctx_->backend().zero(ctx_->compute(), u.accum.view());
     u.reduced_this_step = false;
+    u.host_written = false;
   }
+  // Not racing the copy stream's host functions: the last step's norm waited for them.
+  for (auto& n : norms_) n = device::SumSquaresOut{};
 }
 
 void GradReducer::begin_micro_step(int micro_step) {
@@ -210,7 +229,7 @@ void GradReducer::issue(Bucket b) {
   b.final_for_step =
       options_.stage >= 1 && (options_.stage == 1 || micro_step_ == num_micro_steps_ - 1);
   if (layout_.world_size() == 1) {
-    reduce_alone(b);
+    reduce_alone(std::move(b));
   } else {
     issue_collective(std::move(b));
   }
@@ -221,7 +240,7 @@ TensorView GradReducer::source(int u) const {
   return options_.stage <= 1 ? unit.accum.view() : unit.micro.view();
 }
 
-void GradReducer::reduce_alone(const Bucket& b) {
+void GradReducer::reduce_alone(Bucket b) {
   int64_t padded = 0;
   for (int u : b.units) padded += layout_.unit(u).padded_numel;
   const bool all_reduce = options_.stage == 0 || !options_.reduce_scatter;
@@ -231,6 +250,26 @@ void GradReducer::reduce_alone(const Bucket& b) {
                       static_cast<size_t>(padded), wire);
   device::Backend& backend = ctx_->backend();
   device::Stream& stream = ctx_->compute();
+  if (on_host_) {
+    // The copy stream reads the micro buffers (a 16-bit wire: a pooled rounded copy instead of
+    // the shared scratch, which the next unit rewrites) until the bucket is done.
+    std::vector<TensorView> parts;
+    for (int u : b.units) {
+      Unit& unit = units_[static_cast<size_t>(u)];
+      TensorView part = unit.micro.view();
+      if (wire != DType::kF32) {
+        device::DeviceBuffer rounded = take(layout_.unit(u).padded_numel, wire);
+        backend.copy(stream, rounded.view(), part);
+        part = rounded.view();
+        b.micro_held.push_back(std::move(rounded));
+      }
+      parts.push_back(part);
+      b.micro_held.push_back(std::move(unit.micro));
+    }
+    queue_to_host(b, parts, stream);
+    push_in_flight(std::move(b));
+    return;
+  }
   for (int u : b.units) {
     Unit& unit = units_[static_cast<size_t>(u)];
     const UnitShardInfo& info = layout_.unit(u);
@@ -343,9 +382,66 @@ void GradReducer::issue_collective(Bucket b) {
   device::OrderedCollective c = collectives_->issue(*ready_, {&call, 1});
   b.pending = std::move(c.handle);
   queue_result(b, in, *c.done);
+  push_in_flight(std::move(b));
+}
+
+void GradReducer::push_in_flight(Bucket b) {
   for (int u : b.units) units_[static_cast<size_t>(u)].has_pending = true;
   in_flight_.push_back(std::move(b));
-  if (!options_.overlap_comm) complete_front();
+  // Without overlap_comm a bucket completes as soon as it is issued. Host gradients bound the
+  // buckets in flight (their buffers are the gradient's device memory); completing one is the
+  // compute stream's wait, not the host's.
+  size_t bound = options_.overlap_comm ? in_flight_.size() : 0;
+  if (on_host_ && (options_.overlap_comm || layout_.world_size() == 1))
+    bound = kHostBucketsInFlight;
+  while (in_flight_.size() > bound) complete_front();
+}
+
+void GradReducer::queue_to_host(Bucket& b, const std::vector<TensorView>& parts,
+                                device::Stream& ready) {
+  device::Backend& backend = ctx_->backend();
+  device::Stream& copy = *to_host_stream_;
+  // No host wait: the copy stream waits for the point of `ready` where the shards are final.
+  ready.record(*to_host_ready_);
+  copy.wait(*to_host_ready_);
+  int64_t numel = 0;
+  for (int u : b.units) numel += layout_.unit(u).shard_numel;
+  b.to_host = take(numel, DType::kF32);
+  int64_t off = 0;
+  for (size_t i = 0; i < b.units.size(); ++i) {
+    const int u = b.units[i];
+    Unit& unit = units_[static_cast<size_t>(u)];
+    const int64_t P = layout_.unit(u).shard_numel;
+    // (P,) the unit's sum so far on the device: zero, or the host partition copied in (the copy
+    // stream wrote it last, so stream order covers the previous micro-step's copy out).
+    const TensorView acc = slice(b.to_host.view(), off, P);
+    const TensorView host = unit.accum.view();
+    if (unit.host_written) {
+      backend.transfer(copy, acc, host);
+    } else {
+      backend.zero(copy, acc);
+    }
+    unit.host_written = true;
+    // The device accumulator's own op and order (zeroed, then += each micro-step): bitwise.
+    backend.accumulate(copy, acc, parts[i]);
+    if (b.final_for_step) {
+      // The norm's part of this unit, over its real elements (global_norm on device partitions).
+      backend.sum_squares(copy, slice(acc, 0, layout_.shard_data_numel(u, layout_.rank())),
+                          &norms_[static_cast<size_t>(u)]);
+    }
+    backend.transfer(copy, host, acc);
+    // The host partition is final on the copy stream now.
+    if (b.final_for_step && on_partition_final_) on_partition_final_(u, copy);
+    off += P;
+  }
+  b.done = backend.create_event();
+  copy.record(*b.done);
+}
+
+Status GradReducer::wait_host_copies() {
+  // Why a host wait: the caller reads the host partitions (the norm's sums, the CPU Adam) next.
+  if (to_host_stream_ == nullptr) return ok_status();
+  return to_host_stream_->synchronize().with_context("copying gradient partitions to the host");
 }
 
 void GradReducer::queue_result(Bucket& b, const TensorView& in,
@@ -361,7 +457,8 @@ void GradReducer::queue_result(Bucket& b, const TensorView& in,
   }
   const bool single = b.units.size() == 1;
   const bool all_reduce = options_.stage == 0 || !options_.reduce_scatter;
-  int64_t poff = 0, soff = 0;  // offsets of the unit in the packed input / the output
+  int64_t poff = 0, soff = 0;       // offsets of the unit in the packed input / the output
+  std::vector<TensorView> to_host;  // host gradients: the units' reduced shards
   for (int u : b.units) {
     const Unit& unit = units_[static_cast<size_t>(u)];
     const UnitShardInfo& info = layout_.unit(u);
@@ -380,12 +477,20 @@ void GradReducer::queue_result(Bucket& b, const TensorView& in,
       const TensorView part = all_reduce
                                   ? slice(in, poff + layout_.shard_begin(u), info.shard_numel)
                                   : slice(b.out.view(), soff, info.shard_numel);
-      backend.accumulate(stream, accum, part);
+      if (on_host_) {
+        to_host.push_back(part);
+      } else {
+        backend.accumulate(stream, accum, part);
+      }
     }
     // `stream` is the comm stream: the partition is final there, not yet on compute.
-    if (b.final_for_step && on_partition_final_) on_partition_final_(u, stream);
+    if (!on_host_ && b.final_for_step && on_partition_final_) on_partition_final_(u, stream);
     poff += info.padded_numel;
     soff += info.shard_numel;
+  }
+  if (on_host_) {
+    queue_to_host(b, to_host, stream);
+    return;
   }
   b.done = backend.create_event();
   stream.record(*b.done);
@@ -434,6 +539,7 @@ void GradReducer::complete_front() {
   give(std::move(b.out));
   give(std::move(b.wire_in));
   give(std::move(b.wire_out));
+  give(std::move(b.to_host));
   for (device::DeviceBuffer& m : b.micro_held) give(std::move(m));
 }
 
@@ -454,6 +560,12 @@ Status GradReducer::finish_step() {
   }
   flush_open();
   while (!in_flight_.empty()) complete_front();
+  for (Unit& unit : units_) {
+    // Host gradients of a unit no backward wrote this step: zero, as the device accumulator is
+    // (no copy of this step writes it; the last step's were waited for by its norm).
+    if (on_host_ && !unit.host_written)
+      std::memset(unit.accum.data(), 0, unit.accum.view().nbytes());
+  }
   return status_;
 }
 

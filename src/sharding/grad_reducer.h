@@ -37,6 +37,20 @@
 // Micro-step buffers are pooled, not one per unit: a unit takes one when backward first writes it
 // and hands it back once nothing reads it any more (accumulated at stages 0-1, packed or reduced at
 // stages 2-3), so stages 2-3 never hold the whole model's fp32 gradient at once.
+// Host gradients (ZeroOptions::grads_on_host, stages 2-3 on a device: ZeRO-Offload's layout): the
+// partitions are page-locked host memory (Backend::allocate_host) and nothing of them stays on the
+// device. Each bucket's reduced shards, once final on their stream (compute at world 1, comm behind
+// a collective), are added to the host partitions on the reducer's copy stream `grad_d2h`, which
+// waits for an event there: per unit, a pooled device buffer is zeroed (the unit's first
+// micro-step of the step) or loaded from the host partition (H2D), the shard is accumulated into it
+// (the same Backend::accumulate, in the same order, as the device accumulator's: bitwise), on the
+// last micro-step its sum of squares is taken there (the global norm: per unit, added in unit order
+// by the engine, bitwise the device partitions' norm), and it is copied back (D2H). The bucket's
+// `done` is recorded on the copy stream, so its pooled buffers go back only after the copies; at
+// most kHostBucketsInFlight buckets are in flight (the compute stream waits for the oldest, never
+// the host), so device gradient memory is bounded by the buckets, not the model. Accumulating
+// through the device costs the copy engines an H2D and a D2H per micro-step after the first
+// (DeepSpeed's async_accumulate_grad_in_cpu_via_gpu) instead of a host pass on one callback thread.
 #pragma once
 
 #include <cstdint>
@@ -60,6 +74,9 @@ class GradReducer : public model::GradSink {
  public:
   // Units this large (padded numel: 1 MiB of fp32) are reduced alone, never packed into a bucket.
   static constexpr int64_t kAloneNumel = int64_t{1} << 18;
+  // Host gradients: buckets in flight at most (their device buffers are the gradient's device
+  // memory).
+  static constexpr size_t kHostBucketsInFlight = 2;
 
   // `device` (not owned; outlives the reducer): buffers in its backend's memory (see the file
   // comment); `comm` must then work on that memory, its collectives issued through
@@ -110,17 +127,34 @@ class GradReducer : public model::GradSink {
   void set_on_partition_final(std::function<void(int u, device::Stream& ready)> hook) {
     on_partition_final_ = std::move(hook);
   }
+  // Whether partition(u) is page-locked host memory (ZeroOptions::grads_on_host at stages 2-3 on
+  // a device), written by the reducer's copy stream: final once the compute stream's work queued
+  // by finish_step() has run (it waits for every bucket), or, from the on_partition_final hook,
+  // after the work queued so far on its `ready` stream (the copy stream).
+  bool partitions_on_host() const { return on_host_; }
+  // Host gradients: the sum of squares (and non-finite flag) of unit u's final partition over its
+  // real elements (this rank's shard_data_numel), taken on the device before the copy to the host;
+  // complete after wait_host_copies(). The engine adds them in unit order (the global norm).
+  const device::SumSquaresOut& partition_sum_squares(int u) const {
+    return norms_[static_cast<size_t>(u)];
+  }
+  // Host gradients: host wait for the copy stream (its first error: a failed copy to or from the
+  // host partitions). OK without them.
+  Status wait_host_copies();
 
  private:
   struct Unit {
     // This micro-step's gradient as backward writes it (padded_numel, fp32; from the pool while
     // held: empty between grad_ready / its reduction and the next grad_buffer).
     device::DeviceBuffer micro;
-    device::DeviceBuffer accum;  // stages 0–1: full-unit accumulator; 2–3: own-shard accumulator
+    // Stages 0–1: full-unit accumulator; 2–3: own-shard accumulator (page-locked host memory with
+    // host gradients).
+    device::DeviceBuffer accum;
     device::DeviceBuffer reduced;    // stage 1: this rank's reduced shard
     bool in_open = false;            // in the bucket being filled
     bool has_pending = false;        // an in-flight bucket still reads / writes this unit's buffers
     bool reduced_this_step = false;  // stages 0–1 reduced early (overlap on the last micro-step)
+    bool host_written = false;       // host gradients: accum holds this step's sum so far
   };
   struct Bucket {
     std::vector<int> units;
@@ -137,6 +171,9 @@ class GradReducer : public model::GradSink {
     // The micro buffers the bucket still reads (a single unit reduced from its own buffer at
     // stages 2-3), back to the pool once it completed.
     std::vector<device::DeviceBuffer> micro_held;
+    // Host gradients: the device copies of the units' host partitions being accumulated (their
+    // shards, in b.units order).
+    device::DeviceBuffer to_host;
     bool final_for_step = false;  // issued on the last micro-step (on_partition_final_)
   };
   GradReducer(const ShardLayout& layout, Communicator& comm, const ZeroOptions& options,
@@ -148,7 +185,7 @@ class GradReducer : public model::GradSink {
   // A world of one: the reduction of a bucket is its input (rounded to a 16-bit wire: the sum over
   // one rank is its rounded input), so the bucket is finished in place, on the compute stream, and
   // counted as the collective it stands for.
-  void reduce_alone(const Bucket& b);
+  void reduce_alone(Bucket b);
   // Several ranks: packing and wire rounding on the compute stream (pack()), the stream-ordered
   // collective, then queue_result.
   void issue_collective(Bucket b);
@@ -160,6 +197,13 @@ class GradReducer : public model::GradSink {
   // behind its collective (`collective_done`; `in`: its fp32 input, pack()'s), then the bucket's
   // `done` event.
   void queue_result(Bucket& b, const TensorView& in, const device::Event& collective_done);
+  // Host gradients: adds this micro-step's reduced shards `parts` (device memory, one per unit of
+  // b.units, final in stream order on `ready` after the work queued there so far) to the host
+  // partitions on the copy stream (see the file comment) and records b.done there.
+  void queue_to_host(Bucket& b, const std::vector<TensorView>& parts, device::Stream& ready);
+  // Queues b as in flight (its units pending), then completes the oldest buckets beyond the bound
+  // (host gradients) or all of them (no overlap_comm).
+  void push_in_flight(Bucket b);
   // Keeps the first error of the finished collectives in status_ (never blocks).
   void note_finished_collectives();
   // Pooled buffers (freed with the reducer): the same sizes recur every micro-step. A buffer given
@@ -202,6 +246,11 @@ class GradReducer : public model::GradSink {
   int num_micro_steps_ = 1;
   int micro_step_ = 0;
   int64_t pooled_bytes_ = 0;
+  // Host gradients (partitions_on_host()).
+  bool on_host_ = false;
+  std::unique_ptr<device::Stream> to_host_stream_;  // "grad_d2h"
+  std::unique_ptr<device::Event> to_host_ready_;
+  std::vector<device::SumSquaresOut> norms_;  // by unit, this step's
   std::function<void(int u, device::Stream& ready)> on_partition_final_;
   Status status_;
 };

@@ -30,6 +30,11 @@ struct ZeroOptions {
   // the communicator sums in fp32 and rounds the result back), halving the reduce bytes for
   // 16-bit. Accumulation across micro-steps stays fp32 whatever it is.
   DType comm_dtype = DType::kF32;
+  // Stages 2-3 with the reducer on a device (set by the engine for offload_optimizer on the device
+  // path, ZeRO-Offload's layout): this rank's fp32 gradient partitions live in page-locked host
+  // memory; each micro-step's reduced shard is added to them through a pooled device buffer on a
+  // copy stream (GradReducer), so the device holds only the buckets in flight.
+  bool grads_on_host = false;
 };
 
 // Bytes a rank holds, by class (persistent allocations), and the transient peaks.
