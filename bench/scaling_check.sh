@@ -218,7 +218,7 @@ def model_ms(r, link, world, kind, b):
 
 print("# The throughput model against measured CPU steps (issue 30 item 3)")
 print()
-print("Machine: %s, %d cores, shared with other jobs (other helpers' builds and tests); %s UTC; "
+print("Machine: %s, %d cores, other jobs on it show in the load below; %s UTC; "
       "%d rounds; `bench/scaling_check.sh` (`nice -n -5`, OMP_NUM_THREADS=1, "
       "OMP_WAIT_POLICY=passive). No GPU in this session: GPU ranks sharing one device are not "
       "measured." % (
