@@ -36,6 +36,9 @@ done
 # The training check (train_check.sh): the zero binary, the embedded corpus, the PyTorch step.
 strip --strip-debug -o "$stage/pack/app/zero" "$build/bin/zero"
 cp examples/data/kjv.txt tools/gpu/train_check.sh bench/gpu/torch_step.py "$stage/pack/app/"
+# The ZeRO-Offload benchmark (verify.sh --offload-bench): its script and Python helpers.
+cp tools/gpu/offload_bench.sh bench/gpu/offload_bench_report.py bench/gpu/train_ds_gpu.py \
+  bench/gpu/make_random_llama.py "$stage/pack/app/"
 # Shared libraries outside the CUDA toolkit and glibc: the GPU machine has its own CUDA and libc.
 { for t in $tests; do ldd "$build/tests/$t"; done; ldd "$build/bin/zero"; } | awk '$3 ~ /^\// {print $3}' | sort -u |
   grep -v -E '/usr/local/cuda|/libc\.so|/libm\.so|/libdl\.so|/libpthread\.so|/librt\.so|/ld-linux|/libstdc\+\+|/libgcc_s' |

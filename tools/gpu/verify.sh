@@ -7,6 +7,10 @@
 #
 #   bash .gpu/verify.sh            on the GPU machine (the device tool: carry .gpu)
 #   bash .gpu/verify.sh --bench    the kernel benchmark alone
+#   bash .gpu/verify.sh --offload-bench  the ZeRO-Offload benchmark alone (app/offload_bench.sh:
+#                                  llama-1b / 8b / 13B and gpt2-1558m, DeepSpeed beside it when
+#                                  importable; ZERO_OB_* variables as that script says; about 8
+#                                  minutes with its default grid) -> $OUT/offload_bench.md
 #   bash .gpu/verify.sh --dry-run  anywhere: unpack, resolve every library, run the binaries (which
 #                                  skip without a device); what CI runs so this works the first time
 #
@@ -19,9 +23,10 @@
 # table of a gpt2-124m step: ZERO_GPU_PROFILE=0 skips that).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-dry=0 bench_only=0
+dry=0 bench_only=0 offload_only=0
 [[ "${1:-}" == "--dry-run" ]] && dry=1
 [[ "${1:-}" == "--bench" ]] && bench_only=1
+[[ "${1:-}" == "--offload-bench" ]] && offload_only=1
 out=${OUT:-$here/out}
 mkdir -p "$out"
 work=$(mktemp -d /tmp/zero-gpu.XXXXXX)
@@ -116,6 +121,14 @@ run_bench() {
     echo "- FAILED (kernels_bench.md)" >>"$summary"
   cat "$out/kernels_bench.md" >>"$summary"
 }
+if ((offload_only)); then
+  (cd "$work/pack/app" && bash offload_bench.sh "$work/pack/app/zero" "$work/pack/app/kjv.txt" \
+    "$work/offload" "$out/offload_bench.md") >"$out/offload_bench.log" 2>&1
+  rc=$?
+  cat "$out/offload_bench.md" >>"$summary"
+  cat "$summary"
+  exit $rc
+fi
 if ((bench_only)); then
   run_bench
   cat "$summary"
