@@ -1438,7 +1438,10 @@ TEST(EnginePlacement, OneLineFromTheEnginesDecisions) {
   EXPECT_EQ(infinity.parameters,
             "page-locked host memory (stage-3 shards, offload_param: each unit's copied to the GPU "
             "and gathered there for its use)");
-  EXPECT_EQ(infinity.gradients, "host memory");  // the device's: the CPU backend stands in
+  // With offload_optimizer at stage 3 the gradient partitions live in host memory (host gradients).
+  EXPECT_EQ(infinity.gradients,
+            "page-locked host memory (this rank's partitions; each micro-step's reduced shard "
+            "copied off the device as soon as it is reduced)");
   const Engine::Placement staged =
       make(true, 3, cpu, sharding::ParamOffload::kCpu, /*lamb=*/true)->placement();
   EXPECT_EQ(staged.parameters,
