@@ -9,6 +9,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -160,7 +161,9 @@ std::vector<double> run_curve(const RunConfig& c, Communicator* comm,
   return losses;
 }
 
-// The single-rank oracle (stage 0, world of one, the whole batch in one micro-step), cached.
+// The single-rank oracle (stage 0, world of one, the whole batch in one micro-step), cached: as
+// many steps as the longest curve compared with it (the ladder's, or the 20 of the offload, bucket
+// and collective variants); each test compares its curve with the oracle's first steps.
 const std::vector<double>& oracle(const std::string& model, int64_t tbs) {
   static std::map<std::pair<std::string, int64_t>, std::vector<double>> cache;
   auto it = cache.find({model, tbs});
@@ -169,6 +172,7 @@ const std::vector<double>& oracle(const std::string& model, int64_t tbs) {
   c.model = model;
   c.tbs = tbs;
   c.micro_batch = tbs;
+  c.steps = std::max(kLadderSteps, 20);
   return cache[{model, tbs}] = run_curve(c, nullptr);
 }
 
@@ -178,7 +182,7 @@ int64_t tbs_for(int world) { return 4 % world == 0 ? 4 : 2 * world; }
 void expect_parity(const RunConfig& c) {
   const std::vector<double>& want = oracle(c.model, c.tbs);
   std::vector<double> got = run_curve(c, g_world);
-  ASSERT_EQ(got.size(), want.size());
+  ASSERT_LE(got.size(), want.size());
   for (size_t s = 0; s < got.size(); ++s) {
     ASSERT_NEAR(got[s], want[s], 1e-5 * std::fabs(want[s]))
         << describe(c, g_world->world_size()) << ": step " << s + 1;
