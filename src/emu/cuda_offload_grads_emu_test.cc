@@ -42,6 +42,7 @@ struct Case {
   DType dtype;
   int gas;             // micro-steps per optimizer step
   bool offload_param;  // offload_param cpu (stage 3)
+  int steps = kSteps;  // optimizer steps
 };
 
 std::string case_name(const Case& c) {
@@ -108,9 +109,9 @@ UnitInitFn case_init(const std::string& name, const model::ModelLayout& layout,
   return [r](int u, int64_t b, int64_t e, float* dst) { return r->read_unit_range(u, b, e, dst); };
 }
 
-// kSteps optimizer steps of the global batch kGlobalBatch x kSeq (the golden token stream) over
-// c.world ranks on the emulated GPU, each rank's share in c.gas micro-batches, offload_optimizer
-// cpu; `host_grads`: EngineOptions::offload_gradients.
+// c.steps optimizer steps (kSteps unless the case says) of the global batch kGlobalBatch x kSeq
+// (the golden token stream) over c.world ranks on the emulated GPU, each rank's share in c.gas
+// micro-batches, offload_optimizer cpu; `host_grads`: EngineOptions::offload_gradients.
 RunResult run(const Case& c, bool host_grads, const Adjust& adjust = {}) {
   RunResult out;
   std::mutex mu;
@@ -149,7 +150,7 @@ RunResult run(const Case& c, bool host_grads, const Adjust& adjust = {}) {
     auto data = TokenDataset::open(*default_storage(), kGolden + "tokens.bin", dopts);
     ASSERT_TRUE(data.ok()) << data.status().to_string();
     const int64_t per_rank = kGlobalBatch / c.world, per_micro = per_rank / c.gas;
-    for (int s = 0; s < kSteps; ++s) {
+    for (int s = 0; s < c.steps; ++s) {
       std::vector<MicroBatch> micro(static_cast<size_t>(c.gas));
       for (int m = 0; m < c.gas; ++m) {
         MicroBatch& mb = micro[static_cast<size_t>(m)];
@@ -206,8 +207,8 @@ int64_t partition_bytes(const char* model_name, int world) {
 class OffloadGradsOnEmulator : public ::testing::TestWithParam<Case> {};
 
 void expect_bitwise(const RunResult& got, const RunResult& resident) {
-  ASSERT_EQ(got.loss.size(), static_cast<size_t>(kSteps));
-  ASSERT_EQ(resident.loss.size(), static_cast<size_t>(kSteps));
+  ASSERT_EQ(got.loss.size(), resident.loss.size());
+  ASSERT_FALSE(got.loss.empty());
   EXPECT_EQ(got.loss, resident.loss);
   EXPECT_EQ(got.grad_norm, resident.grad_norm);
   ASSERT_EQ(got.master.size(), resident.master.size());
@@ -300,7 +301,9 @@ TEST_F(OffloadGradsOnEmulator, TrainsUnderADeviceBudgetTheResidentGradientsExcee
     o.zero.prefetch_bucket_numel = 1;
     o.zero.reduce_bucket_numel = max_numel;
   };
-  const Case c{model_name, 3, 1, DType::kBF16, 2, true};
+  // One optimizer step (two micro-steps): the device's peak is the first step's (CI time: the
+  // 24-block model's three steps took 53 s on the emulator).
+  const Case c{model_name, 3, 1, DType::kBF16, 2, true, 1};
   const RunResult resident = run(c, false, tight);
   const int64_t limit = resident.device_used_bytes - partition_bytes(model_name, 1) / 2;
   ASSERT_GT(limit, 0);

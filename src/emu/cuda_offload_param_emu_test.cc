@@ -40,6 +40,7 @@ struct Case {
   DType dtype;
   bool offload_optimizer;  // offload_optimizer cpu
   sharding::ParamOffload param;
+  int steps = kSteps;  // optimizer steps
 };
 
 void PrintTo(const Case& c, std::ostream* os) {
@@ -98,7 +99,7 @@ UnitInitFn case_init(const std::string& name, const model::ModelLayout& layout,
   return [r](int u, int64_t b, int64_t e, float* dst) { return r->read_unit_range(u, b, e, dst); };
 }
 
-// kSteps optimizer steps at stage 3 of the global batch kGlobalBatch x kSeq (the golden token
+// c.steps optimizer steps at stage 3 of the global batch kGlobalBatch x kSeq (the golden token
 // stream) over c.world ranks on `device`.
 RunResult run(const Case& c, Device device, const Adjust& adjust = {}) {
   RunResult out;
@@ -148,7 +149,7 @@ RunResult run(const Case& c, Device device, const Adjust& adjust = {}) {
     auto data = TokenDataset::open(*default_storage(), kGolden + "tokens.bin", dopts);
     ASSERT_TRUE(data.ok()) << data.status().to_string();
     const int64_t per_rank = kGlobalBatch / c.world;
-    for (int s = 0; s < kSteps; ++s) {
+    for (int s = 0; s < c.steps; ++s) {
       MicroBatch mb;
       mb.batch = per_rank;
       mb.seq = kSeq;
@@ -320,7 +321,8 @@ TEST_F(OffloadParamOnEmulator, TightLiveLimitsAreBitwiseTheResidentRun) {
 TEST_F(OffloadParamOnEmulator, TrainsUnderADeviceBudgetTheResidentRunExceeds) {
   const char* model_name = kDeep;
   const Adjust tight = tight_live_limits(model_name);
-  const Case resident_case{model_name, 1, DType::kBF16, true, sharding::ParamOffload::kNone};
+  // One step: the device's peak is the first step's (CI time: three took 30 s on the emulator).
+  const Case resident_case{model_name, 1, DType::kBF16, true, sharding::ParamOffload::kNone, 1};
   const RunResult resident = run(resident_case, Device::kCuda, tight);
   const int64_t weights_bytes = sum_numel(model_name) * 2;
   const int64_t limit = resident.device_used_bytes - weights_bytes / 2;
@@ -337,7 +339,7 @@ TEST_F(OffloadParamOnEmulator, TrainsUnderADeviceBudgetTheResidentRunExceeds) {
   for (auto param : {sharding::ParamOffload::kCpu, sharding::ParamOffload::kNvme}) {
     SCOPED_TRACE(param == sharding::ParamOffload::kCpu ? "cpu" : "nvme");
     ::setenv(kDeviceMemoryLimitEnv, std::to_string(limit).c_str(), 1);
-    const RunResult got = run({model_name, 1, DType::kBF16, true, param}, Device::kCuda, tight);
+    const RunResult got = run({model_name, 1, DType::kBF16, true, param, 1}, Device::kCuda, tight);
     ::unsetenv(kDeviceMemoryLimitEnv);
     EXPECT_LE(got.device_used_bytes, limit);
     // The shards' bytes are what the device no longer holds, less the three units' buffers.
