@@ -6,6 +6,8 @@
 #   3. the clang sanitizer build (ASan + UBSan, the `fuzz` preset): unit tests, the two-rank tests
 #      labelled `sanitize`, and every libFuzzer target for ZERO_FUZZ_SECONDS (default 20) seconds;
 #   4. ThreadSanitizer on the threaded code (communication thread, overlap): tests labelled `tsan`.
+# Each sanitizer build starts in the background, at the lowest priority, while the stage before it
+# runs its tests.
 # Usage: tools/test.sh [--quick]   (--quick: steps 1-2 only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,7 +35,37 @@ tools/format.sh --check
 step "release build"
 cmake --preset release >/dev/null
 cmake --build --preset release -j "$jobs"
+# Background builds at the lowest priority: the test stages leave cores idle (mpirun, timeouts,
+# child processes; the release tests kept 2 cores about 68% busy), which the next stage's build
+# takes instead (`nice -n 19`: the tests keep priority). background_build NAME PRESET [TARGETS...]
+# starts one; finish_build NAME waits for it, then runs the same build in the foreground (a no-op
+# when the background one succeeded; its errors printed here when it did not).
+# Each runs in a session of its own, so an early exit (a failed stage) stops its compilers too.
+declare -A background=()
+trap 'for pid in "${background[@]}"; do kill -- "-$pid" 2>/dev/null || true; done' EXIT
+background_build() {
+  local name=$1 preset=$2
+  shift 2
+  setsid bash -c 'preset=$1 jobs=$2; shift 2; targets=(); (($# > 0)) && targets=(--target "$@")
+    cmake --preset "$preset" >/dev/null &&
+      exec nice -n 19 cmake --build --preset "$preset" -j "$jobs" "${targets[@]}"' \
+    _ "$preset" "$jobs" "$@" >"build/$name-background.log" 2>&1 &
+  background[$name]=$!
+}
+finish_build() {
+  local name=$1 preset=$2
+  shift 2
+  local targets=()
+  (($# > 0)) && targets=(--target "$@")
+  wait "${background[$name]}" || true
+  unset "background[$name]"
+  cmake --preset "$preset" >/dev/null
+  cmake --build --preset "$preset" -j "$jobs" "${targets[@]}"
+}
+mapfile -t tsan_targets < <(sed -n 's/^tsan_target: //p' tests/tsan_targets.txt)
+
 step "release tests"
+[[ $quick -eq 0 ]] && background_build fuzz fuzz
 # Without a usable GPU the GPU-only binaries' cases (label `gpu`, ~4000 of them) would each start a
 # process only to skip; the GPU pack's dry run below runs every such binary once instead.
 gpu_filter=()
@@ -47,10 +79,10 @@ fi
 
 if [[ $quick -eq 1 ]]; then exit 0; fi
 
-step "sanitizer build (clang, ASan + UBSan, fuzz targets)"
-cmake --preset fuzz >/dev/null
-cmake --build --preset fuzz -j "$jobs"
+step "sanitizer build (clang, ASan + UBSan, fuzz targets; begun in the background)"
+finish_build fuzz fuzz
 step "sanitizer tests"
+background_build tsan tsan "${tsan_targets[@]}"
 ctest --preset fuzz -j "$test_jobs"
 
 step "fuzz (bounded)"
@@ -69,10 +101,8 @@ for f in build/fuzz/fuzz/*_fuzz; do
     "$scratch" "${seeds[@]}" 2>&1 | tail -n 4
 done
 
-step "ThreadSanitizer build (threaded code)"
-cmake --preset tsan >/dev/null
-mapfile -t tsan_targets < <(sed -n 's/^tsan_target: //p' tests/tsan_targets.txt)
-cmake --build --preset tsan -j "$jobs" --target "${tsan_targets[@]}"
+step "ThreadSanitizer build (threaded code; begun in the background)"
+finish_build tsan tsan "${tsan_targets[@]}"
 step "ThreadSanitizer tests"
 ctest --preset tsan -j "$jobs"
 echo "all tests passed"
