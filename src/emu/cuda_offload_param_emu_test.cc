@@ -22,6 +22,7 @@
 #include "core/device_memory_budget.h"
 #include "core/storage.h"
 #include "data/token_dataset.h"
+#include "emu/engine_emu_testing.h"
 #include "model/hf_checkpoint.h"
 #include "model/model_config.h"
 #include "optim/optimizer_spec.h"
@@ -30,7 +31,10 @@
 namespace zero::runtime {
 namespace {
 
-const std::string kGolden = std::string(ZERO_SOURCE_DIR) + "/tests/fixtures/golden/";
+using testing::case_config;
+using testing::case_init;
+using testing::kDeep;
+const std::string& kGolden = testing::kGoldenDir;
 constexpr int kSteps = 3;
 constexpr int64_t kGlobalBatch = 4, kSeq = 16;
 
@@ -62,42 +66,6 @@ struct RunResult {
 };
 
 using Adjust = std::function<void(EngineOptions&)>;
-
-// "gpt2_deep": gpt2_tiny's vocabulary and positions with 8 blocks of width 64 (about 0.4M
-// parameters, the blocks most of them, as in a real model), its weights a fixed pseudo-random
-// pattern; otherwise a golden fixture's config.
-constexpr const char* kDeep = "gpt2_deep";
-StatusOr<model::ModelConfig> case_config(const std::string& name) {
-  if (name != kDeep) return model::load_model_config(kGolden + name);
-  ZERO_ASSIGN_OR_RETURN(model::ModelConfig config, model::load_model_config(kGolden + "gpt2_tiny"));
-  config.hidden_size = 64;
-  config.num_layers = 8;
-  config.num_heads = config.num_kv_heads = 4;
-  config.intermediate_size = 256;
-  return config;
-}
-
-// Initial weights: the fixture's, or for kDeep values in [-0.05, 0.05) from the element's index.
-UnitInitFn case_init(const std::string& name, const model::ModelLayout& layout,
-                     std::unique_ptr<model::HfWeightReader>* keep) {
-  if (name == kDeep) {
-    return [](int u, int64_t b, int64_t e, float* dst) {
-      for (int64_t i = b; i < e; ++i) {
-        const uint64_t h =
-            (static_cast<uint64_t>(u) << 40 ^ static_cast<uint64_t>(i)) * 0x9E3779B97F4A7C15ull;
-        dst[i - b] =
-            static_cast<float>(static_cast<double>(h >> 40) / double(1 << 24) - 0.5) * 0.1f;
-      }
-      return ok_status();
-    };
-  }
-  auto reader = model::HfWeightReader::open(*default_storage(), kGolden + name, layout);
-  EXPECT_TRUE(reader.ok()) << reader.status().to_string();
-  if (!reader.ok()) return {};
-  *keep = std::move(*reader);
-  model::HfWeightReader* r = keep->get();
-  return [r](int u, int64_t b, int64_t e, float* dst) { return r->read_unit_range(u, b, e, dst); };
-}
 
 // c.steps optimizer steps at stage 3 of the global batch kGlobalBatch x kSeq (the golden token
 // stream) over c.world ranks on `device`.
