@@ -6,7 +6,7 @@
 set -euo pipefail
 
 packages=(
-  cmake ninja-build g++ pkg-config ccache clang clang-format
+  cmake ninja-build g++ pkg-config ccache clang clang-format lld
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   openmpi-bin libopenmpi-dev
