@@ -39,6 +39,14 @@ cp examples/data/kjv.txt tools/gpu/train_check.sh bench/gpu/torch_step.py "$stag
 # The ZeRO-Offload benchmark (verify.sh --offload-bench): its script and Python helpers.
 cp tools/gpu/offload_bench.sh bench/gpu/offload_bench_report.py bench/gpu/train_ds_gpu.py \
   bench/gpu/make_random_llama.py "$stage/pack/app/"
+# llm.c, the step benchmark's baseline (train_check.sh's llmc mode), when .llmc/ holds it
+# (tools/gpu/llmc_build.sh): the binary and, to rebuild it there, its source and cudnn-frontend.
+if [[ -x .llmc/bin/train_gpt2cu ]]; then
+  mkdir -p "$stage/pack/app/llmc/bin"
+  strip --strip-debug -o "$stage/pack/app/llmc/bin/train_gpt2cu" .llmc/bin/train_gpt2cu
+  cp -r .llmc/src .llmc/cudnn-frontend "$stage/pack/app/llmc/"
+  cp tools/gpu/llmc_build.sh "$stage/pack/app/"
+fi
 # Shared libraries outside the CUDA toolkit and glibc: the GPU machine has its own CUDA and libc.
 { for t in $tests; do ldd "$build/tests/$t"; done; ldd "$build/bin/zero"; } | awk '$3 ~ /^\// {print $3}' | sort -u |
   grep -v -E '/usr/local/cuda|/libc\.so|/libm\.so|/libdl\.so|/libpthread\.so|/librt\.so|/ld-linux|/libstdc\+\+|/libgcc_s' |

@@ -23,6 +23,10 @@ here=$(cd "$(dirname "$0")" && pwd)
 bench=1
 torch_step=$here/torch_step.py  # beside this script in the pack; in the repository, bench/gpu/
 [[ -f $torch_step ]] || torch_step=$here/../../bench/gpu/torch_step.py
+# llm.c (the "llmc" mode of the step benchmark): packed beside this script, or the repository's
+# ignored .llmc/ (tools/gpu/llmc_build.sh).
+llmc_dir=$here/llmc
+[[ -d $llmc_dir ]] || llmc_dir=$here/../../.llmc
 [[ "${4:-}" == "--no-bench" ]] && bench=0
 mkdir -p "$work"
 
@@ -351,6 +355,55 @@ EOF2
 fi
 }
 
+# llm.c's train_gpt2cu for a GPT-2 preset: the packed binary, rebuilt from the packed source when it
+# does not start here (another image's libraries). Echoes its path; empty when there is none.
+llmc_binary() {
+  local b=$llmc_dir/bin/train_gpt2cu
+  if [[ -x $b ]] && "$b" -h 2>&1 | grep -q 'Usage'; then
+    echo "$b"
+  elif [[ -f $llmc_dir/src/train_gpt2.cu ]] && timeout 400 bash "$here/llmc_build.sh" "$llmc_dir" >"$work/llmc_build.log" 2>&1; then
+    echo "$b"
+  fi
+}
+# One llm.c run at the grid's shape: random init of the same depth (-e dL: GPT-2's width for L
+# layers), micro batch MICRO x T, random tokens in its own data format, 10 steps, no evaluation
+# or sampling inside the timed steps. Prints "tok/s ms/step MiB" over steps 3-10, or a reason.
+llmc_step() {  # model micro
+  local model=$1 micro=$2 depth b d
+  case $model in
+    gpt2-124m) depth=12 ;; gpt2-350m) depth=24 ;; gpt2-774m) depth=36 ;; gpt2-1558m) depth=48 ;;
+    *) echo "no llm.c shape for $model"; return 1 ;;
+  esac
+  b=${llmc_bin-$(llmc_binary)}
+  llmc_bin=$b
+  [[ -n $b ]] || { echo "llm.c not built (tools/gpu/llmc_build.sh; $work/llmc_build.log)"; return 1; }
+  d=$work/llmc-$model-$micro
+  mkdir -p "$d"
+  # llm.c's token shards: 256 int32 header (magic 20240520, version 1, count), then uint16 tokens.
+  python3 - "$d" "$micro" "$seq" <<'EOF2' || { echo "cannot write llm.c data"; return 1; }
+import sys, numpy as np
+d, B, T = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+rng = np.random.default_rng(0)
+for name, n in (("train", B * T * 12 + 1), ("val", B * T + 1)):
+    h = np.zeros(256, np.int32); h[:3] = (20240520, 1, n)
+    with open(f"{d}/{name}_000.bin", "wb") as f:
+        f.write(h.tobytes()); f.write(rng.integers(0, 50257, n, dtype=np.uint16).tobytes())
+EOF2
+  (cd "$d" && timeout 300 "$b" -i "$d/train_*.bin" -j "$d/val_*.bin" -e "d$depth" -b "$micro"     -t "$seq" -d $((micro * seq)) -x 10 -v 100000 -m 1 -s 0 -h 0 -z 0 >"$d/log" 2>&1) || {
+    echo "llm.c FAILED: $(tail -2 "$d/log" | tr '\n' ' ' | cut -c1-120)"; return 1; }
+  python3 - "$d/log" "$micro" "$seq" <<'EOF2'
+import re, sys
+log = open(sys.argv[1]).read()
+ms = [float(m) for m in re.findall(r"^step +\d+/\d+ \|.*\| ([0-9.]+) ms \|", log, re.M)][2:]
+mib = re.search(r"device memory usage: (\d+) MiB", log)
+tokens = int(sys.argv[2]) * int(sys.argv[3])
+if not ms:
+    print("no step lines"); sys.exit(1)
+mean = sum(ms) / len(ms)
+print(f"{tokens / mean * 1e3:.0f} {mean:.1f} {mib.group(1) if mib else '-'}")
+EOF2
+}
+
 infinity_check
 ((bench)) || { san_train; profile_step; exit $status; }
 # The step benchmark: ZERO_GPU_BENCH_GRID entries MODEL:MICRO[xACCUM]:STAGES[:MODES] (ACCUM
@@ -362,10 +415,11 @@ infinity_check
 # world 1; each run's last wall_clock_breakdown lines (and the offload pipeline's) are printed under
 # the table;
 # ZERO_GPU_TORCH_MODES the PyTorch baselines (eager / compile / fsdp2) run beside entries without
-# their own. Ratios are against each entry's first mode; an offloaded stage is also compared with the
+# their own; the mode llmc runs llm.c's train_gpt2cu (cuDNN attention, its default recompute of
+# GELU, bf16) at the same micro batch and T for the GPT-2 presets (llmc_step). Ratios are against each entry's first mode; an offloaded stage is also compared with the
 # same stage without offload when the entry has it (issue 11: offload 1.5B >= 0.9x no-offload).
 # Memory: PyTorch's max_memory_allocated; ours cudaMemGetInfo after the last step (context included).
-grid=${ZERO_GPU_BENCH_GRID:-gpt2-124m:8:0,1,2,3,2o,2on:eager+compile+fsdp2 gpt2-350m:8:0,3:eager gpt2-1558m:4:2,2o,2on:eager llama-1b:4:0,3:eager}
+grid=${ZERO_GPU_BENCH_GRID:-gpt2-124m:8:0,1,2,3,2o,2on:eager+compile+fsdp2+llmc gpt2-124m:64:0,3:compile+llmc gpt2-350m:8:0,3:eager+llmc gpt2-1558m:4:2,2o,2on:eager+llmc llama-1b:4:0,3:eager}
 modes=${ZERO_GPU_TORCH_MODES:-eager}
 seq=${ZERO_GPU_BENCH_SEQ:-1024}
 echo
@@ -383,6 +437,16 @@ for entry in $grid; do
   these_modes=${entry_modes:-$modes}
   ((accum > 1)) && these_modes=""
   for mode in ${these_modes//+/ }; do
+    if [[ $mode == llmc ]]; then
+      if line=$(llmc_step "$model" "$micro"); then
+        read -r tps ms mib <<<"$line"
+        [[ -z $base ]] && base=$tps
+        echo "| $model | llm.c (cuDNN) | $tps | $ms | $(python3 -c "print(f'{$tps * $fpt / 989e12:.1%}')") | $mib | $(python3 -c "print(f'{$tps/$base:.2f}')") |"
+      else
+        echo "| $model | llm.c | ${line:0:150} | | | | |"
+      fi
+      continue
+    fi
     line=$(timeout 300 python3 "$torch_step" --model "$model" --batch "$micro" --seq "$seq" \
       --steps 8 --mode "$mode" 2>&1 | grep -E "^torch-|Error|error" | tail -1)
     tps=$(sed -n 's/.*: \([0-9,]*\) tok\/s.*/\1/p' <<<"$line" | tr -d ,)
