@@ -39,6 +39,8 @@ cp examples/data/kjv.txt tools/gpu/train_check.sh bench/gpu/torch_step.py "$stag
 # The ZeRO-Offload benchmark (verify.sh --offload-bench): its script and Python helpers.
 cp tools/gpu/offload_bench.sh bench/gpu/offload_bench_report.py bench/gpu/train_ds_gpu.py \
   bench/gpu/make_random_llama.py "$stage/pack/app/"
+# ZeRO-Inference's benchmark (verify.sh --inference-bench): resident vs transformers, the stream.
+cp tools/gpu/inference_stream.sh bench/gpu/hf_generate.py "$stage/pack/app/"
 # llm.c, the step benchmark's baseline (train_check.sh's llmc mode), when .llmc/ holds it
 # (tools/gpu/llmc_build.sh): the binary and, to rebuild it there, its source and cudnn-frontend.
 if [[ -x .llmc/bin/train_gpt2cu ]]; then

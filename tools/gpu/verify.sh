@@ -11,6 +11,11 @@
 #                                  llama-1b / 8b / 13B and gpt2-1558m, DeepSpeed beside it when
 #                                  importable; ZERO_OB_* variables as that script says; about 8
 #                                  minutes with its default grid) -> $OUT/offload_bench.md
+#   bash .gpu/verify.sh --inference-bench  ZeRO-Inference alone (app/inference_stream.sh: resident
+#                                  llama-1b against transformers' generate at batch 1 / 64, streamed
+#                                  = resident, llama-8b streamed under 6 GiB at batch 1 / 8 / 64
+#                                  against the PCIe bound; RESIDENT_MODELS, BUDGET, NEW_TOKENS as
+#                                  that script says) -> $OUT/inference_bench.md
 #   bash .gpu/verify.sh --dry-run  anywhere: unpack, resolve every library, run the binaries (which
 #                                  skip without a device); what CI runs so this works the first time
 #
@@ -23,8 +28,9 @@
 # table of a gpt2-124m step: ZERO_GPU_PROFILE=0 skips that).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-dry=0 bench_only=0 offload_only=0
+dry=0 bench_only=0 offload_only=0 inference_only=0
 [[ "${1:-}" == "--dry-run" ]] && dry=1
+[[ "${1:-}" == "--inference-bench" ]] && inference_only=1
 [[ "${1:-}" == "--bench" ]] && bench_only=1
 [[ "${1:-}" == "--offload-bench" ]] && offload_only=1
 out=${OUT:-$here/out}
@@ -126,6 +132,15 @@ if ((offload_only)); then
     "$work/offload" "$out/offload_bench.md") >"$out/offload_bench.log" 2>&1
   rc=$?
   cat "$out/offload_bench.md" >>"$summary"
+  cat "$summary"
+  exit $rc
+fi
+if ((inference_only)); then
+  mkdir -p "$work/inference-nvme"
+  (cd "$work/pack/app" && bash inference_stream.sh "$work/pack/app/zero" "$work/inference" \
+    "$work/inference-nvme") >"$out/inference_bench.md" 2>"$out/inference_bench.log"
+  rc=$?
+  cat "$out/inference_bench.md" >>"$summary"
   cat "$summary"
   exit $rc
 fi
