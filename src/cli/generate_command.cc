@@ -41,6 +41,7 @@
 #include "runtime/model_source.h"
 #include "runtime/model_weights.h"
 #include "runtime/prompts_file.h"
+#include "runtime/token_agreement.h"
 #include "text/chat_template.h"
 #include "text/stream_decoder.h"
 #include "text/tokenizer.h"
@@ -132,6 +133,9 @@ struct Generation {
   // unit (CPU ranks) or block (GPU ranks); every rank runs the same generation, rank 0 (the lead)
   // alone prints and writes.
   World world;
+  // Several ranks: every step's new tokens made rank 0's (a.sampling.sync), so no rank's tie broken
+  // differently splits the ranks' forwards.
+  std::unique_ptr<runtime::TokenAgreement> agreement;
   bool lead = true;
   Device device = Device::kCpu;
   std::unique_ptr<runtime::ModelSource> source;
@@ -641,10 +645,13 @@ int join_world(Generation& g) {
   return 0;
 }
 
-int run_generate(GenerateArgs& a) {
-  Generation g;
+int run_generate_steps(GenerateArgs& a, Generation& g) {
   if (int code = check_flags(a, g)) return code;
   if (int code = join_world(g)) return code;
+  if (g.world.comm != nullptr && g.world.comm->world_size() > 1) {
+    g.agreement = std::make_unique<runtime::TokenAgreement>(*g.world.comm);
+    a.sampling.sync = g.agreement.get();  // --prompts_file lines copy it
+  }
   if (int code = open_model(a, g)) return code;
   if (int code = check_budget_and_device(g)) return code;
   if (!a.prompts_file.empty()) return generate_prompts_file(a, g);
@@ -664,6 +671,16 @@ int run_generate(GenerateArgs& a) {
                  a.has_chat ? "end-of-turn / end-of-sequence" : "end-of-sequence");
   }
   return 0;
+}
+
+// The generation, then (several ranks) each rank whose own picks were not rank 0's says so.
+int run_generate(GenerateArgs& a) {
+  Generation g;
+  const int code = run_generate_steps(a, g);
+  if (g.agreement != nullptr && !g.agreement->report().empty()) {
+    std::fprintf(stderr, "%s\n", g.agreement->report().c_str());
+  }
+  return code;
 }
 
 }  // namespace

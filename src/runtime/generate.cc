@@ -134,6 +134,8 @@ WindowRead next_read(Running& r, const std::vector<int32_t>& tokens) {
 Status sample_batch(const model::ModelConfig& c, int64_t slots, std::vector<BatchSequence>& seqs,
                     BatchObserver& observer, const ReadWindowsFn& read) {
   const int64_t V = c.vocab_size;
+  TokenSync* sync = seqs.empty() ? nullptr : seqs[0].options.sync;
+  std::vector<int32_t> nexts;       // nexts[k] is running[k]'s new token
   std::vector<int64_t> free_slots;  // taken from the back: slot 0 first
   for (int64_t s = slots - 1; s >= 0; --s) free_slots.push_back(s);
   std::vector<Running> running, still_running;
@@ -167,11 +169,17 @@ Status sample_batch(const model::ModelConfig& c, int64_t slots, std::vector<Batc
     read(reads, logits.data());
     reads.clear();
     still_running.clear();
+    nexts.clear();
+    for (size_t k = 0; k < running.size(); ++k) {
+      nexts.push_back(next_token(logits.data() + k * static_cast<size_t>(V), V,
+                                 seqs[static_cast<size_t>(running[k].seq)], running[k].rng, &probs,
+                                 &order));
+    }
+    if (sync != nullptr) ZERO_RETURN_IF_ERROR(sync->agree(nexts));
     for (size_t k = 0; k < running.size(); ++k) {
       Running& r = running[k];
       BatchSequence& s = seqs[static_cast<size_t>(r.seq)];
-      const int32_t next =
-          next_token(logits.data() + k * static_cast<size_t>(V), V, s, r.rng, &probs, &order);
+      const int32_t next = nexts[k];
       std::optional<FinishReason> done;
       const std::vector<int32_t>& stop = s.options.stop_tokens;
       if (std::find(stop.begin(), stop.end(), next) != stop.end()) {
@@ -226,7 +234,8 @@ bool sample_one(const model::ModelConfig& c, std::vector<int32_t>& tokens,
   one[0].options = options;
   SingleObserver observer(on_token, ctx);
   const Status status = sample_batch(c, 1, one, observer, read);
-  ZERO_CHECK(status.ok(), status.to_string());  // the observer never fails
+  // The observer never fails; the ranks' agreement fails only with their collectives.
+  ZERO_CHECK(status.ok(), status.to_string());
   tokens = std::move(one[0].tokens);
   return observer.stopped();
 }

@@ -21,6 +21,19 @@
 
 namespace zero::runtime {
 
+// Several ranks generating alike (stage-3 inference): each rank samples from logits that should be
+// bitwise its peers', and the forwards' gathers match only while every rank continues with the
+// same tokens. The loop hands each step's new tokens (one per running sequence, in order) to
+// agree(), which replaces them with the ones every rank keeps (runtime/token_agreement.h: rank
+// 0's). An error ends the generation with it.
+class TokenSync {
+ public:
+  virtual Status agree(std::span<int32_t> tokens) = 0;
+
+ protected:
+  ~TokenSync() = default;
+};
+
 struct SamplingOptions {
   int64_t max_new_tokens = 100;
   double temperature = 1.0;  // 0 = greedy
@@ -38,6 +51,9 @@ struct SamplingOptions {
   int64_t context_limit = 0;
   // Generation ends when one of these is sampled (the model's EOS ids); it is not appended.
   std::vector<int32_t> stop_tokens;
+  // Not owned; null on one rank. A batch agrees through its first sequence's (every sequence of a
+  // batch on several ranks carries the same).
+  TokenSync* sync = nullptr;
 };
 
 // The distribution a token is sampled from (temperature > 0): softmax(logits / temperature),
