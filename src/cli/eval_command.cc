@@ -1,10 +1,14 @@
 // `zero eval`: the eval loss and perplexity of a saved model (HF directory, preset, or a sharded
 // checkpoint: OUTPUT_DIR or one tag directory, read from its fp32 master weights) on a validation
-// token file, the same numbers `zero train --validation_file` logs (runtime/evaluation.h). One
-// rank; prints one JSON line: {"eval_loss": .., "eval_ppl": .., "eval_tokens": ..}.
+// token file, the same numbers `zero train --validation_file` logs (runtime/evaluation.h). Prints
+// one JSON line: {"eval_loss": .., "eval_ppl": .., "eval_tokens": ..}.
 // `--device cuda` runs the forwards on the GPU's model; `--offload_param cpu|nvme` streams the
 // blocks through a few GPU slots (ZeRO-Inference, cli/weight_stream_flags.h), each forward over
 // --per_device_eval_batch_size samples reading every block once; the loss is the resident one's.
+// Under a launcher with several ranks it is stage-3 inference, data-parallel: each rank holds a
+// 1/N shard of every unit (CPU ranks: runtime/gathered_params.h) or block (GPU ranks:
+// cli::place_partitioned_weights), evaluates its own samples of each round as zero train's
+// evaluation does, and the loss sums are all-reduced; rank 0 alone prints.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -19,6 +23,7 @@
 #include "cli/commands.h"
 #include "cli/flag_checks.h"
 #include "cli/weight_stream_flags.h"
+#include "cli/world.h"
 #include "comm/self_communicator.h"
 #include "core/device.h"
 #include "core/storage.h"
@@ -55,11 +60,46 @@ bool is_checkpoint(const std::string& dir) {
          std::filesystem::exists(std::filesystem::path(dir) / "manifest.json", ec);
 }
 
+// The ranks of the job: a world of one without a launcher (no MPI start-up), else MPI's. Several
+// ranks shard the weights; the weight stream is one rank's, so its flags are refused there.
+StatusOr<World> join_world(const WeightStreamSettings& stream) {
+  World world;
+  if (launched_as_rank()) {
+    ZERO_ASSIGN_OR_RETURN(world, make_world());
+  } else {
+    world.comm = std::make_unique<SelfCommunicator>();
+  }
+  if (world.comm->world_size() > 1 && stream.given) {
+    return invalid_argument(
+        "zero eval on {} ranks shards the weights over the ranks (ZeRO stage-3 inference, "
+        "--device cpu or cuda) without the weight stream flags (--offload_param, "
+        "--max_gpu_memory, --max_host_memory, a --deepspeed_config offload_param): run one rank "
+        "for those",
+        world.comm->world_size());
+  }
+  if (world.comm->rank() != 0 && std::freopen("/dev/null", "w", stdout) == nullptr) {
+    return internal_error("cannot silence stdout");
+  }
+  return world;
+}
+
 int run_eval(const EvalArgs& a) {
   const StatusOr<Device> device = parse_device_flag(a.device);
   if (!device.ok()) return report(device.status(), 2);
   auto stream = parse_weight_stream_flags(a.stream, *device);
   if (!stream.ok()) return report(stream.status(), 2);
+  auto world = join_world(*stream);
+  if (!world.ok()) return report(world.status(), 2);
+  Communicator& comm = *world->comm;
+  const bool several = comm.world_size() > 1;
+  // A rank that fails alone ends the job: its peers would wait in the next gather or reduction.
+  auto fail = [&](const Status& s, int code) -> int {
+    if (several) {
+      std::fprintf(stderr, "[rank %d] error: %s\n", comm.rank(), s.to_string().c_str());
+      comm.abort_job(code);
+    }
+    return report(s, code);
+  };
   // The model: its config and a reader of any range of any unit.
   model::ModelConfig mc;
   runtime::UnitInitFn init;
@@ -104,39 +144,55 @@ int run_eval(const EvalArgs& a) {
       {a.validation_file, a.data_dtype, a.model, block, mc.vocab_size, "--validation_file"});
   if (!data.ok()) return report(data.status(), 2);
 
-  // Forward only on one rank, over the weights alone (one copy; no training state), reduced as
-  // zero train's evaluation reduces it. On a GPU the model keeps one block's activations
-  // (activation checkpointing: the same forward values, a bounded slab).
-  const int64_t B = a.per_device_eval_batch_size, T = data->block_size();
-  const int64_t other =
-      *device == Device::kCpu ? 0 : runtime::forward_scratch_bytes(mc, B, T, dtype);
-  auto plan = plan_weights(*stream, *device, mc, dtype, other);
-  if (!plan.ok()) return report(plan.status(), 2);
-  if (stream->given) {
-    std::fprintf(stderr, "zero eval: %s; %lld bytes of host memory for the weights\n",
-                 plan->describe(*device).c_str(),
-                 static_cast<long long>(planned_host_bytes(*plan, *device)));
-  }
+  // Forward only, over the weights alone (one copy, or one shard per rank; no training state),
+  // reduced as zero train's evaluation reduces it. On a GPU the model keeps one block's
+  // activations (activation checkpointing: the same forward values, a bounded slab).
   model::TransformerOptions model_options;
   model_options.activation_checkpointing = true;
-  auto placed = place_weights(*plan, *stream, *device, mc, dtype, init, DType::kF32, model_options);
-  if (!placed.ok()) return report(placed.status(), 1);
+  PlacedWeights placed;
+  if (several && *device != Device::kCpu) {
+    // The checkpoint's dtype on the GPUs (a sharded checkpoint's master weights are fp32).
+    auto p = place_partitioned_weights(comm, mc,
+                                       source != nullptr ? source->stored_dtype() : DType::kF32,
+                                       init, DType::kF32, model_options);
+    if (!p.ok()) return fail(p.status().with_context("--device " + a.device), 1);
+    placed = std::move(*p);
+  } else if (several) {
+    auto gathered = runtime::GatheredParams::create(model::ModelLayout(mc), comm, init);
+    if (!gathered.ok()) return fail(gathered.status(), 1);
+    placed.gathered = std::move(*gathered);
+  } else {
+    const int64_t B = a.per_device_eval_batch_size, T = data->block_size();
+    const int64_t other =
+        *device == Device::kCpu ? 0 : runtime::forward_scratch_bytes(mc, B, T, dtype);
+    auto plan = plan_weights(*stream, *device, mc, dtype, other);
+    if (!plan.ok()) return report(plan.status(), 2);
+    if (stream->given) {
+      std::fprintf(stderr, "zero eval: %s; %lld bytes of host memory for the weights\n",
+                   plan->describe(*device).c_str(),
+                   static_cast<long long>(planned_host_bytes(*plan, *device)));
+    }
+    auto p = place_weights(*plan, *stream, *device, mc, dtype, init, DType::kF32, model_options);
+    if (!p.ok()) return report(p.status(), 1);
+    placed = std::move(*p);
+  }
+  if (several && comm.rank() == 0) {
+    std::fprintf(stderr,
+                 "zero eval: %d ranks, each holding a 1/%d shard of every %s and evaluating its "
+                 "own samples of each round (ZeRO stage-3 inference)\n",
+                 comm.world_size(), comm.world_size(),
+                 *device == Device::kCpu ? "unit" : "block on its GPU");
+  }
   std::unique_ptr<model::Transformer> cpu_model;
-  if (placed->on_device == nullptr) cpu_model = std::make_unique<model::Transformer>(mc);
+  if (placed.on_device == nullptr) cpu_model = std::make_unique<model::Transformer>(mc);
   model::Model& forward_model =
-      placed->on_device != nullptr ? placed->on_device->model() : *cpu_model;
+      placed.on_device != nullptr ? placed.on_device->model() : *cpu_model;
   model::ParamAccess& params =
-      placed->on_device != nullptr ? placed->on_device->params() : placed->cpu_params();
-  SelfCommunicator self;
-  runtime::Evaluator evaluator(&*data, a.per_device_eval_batch_size, 1, 0);
-  auto r = evaluator.run(
-      [&](const std::vector<runtime::MicroBatch>& micro) -> StatusOr<runtime::LossSum> {
-        ZERO_ASSIGN_OR_RETURN(runtime::LossSum local,
-                              runtime::forward_loss_sum(forward_model, params, micro));
-        ZERO_RETURN_IF_ERROR(placed->status());  // a failed block read: the loss is not trusted
-        return runtime::all_reduce_loss_sum(self, local);
-      });
-  if (!r.ok()) return report(r.status(), 1);
+      placed.on_device != nullptr ? placed.on_device->params() : placed.cpu_params();
+  // A failed block read: the loss is not trusted.
+  auto r = runtime::evaluate_weights(*data, a.per_device_eval_batch_size, comm, forward_model,
+                                     params, [&placed] { return placed.status(); });
+  if (!r.ok()) return fail(r.status(), 1);
   nlohmann::json j = {{"eval_loss", r->loss}, {"eval_tokens", r->tokens}};
   j["eval_ppl"] = std::isfinite(r->perplexity) ? nlohmann::json(r->perplexity) : nlohmann::json();
   std::printf("%s\n", j.dump().c_str());
@@ -149,8 +205,9 @@ void add_eval_command(CLI::App& app, int& exit_code) {
   auto a = std::make_shared<EvalArgs>();
   CLI::App* e = app.add_subcommand(
       "eval",
-      "eval loss and perplexity of a model on a validation token file (one rank; the numbers "
-      "zero train --validation_file logs)");
+      "eval loss and perplexity of a model on a validation token file (the numbers zero train "
+      "--validation_file logs; under a launcher with several ranks the weights are sharded over "
+      "them and each evaluates its own samples)");
   e->add_option("--model", a->model,
                 "HF model directory, preset:NAME, or a checkpoint (OUTPUT_DIR or a tag directory)")
       ->required();

@@ -68,4 +68,16 @@ StatusOr<EvalResult> Evaluator::run(const LossFn& eval_loss) const {
   return out;
 }
 
+StatusOr<EvalResult> evaluate_weights(const TokenDataset& data, int64_t micro_batch,
+                                      Communicator& comm, model::Model& model,
+                                      model::ParamAccess& params,
+                                      const std::function<Status()>& weights_status) {
+  const Evaluator evaluator(&data, micro_batch, comm.world_size(), comm.rank());
+  return evaluator.run([&](const std::vector<MicroBatch>& micro) -> StatusOr<LossSum> {
+    ZERO_ASSIGN_OR_RETURN(LossSum local, forward_loss_sum(model, params, micro));
+    if (weights_status) ZERO_RETURN_IF_ERROR(weights_status());
+    return all_reduce_loss_sum(comm, local);
+  });
+}
+
 }  // namespace zero::runtime

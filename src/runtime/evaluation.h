@@ -8,8 +8,11 @@
 #include <functional>
 #include <vector>
 
+#include "comm/communicator.h"
 #include "core/status.h"
 #include "data/token_dataset.h"
+#include "model/model.h"
+#include "model/param_access.h"
 #include "runtime/batch.h"
 
 namespace zero::runtime {
@@ -50,5 +53,16 @@ class Evaluator {
   int world_size_;
   int rank_;
 };
+
+// `zero eval`'s evaluation of weights held for inference: `model` reads `params` forward only
+// (forward_loss_sum), each rank over its Evaluator samples of `data` in micro-batches of
+// `micro_batch`, the loss sums all-reduced over `comm` (one rank: a SelfCommunicator), so N ranks
+// holding stage-3 shards evaluate the samples once between them. `weights_status` (may be empty)
+// is checked after each forward: a failed weight read leaves a loss that is not trusted.
+// Collective: every rank of `comm` calls it.
+StatusOr<EvalResult> evaluate_weights(const TokenDataset& data, int64_t micro_batch,
+                                      Communicator& comm, model::Model& model,
+                                      model::ParamAccess& params,
+                                      const std::function<Status()>& weights_status = {});
 
 }  // namespace zero::runtime
