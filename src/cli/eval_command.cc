@@ -61,22 +61,16 @@ bool is_checkpoint(const std::string& dir) {
 }
 
 // The ranks of the job: a world of one without a launcher (no MPI start-up), else MPI's. Several
-// ranks shard the weights; the weight stream is one rank's, so its flags are refused there.
-StatusOr<World> join_world(const WeightStreamSettings& stream) {
+// ranks shard the weights; the weight stream flags they take are check_ranks_stream_flags'.
+StatusOr<World> join_world(const WeightStreamSettings& stream, Device device) {
   World world;
   if (launched_as_rank()) {
     ZERO_ASSIGN_OR_RETURN(world, make_world());
   } else {
     world.comm = std::make_unique<SelfCommunicator>();
   }
-  if (world.comm->world_size() > 1 && stream.given) {
-    return invalid_argument(
-        "zero eval on {} ranks shards the weights over the ranks (ZeRO stage-3 inference, "
-        "--device cpu or cuda) without the weight stream flags (--offload_param, "
-        "--max_gpu_memory, --max_host_memory, a --deepspeed_config offload_param): run one rank "
-        "for those",
-        world.comm->world_size());
-  }
+  ZERO_RETURN_IF_ERROR(
+      check_ranks_stream_flags(stream, device, world.comm->world_size(), "zero eval"));
   if (world.comm->rank() != 0 && std::freopen("/dev/null", "w", stdout) == nullptr) {
     return internal_error("cannot silence stdout");
   }
@@ -88,7 +82,7 @@ int run_eval(const EvalArgs& a) {
   if (!device.ok()) return report(device.status(), 2);
   auto stream = parse_weight_stream_flags(a.stream, *device);
   if (!stream.ok()) return report(stream.status(), 2);
-  auto world = join_world(*stream);
+  auto world = join_world(*stream, *device);
   if (!world.ok()) return report(world.status(), 2);
   Communicator& comm = *world->comm;
   const bool several = comm.world_size() > 1;
@@ -154,7 +148,7 @@ int run_eval(const EvalArgs& a) {
     // The checkpoint's dtype on the GPUs (a sharded checkpoint's master weights are fp32).
     auto p = place_partitioned_weights(comm, mc,
                                        source != nullptr ? source->stored_dtype() : DType::kF32,
-                                       init, DType::kF32, model_options);
+                                       init, DType::kF32, model_options, *stream);
     if (!p.ok()) return fail(p.status().with_context("--device " + a.device), 1);
     placed = std::move(*p);
   } else if (several) {

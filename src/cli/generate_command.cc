@@ -381,13 +381,22 @@ void say_device(const GenerateArgs& a, const Generation& g) {
                    : "a key/value cache on the GPU");
 }
 
+// Where a GPU rank's block shards live between gathers (offload_param).
+const char* shard_home(runtime::ParamOffload offload) {
+  switch (offload) {
+    case runtime::ParamOffload::kCpu: return "in pinned host memory (offload_param cpu)";
+    case runtime::ParamOffload::kNvme: return "in its own swap file (offload_param nvme)";
+    default: return "on its GPU";
+  }
+}
+
 // Stage-3 inference on several GPU ranks: each rank holds its shard of every block on its GPU (in
 // the checkpoint's dtype) and the embeddings, final norm and head whole; the blocks are gathered
 // one ahead of the one computing (cli::place_partitioned_weights). Collective.
 int load_partitioned_weights(const GenerateArgs& a, Generation& g) {
   Communicator& comm = *g.world.comm;
   auto placed = place_partitioned_weights(comm, *g.config, weights_dtype(g), g.source->init_fn(),
-                                          gpu_cache_dtype(g));
+                                          gpu_cache_dtype(g), {}, g.stream);
   if (!placed.ok()) {
     std::fprintf(stderr, "[rank %d] error: --device %s: %s\n", comm.rank(), a.device.c_str(),
                  placed.status().message().c_str());
@@ -398,11 +407,12 @@ int load_partitioned_weights(const GenerateArgs& a, Generation& g) {
   const runtime::StreamedParams& blocks = *g.on_device->streamed();
   if (g.lead) {
     std::fprintf(stderr,
-                 "zero generate: %d GPU ranks, each holding a 1/%d shard of every block on its GPU "
+                 "zero generate: %d GPU ranks, each holding a 1/%d shard of every block %s "
                  "(%lld bytes, %s) and all-gathering each block into %d slots of %lld bytes, one "
                  "block ahead, over %s; the embeddings, final norm and head whole (%lld bytes) "
                  "(ZeRO stage-3 inference)\n",
-                 comm.world_size(), comm.world_size(), static_cast<long long>(blocks.shard_bytes()),
+                 comm.world_size(), comm.world_size(), shard_home(g.stream.offload),
+                 static_cast<long long>(std::max(blocks.shard_bytes(), blocks.host_bytes())),
                  std::string(dtype_name(weights_dtype(g))).c_str(), blocks.slots(),
                  static_cast<long long>(blocks.slot_bytes()),
                  g.on_device->gather_transport().c_str(),
@@ -628,13 +638,10 @@ int join_world(Generation& g) {
   }
   g.world = std::move(*world);
   if (g.world.comm->world_size() == 1) return 0;
-  if (g.stream.given) {
-    std::fprintf(stderr,
-                 "error: zero generate on %d ranks shards the weights over the ranks (ZeRO "
-                 "stage-3 inference, --device cpu or cuda) without the weight stream flags "
-                 "(--offload_param, --max_gpu_memory, --max_host_memory, a --deepspeed_config "
-                 "offload_param): run one rank for those\n",
-                 g.world.comm->world_size());
+  if (Status s =
+          check_ranks_stream_flags(g.stream, g.device, g.world.comm->world_size(), "zero generate");
+      !s.ok()) {
+    std::fprintf(stderr, "error: %s\n", s.message().c_str());
     return 2;
   }
   g.lead = g.world.comm->rank() == 0;

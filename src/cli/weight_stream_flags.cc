@@ -251,7 +251,8 @@ StatusOr<PlacedWeights> place_partitioned_weights(Communicator& world,
                                                   const model::ModelConfig& config, DType dtype,
                                                   const runtime::UnitInitFn& init,
                                                   DType cache_dtype,
-                                                  const model::TransformerOptions& model_options) {
+                                                  const model::TransformerOptions& model_options,
+                                                  const WeightStreamSettings& settings) {
   PlacedWeights w;
   const model::ModelLayout layout(config);
   // The units that are not blocks whole: the embedding (often the largest unit) must be whole
@@ -261,6 +262,9 @@ StatusOr<PlacedWeights> place_partitioned_weights(Communicator& world,
                         }));
   runtime::WeightStreaming streaming;
   streaming.world = &world;
+  streaming.offload = settings.offload;
+  streaming.nvme_path = settings.nvme_path;
+  streaming.aio = settings.aio;
   streaming.fill_block = [config, dtype, init](int u, int64_t begin, int64_t end, void* dst) {
     return runtime::ModelWeights::fill_range(model::ModelLayout(config), u, begin, end, dtype, init,
                                              dst);
@@ -269,6 +273,26 @@ StatusOr<PlacedWeights> place_partitioned_weights(Communicator& world,
       w.on_device, runtime::DeviceGenerator::create(Device::kCuda, config, *w.host, cache_dtype,
                                                     streaming, model_options));
   return w;
+}
+
+Status check_ranks_stream_flags(const WeightStreamSettings& settings, Device device, int world_size,
+                                std::string_view command) {
+  if (world_size <= 1 || !settings.given) return ok_status();
+  if (device == Device::kCpu) {
+    return invalid_argument(
+        "{} on {} CPU ranks shards the weights over the ranks' host memory (ZeRO stage-3 "
+        "inference) without the weight stream flags (--offload_param, --max_gpu_memory, "
+        "--max_host_memory, a --deepspeed_config offload_param): run one rank for those, or GPU "
+        "ranks (--device cuda) for offload_param cpu / nvme",
+        command, world_size);
+  }
+  if (settings.max_gpu_bytes || settings.max_host_bytes) {
+    return invalid_argument(
+        "{} on {} GPU ranks gathers each block into two slots per rank: --max_gpu_memory and "
+        "--max_host_memory are one rank's (offload_param cpu / nvme are taken)",
+        command, world_size);
+  }
+  return ok_status();
 }
 
 }  // namespace zero::cli

@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include <CLI/CLI.hpp>
 
@@ -90,9 +91,18 @@ StatusOr<PlacedWeights> place_weights(const runtime::WeightStreamPlan& plan,
 // them (runtime::DeviceGenerator with WeightStreaming::world; NCCL, or staged through pinned host
 // memory when the node's ranks share its GPUs). Collective: every rank calls it alike. Errors:
 // reading the weights, the GPU's, the device communicator's.
+// With `settings`' offload_param cpu / nvme each rank's shards live in pinned host memory / its own
+// swap file under nvme_path instead of on its GPU (ZeRO-Infinity: copied up before each gather).
 StatusOr<PlacedWeights> place_partitioned_weights(
     Communicator& world, const model::ModelConfig& config, DType dtype,
     const runtime::UnitInitFn& init, DType cache_dtype,
-    const model::TransformerOptions& model_options = {});
+    const model::TransformerOptions& model_options = {}, const WeightStreamSettings& settings = {});
+
+// The weight stream flags a job of `world_size` ranks on `device` accepts: any on one rank; on
+// several GPU ranks offload_param cpu / nvme (and nvme_path, the config's aio block), not the
+// budgets (the slots are two per rank); none on several CPU ranks (their shards stay in host
+// memory). Errors: INVALID_ARGUMENT naming `command`, the ranks and the flag.
+Status check_ranks_stream_flags(const WeightStreamSettings& settings, Device device, int world_size,
+                                std::string_view command);
 
 }  // namespace zero::cli

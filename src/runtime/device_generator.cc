@@ -80,12 +80,6 @@ Status DeviceGenerator::build_context_and_model(Device device, const model::Mode
 Status DeviceGenerator::build_partitioned(model::ParamAccess& host,
                                           const WeightStreaming& streaming) {
   Communicator& world = *streaming.world;
-  if (streaming.offload != ParamOffload::kNone) {
-    return invalid_argument(
-        "offload_param {} streams the blocks of one rank; on {} ranks they are partitioned over "
-        "the ranks' GPUs instead",
-        param_offload_name(streaming.offload), world.world_size());
-  }
   if (exec_->device() != Device::kCuda) {
     // The CPU model computes on the calling thread, not on the context's streams the gathers are
     // ordered on; CPU ranks gather through runtime::GatheredParams.
@@ -100,7 +94,12 @@ Status DeviceGenerator::build_partitioned(model::ParamAccess& host,
   ZERO_ASSIGN_OR_RETURN(gathers_, device::make_stream_collectives(*device_comm_, *exec_));
   const model::ModelLayout& layout = model_->layout();
   StreamedParams::Options o;
-  o.offload = ParamOffload::kNone;
+  // kNone: this rank's shards on its GPU; cpu / nvme: in pinned host memory / its own swap file
+  // (ZeRO-Infinity), copied up before each gather.
+  o.offload = streaming.offload;
+  o.nvme_path = streaming.nvme_path;
+  o.aio = streaming.aio;
+  o.fault_hook = streaming.fault_hook;
   o.slots = streaming.slots;
   o.gather = gathers_.get();
   // The blocks in the dtype of the units the host holds.

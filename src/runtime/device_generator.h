@@ -45,8 +45,9 @@ struct WeightStreaming {
   // them): the whole unit streamed, this rank's shard partitioned (StreamedParams::FillUnitFn).
   StreamedParams::FillUnitFn fill_block;
   // Stage-3 inference on several ranks: the world's communicator (not owned; outlives the
-  // generator). With more than one rank, and offload kNone, each rank's generator runs on its GPU
-  // (rank_cuda_device), holds its shard of every block there and gathers the blocks through
+  // generator). With more than one rank each rank's generator runs on its GPU
+  // (rank_cuda_device), holds its shard of every block there (offload kNone; cpu / nvme: in
+  // pinned host memory / its own swap file under nvme_path) and gathers the blocks through
   // `slots` slots over a device communicator made from `world` (collective: every rank creates
   // its generator with the same settings, then runs the same generations, with the same prompts
   // and seeds, in the same order). Null or a world of one: one rank.
@@ -67,7 +68,7 @@ class DeviceGenerator {
   // `host` needs to hold the other units only.
   // Errors: no backend / GPU for `device`, or a model the device cannot run; the weight stream's
   // (pinned or device memory refused, the swap file); the device communicator's (naming the rank);
-  // an offload, or a device other than a GPU, with a world of several ranks.
+  // a device other than a GPU with a world of several ranks.
   static StatusOr<std::unique_ptr<DeviceGenerator>> create(
       Device device, const model::ModelConfig& config, model::ParamAccess& host,
       DType cache_dtype = DType::kF32, const WeightStreaming& streaming = {},

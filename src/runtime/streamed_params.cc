@@ -199,7 +199,7 @@ StatusOr<std::unique_ptr<StreamedParams>> StreamedParams::create(const model::Mo
                                                                  const Options& options) {
   const int L = static_cast<int>(layout.config().num_layers);
   const bool partitioned = options.gather != nullptr;
-  if (partitioned ? options.offload != ParamOffload::kNone || options.slots < 1
+  if (partitioned ? options.slots < 1
                   : options.offload == ParamOffload::kNone || options.slots < kMinSlots ||
                         options.slots >= L) {
     return invalid_argument("a weight stream of {} slots from {}{} for {} blocks", options.slots,
@@ -216,12 +216,18 @@ StatusOr<std::unique_ptr<StreamedParams>> StreamedParams::create(const model::Mo
     shards.emplace(layout, options.gather->comm().world_size(), options.gather->comm().rank());
   }
   const int64_t elem = static_cast<int64_t>(dtype_bytes(options.dtype));
+  int64_t staging_numel = 0;  // nvme: the largest block, or partitioned the largest shard
   for (int l = 0; l < L; ++l) {
     const int u = layout.block_unit(l);
     p->layer_of_unit_[static_cast<size_t>(u)] = l;
     p->block_numel_.push_back(layout.unit(u).numel);
     const int64_t slot_numel = shards ? shards->unit(u).padded_numel : layout.unit(u).numel;
     p->block_bytes_ = std::max(p->block_bytes_, slot_numel * elem);
+    if (shards) {
+      p->shard_numel_.push_back(shards->unit(u).shard_numel);
+      p->shard_begin_.push_back(shards->shard_begin(u));
+    }
+    staging_numel = std::max(staging_numel, shards ? shards->unit(u).shard_numel : slot_numel);
   }
   device::Backend& backend = ctx.backend();
   p->copy_ = backend.create_stream(partitioned ? "weights gathered" : "weights h2d");
@@ -231,10 +237,11 @@ StatusOr<std::unique_ptr<StreamedParams>> StreamedParams::create(const model::Mo
     Slot slot;
     ZERO_ASSIGN_OR_RETURN(slot.device, backend.allocate(options.dtype, slot_numel));
     if (options.offload == ParamOffload::kNvme) {
-      ZERO_ASSIGN_OR_RETURN(slot.staging, backend.allocate_host(options.dtype, slot_numel));
+      ZERO_ASSIGN_OR_RETURN(slot.staging, backend.allocate_host(options.dtype, staging_numel));
     }
     slot.loaded = backend.create_event();
     slot.freed = backend.create_event();
+    slot.staged = backend.create_event();
     p->slots_.push_back(std::move(slot));
   }
   ZERO_RETURN_IF_ERROR(partitioned ? p->store_shards(fill_block) : p->store_blocks(fill_block));
@@ -254,7 +261,14 @@ Status StreamedParams::store_blocks(const FillUnitFn& fill_block) {
     }
     return ok_status();
   }
-  // NVMe: every block written once through the first slot's staging buffer, at offsets the
+  return write_swap(block_numel_, [&](int l, void* dst) {
+    return fill_block(layout_.block_unit(l), 0, block_numel_[static_cast<size_t>(l)], dst);
+  });
+}
+
+Status StreamedParams::write_swap(const std::vector<int64_t>& numel,
+                                  const std::function<Status(int layer, void* dst)>& fill) {
+  // Every block (or shard) written once through the first slot's staging buffer, at offsets the
   // swapper's alignment allows, into one file of a per-run directory under nvme_path.
   offload::NvmeSwapperOptions so;
   so.nvme_path = options_.nvme_path;
@@ -262,20 +276,19 @@ Status StreamedParams::store_blocks(const FillUnitFn& fill_block) {
   so.aio = options_.aio;
   ZERO_ASSIGN_OR_RETURN(swapper_, offload::NvmeSwapper::create(so));
   uint64_t total = 0;
-  const size_t elem = dtype_bytes(dtype);
+  const size_t elem = dtype_bytes(options_.dtype);
   for (int l = 0; l < num_blocks_; ++l) {
     file_offset_.push_back(total);
-    total += offload::NvmeSwapper::slot_bytes(
-        static_cast<uint64_t>(block_numel_[static_cast<size_t>(l)]) * elem);
+    total += offload::NvmeSwapper::slot_bytes(static_cast<uint64_t>(numel[static_cast<size_t>(l)]) *
+                                              elem);
   }
   ZERO_RETURN_IF_ERROR(swapper_->add_file(kSwapClass, total));
   void* staging = slots_[0].staging.data();
   for (int l = 0; l < num_blocks_; ++l) {
-    ZERO_RETURN_IF_ERROR(
-        fill_block(layout_.block_unit(l), 0, block_numel_[static_cast<size_t>(l)], staging));
-    ZERO_RETURN_IF_ERROR(
-        swapper_->write(kSwapClass, file_offset_[static_cast<size_t>(l)],
-                        static_cast<size_t>(block_numel_[static_cast<size_t>(l)]) * elem, staging));
+    ZERO_RETURN_IF_ERROR(fill(l, staging));
+    ZERO_RETURN_IF_ERROR(swapper_->write(kSwapClass, file_offset_[static_cast<size_t>(l)],
+                                         static_cast<size_t>(numel[static_cast<size_t>(l)]) * elem,
+                                         staging));
   }
   return ok_status();
 }
@@ -283,26 +296,36 @@ Status StreamedParams::store_blocks(const FillUnitFn& fill_block) {
 Status StreamedParams::store_shards(const FillUnitFn& fill_block) {
   device::Backend& backend = ctx_.backend();
   const DType dtype = options_.dtype;
-  const Communicator& comm = options_.gather->comm();
-  const sharding::ShardLayout shards(layout_, comm.world_size(), comm.rank());
-  int64_t staging_numel = 0;
-  for (int l = 0; l < num_blocks_; ++l) {
-    const int64_t numel = shards.unit(layout_.block_unit(l)).shard_numel;
-    shard_numel_.push_back(numel);
-    staging_numel = std::max(staging_numel, numel);
-  }
-  ZERO_ASSIGN_OR_RETURN(device::DeviceBuffer staging, backend.allocate_host(dtype, staging_numel));
   const size_t elem = dtype_bytes(dtype);
+  // The shard's real elements from the checkpoint; past the block's end, padding (zeros: the
+  // gathered slot's tail, which no kernel reads).
+  auto fill_shard = [&](int l, void* dst) -> Status {
+    const size_t i = static_cast<size_t>(l);
+    const int64_t numel = shard_numel_[i];
+    const int64_t begin = std::min(shard_begin_[i], block_numel_[i]);
+    const int64_t end = std::min(begin + numel, block_numel_[i]);
+    std::memset(dst, 0, static_cast<size_t>(numel) * elem);
+    if (end > begin) return fill_block(layout_.block_unit(l), begin, end, dst);
+    return ok_status();
+  };
+  if (options_.offload == ParamOffload::kCpu) {
+    // ZeRO-Infinity's offload_param cpu: each shard straight into its pinned buffer.
+    for (int l = 0; l < num_blocks_; ++l) {
+      ZERO_ASSIGN_OR_RETURN(device::DeviceBuffer buf,
+                            backend.allocate_host(dtype, shard_numel_[static_cast<size_t>(l)]));
+      ZERO_RETURN_IF_ERROR(fill_shard(l, buf.data()));
+      pinned_.push_back(std::move(buf));
+    }
+    return ok_status();
+  }
+  if (options_.offload == ParamOffload::kNvme) return write_swap(shard_numel_, fill_shard);
+  int64_t staging_numel = 0;
+  for (int64_t n : shard_numel_) staging_numel = std::max(staging_numel, n);
+  ZERO_ASSIGN_OR_RETURN(device::DeviceBuffer staging, backend.allocate_host(dtype, staging_numel));
   for (int l = 0; l < num_blocks_; ++l) {
-    const int u = layout_.block_unit(l);
     const int64_t numel = shard_numel_[static_cast<size_t>(l)];
     ZERO_ASSIGN_OR_RETURN(device::DeviceBuffer shard, backend.allocate(dtype, numel));
-    // The shard's real elements from the checkpoint; past the block's end, padding (zeros: the
-    // gathered slot's tail, which no kernel reads).
-    const int64_t begin = std::min(shards.shard_begin(u), block_numel_[static_cast<size_t>(l)]);
-    const int64_t end = std::min(begin + numel, block_numel_[static_cast<size_t>(l)]);
-    std::memset(staging.data(), 0, static_cast<size_t>(numel) * elem);
-    if (end > begin) ZERO_RETURN_IF_ERROR(fill_block(u, begin, end, staging.data()));
+    ZERO_RETURN_IF_ERROR(fill_shard(l, staging.data()));
     backend.transfer(*copy_, shard.view(), view_of(staging.data(), dtype, numel, Device::kCpu));
     // Why a host wait (once per block, at load): the staging buffer is refilled for the next one.
     ZERO_RETURN_IF_ERROR(copy_->synchronize());
@@ -374,7 +397,8 @@ void StreamedParams::read_nvme(int layer, Slot& slot) {
   // Why a host wait: the staging buffer is read by the slot's previous copy (long done: it was
   // queued slots - 1 blocks ago) and must not be overwritten before it ran.
   slot.loaded->synchronize();
-  const size_t bytes = static_cast<size_t>(block_numel_[l]) * dtype_bytes(options_.dtype);
+  const int64_t numel = options_.gather != nullptr ? shard_numel_[l] : block_numel_[l];
+  const size_t bytes = static_cast<size_t>(numel) * dtype_bytes(options_.dtype);
   StatusOr<offload::Ticket> ticket =
       swapper_->submit_read(kSwapClass, file_offset_[l], bytes, slot.staging.data());
   if (!ticket.ok()) {
@@ -396,13 +420,35 @@ void StreamedParams::gather(int layer, Slot& slot) {
   CollectiveCall call;
   call.kind = CommKind::kAllGather;
   call.dtype = options_.dtype;
-  call.in = shards_[l].data();
+  call.in = shards_.empty() ? nullptr : shards_[l].data();
   call.out = slot.device.data();
   call.numel = static_cast<size_t>(shard_numel_[l]);
   // The gather overwrites the slot once the kernels reading its previous block have run (`freed`,
   // recorded on the compute stream), on the communicator's side; the copy stream carries its end
   // to `loaded`, which acquire() makes the compute stream wait for.
-  device::OrderedCollective issued = options_.gather->issue(*slot.freed, {&call, 1});
+  const device::Event* ready = slot.freed.get();
+  if (options_.offload != ParamOffload::kNone) {
+    // The shard lives in host memory or NVMe: copied up into this rank's own block of the slot
+    // (after the kernels reading the slot's previous block), then gathered in place.
+    const TensorView own =
+        view_of(static_cast<char*>(slot.device.data()) +
+                    static_cast<size_t>(shard_begin_[l]) * dtype_bytes(options_.dtype),
+                options_.dtype, shard_numel_[l], ctx_.device());
+    copy_->wait(*slot.freed);
+    void* host = nullptr;
+    if (options_.offload == ParamOffload::kCpu) {
+      host = pinned_[l].data();
+    } else {
+      read_nvme(layer, slot);
+      host = slot.staging.data();
+    }
+    ctx_.backend().transfer(*copy_, own,
+                            view_of(host, options_.dtype, shard_numel_[l], Device::kCpu));
+    copy_->record(*slot.staged);
+    ready = slot.staged.get();
+    call.in = own.data;
+  }
+  device::OrderedCollective issued = options_.gather->issue(*ready, {&call, 1});
   copy_->wait(*issued.done);
   std::lock_guard<std::mutex> lock(error_mu_);
   check_gathers(/*wait=*/false);
@@ -491,7 +537,10 @@ int64_t StreamedParams::shard_bytes() const {
 int64_t StreamedParams::host_bytes() const {
   int64_t n = 0;
   for (const device::DeviceBuffer& b : pinned_) n += static_cast<int64_t>(b.view().nbytes());
-  for (const Slot& s : slots_) n += static_cast<int64_t>(s.staging.view().nbytes());
+  // A slot without staging (cpu) holds an empty buffer, whose default view counts one element.
+  for (const Slot& s : slots_) {
+    if (s.staging.data() != nullptr) n += static_cast<int64_t>(s.staging.view().nbytes());
+  }
   return n;
 }
 

@@ -120,10 +120,12 @@ class StreamedParams final : public model::ParamAccess {
     offload::AioConfig aio;                        // kNvme: the swapper's I/O settings
     offload::NvmeFaultHook* fault_hook = nullptr;  // kNvme, tests: fails chosen I/O (not owned)
     // Stage-3 inference on several ranks: each rank holds its shard of every block (ZeRO-3's
-    // sharding::ShardLayout over gather's ranks) in device memory, and a slot is filled by
-    // all-gathering the block into it, issued when the slot's previous block was released (not
-    // owned; outlives this; on ctx's device). Slots beyond the blocks are not made: with as many
-    // as blocks each is gathered once and kept.
+    // sharding::ShardLayout over gather's ranks) in device memory (offload kNone), or with
+    // offload cpu / nvme in pinned host memory / its own swap file (ZeRO-Infinity: copied up into
+    // its own block of the slot first), and a slot is filled by all-gathering the block into it,
+    // issued when the slot's previous block was released (not owned; outlives this; on ctx's
+    // device). Slots beyond the blocks are not made: with as many as blocks each is gathered
+    // once and kept.
     device::StreamCollectives* gather = nullptr;
   };
   // Errors: pinned or device memory refused (naming the bytes), the swap file's creation or writes,
@@ -168,12 +170,20 @@ class StreamedParams final : public model::ParamAccess {
     bool in_use = false;                    // acquired, not released
     std::unique_ptr<device::Event> loaded;  // copy stream: the block's copy into the slot
     std::unique_ptr<device::Event> freed;   // compute stream: the kernels reading it enqueued
+    // Partitioned with offload: copy stream, this rank's shard copied into the slot (the gather's
+    // ready point).
+    std::unique_ptr<device::Event> staged;
   };
   StreamedParams(const model::ModelLayout& layout, model::ParamAccess& host,
                  device::ExecutionContext& ctx, const Options& options);
   Status store_blocks(const FillUnitFn& fill_block);
-  // Partitioned: this rank's shard of every block into device memory.
+  // Partitioned: this rank's shard of every block into device memory, pinned host memory (cpu)
+  // or the swap file (nvme).
   Status store_shards(const FillUnitFn& fill_block);
+  // nvme: `numel[l]` elements per block (whole or a shard), each filled by `fill` into the first
+  // slot's staging buffer and written once into a fresh swap file.
+  Status write_swap(const std::vector<int64_t>& numel,
+                    const std::function<Status(int layer, void* dst)>& fill);
   // Makes layers l .. l+slots-1 (cyclically) present or on their way; returns l's slot.
   Slot& ensure_window(int layer);
   // Queues the copy (or gather) of `layer` into `slot`, its end recorded on the copy stream.
@@ -203,6 +213,7 @@ class StreamedParams final : public model::ParamAccess {
   std::vector<uint64_t> file_offset_;         // nvme: per block, in the swap file
   std::vector<device::DeviceBuffer> shards_;  // partitioned: per block, shard_numel_ elements
   std::vector<int64_t> shard_numel_;          // partitioned: per block, the gather's block
+  std::vector<int64_t> shard_begin_;          // partitioned: per block, this rank's in the slot
   int64_t blocks_copied_ = 0;
   // status_ is set from the copy stream's host functions; gathers_ from status().
   mutable std::mutex error_mu_;

@@ -4,7 +4,7 @@
 # 200 samples in batches of 3 leave the last round short and some ranks only padding), and rank 0
 # alone prints the JSON line: the eval loss of one rank with the whole model (the all-reduce sums
 # in another order: 1e-6 relative), the same token count. The weight stream flags are refused on
-# several ranks before any output.
+# several CPU ranks before any output.
 # Usage: eval_ranks.sh ZERO MPIEXEC HF_MODEL_DIR TOKENS_FILE OUT_DIR
 set -u
 zero=$1 mpiexec=$2 hf=$3 tokens=$4 out=$5
@@ -34,7 +34,7 @@ done
 
 mpi 2 eval --model preset:llama-tiny --validation_file "$tokens" --block_size 16 --offload_param nvme \
   --nvme_path "$out/nvme" >"$out/r.txt" 2>"$out/r.err" && fail "the stream flags were accepted"
-grep -q "zero eval on 2 ranks shards the weights over the ranks .* run one rank for those" "$out/r.err" ||
+grep -q "zero eval on 2 CPU ranks shards the weights .* run one rank for those" "$out/r.err" ||
   { cat "$out/r.err"; fail "no reason"; }
 [[ ! -s "$out/r.txt" ]] || fail "output before the refusal"
 echo "ok: the weight stream flags are refused on 2 ranks"

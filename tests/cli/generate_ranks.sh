@@ -39,15 +39,22 @@ mpi 3 "${batch[@]}" --output "$out/n3.jsonl" 2>"$out/b3.err" || { cat "$out/b3.e
 cmp -s "$out/one.jsonl" "$out/n3.jsonl" || fail "the batch output differs: $(diff "$out/one.jsonl" "$out/n3.jsonl")"
 echo "ok: --prompts_file on 3 ranks writes one rank's output"
 
-# The weight stream is one rank's: refused on several (either device), naming why.
-for device in cpu cuda; do
-  mpi 2 generate --model preset:llama-tiny --prompt_tokens 1,2 --offload_param nvme --device "$device" \
-    --nvme_path "$out/nvme" >"$out/r.txt" 2>"$out/r.err" && fail "the stream flags were accepted ($device)"
-  grep -q "zero generate on 2 ranks shards the weights over the ranks .* run one rank for those" "$out/r.err" ||
-    { cat "$out/r.err"; fail "no reason ($device)"; }
-  [[ ! -s "$out/r.txt" ]] || fail "output before the refusal ($device)"
-done
-echo "ok: the weight stream flags are refused on 2 ranks"
+# CPU ranks keep their shards in host memory: the weight stream flags are refused there; GPU ranks
+# take offload_param cpu / nvme (their shards off the GPU) but not the budgets. Refused before any
+# output, naming why.
+refused() {  # device regex flags...
+  local device=$1 want=$2
+  shift 2
+  mpi 2 generate --model preset:llama-tiny --prompt_tokens 1,2 --device "$device" "$@" \
+    >"$out/r.txt" 2>"$out/r.err" && fail "accepted: $device $*"
+  grep -q "$want" "$out/r.err" || { cat "$out/r.err"; fail "no reason: $device $*"; }
+  [[ ! -s "$out/r.txt" ]] || fail "output before the refusal: $device $*"
+}
+refused cpu "zero generate on 2 CPU ranks shards the weights .* run one rank for those" \
+  --offload_param nvme --nvme_path "$out/nvme"
+refused cuda "zero generate on 2 GPU ranks gathers each block into two slots per rank: --max_gpu_memory" \
+  --offload_param cpu --max_gpu_memory 1GiB
+echo "ok: the weight stream flags CPU ranks and budgets on GPU ranks are refused on 2 ranks"
 
 # GPU ranks: the tokens of one GPU rank (an fp32 preset: the one rank's fp32 copy is the
 # checkpoint's dtype); without a GPU, one rank's refusal.
