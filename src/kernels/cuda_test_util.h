@@ -86,6 +86,30 @@ std::vector<float> rounded(const std::vector<float>& v) {
   return from_storage(to_storage<T>(v));
 }
 
+// The padding a Rounded16 copy's rows start with in tests: a kernel must leave it as it is.
+inline constexpr uint16_t kCopy16Pad = 0xABCD;
+
+// A kernel's Rounded16 copy (rows ld apart, padded with kCopy16Pad before the launch) against its
+// fp32 output (rows, width): every element the output rounded to nearest even (the separate cast
+// the copy replaces), bitwise; the padding untouched.
+inline ::testing::AssertionResult copy16_is_rounded(const std::vector<uint16_t>& copy, int64_t ld,
+                                                    const std::vector<float>& out, int64_t rows,
+                                                    int64_t width, bool bf16) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < ld; ++c) {
+      const uint16_t got = copy[static_cast<size_t>(r * ld + c)];
+      const uint16_t want = c >= width ? kCopy16Pad
+                            : bf16     ? float_to_bf16(out[static_cast<size_t>(r * width + c)]).bits
+                                       : float_to_f16(out[static_cast<size_t>(r * width + c)]).bits;
+      if (got != want) {
+        return ::testing::AssertionFailure() << "row " << r << " column " << c << ": 0x" << std::hex
+                                             << got << ", want 0x" << want;
+      }
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
 // Owning device array for tests (cudaMalloc / cudaFree).
 template <typename T>
 class DeviceArray {

@@ -13,6 +13,7 @@
 
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/launch.h"
+#include "kernels/rounded16.h"
 
 namespace zero::kernels::cuda {
 
@@ -34,6 +35,20 @@ __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float x) {
 template <>
 __device__ __forceinline__ __half from_f32<__half>(float x) {
   return __float2half_rn(x);
+}
+
+// Element `index` of a Rounded16 copy set to v, rounded to nearest even (from_f32's rounding: what
+// the separate cast wrote).
+__device__ __forceinline__ void store_rounded16(const Rounded16& r, int64_t index, float v) {
+  if (r.bf16) {
+    static_cast<__nv_bfloat16*>(r.data)[index] = from_f32<__nv_bfloat16>(v);
+  } else {
+    static_cast<__half*>(r.data)[index] = from_f32<__half>(v);
+  }
+}
+// Where flat element j of (rows, width) data goes in a copy whose rows are ld apart.
+__device__ __forceinline__ int64_t rounded16_index(const Rounded16& r, int64_t j) {
+  return r.ld == r.width ? j : (j / r.width) * r.ld + j % r.width;
 }
 
 // kPack consecutive elements, aligned to their total size so that one load or store of a Pack is a

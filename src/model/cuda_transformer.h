@@ -19,6 +19,7 @@
 #include "core/dtype.h"
 #include "core/status.h"
 #include "core/tensor.h"
+#include "kernels/rounded16.h"
 #include "model/cuda_block_forward.h"
 #include "model/model.h"
 #include "model/param_access.h"
@@ -38,6 +39,10 @@ struct CudaTransformerOptions {
   // 16-bit gradient copy is (rows, V) rather than (N, V) (gpt2-124m at 8x1024: 206 MB instead of
   // 823 MB); each chunk adds a read and write of the fp32 head gradient (V, C). REQUIRES: > 0.
   int64_t lm_head_chunk_rows = 2048;
+  // 16-bit models: the norms and the GELU / SwiGLU write the next GEMM's 16-bit input in the same
+  // pass (kernels::Rounded16) instead of a separate cast that re-reads their fp32 output; bitwise
+  // the same copies. Off: the separate casts (tests compare the two).
+  bool fuse_16bit_copies = true;
 };
 
 class CudaKvDecoder;
@@ -160,6 +165,12 @@ class CudaTransformer final : public Model {
                             BlockActs& a);
   // ZERO_CHECK: unit w has the dtype the slab was carved for (all units share one).
   void check_dtype(const DeviceUnit& w) const;
+  // A 16-bit unit with CudaTransformerOptions::fuse_16bit_copies: the GEMM inputs' 16-bit copies
+  // are written by their producers (the norms, GELU / SwiGLU), the GEMMs told they are ready.
+  bool fuse_16bit_copies(const DeviceUnit& w) const;
+  // The copy a producer writes into `inp16` for a GEMM reading `width` columns of unit w's dtype
+  // (rows padded to 8 elements, as dense_forward's cast writes them).
+  static kernels::Rounded16 rounded16(const DeviceUnit& w, void* inp16, int64_t width);
   // The dense layer with weight `weight` of unit w (matmul.h's contract: out overwritten; dinp,
   // dweight, dbias accumulated, any may be null; bias may be null): fp32 GEMMs for an fp32 unit,
   // 16-bit operands (inp and dout rounded into x16 / dout16) with fp32 outputs for a 16-bit one.

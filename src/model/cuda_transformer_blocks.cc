@@ -177,26 +177,32 @@ void CudaTransformer::gpt2_block_forward(const CudaForwardContext& ctx, const De
   const UnitSpec& u = *w.spec;
   auto W = [&](ParamKind kind) { return w.f32(kind); };
 
-  kc::layernorm_forward<float>(a.norm1, a.mean1, a.rstd1, x, W(ParamKind::kAttnNormWeight),
-                               W(ParamKind::kAttnNormBias), N, C, eps, s);
-  // inp16: the input's saved 16-bit copy (or the context's scratch), cast here.
-  auto dense = [&](float* out_, const float* inp, void* inp16, ParamKind weight, const float* bias,
-                   int64_t C_, int64_t OC) {
-    dense_forward(out_, inp, w, weight, bias, N, C_, OC, inp16 != nullptr ? inp16 : ctx.x16);
+  // inp16: the input's saved 16-bit copy (or the context's scratch); written by its producer
+  // (copy16: the norms, GELU) or cast by the GEMM.
+  const bool fused = fuse_16bit_copies(w);
+  auto copy16 = [&](void* inp16, int64_t width) {
+    return fused ? rounded16(w, inp16 != nullptr ? inp16 : ctx.x16, width) : kernels::Rounded16{};
   };
-  dense(a.qkv, a.norm1, a.norm1_16, ParamKind::kQkvWeight, W(ParamKind::kQkvBias), C, 3 * C);
+  auto dense = [&](float* out_, const float* inp, void* inp16, ParamKind weight, const float* bias,
+                   int64_t C_, int64_t OC, bool ready) {
+    dense_forward(out_, inp, w, weight, bias, N, C_, OC, inp16 != nullptr ? inp16 : ctx.x16, ready);
+  };
+  kc::layernorm_forward<float>(a.norm1, a.mean1, a.rstd1, x, W(ParamKind::kAttnNormWeight),
+                               W(ParamKind::kAttnNormBias), N, C, eps, s, copy16(a.norm1_16, C));
+  dense(a.qkv, a.norm1, a.norm1_16, ParamKind::kQkvWeight, W(ParamKind::kQkvBias), C, 3 * C, fused);
   // Split the fused projection: attention reads dense (N, C) q, k, v.
   cuda_glue::copy_columns(a.q, C, a.qkv, 3 * C, N, C, s);
   cuda_glue::copy_columns(a.k, C, a.qkv + C, 3 * C, N, C, s);
   cuda_glue::copy_columns(a.v, C, a.qkv + 2 * C, 3 * C, N, C, s);
   attention.forward(u.block_index, a.q, a.k, a.v, a.attn_y);
-  dense(a.x2, a.attn_y, a.attn_y16, ParamKind::kAttnOutWeight, W(ParamKind::kAttnOutBias), C, C);
+  dense(a.x2, a.attn_y, a.attn_y16, ParamKind::kAttnOutWeight, W(ParamKind::kAttnOutBias), C, C,
+        false);
   kc::add<float>(a.x2, a.x2, x, N * C, s);
   kc::layernorm_forward<float>(a.norm2, a.mean2, a.rstd2, a.x2, W(ParamKind::kMlpNormWeight),
-                               W(ParamKind::kMlpNormBias), N, C, eps, s);
-  dense(a.up, a.norm2, a.norm2_16, ParamKind::kMlpUpWeight, W(ParamKind::kMlpUpBias), C, F);
-  kc::gelu_forward<float>(a.act, a.up, N * F, s);
-  dense(out, a.act, a.act16, ParamKind::kMlpDownWeight, W(ParamKind::kMlpDownBias), F, C);
+                               W(ParamKind::kMlpNormBias), N, C, eps, s, copy16(a.norm2_16, C));
+  dense(a.up, a.norm2, a.norm2_16, ParamKind::kMlpUpWeight, W(ParamKind::kMlpUpBias), C, F, fused);
+  kc::gelu_forward<float>(a.act, a.up, N * F, s, copy16(a.act16, F));
+  dense(out, a.act, a.act16, ParamKind::kMlpDownWeight, W(ParamKind::kMlpDownBias), F, C, fused);
   kc::add<float>(out, out, a.x2, N * C, s);
 }
 
@@ -263,8 +269,14 @@ void CudaTransformer::llama_block_forward(const CudaForwardContext& ctx, const D
     dense_forward(out_, inp, w, weight, bias, N, C_, OC, inp16 != nullptr ? inp16 : ctx.x16, ready);
   };
 
-  kc::rmsnorm_forward<float>(a.norm1, a.rstd1, x, W(ParamKind::kAttnNormWeight), N, C, eps, s);
-  dense(a.q, a.norm1, a.norm1_16, false, ParamKind::kQWeight, Wopt(ParamKind::kQBias), C, Hq * D);
+  // The norms and SwiGLU write the next GEMM's 16-bit input in the same pass (copy16).
+  const bool fused = fuse_16bit_copies(w);
+  auto copy16 = [&](void* inp16, int64_t width) {
+    return fused ? rounded16(w, inp16 != nullptr ? inp16 : ctx.x16, width) : kernels::Rounded16{};
+  };
+  kc::rmsnorm_forward<float>(a.norm1, a.rstd1, x, W(ParamKind::kAttnNormWeight), N, C, eps, s,
+                             copy16(a.norm1_16, C));
+  dense(a.q, a.norm1, a.norm1_16, fused, ParamKind::kQWeight, Wopt(ParamKind::kQBias), C, Hq * D);
   dense(a.k, a.norm1, a.norm1_16, true, ParamKind::kKWeight, Wopt(ParamKind::kKBias), C, Hkv * D);
   dense(a.v, a.norm1, a.norm1_16, true, ParamKind::kVWeight, Wopt(ParamKind::kVBias), C, Hkv * D);
   const float* q = a.q;  // what RoPE rotates
@@ -283,13 +295,14 @@ void CudaTransformer::llama_block_forward(const CudaForwardContext& ctx, const D
   dense(a.x2, a.attn_y, a.attn_y16, false, ParamKind::kAttnOutWeight, Wopt(ParamKind::kAttnOutBias),
         Hq * D, C);
   kc::add<float>(a.x2, a.x2, x, N * C, s);
-  kc::rmsnorm_forward<float>(a.norm2, a.rstd2, a.x2, W(ParamKind::kMlpNormWeight), N, C, eps, s);
-  dense(a.gate, a.norm2, a.norm2_16, false, ParamKind::kMlpGateWeight,
+  kc::rmsnorm_forward<float>(a.norm2, a.rstd2, a.x2, W(ParamKind::kMlpNormWeight), N, C, eps, s,
+                             copy16(a.norm2_16, C));
+  dense(a.gate, a.norm2, a.norm2_16, fused, ParamKind::kMlpGateWeight,
         Wopt(ParamKind::kMlpGateBias), C, F);
   dense(a.up, a.norm2, a.norm2_16, true, ParamKind::kMlpUpWeight, Wopt(ParamKind::kMlpUpBias), C,
         F);
-  kc::swiglu_forward<float>(a.act, a.gate, a.up, N * F, s);
-  dense(out, a.act, a.act16, false, ParamKind::kMlpDownWeight, Wopt(ParamKind::kMlpDownBias), F, C);
+  kc::swiglu_forward<float>(a.act, a.gate, a.up, N * F, s, copy16(a.act16, F));
+  dense(out, a.act, a.act16, fused, ParamKind::kMlpDownWeight, Wopt(ParamKind::kMlpDownBias), F, C);
   kc::add<float>(out, out, a.x2, N * C, s);
 }
 
@@ -357,6 +370,14 @@ void CudaTransformer::llama_block_backward(const DeviceUnit& w, float* dw, const
   kc::rmsnorm_backward<float>(dx, dW(ParamKind::kAttnNormWeight), s.dnorm, x,
                               W(ParamKind::kAttnNormWeight), a.rstd1, N, C, s.kernel_scratch,
                               s.kernel_scratch_bytes, st);
+}
+
+bool CudaTransformer::fuse_16bit_copies(const DeviceUnit& w) const {
+  return options_.fuse_16bit_copies && w.dtype != DType::kF32;
+}
+
+kernels::Rounded16 CudaTransformer::rounded16(const DeviceUnit& w, void* inp16, int64_t width) {
+  return {.data = inp16, .bf16 = w.dtype == DType::kBF16, .ld = round_up_8(width), .width = width};
 }
 
 void CudaTransformer::dense_forward(float* out, const float* inp, const DeviceUnit& w,

@@ -432,6 +432,48 @@ TEST(CudaTransformer, HeadChunksChangeOnlyTheSummationOrder) {
   }
 }
 
+// The norms and GELU / SwiGLU writing the GEMMs' 16-bit inputs in the same pass (the default)
+// against the separate casts: the same loss, logits and every gradient, bitwise (the copies are
+// the same roundings of the same fp32 values). GPT-2 bf16, Llama fp16 (tied) and bf16 (untied,
+// with activation checkpointing: the recomputed forward writes them too).
+TEST(CudaTransformer, Fused16BitCopiesAreBitwiseTheSeparateCasts) {
+  ZERO_SKIP_WITHOUT_GPU();
+  struct Case {
+    ModelConfig config;
+    DType dtype;
+    bool checkpointing;
+  };
+  for (const Case& c : {Case{gpt2_config(), DType::kBF16, false},
+                        Case{llama_config(/*tied=*/true), DType::kF16, false},
+                        Case{llama_config(/*tied=*/false), DType::kBF16, true}}) {
+    SCOPED_TRACE(std::string(dtype_name(c.dtype)) + (c.checkpointing ? " checkpointing" : ""));
+    zero::cuda::CudaStream stream;
+    auto fused =
+        CudaTransformer::create(c.config, {.activation_checkpointing = c.checkpointing}, stream);
+    auto separate = CudaTransformer::create(
+        c.config, {.activation_checkpointing = c.checkpointing, .fuse_16bit_copies = false},
+        stream);
+    ASSERT_TRUE(fused.ok() && separate.ok());
+    const ModelLayout& layout = (*fused)->layout();
+    TestParams params(layout, c.dtype, 31);
+    TestParams::Access access(params, Device::kCuda);
+    const Batch batch = make_batch(9);
+    DeviceGrads want(layout), got(layout);
+    const float want_loss =
+        (*separate)->forward(access, batch.tokens.data(), batch.targets.data(), kB, kT);
+    const float dloss = 1.0f / static_cast<float>((*separate)->counted_targets());
+    (*separate)->backward(access, want, dloss);
+    EXPECT_EQ((*fused)->forward(access, batch.tokens.data(), batch.targets.data(), kB, kT),
+              want_loss);
+    (*fused)->backward(access, got, dloss);
+    for (int u = 0; u < layout.num_units(); ++u) {
+      EXPECT_EQ(got.grads[static_cast<size_t>(u)]->download(),
+                want.grads[static_cast<size_t>(u)]->download())
+          << "unit " << layout.unit(u).name;
+    }
+  }
+}
+
 // GPT-2 124M in bf16 at 8 x 1024: the head's backward in chunks of 2048 rows makes its 16-bit
 // gradient copy (2048, 50264) instead of (8192, 50264), 617,644,032 bytes less (one chunk of all
 // rows gives the size the unchunked head had).

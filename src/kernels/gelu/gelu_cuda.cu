@@ -19,6 +19,7 @@ template <typename T>
 struct GeluForwardOp {
   T* out;
   const T* inp;
+  Rounded16 copy16;
   template <int kPack>
   __device__ void apply(int64_t i) const {
     float x[kPack];
@@ -26,6 +27,10 @@ struct GeluForwardOp {
 #pragma unroll
     for (int k = 0; k < kPack; ++k) x[k] = math::gelu_tanh(x[k]);
     store_f32<kPack>(out + i, x);
+    if (copy16.data != nullptr) {
+#pragma unroll
+      for (int k = 0; k < kPack; ++k) store_rounded16(copy16, rounded16_index(copy16, i + k), x[k]);
+    }
   }
 };
 
@@ -49,8 +54,8 @@ struct GeluBackwardOp {
 }  // namespace
 
 template <typename T>
-void gelu_forward(T* out, const T* inp, int64_t n, cudaStream_t stream) {
-  launch_elementwise<kVec16<T>>(n, GeluForwardOp<T>{out, inp}, stream, out, inp);
+void gelu_forward(T* out, const T* inp, int64_t n, cudaStream_t stream, Rounded16 copy16) {
+  launch_elementwise<kVec16<T>>(n, GeluForwardOp<T>{out, inp, copy16}, stream, out, inp);
 }
 
 template <typename T>
@@ -58,10 +63,10 @@ void gelu_backward(T* dinp, const T* inp, const T* dout, int64_t n, cudaStream_t
   launch_elementwise<kVec16<T>>(n, GeluBackwardOp<T>{dinp, inp, dout}, stream, dinp, inp, dout);
 }
 
-template void gelu_forward<float>(float*, const float*, int64_t, cudaStream_t);
+template void gelu_forward<float>(float*, const float*, int64_t, cudaStream_t, Rounded16);
 template void gelu_forward<__nv_bfloat16>(__nv_bfloat16*, const __nv_bfloat16*, int64_t,
-                                          cudaStream_t);
-template void gelu_forward<__half>(__half*, const __half*, int64_t, cudaStream_t);
+                                          cudaStream_t, Rounded16);
+template void gelu_forward<__half>(__half*, const __half*, int64_t, cudaStream_t, Rounded16);
 template void gelu_backward<float>(float*, const float*, const float*, int64_t, cudaStream_t);
 template void gelu_backward<__nv_bfloat16>(__nv_bfloat16*, const __nv_bfloat16*,
                                            const __nv_bfloat16*, int64_t, cudaStream_t);

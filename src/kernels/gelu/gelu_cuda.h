@@ -9,11 +9,14 @@
 
 #include <cstdint>
 
+#include "kernels/rounded16.h"
+
 namespace zero::kernels::cuda {
 
-// out(n) = gelu(inp). Overwrites out; out may alias inp.
+// out(n) = gelu(inp). Overwrites out; out may alias inp. copy16 (optional): out also rounded into
+// a 16-bit copy of its (n / copy16.width, copy16.width) rows, copy16.ld apart, in the same pass.
 template <typename T>
-void gelu_forward(T* out, const T* inp, int64_t n, cudaStream_t stream);
+void gelu_forward(T* out, const T* inp, int64_t n, cudaStream_t stream, Rounded16 copy16 = {});
 
 // Accumulates dinp(n) += gelu'(inp) * dout (the sum in fp32, rounded once to T).
 template <typename T>

@@ -25,7 +25,7 @@ namespace {
 template <typename T, int kPack>
 __global__ void __launch_bounds__(kNormRowWarps * 32)
     layernorm_forward_kernel(T* out, float* mean, float* rstd, const T* inp, const T* weight,
-                             const T* bias, int64_t N, int64_t C, float eps) {
+                             const T* bias, int64_t N, int64_t C, float eps, Rounded16 copy16) {
   const int lane = threadIdx.x % 32;
   const int64_t n = static_cast<int64_t>(blockIdx.x) * kNormRowWarps + threadIdx.x / 32;
   if (n >= N) return;  // warp-uniform: the shuffles below always see the full warp
@@ -61,6 +61,10 @@ __global__ void __launch_bounds__(kNormRowWarps * 32)
 #pragma unroll
     for (int k = 0; k < kPack; ++k) y[k] = (x[k] - m) * s * w[k] + b[k];
     store_f32<kPack>(y_C + c, y);
+    if (copy16.data != nullptr) {
+#pragma unroll
+      for (int k = 0; k < kPack; ++k) store_rounded16(copy16, n * copy16.ld + c + k, y[k]);
+    }
   }
   if (lane == 0) {
     if (mean != nullptr) mean[n] = m;
@@ -134,16 +138,17 @@ void check_rows(int64_t N, int64_t C) {
 
 template <typename T>
 void layernorm_forward(T* out, float* mean, float* rstd, const T* inp, const T* weight,
-                       const T* bias, int64_t N, int64_t C, float eps, cudaStream_t stream) {
+                       const T* bias, int64_t N, int64_t C, float eps, cudaStream_t stream,
+                       Rounded16 copy16) {
   check_rows(N, C);
   if (N == 0) return;
   constexpr int kPack = kVec16<T>;
   if (C % kPack == 0 && all_pack_aligned<kPack>(out, inp, weight, bias)) {
     ZERO_LAUNCH(row_blocks(N), kNormRowWarps * 32, 0, stream, layernorm_forward_kernel<T, kPack>)
-    (out, mean, rstd, inp, weight, bias, N, C, eps);
+    (out, mean, rstd, inp, weight, bias, N, C, eps, copy16);
   } else {
     ZERO_LAUNCH(row_blocks(N), kNormRowWarps * 32, 0, stream, layernorm_forward_kernel<T, 1>)
-    (out, mean, rstd, inp, weight, bias, N, C, eps);
+    (out, mean, rstd, inp, weight, bias, N, C, eps, copy16);
   }
   CUDA_CHECK_LAUNCH();
 }
@@ -178,7 +183,7 @@ void layernorm_backward(T* dinp, float* dweight, float* dbias, const T* dout, co
 
 #define ZERO_INSTANTIATE_LAYERNORM_CUDA(T)                                                         \
   template void layernorm_forward<T>(T*, float*, float*, const T*, const T*, const T*, int64_t,    \
-                                     int64_t, float, cudaStream_t);                                \
+                                     int64_t, float, cudaStream_t, Rounded16);                     \
   template void layernorm_backward<T>(T*, float*, float*, const T*, const T*, const T*,            \
                                       const float*, const float*, int64_t, int64_t, void*, size_t, \
                                       cudaStream_t);

@@ -11,15 +11,19 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/rounded16.h"
+
 namespace zero::kernels::cuda {
 
 // out(N, C) = (inp - mean) * rstd * weight + bias, rounded once to T (two-pass variance, as the
 // CPU twin). Overwrites out; saves mean(N), rstd(N) for backward (either may be null when no
 // backward follows). bias may be null. out must not alias inp.
+// copy16 (optional): out also rounded into a 16-bit copy, rows copy16.ld apart, in the same pass.
 // REQUIRES: C >= 1 when N > 0.
 template <typename T>
 void layernorm_forward(T* out, float* mean, float* rstd, const T* inp, const T* weight,
-                       const T* bias, int64_t N, int64_t C, float eps, cudaStream_t stream);
+                       const T* bias, int64_t N, int64_t C, float eps, cudaStream_t stream,
+                       Rounded16 copy16 = {});
 
 // Device scratch layernorm_backward needs: fp32 (G, C) partial sums for dweight and for dbias,
 // G = min(ceil(N / 32), 128) row chunks.

@@ -25,7 +25,7 @@ namespace {
 template <typename T, int kPack>
 __global__ void __launch_bounds__(kNormRowWarps * 32)
     rmsnorm_forward_kernel(T* out, float* rstd, const T* inp, const T* weight, int64_t N, int64_t C,
-                           float eps) {
+                           float eps, Rounded16 copy16) {
   const int lane = threadIdx.x % 32;
   const int64_t n = static_cast<int64_t>(blockIdx.x) * kNormRowWarps + threadIdx.x / 32;
   if (n >= N) return;  // warp-uniform: the shuffles below always see the full warp
@@ -50,6 +50,10 @@ __global__ void __launch_bounds__(kNormRowWarps * 32)
 #pragma unroll
     for (int k = 0; k < kPack; ++k) y[k] = __fmul_rn(__fmul_rn(x[k], s), w[k]);  // HF order
     store_f32<kPack>(y_C + c, y);
+    if (copy16.data != nullptr) {
+#pragma unroll
+      for (int k = 0; k < kPack; ++k) store_rounded16(copy16, n * copy16.ld + c + k, y[k]);
+    }
   }
   if (lane == 0 && rstd != nullptr) rstd[n] = s;
 }
@@ -115,16 +119,16 @@ void check_rows(int64_t N, int64_t C) {
 
 template <typename T>
 void rmsnorm_forward(T* out, float* rstd, const T* inp, const T* weight, int64_t N, int64_t C,
-                     float eps, cudaStream_t stream) {
+                     float eps, cudaStream_t stream, Rounded16 copy16) {
   check_rows(N, C);
   if (N == 0) return;
   constexpr int kPack = kVec16<T>;
   if (C % kPack == 0 && all_pack_aligned<kPack>(out, inp, weight)) {
     ZERO_LAUNCH(row_blocks(N), kNormRowWarps * 32, 0, stream, rmsnorm_forward_kernel<T, kPack>)
-    (out, rstd, inp, weight, N, C, eps);
+    (out, rstd, inp, weight, N, C, eps, copy16);
   } else {
     ZERO_LAUNCH(row_blocks(N), kNormRowWarps * 32, 0, stream, rmsnorm_forward_kernel<T, 1>)
-    (out, rstd, inp, weight, N, C, eps);
+    (out, rstd, inp, weight, N, C, eps, copy16);
   }
   CUDA_CHECK_LAUNCH();
 }
@@ -159,7 +163,7 @@ void rmsnorm_backward(T* dinp, float* dweight, const T* dout, const T* inp, cons
 
 #define ZERO_INSTANTIATE_RMSNORM_CUDA(T)                                                    \
   template void rmsnorm_forward<T>(T*, float*, const T*, const T*, int64_t, int64_t, float, \
-                                   cudaStream_t);                                           \
+                                   cudaStream_t, Rounded16);                                \
   template void rmsnorm_backward<T>(T*, float*, const T*, const T*, const T*, const float*, \
                                     int64_t, int64_t, void*, size_t, cudaStream_t);
 ZERO_INSTANTIATE_RMSNORM_CUDA(float)

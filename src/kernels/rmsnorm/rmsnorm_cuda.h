@@ -11,14 +11,17 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/rounded16.h"
+
 namespace zero::kernels::cuda {
 
 // out(N, C) = (inp * rstd) * weight (HF order), rounded once to T. Overwrites out; saves rstd(N)
 // for backward (may be null when no backward follows). out must not alias inp.
+// copy16 (optional): out also rounded into a 16-bit copy, rows copy16.ld apart, in the same pass.
 // REQUIRES: C >= 1 when N > 0.
 template <typename T>
 void rmsnorm_forward(T* out, float* rstd, const T* inp, const T* weight, int64_t N, int64_t C,
-                     float eps, cudaStream_t stream);
+                     float eps, cudaStream_t stream, Rounded16 copy16 = {});
 
 // Device scratch rmsnorm_backward needs: fp32 (G, C) partial sums for dweight, G = min(ceil(N /
 // 32), 128) row chunks.

@@ -20,6 +20,7 @@ struct SwigluForwardOp {
   T* out;
   const T* gate;
   const T* up;
+  Rounded16 copy16;
   template <int kPack>
   __device__ void apply(int64_t i) const {
     float g[kPack], u[kPack];
@@ -28,6 +29,10 @@ struct SwigluForwardOp {
 #pragma unroll
     for (int k = 0; k < kPack; ++k) g[k] = math::swiglu(g[k], u[k]);
     store_f32<kPack>(out + i, g);
+    if (copy16.data != nullptr) {
+#pragma unroll
+      for (int k = 0; k < kPack; ++k) store_rounded16(copy16, rounded16_index(copy16, i + k), g[k]);
+    }
   }
 };
 
@@ -60,8 +65,10 @@ struct SwigluBackwardOp {
 }  // namespace
 
 template <typename T>
-void swiglu_forward(T* out, const T* gate, const T* up, int64_t n, cudaStream_t stream) {
-  launch_elementwise<kVec16<T>>(n, SwigluForwardOp<T>{out, gate, up}, stream, out, gate, up);
+void swiglu_forward(T* out, const T* gate, const T* up, int64_t n, cudaStream_t stream,
+                    Rounded16 copy16) {
+  launch_elementwise<kVec16<T>>(n, SwigluForwardOp<T>{out, gate, up, copy16}, stream, out, gate,
+                                up);
 }
 
 template <typename T>
@@ -71,10 +78,12 @@ void swiglu_backward(T* dgate, T* dup, const T* dout, const T* gate, const T* up
                                 dup, dout, gate, up);
 }
 
-template void swiglu_forward<float>(float*, const float*, const float*, int64_t, cudaStream_t);
+template void swiglu_forward<float>(float*, const float*, const float*, int64_t, cudaStream_t,
+                                    Rounded16);
 template void swiglu_forward<__nv_bfloat16>(__nv_bfloat16*, const __nv_bfloat16*,
-                                            const __nv_bfloat16*, int64_t, cudaStream_t);
-template void swiglu_forward<__half>(__half*, const __half*, const __half*, int64_t, cudaStream_t);
+                                            const __nv_bfloat16*, int64_t, cudaStream_t, Rounded16);
+template void swiglu_forward<__half>(__half*, const __half*, const __half*, int64_t, cudaStream_t,
+                                     Rounded16);
 template void swiglu_backward<float>(float*, float*, const float*, const float*, const float*,
                                      int64_t, cudaStream_t);
 template void swiglu_backward<__nv_bfloat16>(__nv_bfloat16*, __nv_bfloat16*, const __nv_bfloat16*,
