@@ -442,6 +442,17 @@ class GatheredOnEmulator : public StreamedOnEmulator {
     EXPECT_TRUE(gen.status().ok()) << gen.status().to_string();
     return out;
   }
+  // Every rank's outputs are `want`'s, bitwise.
+  static void expect_every_rank(const std::vector<Outputs>& got, const Outputs& want) {
+    for (size_t r = 0; r < got.size(); ++r) {
+      const Outputs& g = got[r];
+      EXPECT_EQ(g.greedy, want.greedy) << "rank " << r;
+      EXPECT_EQ(g.sampled, want.sampled) << "rank " << r;
+      EXPECT_EQ(g.batch, want.batch) << "rank " << r;
+      EXPECT_EQ(g.loss_sum, want.loss_sum) << "rank " << r;  // bitwise
+      EXPECT_EQ(g.loss_tokens, want.loss_tokens) << "rank " << r;
+    }
+  }
   // This rank's shard bytes of the blocks (ShardLayout's, in the weights' dtype).
   int64_t shard_bytes(int world, int rank) const {
     const sharding::ShardLayout shards(*layout_, world, rank);
@@ -491,14 +502,7 @@ TEST_P(GatheredOnEmulator, EveryRankGeneratesOneRanksTokens) {
       std::lock_guard<std::mutex> lock(mu);
       got[static_cast<size_t>(comm.rank())] = std::move(out);
     });
-    for (int r = 0; r < world; ++r) {
-      const Outputs& g = got[static_cast<size_t>(r)];
-      EXPECT_EQ(g.greedy, want.greedy) << "rank " << r;
-      EXPECT_EQ(g.sampled, want.sampled) << "rank " << r;
-      EXPECT_EQ(g.batch, want.batch) << "rank " << r;
-      EXPECT_EQ(g.loss_sum, want.loss_sum) << "rank " << r;  // bitwise
-      EXPECT_EQ(g.loss_tokens, want.loss_tokens) << "rank " << r;
-    }
+    expect_every_rank(got, want);
   }
 }
 
@@ -604,14 +608,7 @@ TEST_P(GatheredOnEmulator, OffloadedShardsGiveOneRanksTokens) {
         if (offload == ParamOffload::kNvme) dirs.push_back(stream->swap_dir());
         got[static_cast<size_t>(comm.rank())] = std::move(out);
       });
-      for (int r = 0; r < world; ++r) {
-        const Outputs& g = got[static_cast<size_t>(r)];
-        EXPECT_EQ(g.greedy, want.greedy) << "rank " << r;
-        EXPECT_EQ(g.sampled, want.sampled) << "rank " << r;
-        EXPECT_EQ(g.batch, want.batch) << "rank " << r;
-        EXPECT_EQ(g.loss_sum, want.loss_sum) << "rank " << r;  // bitwise
-        EXPECT_EQ(g.loss_tokens, want.loss_tokens) << "rank " << r;
-      }
+      expect_every_rank(got, want);
       std::sort(dirs.begin(), dirs.end());
       EXPECT_EQ(std::unique(dirs.begin(), dirs.end()), dirs.end()) << "ranks share a swap dir";
       for (const std::string& d : dirs) EXPECT_FALSE(std::filesystem::exists(d)) << d;

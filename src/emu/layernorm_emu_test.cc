@@ -172,26 +172,21 @@ INSTANTIATE_TEST_SUITE_P(
 // launch without it: the fp32 output bitwise, the copy its rounding to bf16 / fp16, the padding
 // untouched (layernorm_cuda_test.cc's Rounded16 case, here also under the sanitizers).
 TEST(LayernormEmu, Rounded16CopyIsTheRoundedOutput) {
-  const int64_t N = 7;
-  for (const int64_t C : {int64_t{20}, int64_t{64}}) {
-    for (const bool bf16 : {true, false}) {
-      const int64_t ld = (C + 7) / 8 * 8;
-      const std::vector<float> inp = to_float(random_vector(N * C, 1, -2.0, 3.0));
-      const std::vector<float> weight = to_float(random_vector(C, 2));
-      const std::vector<float> bias = to_float(random_vector(C, 3));
-      std::vector<float> plain(N * C), out(N * C);
-      std::vector<uint16_t> copy(N * ld, testing::kCopy16Pad);
-      cuda::layernorm_forward<float>(plain.data(), nullptr, nullptr, inp.data(), weight.data(),
-                                     bias.data(), N, C, 1e-5f, nullptr);
-      cuda::layernorm_forward<float>(out.data(), nullptr, nullptr, inp.data(), weight.data(),
-                                     bias.data(), N, C, 1e-5f, nullptr,
-                                     {.data = copy.data(), .bf16 = bf16, .ld = ld, .width = C});
-      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-      EXPECT_EQ(out, plain);
-      EXPECT_TRUE(testing::copy16_is_rounded(copy, ld, out, N, C, bf16))
-          << "C " << C << (bf16 ? " bf16" : " fp16");
-    }
-  }
+  testing::for_each_copy16_case([&](int64_t N, int64_t C, int64_t ld, bool bf16) {
+    const std::vector<float> inp = to_float(random_vector(N * C, 1, -2.0, 3.0));
+    const std::vector<float> weight = to_float(random_vector(C, 2));
+    const std::vector<float> bias = to_float(random_vector(C, 3));
+    std::vector<float> plain(N * C), out(N * C);
+    std::vector<uint16_t> copy(N * ld, testing::kCopy16Pad);
+    cuda::layernorm_forward<float>(plain.data(), nullptr, nullptr, inp.data(), weight.data(),
+                                   bias.data(), N, C, 1e-5f, nullptr);
+    cuda::layernorm_forward<float>(out.data(), nullptr, nullptr, inp.data(), weight.data(),
+                                   bias.data(), N, C, 1e-5f, nullptr,
+                                   {.data = copy.data(), .bf16 = bf16, .ld = ld, .width = C});
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_EQ(out, plain);
+    EXPECT_TRUE(testing::copy16_is_rounded(copy, ld, out, N, C, bf16));
+  });
 }
 
 }  // namespace

@@ -110,6 +110,18 @@ inline ::testing::AssertionResult copy16_is_rounded(const std::vector<uint16_t>&
   return ::testing::AssertionSuccess();
 }
 
+// The Rounded16 cases of the kernel tests: 7 rows of 20 elements (rows padded to 24: packs that
+// straddle rows) and of 64 (dense), each into bf16 and fp16. f(rows, width, ld, bf16).
+template <typename F>
+void for_each_copy16_case(F&& f) {
+  for (const int64_t width : {int64_t{20}, int64_t{64}}) {
+    for (const bool bf16 : {true, false}) {
+      SCOPED_TRACE(::testing::Message() << "width " << width << (bf16 ? " bf16" : " fp16"));
+      f(int64_t{7}, width, (width + 7) / 8 * 8, bf16);
+    }
+  }
+}
+
 // Owning device array for tests (cudaMalloc / cudaFree).
 template <typename T>
 class DeviceArray {

@@ -125,22 +125,18 @@ INSTANTIATE_TEST_SUITE_P(
 // and packs that straddle them; 64: dense).
 TEST(GeluCuda, Rounded16CopyIsTheRoundedOutput) {
   ZERO_SKIP_WITHOUT_GPU();
-  const int64_t rows = 7;
   zero::cuda::CudaStream stream;
-  for (const int64_t width : {int64_t{20}, int64_t{64}}) {
-    for (const bool bf16 : {true, false}) {
-      const int64_t n = rows * width, ld = (width + 7) / 8 * 8;
-      DeviceArray<float> inp(to_float(random_vector(n, 1, -4.0, 4.0))), plain(n), out(n);
-      DeviceArray<uint16_t> copy(std::vector<uint16_t>(rows * ld, testing::kCopy16Pad));
-      cuda::gelu_forward<float>(plain.get(), inp.get(), n, stream);
-      cuda::gelu_forward<float>(out.get(), inp.get(), n, stream,
-                                {.data = copy.get(), .bf16 = bf16, .ld = ld, .width = width});
-      const std::vector<float> got = out.download();
-      EXPECT_EQ(got, plain.download());
-      EXPECT_TRUE(testing::copy16_is_rounded(copy.download(), ld, got, rows, width, bf16))
-          << "width " << width << (bf16 ? " bf16" : " fp16");
-    }
-  }
+  testing::for_each_copy16_case([&](int64_t rows, int64_t width, int64_t ld, bool bf16) {
+    const int64_t n = rows * width;
+    DeviceArray<float> inp(to_float(random_vector(n, 1, -4.0, 4.0))), plain(n), out(n);
+    DeviceArray<uint16_t> copy(std::vector<uint16_t>(rows * ld, testing::kCopy16Pad));
+    cuda::gelu_forward<float>(plain.get(), inp.get(), n, stream);
+    cuda::gelu_forward<float>(out.get(), inp.get(), n, stream,
+                              {.data = copy.get(), .bf16 = bf16, .ld = ld, .width = width});
+    const std::vector<float> got = out.download();
+    EXPECT_EQ(got, plain.download());
+    EXPECT_TRUE(testing::copy16_is_rounded(copy.download(), ld, got, rows, width, bf16));
+  });
 }
 
 }  // namespace

@@ -193,25 +193,19 @@ INSTANTIATE_TEST_SUITE_P(
 // to bf16 / fp16, the padding untouched (C = 20: padded rows; 64: dense).
 TEST(RmsnormCuda, Rounded16CopyIsTheRoundedOutput) {
   ZERO_SKIP_WITHOUT_GPU();
-  const int64_t N = 7;
   zero::cuda::CudaStream stream;
-  for (const int64_t C : {int64_t{20}, int64_t{64}}) {
-    for (const bool bf16 : {true, false}) {
-      const int64_t ld = (C + 7) / 8 * 8;
-      DeviceArray<float> inp(to_float(random_vector(N * C, 1, -2.0, 3.0))),
-          weight(to_float(random_vector(C, 2)));
-      DeviceArray<float> plain(N * C), out(N * C);
-      DeviceArray<uint16_t> copy(std::vector<uint16_t>(N * ld, testing::kCopy16Pad));
-      cuda::rmsnorm_forward<float>(plain.get(), nullptr, inp.get(), weight.get(), N, C, kEps,
-                                   stream);
-      cuda::rmsnorm_forward<float>(out.get(), nullptr, inp.get(), weight.get(), N, C, kEps, stream,
-                                   {.data = copy.get(), .bf16 = bf16, .ld = ld, .width = C});
-      const std::vector<float> got = out.download();
-      EXPECT_EQ(got, plain.download());
-      EXPECT_TRUE(testing::copy16_is_rounded(copy.download(), ld, got, N, C, bf16))
-          << "C " << C << (bf16 ? " bf16" : " fp16");
-    }
-  }
+  testing::for_each_copy16_case([&](int64_t N, int64_t C, int64_t ld, bool bf16) {
+    DeviceArray<float> inp(to_float(random_vector(N * C, 1, -2.0, 3.0))),
+        weight(to_float(random_vector(C, 2)));
+    DeviceArray<float> plain(N * C), out(N * C);
+    DeviceArray<uint16_t> copy(std::vector<uint16_t>(N * ld, testing::kCopy16Pad));
+    cuda::rmsnorm_forward<float>(plain.get(), nullptr, inp.get(), weight.get(), N, C, kEps, stream);
+    cuda::rmsnorm_forward<float>(out.get(), nullptr, inp.get(), weight.get(), N, C, kEps, stream,
+                                 {.data = copy.get(), .bf16 = bf16, .ld = ld, .width = C});
+    const std::vector<float> got = out.download();
+    EXPECT_EQ(got, plain.download());
+    EXPECT_TRUE(testing::copy16_is_rounded(copy.download(), ld, got, N, C, bf16));
+  });
 }
 
 }  // namespace
