@@ -124,7 +124,8 @@ int run_eval(const EvalArgs& a) {
   // master weights are fp32). A budget too small for the weights alone is refused before the
   // device is probed.
   const DType dtype = stream->given && source != nullptr ? source->stored_dtype() : DType::kF32;
-  if (auto early = plan_weights(*stream, *device, mc, dtype, 0); !early.ok()) {
+  if (auto early = plan_weights(*stream, *device, mc, dtype, 0, comm.world_size(), comm.rank());
+      !early.ok()) {
     return report(early.status(), 2);
   }
   if (Status usable = check_device_usable(*device); !usable.ok()) return report(usable, 2);
@@ -145,10 +146,21 @@ int run_eval(const EvalArgs& a) {
   model_options.activation_checkpointing = true;
   PlacedWeights placed;
   if (several && *device != Device::kCpu) {
-    // The checkpoint's dtype on the GPUs (a sharded checkpoint's master weights are fp32).
-    auto p = place_partitioned_weights(comm, mc,
-                                       source != nullptr ? source->stored_dtype() : DType::kF32,
-                                       init, DType::kF32, model_options, *stream);
+    // The checkpoint's dtype on the GPUs (a sharded checkpoint's master weights are fp32); the
+    // budgets are this rank's.
+    const DType gpu_dtype = source != nullptr ? source->stored_dtype() : DType::kF32;
+    const int64_t other = runtime::forward_scratch_bytes(mc, a.per_device_eval_batch_size,
+                                                         data->block_size(), gpu_dtype);
+    auto plan =
+        plan_weights(*stream, *device, mc, gpu_dtype, other, comm.world_size(), comm.rank());
+    if (!plan.ok()) return report(plan.status(), 2);
+    if (stream->given && comm.rank() == 0) {
+      std::fprintf(stderr, "zero eval: %s; %lld bytes of host memory for the weights\n",
+                   plan->describe(*device).c_str(),
+                   static_cast<long long>(planned_host_bytes(*plan, *device)));
+    }
+    auto p = place_partitioned_weights(comm, *plan, *stream, mc, gpu_dtype, init, DType::kF32,
+                                       model_options);
     if (!p.ok()) return fail(p.status().with_context("--device " + a.device), 1);
     placed = std::move(*p);
   } else if (several) {

@@ -220,7 +220,9 @@ DType weights_dtype(const Generation& g) {
 // counted for the cache yet) is refused before the device is probed; then the device must be
 // usable.
 int check_budget_and_device(const Generation& g) {
-  auto plan = plan_weights(g.stream, g.device, *g.config, weights_dtype(g), 0);
+  const int world_size = several_ranks(g) ? g.world.comm->world_size() : 1;
+  const int rank = several_ranks(g) ? g.world.comm->rank() : 0;
+  auto plan = plan_weights(g.stream, g.device, *g.config, weights_dtype(g), 0, world_size, rank);
   if (!plan.ok()) {
     std::fprintf(stderr, "error: %s\n", plan.status().message().c_str());
     return 2;
@@ -381,22 +383,23 @@ void say_device(const GenerateArgs& a, const Generation& g) {
                    : "a key/value cache on the GPU");
 }
 
-// Where a GPU rank's block shards live between gathers (offload_param).
-const char* shard_home(runtime::ParamOffload offload) {
-  switch (offload) {
-    case runtime::ParamOffload::kCpu: return "in pinned host memory (offload_param cpu)";
-    case runtime::ParamOffload::kNvme: return "in its own swap file (offload_param nvme)";
-    default: return "on its GPU";
-  }
-}
-
-// Stage-3 inference on several GPU ranks: each rank holds its shard of every block on its GPU (in
-// the checkpoint's dtype) and the embeddings, final norm and head whole; the blocks are gathered
-// one ahead of the one computing (cli::place_partitioned_weights). Collective.
-int load_partitioned_weights(const GenerateArgs& a, Generation& g) {
+// Stage-3 inference on several GPU ranks: each rank holds its shard of every block on its GPU, in
+// pinned host memory or its own swap file (offload_param; in the checkpoint's dtype) and the
+// embeddings, final norm and head whole; the blocks are gathered one or more ahead of the one
+// computing, as many slots as --max_gpu_memory holds beside `other_bytes` (the cache and scratch)
+// per rank (cli::plan_weights with the world, cli::place_partitioned_weights). Collective.
+int load_partitioned_weights(const GenerateArgs& a, Generation& g, int64_t other_bytes) {
   Communicator& comm = *g.world.comm;
-  auto placed = place_partitioned_weights(comm, *g.config, weights_dtype(g), g.source->init_fn(),
-                                          gpu_cache_dtype(g), {}, g.stream);
+  const DType dtype = weights_dtype(g);
+  // Every rank plans alike (the shards are equally long), so every rank refuses alike.
+  auto plan = plan_weights(g.stream, g.device, *g.config, dtype, other_bytes, comm.world_size(),
+                           comm.rank());
+  if (!plan.ok()) {
+    std::fprintf(stderr, "error: %s\n", plan.status().message().c_str());
+    return 2;
+  }
+  auto placed = place_partitioned_weights(comm, *plan, g.stream, *g.config, dtype,
+                                          g.source->init_fn(), gpu_cache_dtype(g), {});
   if (!placed.ok()) {
     std::fprintf(stderr, "[rank %d] error: --device %s: %s\n", comm.rank(), a.device.c_str(),
                  placed.status().message().c_str());
@@ -404,19 +407,13 @@ int load_partitioned_weights(const GenerateArgs& a, Generation& g) {
   }
   g.placed = std::move(*placed);
   g.on_device = g.placed.on_device.get();
-  const runtime::StreamedParams& blocks = *g.on_device->streamed();
   if (g.lead) {
     std::fprintf(stderr,
-                 "zero generate: %d GPU ranks, each holding a 1/%d shard of every block %s "
-                 "(%lld bytes, %s) and all-gathering each block into %d slots of %lld bytes, one "
-                 "block ahead, over %s; the embeddings, final norm and head whole (%lld bytes) "
-                 "(ZeRO stage-3 inference)\n",
-                 comm.world_size(), comm.world_size(), shard_home(g.stream.offload),
-                 static_cast<long long>(std::max(blocks.shard_bytes(), blocks.host_bytes())),
-                 std::string(dtype_name(weights_dtype(g))).c_str(), blocks.slots(),
-                 static_cast<long long>(blocks.slot_bytes()),
-                 g.on_device->gather_transport().c_str(),
-                 static_cast<long long>(g.placed.host->bytes()));
+                 "zero generate: %d GPU ranks, gathering over %s (ZeRO stage-3 inference); %s; "
+                 "%lld bytes of host memory for the weights per rank\n",
+                 comm.world_size(), g.on_device->gather_transport().c_str(),
+                 plan->describe(g.device).c_str(),
+                 static_cast<long long>(planned_host_bytes(*plan, g.device)));
   }
   say_device(a, g);
   return 0;
@@ -430,8 +427,7 @@ int load_partitioned_weights(const GenerateArgs& a, Generation& g) {
 // in one line on stderr when the flags are given.
 int load_weights(const GenerateArgs& a, Generation& g, int64_t capacity, int64_t slots,
                  int64_t rows) {
-  if (several_ranks(g) && g.device != Device::kCpu) return load_partitioned_weights(a, g);
-  if (several_ranks(g)) {
+  if (several_ranks(g) && g.device == Device::kCpu) {
     // Stage-3 inference: this rank reads only its shard of each unit; units are gathered per use.
     auto gathered = runtime::GatheredParams::create(model::ModelLayout(*g.config), *g.world.comm,
                                                     g.source->init_fn());
@@ -458,6 +454,7 @@ int load_weights(const GenerateArgs& a, Generation& g, int64_t capacity, int64_t
           ? 0
           : runtime::kv_cache_bytes(*g.config, a.no_kv_cache ? 0 : capacity, slots, cache_dtype) +
                 runtime::decode_scratch_bytes(*g.config, rows, slots, dtype);
+  if (several_ranks(g)) return load_partitioned_weights(a, g, other);
   auto plan = plan_weights(g.stream, g.device, *g.config, dtype, other);
   if (!plan.ok()) {
     std::fprintf(stderr, "error: %s\n", plan.status().message().c_str());
@@ -627,8 +624,8 @@ int generate_prompts_file(GenerateArgs& a, Generation& g) {
 
 // Under a launcher (mpirun, zero launch) with several ranks: stage-3 inference on CPU ranks or on
 // GPU ranks (one GPU each; ranks that share a GPU gather through pinned host memory). The ranks
-// other than 0 compute the same tokens and print nothing on stdout. The weight stream is one
-// rank's: refused on several.
+// other than 0 compute the same tokens and print nothing on stdout. GPU ranks take the weight
+// stream flags (check_ranks_stream_flags), CPU ranks none.
 int join_world(Generation& g) {
   if (!launched_as_rank()) return 0;
   auto world = make_world();

@@ -9,6 +9,7 @@
 #include "config/effective.h"
 #include "config/loader.h"
 #include "config/validate.h"
+#include "core/check.h"
 #include "model/hf_checkpoint.h"
 
 namespace zero::cli {
@@ -145,6 +146,16 @@ StatusOr<WeightStreamSettings> parse_weight_stream_flags(const WeightStreamFlags
 }
 
 int64_t planned_host_bytes(const runtime::WeightStreamPlan& p, Device device) {
+  if (p.partitioned()) {
+    // The whole units (the device's copy is made from them), then where the shards live: pinned
+    // (cpu), a staging buffer per slot (nvme), or a staging buffer they pass through to the device.
+    int64_t bytes = p.resident_bytes;
+    if (p.offload == runtime::ParamOffload::kCpu) bytes += p.shard_bytes;
+    if (p.offload == runtime::ParamOffload::kNvme) bytes += p.slots * p.max_shard_bytes;
+    if (p.offload == runtime::ParamOffload::kNone) bytes += p.max_shard_bytes;
+    if (device == Device::kCpu) bytes += p.slots * p.block_bytes;  // the CPU's "device" slots
+    return bytes;
+  }
   if (!p.streamed()) {
     // Resident: the host weights whole (the GPU's copy is made from them).
     return p.resident_bytes + p.num_blocks * p.block_bytes;
@@ -158,10 +169,16 @@ int64_t planned_host_bytes(const runtime::WeightStreamPlan& p, Device device) {
 
 StatusOr<runtime::WeightStreamPlan> plan_weights(const WeightStreamSettings& s, Device device,
                                                  const model::ModelConfig& config, DType dtype,
-                                                 int64_t other_device_bytes) {
+                                                 int64_t other_device_bytes, int world_size,
+                                                 int rank) {
   const model::ModelLayout layout(config);
   runtime::WeightStreamPlan plan;
-  if (device != Device::kCpu) {
+  if (world_size > 1) {
+    ZERO_ASSIGN_OR_RETURN(
+        plan, runtime::plan_partitioned_weights(layout, dtype, s.offload, s.max_gpu_bytes,
+                                                device == Device::kCpu ? 0 : other_device_bytes,
+                                                world_size, rank));
+  } else if (device != Device::kCpu) {
     ZERO_ASSIGN_OR_RETURN(plan, runtime::plan_weight_stream(layout, dtype, s.offload,
                                                             s.max_gpu_bytes, other_device_bytes));
   } else {
@@ -176,6 +193,18 @@ StatusOr<runtime::WeightStreamPlan> plan_weights(const WeightStreamSettings& s, 
   }
   if (s.max_host_bytes) {
     const int64_t need = planned_host_bytes(plan, device);
+    if (need > *s.max_host_bytes && plan.partitioned()) {
+      return invalid_argument(
+          "--max_host_memory {} is too small for rank {} of {}: {} bytes needed ({} bytes of "
+          "whole units, {}){}",
+          *s.max_host_bytes, plan.rank, plan.world_size, need, plan.resident_bytes,
+          plan.offload == runtime::ParamOffload::kCpu
+              ? fmt::format("{} bytes of its pinned block shards", plan.shard_bytes)
+              : fmt::format("{} staging buffers of {} bytes for its shards",
+                            plan.offload == runtime::ParamOffload::kNvme ? plan.slots : 1,
+                            plan.max_shard_bytes),
+          plan.offload == runtime::ParamOffload::kCpu ? "; --offload_param nvme holds less" : "");
+    }
     if (need > *s.max_host_bytes) {
       return invalid_argument(
           "--max_host_memory {} is too small for the weights: {} bytes needed ({} resident "
@@ -253,6 +282,25 @@ StatusOr<PlacedWeights> place_partitioned_weights(Communicator& world,
                                                   DType cache_dtype,
                                                   const model::TransformerOptions& model_options,
                                                   const WeightStreamSettings& settings) {
+  // Two slots whatever the budgets (no cache or scratch counted here).
+  ZERO_ASSIGN_OR_RETURN(
+      runtime::WeightStreamPlan plan,
+      runtime::plan_partitioned_weights(model::ModelLayout(config), dtype, settings.offload,
+                                        std::nullopt, 0, world.world_size(), world.rank()));
+  return place_partitioned_weights(world, plan, settings, config, dtype, init, cache_dtype,
+                                   model_options);
+}
+
+StatusOr<PlacedWeights> place_partitioned_weights(Communicator& world,
+                                                  const runtime::WeightStreamPlan& plan,
+                                                  const WeightStreamSettings& settings,
+                                                  const model::ModelConfig& config, DType dtype,
+                                                  const runtime::UnitInitFn& init,
+                                                  DType cache_dtype,
+                                                  const model::TransformerOptions& model_options) {
+  ZERO_CHECK(plan.world_size == world.world_size() && plan.rank == world.rank(), "a plan of rank ",
+             plan.rank, " of ", plan.world_size, " placed on rank ", world.rank(), " of ",
+             world.world_size());
   PlacedWeights w;
   const model::ModelLayout layout(config);
   // The units that are not blocks whole: the embedding (often the largest unit) must be whole
@@ -262,7 +310,8 @@ StatusOr<PlacedWeights> place_partitioned_weights(Communicator& world,
                         }));
   runtime::WeightStreaming streaming;
   streaming.world = &world;
-  streaming.offload = settings.offload;
+  streaming.offload = plan.offload;
+  streaming.slots = plan.slots;
   streaming.nvme_path = settings.nvme_path;
   streaming.aio = settings.aio;
   streaming.fill_block = [config, dtype, init](int u, int64_t begin, int64_t end, void* dst) {
@@ -284,12 +333,6 @@ Status check_ranks_stream_flags(const WeightStreamSettings& settings, Device dev
         "inference) without the weight stream flags (--offload_param, --max_gpu_memory, "
         "--max_host_memory, a --deepspeed_config offload_param): run one rank for those, or GPU "
         "ranks (--device cuda) for offload_param cpu / nvme",
-        command, world_size);
-  }
-  if (settings.max_gpu_bytes || settings.max_host_bytes) {
-    return invalid_argument(
-        "{} on {} GPU ranks gathers each block into two slots per rank: --max_gpu_memory and "
-        "--max_host_memory are one rank's (offload_param cpu / nvme are taken)",
         command, world_size);
   }
   return ok_status();

@@ -57,9 +57,13 @@ StatusOr<WeightStreamSettings> parse_weight_stream_flags(const WeightStreamFlags
 // slots (or as many as --max_host_memory holds). Then the host bytes this plan holds (the resident
 // units, the pinned blocks of cpu, the staging of nvme, the CPU's slots) checked against
 // --max_host_memory. Errors: INVALID_ARGUMENT, one line naming the bytes needed and given.
+// With `world_size` > 1: rank `rank`'s plan of stage-3 inference (runtime::plan_partitioned_weights
+// under --max_gpu_memory; --max_host_memory bounds its whole units and its pinned shards or
+// staging): the budgets are per rank.
 StatusOr<runtime::WeightStreamPlan> plan_weights(const WeightStreamSettings& settings,
                                                  Device device, const model::ModelConfig& config,
-                                                 DType dtype, int64_t other_device_bytes);
+                                                 DType dtype, int64_t other_device_bytes,
+                                                 int world_size = 1, int rank = 0);
 // Host bytes `plan` holds on `device` (see plan_weights).
 int64_t planned_host_bytes(const runtime::WeightStreamPlan& plan, Device device);
 
@@ -97,11 +101,19 @@ StatusOr<PlacedWeights> place_partitioned_weights(
     Communicator& world, const model::ModelConfig& config, DType dtype,
     const runtime::UnitInitFn& init, DType cache_dtype,
     const model::TransformerOptions& model_options = {}, const WeightStreamSettings& settings = {});
+// The same as `plan` says (plan_weights with this world): its slots, where the shards live.
+StatusOr<PlacedWeights> place_partitioned_weights(Communicator& world,
+                                                  const runtime::WeightStreamPlan& plan,
+                                                  const WeightStreamSettings& settings,
+                                                  const model::ModelConfig& config, DType dtype,
+                                                  const runtime::UnitInitFn& init,
+                                                  DType cache_dtype,
+                                                  const model::TransformerOptions& model_options);
 
 // The weight stream flags a job of `world_size` ranks on `device` accepts: any on one rank; on
-// several GPU ranks offload_param cpu / nvme (and nvme_path, the config's aio block), not the
-// budgets (the slots are two per rank); none on several CPU ranks (their shards stay in host
-// memory). Errors: INVALID_ARGUMENT naming `command`, the ranks and the flag.
+// several GPU ranks all of them (the budgets one rank's: plan_weights with the world); none on
+// several CPU ranks (their shards stay in host memory). Errors: INVALID_ARGUMENT naming
+// `command`, the ranks and the flag.
 Status check_ranks_stream_flags(const WeightStreamSettings& settings, Device device, int world_size,
                                 std::string_view command);
 

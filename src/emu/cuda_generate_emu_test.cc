@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <mutex>
@@ -32,6 +33,7 @@
 #include "runtime/model_source.h"
 #include "runtime/model_weights.h"
 #include "runtime/streamed_params.h"
+#include "runtime/token_agreement.h"
 #include "sharding/shard_layout.h"
 
 namespace zero::runtime {
@@ -614,6 +616,99 @@ TEST_P(GatheredOnEmulator, OffloadedShardsGiveOneRanksTokens) {
       for (const std::string& d : dirs) EXPECT_FALSE(std::filesystem::exists(d)) << d;
     }
   }
+}
+
+// --max_gpu_memory on several ranks is one rank's (plan_partitioned_weights, what
+// cli::plan_weights runs with the world): a budget of three gather slots beside the whole units
+// gives each rank three slots (blocks gathered two ahead), the plan's slot bytes, with one
+// resident rank's outputs, bitwise; a byte short of two slots is refused naming the budget, the
+// rank and the bytes needed. fp32, world 2, shards in pinned memory (CI time: the slots are
+// dtype-blind).
+TEST_P(GatheredOnEmulator, PerRankBudgetSetsTheSlots) {
+  if (dtype() != DType::kF32) GTEST_SKIP() << "dtype-blind (CI time)";
+  constexpr int kWorld = 2;
+  auto full = ModelWeights::load(*layout_, dtype(), init_);
+  ASSERT_TRUE(full.ok()) << full.status().to_string();
+  auto one = DeviceGenerator::create(Device::kCuda, config_, **full, cache_dtype());
+  ASSERT_TRUE(one.ok()) << one.status().to_string();
+  const Outputs want = run(**one);
+  auto probe =
+      plan_partitioned_weights(*layout_, dtype(), ParamOffload::kCpu, std::nullopt, 0, kWorld, 0);
+  ASSERT_TRUE(probe.ok()) << probe.status().to_string();
+  const int64_t budget = probe->resident_bytes + 3 * probe->block_bytes;
+  const int64_t L = config_.num_layers;
+  std::mutex mu;
+  std::vector<Outputs> got(kWorld);
+  ThreadCommunicator::run(kWorld, [&](Communicator& comm) {
+    auto plan = plan_partitioned_weights(*layout_, dtype(), ParamOffload::kCpu, budget, 0, kWorld,
+                                         comm.rank());
+    ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+    EXPECT_EQ(plan->slots, 3);
+    std::unique_ptr<ModelWeights> host = without_blocks();
+    WeightStreaming s = streaming(ParamOffload::kCpu, plan->slots);
+    s.world = &comm;
+    auto gen = DeviceGenerator::create(Device::kCuda, config_, *host, cache_dtype(), s);
+    ASSERT_TRUE(gen.ok()) << gen.status().to_string();
+    const StreamedParams* stream = (*gen)->streamed();
+    ASSERT_NE(stream, nullptr);
+    EXPECT_EQ(stream->slots(), 3);
+    Outputs out = run(**gen);
+    // The slots as planned; the whole units within a slot of the plan's (their device copies
+    // may hold a few more bytes than the layout's numel: 20 for these presets).
+    EXPECT_EQ(stream->slots() * stream->slot_bytes(), plan->slots * plan->block_bytes);
+    EXPECT_EQ(stream->shard_bytes(), 0);
+    EXPECT_LT(stream->device_bytes(), plan->device_bytes() + plan->block_bytes);
+    // The first acquire gathers the window of three, each later one the block two ahead.
+    EXPECT_EQ((stream->blocks_copied() - 2) % L, 0) << stream->blocks_copied();
+    std::lock_guard<std::mutex> lock(mu);
+    got[static_cast<size_t>(comm.rank())] = std::move(out);
+  });
+  expect_every_rank(got, want);
+  const int64_t need = probe->resident_bytes + 2 * probe->block_bytes;
+  auto small =
+      plan_partitioned_weights(*layout_, dtype(), ParamOffload::kCpu, need - 1, 0, kWorld, 1);
+  ASSERT_FALSE(small.ok());
+  EXPECT_NE(small.status().message().find("--max_gpu_memory " + std::to_string(need - 1) +
+                                          " is too small for rank 1 of 2: " + std::to_string(need) +
+                                          " bytes needed"),
+            std::string::npos)
+      << small.status().message();
+}
+
+// An NVMe read failing on one rank (its stale shard copied up: every rank's gathered block is
+// wrong) ends every rank at the same step with an error: the failing rank's names the block, its
+// peer's names the failing rank; no rank is left in a gather until the world's timeout (60 s:
+// this ends in seconds, and the peer's error is not a timeout). A batch, then one sequence and an
+// evaluation round on the failed stream. fp32, world 2 (CI time).
+TEST_P(GatheredOnEmulator, FailedReadOnOneRankEndsEveryRank) {
+  if (dtype() != DType::kF32) GTEST_SKIP() << "dtype-blind (CI time)";
+  const auto start = std::chrono::steady_clock::now();
+  ThreadCommunicator::run(2, [&](Communicator& comm) {
+    // Rank 1's reads fail from its second forward on (5 blocks a forward).
+    FailingReads hook(comm.rank() == 1 ? 7 : 1 << 30);
+    std::unique_ptr<ModelWeights> host = without_blocks();
+    WeightStreaming s = streaming(ParamOffload::kNvme, 2);
+    s.world = &comm;
+    s.fault_hook = &hook;
+    auto gen = DeviceGenerator::create(Device::kCuda, config_, *host, cache_dtype(), s);
+    ASSERT_TRUE(gen.ok()) << gen.status().to_string();
+    const std::string want = comm.rank() == 1 ? "reading block" : "rank 1 failed";
+    std::vector<BatchSequence> seqs = ragged_batch();
+    FinishedObserver done;
+    const Status batch = (*gen)->generate_batch(seqs, 3, done);
+    ASSERT_FALSE(batch.ok()) << "rank " << comm.rank();
+    EXPECT_NE(batch.to_string().find(want), std::string::npos) << batch.to_string();
+    EXPECT_LT(done.finished.size(), seqs.size());
+    std::vector<int32_t> tokens = {3, 14, 15, 92};
+    auto single = (*gen)->generate(tokens, greedy());
+    ASSERT_FALSE(single.ok()) << "rank " << comm.rank();
+    EXPECT_NE(single.status().to_string().find(want), std::string::npos)
+        << single.status().to_string();
+    // zero eval's check after each forward (runtime::evaluate_weights), agreed the same way.
+    const Status eval = agree_on_status(comm, (*gen)->status());
+    EXPECT_NE(eval.to_string().find(want), std::string::npos) << eval.to_string();
+  });
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(50));
 }
 
 INSTANTIATE_TEST_SUITE_P(PresetsAndDtypes, GatheredOnEmulator,

@@ -8,6 +8,7 @@
 
 #include "core/device.h"
 #include "runtime/device_model.h"
+#include "runtime/token_agreement.h"
 
 namespace zero::runtime {
 
@@ -33,6 +34,51 @@ class DeviceGenerator::ResidentParams final : public model::ParamAccess {
   StagedParams& staged_;
   std::vector<std::optional<model::ParamView>> views_;
 };
+
+// Several ranks: each step's weight stream status agreed before its tokens are (agree_on_status),
+// then the caller's sync. A failed shard read on one rank corrupts the block every rank gathered,
+// and a rank that stopped alone would leave its peers in the next gather: every rank ends at that
+// step with an error instead.
+class DeviceGenerator::AgreedStreamSync final : public TokenSync {
+ public:
+  AgreedStreamSync(Communicator& world, const StreamedParams& stream, TokenSync* inner)
+      : world_(world), stream_(stream), inner_(inner) {}
+  Status agree(std::span<int32_t> tokens) override {
+    ZERO_RETURN_IF_ERROR(agree_on_status(world_, stream_.status()));
+    return inner_ != nullptr ? inner_->agree(tokens) : ok_status();
+  }
+  TokenSync* inner() const { return inner_; }
+
+ private:
+  Communicator& world_;
+  const StreamedParams& stream_;
+  TokenSync* inner_;
+};
+
+namespace {
+
+// generate()'s one sequence run as a batch: its tokens to on_token, whether a stop token ended it.
+class OneSequenceObserver final : public BatchObserver {
+ public:
+  OneSequenceObserver(void (*on_token)(int32_t, void*), void* ctx)
+      : on_token_(on_token), ctx_(ctx) {}
+  bool on_token(int64_t, int32_t token) override {
+    if (on_token_ != nullptr) on_token_(token, ctx_);
+    return false;
+  }
+  Status on_finish(int64_t, FinishReason reason) override {
+    stopped_ = reason == FinishReason::kEos;
+    return ok_status();
+  }
+  bool stopped() const { return stopped_; }
+
+ private:
+  void (*on_token_)(int32_t, void*);
+  void* ctx_;
+  bool stopped_ = false;
+};
+
+}  // namespace
 
 StatusOr<std::unique_ptr<DeviceGenerator>> DeviceGenerator::create(
     Device device, const model::ModelConfig& config, model::ParamAccess& host, DType cache_dtype,
@@ -80,6 +126,7 @@ Status DeviceGenerator::build_context_and_model(Device device, const model::Mode
 Status DeviceGenerator::build_partitioned(model::ParamAccess& host,
                                           const WeightStreaming& streaming) {
   Communicator& world = *streaming.world;
+  world_ = &world;
   if (exec_->device() != Device::kCuda) {
     // The CPU model computes on the calling thread, not on the context's streams the gathers are
     // ordered on; CPU ranks gather through runtime::GatheredParams.
@@ -125,6 +172,18 @@ DeviceGenerator::~DeviceGenerator() = default;
 StatusOr<bool> DeviceGenerator::generate(std::vector<int32_t>& tokens,
                                          const SamplingOptions& options, Decoding decoding,
                                          void (*on_token)(int32_t, void*), void* ctx) {
+  if (world_ != nullptr && decoding == Decoding::kCached) {
+    // Several ranks: a batch of one, whose steps agree on the ranks' weight stream status
+    // (generate_batch); the same reads and sampling as generate_cached.
+    std::vector<BatchSequence> one(1);
+    one[0].tokens = std::move(tokens);
+    one[0].options = options;
+    OneSequenceObserver observer(on_token, ctx);
+    const Status s = generate_batch(one, 1, observer);
+    tokens = std::move(one[0].tokens);
+    ZERO_RETURN_IF_ERROR(s);
+    return observer.stopped();
+  }
   if (decoding == Decoding::kRecompute) {
     const bool stopped = generate_recompute(*model_, params(), tokens, options, on_token, ctx);
     ZERO_RETURN_IF_ERROR(status());
@@ -145,6 +204,16 @@ Status DeviceGenerator::generate_batch(std::vector<BatchSequence>& seqs, int64_t
   slots = std::clamp<int64_t>(slots, 1, std::max<int64_t>(1, static_cast<int64_t>(seqs.size())));
   ZERO_RETURN_IF_ERROR(ensure_decoder(batch_cache_capacity(c, seqs), slots));
   if (streamed_ == nullptr) return generate_batch_cached(*decoder_, c, params(), seqs, observer);
+  if (world_ != nullptr) {
+    // The status agreed each step (the batch agrees through its first sequence's sync): an
+    // observer checking this rank's alone could end it a step before its peers.
+    AgreedStreamSync agreed(*world_, *streamed_, seqs.empty() ? nullptr : seqs[0].options.sync);
+    for (BatchSequence& seq : seqs) seq.options.sync = &agreed;
+    Status s = generate_batch_cached(*decoder_, c, params(), seqs, observer);
+    for (BatchSequence& seq : seqs) seq.options.sync = agreed.inner();
+    ZERO_RETURN_IF_ERROR(s);
+    return status();
+  }
   StreamCheckedObserver checked(streamed_.get(), observer);
   ZERO_RETURN_IF_ERROR(generate_batch_cached(*decoder_, c, params(), seqs, checked));
   return status();

@@ -81,7 +81,11 @@ class DeviceGenerator {
     kRecompute,  // runtime::generate_recompute: a whole forward over the window per token
   };
   // As runtime::generate on the device model. kCached makes (or grows) the cache to
-  // generation_cache_capacity on first use. Errors: the cache does not fit on the device.
+  // generation_cache_capacity on first use. Errors: the cache does not fit on the device; a
+  // block's NVMe read or gather failed. On several ranks each step first agrees on every rank's
+  // weight stream status (runtime::agree_on_status), so a failed read on one rank ends every
+  // rank at that step with an error (the gathered block was wrong on all of them); kRecompute
+  // (a comparison baseline) checks the status at its end only.
   StatusOr<bool> generate(std::vector<int32_t>& tokens, const SamplingOptions& options,
                           Decoding decoding = Decoding::kCached,
                           void (*on_token)(int32_t token, void* ctx) = nullptr,
@@ -89,7 +93,8 @@ class DeviceGenerator {
   // As runtime::generate_batch on the device model: up to `slots` sequences at once in one
   // key/value cache (made, or remade when it is too small or has other slots, for
   // batch_cache_capacity), one forward per step for all of them. Errors: the cache does not fit;
-  // a block's NVMe read failed (no sequence finishes after it: its output is not trusted).
+  // a block's NVMe read failed (no sequence finishes after it: its output is not trusted; on
+  // several ranks on any rank, agreed each step as for generate).
   Status generate_batch(std::vector<BatchSequence>& seqs, int64_t slots, BatchObserver& observer);
   model::Model& model() { return *model_; }
   // The device's parameters (resident, or the weight stream), e.g. for forward_loss_sum.
@@ -106,6 +111,7 @@ class DeviceGenerator {
 
  private:
   class ResidentParams;
+  class AgreedStreamSync;
   DeviceGenerator() = default;
   // Makes decoder_ (anew unless the present one has `slots` and at least `capacity` positions).
   Status ensure_decoder(int64_t capacity, int64_t slots);
@@ -122,6 +128,7 @@ class DeviceGenerator {
   // communicator, then the model, then the streams they ran on.
   std::unique_ptr<device::ExecutionContext> exec_;
   std::unique_ptr<model::Model> model_;
+  Communicator* world_ = nullptr;              // several ranks: the job's (not owned)
   std::unique_ptr<Communicator> device_comm_;  // several ranks: the gathers' communicator
   std::unique_ptr<device::StreamCollectives> gathers_;
   std::unique_ptr<model::CachedDecoder> decoder_;  // made on the first cached generate

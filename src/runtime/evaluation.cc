@@ -2,6 +2,7 @@
 #include "runtime/evaluation.h"
 
 #include "runtime/engine.h"
+#include "runtime/token_agreement.h"
 
 #include <algorithm>
 #include <cmath>
@@ -75,7 +76,8 @@ StatusOr<EvalResult> evaluate_weights(const TokenDataset& data, int64_t micro_ba
   const Evaluator evaluator(&data, micro_batch, comm.world_size(), comm.rank());
   return evaluator.run([&](const std::vector<MicroBatch>& micro) -> StatusOr<LossSum> {
     ZERO_ASSIGN_OR_RETURN(LossSum local, forward_loss_sum(model, params, micro));
-    if (weights_status) ZERO_RETURN_IF_ERROR(weights_status());
+    // Agreed: a rank failing alone would leave its peers in the all-reduce below.
+    if (weights_status) ZERO_RETURN_IF_ERROR(agree_on_status(comm, weights_status()));
     return all_reduce_loss_sum(comm, local);
   });
 }

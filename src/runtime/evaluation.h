@@ -58,7 +58,8 @@ class Evaluator {
 // (forward_loss_sum), each rank over its Evaluator samples of `data` in micro-batches of
 // `micro_batch`, the loss sums all-reduced over `comm` (one rank: a SelfCommunicator), so N ranks
 // holding stage-3 shards evaluate the samples once between them. `weights_status` (may be empty)
-// is checked after each forward: a failed weight read leaves a loss that is not trusted.
+// is checked after each forward, agreed over the ranks: a failed weight read on any rank leaves a
+// loss that is not trusted, and every rank ends with an error there.
 // Collective: every rank of `comm` calls it.
 StatusOr<EvalResult> evaluate_weights(const TokenDataset& data, int64_t micro_batch,
                                       Communicator& comm, model::Model& model,

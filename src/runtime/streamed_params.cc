@@ -103,7 +103,9 @@ int64_t forward_scratch_bytes(const model::ModelConfig& c, int64_t B, int64_t T,
 }
 
 int64_t WeightStreamPlan::device_bytes() const {
-  return resident_bytes + slots * block_bytes + other_bytes;
+  const int64_t shards_on_device =
+      partitioned() && offload == ParamOffload::kNone ? shard_bytes : 0;
+  return resident_bytes + slots * block_bytes + other_bytes + shards_on_device;
 }
 
 std::string WeightStreamPlan::describe(Device device) const {
@@ -116,6 +118,18 @@ std::string WeightStreamPlan::describe(Device device) const {
   }
   const std::string budget_text =
       budget ? fmt::format(" under --max_gpu_memory {} ({})", *budget, human_bytes(*budget)) : "";
+  if (partitioned()) {
+    const char* home = offload == ParamOffload::kCpu    ? "in pinned host memory"
+                       : offload == ParamOffload::kNvme ? "in its own swap file (nvme)"
+                                                        : "on its device";
+    return fmt::format(
+        "per rank (rank {} of {}): a 1/{} shard of every block {} ({} bytes), each block "
+        "all-gathered into one of {} device slots of {} bytes ({} of {} blocks at once); {} bytes "
+        "of whole units (embeddings, final norm, head); {} bytes ({}) planned with the key/value "
+        "cache and scratch{}",
+        rank, world_size, world_size, home, shard_bytes, slots, block_bytes, slots, num_blocks,
+        resident_bytes, device_bytes(), human_bytes(device_bytes()), budget_text);
+  }
   if (!streamed()) {
     return fmt::format(
         "weights resident on the device ({} blocks of {} bytes and {} other bytes); {} bytes ({}) "
@@ -185,6 +199,50 @@ StatusOr<WeightStreamPlan> plan_weight_stream(const model::ModelLayout& layout, 
   } else {
     p.slots = static_cast<int>(fit);
   }
+  return p;
+}
+
+StatusOr<WeightStreamPlan> plan_partitioned_weights(const model::ModelLayout& layout, DType dtype,
+                                                    ParamOffload offload,
+                                                    std::optional<int64_t> budget,
+                                                    int64_t other_bytes, int world_size, int rank) {
+  WeightStreamPlan p;
+  p.offload = offload;
+  p.budget = budget;
+  p.other_bytes = other_bytes;
+  p.world_size = world_size;
+  p.rank = rank;
+  p.num_blocks = static_cast<int>(layout.config().num_layers);
+  const sharding::ShardLayout shards(layout, world_size, rank);
+  const int64_t elem = static_cast<int64_t>(dtype_bytes(dtype));
+  for (int u = 0; u < layout.num_units(); ++u) {
+    if (u == layout.embedding_unit() || u == layout.final_unit()) {
+      p.resident_bytes += layout.unit(u).numel * elem;
+      continue;
+    }
+    // A slot receives the whole padded block: every rank's shard, padding included.
+    p.block_bytes = std::max(p.block_bytes, shards.unit(u).padded_numel * elem);
+    p.shard_bytes += shards.unit(u).shard_numel * elem;
+    p.max_shard_bytes = std::max(p.max_shard_bytes, shards.unit(u).shard_numel * elem);
+  }
+  const int min_slots = std::min(kMinSlots, p.num_blocks);
+  p.slots = min_slots;
+  if (!budget) return p;
+  const int64_t shards_on_device = offload == ParamOffload::kNone ? p.shard_bytes : 0;
+  const int64_t fixed = p.resident_bytes + other_bytes + shards_on_device;
+  const int64_t fit = *budget > fixed ? (*budget - fixed) / std::max<int64_t>(p.block_bytes, 1) : 0;
+  if (fit < min_slots) {
+    return invalid_argument(
+        "--max_gpu_memory {} is too small for rank {} of {}: {} bytes needed ({} bytes of whole "
+        "units, {} of its block shards on the device, {} gather slots of {} bytes, {}){}",
+        *budget, rank, world_size, fixed + min_slots * p.block_bytes, p.resident_bytes,
+        shards_on_device, min_slots, p.block_bytes, other_text(other_bytes),
+        offload == ParamOffload::kNone
+            ? fmt::format("; --offload_param cpu or nvme keeps the shards off the device: {} bytes",
+                          fixed - shards_on_device + min_slots * p.block_bytes)
+            : "");
+  }
+  p.slots = static_cast<int>(std::min<int64_t>(fit, p.num_blocks));
   return p;
 }
 

@@ -76,8 +76,17 @@ struct WeightStreamPlan {
   int64_t block_bytes = 0;        // the largest block (one slot)
   int64_t other_bytes = 0;        // what the caller counted beside the weights (cache, scratch)
   std::optional<int64_t> budget;  // --max_gpu_memory
+  // Stage-3 inference on several ranks (plan_partitioned_weights): each block is all-gathered from
+  // the ranks' shards into one of `slots` slots of block_bytes (the padded block); this rank's
+  // shards live on its device (offload kNone), in pinned host memory (cpu) or its own swap file
+  // (nvme). One rank's plan: the budgets are per rank.
+  int world_size = 1;
+  int rank = 0;
+  int64_t shard_bytes = 0;      // this rank's shards of every block
+  int64_t max_shard_bytes = 0;  // the largest (nvme: each slot's pinned staging buffer)
+  bool partitioned() const { return world_size > 1; }
   bool streamed() const { return slots < num_blocks; }
-  // resident_bytes + slots * block_bytes + other_bytes.
+  // resident_bytes + slots * block_bytes + other_bytes (+ shard_bytes: partitioned, kNone).
   int64_t device_bytes() const;
   // One line for stderr: where the weights live on `device`, the slots and the bytes.
   std::string describe(Device device) const;
@@ -92,6 +101,18 @@ struct WeightStreamPlan {
 StatusOr<WeightStreamPlan> plan_weight_stream(const model::ModelLayout& layout, DType dtype,
                                               ParamOffload offload, std::optional<int64_t> budget,
                                               int64_t other_bytes);
+
+// One rank's plan of stage-3 inference on `world_size` ranks: the units that are not blocks whole
+// (resident_bytes), this rank's ShardLayout shard of every block where `offload` puts it, and each
+// block gathered into a slot of the padded block's bytes. No budget: two slots (one block ahead;
+// one for a single block). A budget: as many slots as it holds beside the whole units, the shards
+// kept on the device (kNone) and other_bytes, at most one per block (each gathered once and kept).
+// Errors (INVALID_ARGUMENT, one line naming the budget, the rank and the bytes needed): a budget
+// below two slots' worth (with kNone, naming what --offload_param cpu / nvme would need).
+StatusOr<WeightStreamPlan> plan_partitioned_weights(const model::ModelLayout& layout, DType dtype,
+                                                    ParamOffload offload,
+                                                    std::optional<int64_t> budget,
+                                                    int64_t other_bytes, int world_size, int rank);
 
 // The device's ParamAccess of a streamed plan. Units that are not blocks come from `host` (in host
 // memory; not owned, must outlive this) and are copied once, on first acquire, and kept. Blocks

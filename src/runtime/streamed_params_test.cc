@@ -87,6 +87,67 @@ TEST(WeightStreamPlan, TooSmallABudgetNamesTheBytes) {
       << none.status().message();
 }
 
+// One rank's plan of stage-3 inference: slots of the padded block, this rank's ShardLayout shards
+// on the device only with offload none, as many slots as the per-rank budget holds (at most one
+// per block), and a budget short of two slots refused naming it, the rank and the bytes.
+TEST(WeightStreamPlan, PartitionedPlanIsOneRanks) {
+  const model::ModelConfig c = five_layer_llama();
+  const model::ModelLayout layout(c);
+  for (int world : {2, 3}) {
+    SCOPED_TRACE(testing::Message() << "world " << world);
+    const sharding::ShardLayout shards(layout, world, world - 1);
+    const int u0 = layout.block_unit(0);
+    auto cpu = plan_partitioned_weights(layout, DType::kBF16, ParamOffload::kCpu, std::nullopt,
+                                        1000, world, world - 1);
+    ASSERT_TRUE(cpu.ok()) << cpu.status().to_string();
+    EXPECT_TRUE(cpu->partitioned());
+    EXPECT_EQ(cpu->slots, 2);
+    EXPECT_EQ(cpu->block_bytes, shards.unit(u0).padded_numel * 2);
+    EXPECT_EQ(cpu->shard_bytes, 5 * shards.unit(u0).shard_numel * 2);
+    EXPECT_EQ(cpu->max_shard_bytes, shards.unit(u0).shard_numel * 2);
+    EXPECT_EQ(cpu->device_bytes(), cpu->resident_bytes + 2 * cpu->block_bytes + 1000);
+    const std::string line = cpu->describe(Device::kCuda);
+    EXPECT_NE(line.find("rank " + std::to_string(world - 1) + " of " + std::to_string(world)),
+              std::string::npos)
+        << line;
+    EXPECT_NE(line.find("in pinned host memory"), std::string::npos) << line;
+    auto none = plan_partitioned_weights(layout, DType::kBF16, ParamOffload::kNone, std::nullopt,
+                                         1000, world, world - 1);
+    ASSERT_TRUE(none.ok());
+    EXPECT_EQ(none->device_bytes(), cpu->device_bytes() + cpu->shard_bytes);
+    // Three slots' worth (a byte short of four), then more than every block.
+    const int64_t fixed = cpu->resident_bytes + 1000;
+    auto three = plan_partitioned_weights(layout, DType::kBF16, ParamOffload::kNvme,
+                                          fixed + 4 * cpu->block_bytes - 1, 1000, world, 0);
+    ASSERT_TRUE(three.ok()) << three.status().to_string();
+    EXPECT_EQ(three->slots, 3);
+    EXPECT_LE(three->device_bytes(), fixed + 4 * cpu->block_bytes - 1);
+    auto every = plan_partitioned_weights(layout, DType::kBF16, ParamOffload::kCpu,
+                                          fixed + 9 * cpu->block_bytes, 1000, world, 0);
+    ASSERT_TRUE(every.ok());
+    EXPECT_EQ(every->slots, 5);
+    // Two slots beside the shards kept on the device; a byte less is refused.
+    const int64_t need = fixed + cpu->shard_bytes + 2 * cpu->block_bytes;
+    EXPECT_TRUE(
+        plan_partitioned_weights(layout, DType::kBF16, ParamOffload::kNone, need, 1000, world, 0)
+            .ok());
+    auto small = plan_partitioned_weights(layout, DType::kBF16, ParamOffload::kNone, need - 1, 1000,
+                                          world, 1);
+    ASSERT_FALSE(small.ok());
+    const std::string m = small.status().message();
+    EXPECT_NE(
+        m.find("--max_gpu_memory " + std::to_string(need - 1) + " is too small for rank 1 of " +
+               std::to_string(world) + ": " + std::to_string(need) + " bytes needed"),
+        std::string::npos)
+        << m;
+    EXPECT_NE(m.find("--offload_param cpu or nvme keeps the shards off the device: " +
+                     std::to_string(need - cpu->shard_bytes) + " bytes"),
+              std::string::npos)
+        << m;
+    EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+  }
+}
+
 TEST(WeightStreamPlan, ParsesOffloadNames) {
   EXPECT_EQ(*parse_param_offload("none"), ParamOffload::kNone);
   EXPECT_EQ(*parse_param_offload("cpu"), ParamOffload::kCpu);

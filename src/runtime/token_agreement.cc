@@ -6,6 +6,18 @@
 
 namespace zero::runtime {
 
+Status agree_on_status(Communicator& comm, const Status& local) {
+  if (comm.world_size() == 1) return local;
+  // The max of world_size - rank over the failing ranks names the lowest one (0: none failed).
+  float failed = local.ok() ? 0.0f : static_cast<float>(comm.world_size() - comm.rank());
+  ZERO_RETURN_IF_ERROR(comm.all_reduce(&failed, 1, DType::kF32, ReduceOp::kMax)
+                           .with_context("agreeing on the ranks' status"));
+  if (!local.ok()) return local;
+  if (failed == 0.0f) return ok_status();
+  return failed_precondition("rank {} failed (its error is on its stderr); every rank stops here",
+                             comm.world_size() - static_cast<int>(failed));
+}
+
 Status TokenAgreement::agree(std::span<int32_t> tokens) {
   lead_.assign(tokens.begin(), tokens.end());
   // Token ids travel as their bytes (a broadcast moves them verbatim; f32 sets 4-byte elements).

@@ -18,6 +18,13 @@
 
 namespace zero::runtime {
 
+// Every rank's `local` status agreed over `comm` (one all-reduce of one value): OK when every
+// rank's is; else this rank's own error, or on a rank that had none an error naming the lowest
+// failing rank (whose own error is on its stderr). A rank failing alone would otherwise leave its
+// peers waiting in the next collective until the timeout; with this every rank ends at the same
+// point. Collective: every rank calls it at the same point. Errors: also the all-reduce's.
+Status agree_on_status(Communicator& comm, const Status& local);
+
 class TokenAgreement final : public TokenSync {
  public:
   // `comm` is not owned and must outlive this; every rank of it generates alike.

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "comm/thread_communicator.h"
@@ -129,6 +130,28 @@ TEST(TokenAgreement, AWorldOfOneKeepsItsTokens) {
     EXPECT_EQ(tokens, (std::vector<int32_t>{4, 9, 2}));
     EXPECT_EQ(agreement.differed(), 0);
     EXPECT_EQ(agreement.report(), "");
+  });
+}
+
+// A rank's failure agreed: OK when no rank failed; the failing ranks keep their own errors, the
+// others get one naming the lowest failing rank (ranks 1 and 2 of 4 fail); a world of one its own.
+TEST(AgreeOnStatus, EveryRankEndsWithAnErrorNamingTheFirstFailingRank) {
+  std::mutex mu;
+  std::vector<std::string> got(4);
+  ThreadCommunicator::run(4, [&](Communicator& comm) {
+    EXPECT_TRUE(agree_on_status(comm, ok_status()).ok());
+    const bool fails = comm.rank() == 1 || comm.rank() == 2;
+    const Status s =
+        agree_on_status(comm, fails ? io_error("rank {} read", comm.rank()) : ok_status());
+    std::lock_guard<std::mutex> lock(mu);
+    got[static_cast<size_t>(comm.rank())] = s.message();
+  });
+  EXPECT_NE(got[0].find("rank 1 failed"), std::string::npos) << got[0];
+  EXPECT_EQ(got[1], "rank 1 read");
+  EXPECT_EQ(got[2], "rank 2 read");
+  EXPECT_NE(got[3].find("rank 1 failed"), std::string::npos) << got[3];
+  ThreadCommunicator::run(1, [&](Communicator& comm) {
+    EXPECT_EQ(agree_on_status(comm, io_error("alone")).message(), "alone");
   });
 }
 

@@ -3,9 +3,10 @@
 # ranks, each holding a 1/N shard of every unit and gathering units as the model uses them, prints
 # the tokens one rank with the whole model prints (greedy and sampled, a Gemma 2 fixture and the
 # Llama preset), writes the same --prompts_file output (rank 0 alone writes it), and refuses the
-# weight-stream flags on several ranks before any output. `--device cuda` on 2 ranks partitions the
-# blocks over the GPUs (one per rank; a shared GPU gathers through pinned host memory) and prints
-# one GPU rank's tokens; without a usable GPU it is refused as on one rank, saying why (the
+# weight-stream flags on several CPU ranks (and GPU budgets too small for one rank) before any
+# output. `--device cuda` on 2 ranks partitions the blocks over the GPUs (one per rank; a shared
+# GPU gathers through pinned host memory) and prints one GPU rank's tokens, also with the shards
+# in pinned memory (--offload_param cpu); without a usable GPU it is refused as on one rank, saying why (the
 # emulated GPU ranks' tokens are tested in cuda_engine_emu_test's GatheredOnEmulator).
 # Usage: generate_ranks.sh ZERO MPIEXEC HF_MODEL_DIR PROMPTS_MODEL OUT_DIR
 set -u
@@ -40,8 +41,9 @@ cmp -s "$out/one.jsonl" "$out/n3.jsonl" || fail "the batch output differs: $(dif
 echo "ok: --prompts_file on 3 ranks writes one rank's output"
 
 # CPU ranks keep their shards in host memory: the weight stream flags are refused there; GPU ranks
-# take offload_param cpu / nvme (their shards off the GPU) but not the budgets. Refused before any
-# output, naming why.
+# take offload_param cpu / nvme (their shards off the GPU) and the budgets, one rank's: a budget
+# too small for two gather slots is refused naming it, the rank and the bytes needed. Refused
+# before any output (and before the GPU is probed).
 refused() {  # device regex flags...
   local device=$1 want=$2
   shift 2
@@ -52,9 +54,11 @@ refused() {  # device regex flags...
 }
 refused cpu "zero generate on 2 CPU ranks shards the weights .* run one rank for those" \
   --offload_param nvme --nvme_path "$out/nvme"
-refused cuda "zero generate on 2 GPU ranks gathers each block into two slots per rank: --max_gpu_memory" \
-  --offload_param cpu --max_gpu_memory 1GiB
-echo "ok: the weight stream flags CPU ranks and budgets on GPU ranks are refused on 2 ranks"
+refused cuda "^error: --max_gpu_memory 1000 is too small for rank [01] of 2: [0-9]* bytes needed" \
+  --offload_param cpu --max_gpu_memory 1000
+refused cuda "^error: --max_host_memory 1000 is too small for rank [01] of 2: [0-9]* bytes needed" \
+  --offload_param nvme --nvme_path "$out/nvme" --max_host_memory 1000
+echo "ok: the weight stream flags on CPU ranks and budgets too small for one GPU rank are refused on 2 ranks"
 
 # GPU ranks: the tokens of one GPU rank (an fp32 preset: the one rank's fp32 copy is the
 # checkpoint's dtype); without a GPU, one rank's refusal.
@@ -63,9 +67,13 @@ if "$zero" "${gpu[@]}" >"$out/g1.txt" 2>"$out/g1.err"; then
   mpi 2 "${gpu[@]}" >"$out/g2.txt" 2>"$out/g2.err" || { cat "$out/g2.err"; fail "2 GPU ranks"; }
   cmp -s "$out/g1.txt" "$out/g2.txt" ||
     fail "2 GPU ranks printed $(cat "$out/g2.txt"), one $(cat "$out/g1.txt")"
-  grep -q "zero generate: 2 GPU ranks, each holding a 1/2 shard of every block" "$out/g2.err" ||
+  grep -q "zero generate: 2 GPU ranks, .* a 1/2 shard of every block on its device" "$out/g2.err" ||
     { cat "$out/g2.err"; fail "no partition line"; }
-  echo "ok: 2 GPU ranks print one GPU rank's $(wc -w <"$out/g1.txt") tokens"
+  mpi 2 "${gpu[@]}" --offload_param cpu --max_gpu_memory 8GiB >"$out/g2c.txt" 2>"$out/g2c.err" ||
+    { cat "$out/g2c.err"; fail "2 GPU ranks, offload_param cpu"; }
+  cmp -s "$out/g1.txt" "$out/g2c.txt" || fail "2 GPU ranks from pinned shards printed $(cat "$out/g2c.txt")"
+  grep -q "shard of every block in pinned host memory" "$out/g2c.err" || { cat "$out/g2c.err"; fail "no plan line"; }
+  echo "ok: 2 GPU ranks print one GPU rank's $(wc -w <"$out/g1.txt") tokens (shards on the GPUs and in pinned memory)"
 else
   mpi 2 "${gpu[@]}" >"$out/g2.txt" 2>"$out/g2.err" && fail "--device cuda ran on 2 ranks without a GPU"
   grep -q "^error: --device cuda: " "$out/g2.err" || { cat "$out/g2.err"; fail "no reason"; }
