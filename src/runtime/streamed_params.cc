@@ -330,6 +330,8 @@ Status StreamedParams::write_swap(const std::vector<int64_t>& numel,
   // swapper's alignment allows, into one file of a per-run directory under nvme_path.
   offload::NvmeSwapperOptions so;
   so.nvme_path = options_.nvme_path;
+  // Partitioned: each rank's directory and file carry its rank (what a peer's leftovers say).
+  so.rank = options_.gather != nullptr ? options_.gather->comm().rank() : 0;
   so.fault_hook = options_.fault_hook;
   so.aio = options_.aio;
   ZERO_ASSIGN_OR_RETURN(swapper_, offload::NvmeSwapper::create(so));
