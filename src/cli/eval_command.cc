@@ -164,9 +164,9 @@ int run_eval(const EvalArgs& a) {
     if (!p.ok()) return fail(p.status().with_context("--device " + a.device), 1);
     placed = std::move(*p);
   } else if (several) {
-    auto gathered = runtime::GatheredParams::create(model::ModelLayout(mc), comm, init);
-    if (!gathered.ok()) return fail(gathered.status(), 1);
-    placed.gathered = std::move(*gathered);
+    auto p = place_cpu_shards(comm, *stream, mc, init);
+    if (!p.ok()) return fail(p.status(), 1);
+    placed = std::move(*p);
   } else {
     const int64_t B = a.per_device_eval_batch_size, T = data->block_size();
     const int64_t other =
@@ -183,11 +183,13 @@ int run_eval(const EvalArgs& a) {
     placed = std::move(*p);
   }
   if (several && comm.rank() == 0) {
+    const std::string held = placed.gathered != nullptr
+                                 ? "unit (" + describe_cpu_shards(*placed.gathered) + ")"
+                                 : "block on its GPU";
     std::fprintf(stderr,
                  "zero eval: %d ranks, each holding a 1/%d shard of every %s and evaluating its "
                  "own samples of each round (ZeRO stage-3 inference)\n",
-                 comm.world_size(), comm.world_size(),
-                 *device == Device::kCpu ? "unit" : "block on its GPU");
+                 comm.world_size(), comm.world_size(), held.c_str());
   }
   std::unique_ptr<model::Transformer> cpu_model;
   if (placed.on_device == nullptr) cpu_model = std::make_unique<model::Transformer>(mc);

@@ -428,21 +428,21 @@ int load_partitioned_weights(const GenerateArgs& a, Generation& g, int64_t other
 int load_weights(const GenerateArgs& a, Generation& g, int64_t capacity, int64_t slots,
                  int64_t rows) {
   if (several_ranks(g) && g.device == Device::kCpu) {
-    // Stage-3 inference: this rank reads only its shard of each unit; units are gathered per use.
-    auto gathered = runtime::GatheredParams::create(model::ModelLayout(*g.config), *g.world.comm,
-                                                    g.source->init_fn());
-    if (!gathered.ok()) {
+    // Stage-3 inference: this rank reads only its shard of each unit (the blocks' into its swap
+    // file with --offload_param nvme); units are gathered per use.
+    auto placed = place_cpu_shards(*g.world.comm, g.stream, *g.config, g.source->init_fn());
+    if (!placed.ok()) {
       std::fprintf(stderr, "[rank %d] error: %s\n", g.world.comm->rank(),
-                   gathered.status().message().c_str());
+                   placed.status().message().c_str());
       return 1;
     }
-    g.placed.gathered = std::move(*gathered);
+    g.placed = std::move(*placed);
     if (g.lead) {
       std::fprintf(stderr,
-                   "zero generate: %d ranks, each holding a 1/%d shard of every unit (%lld bytes) "
-                   "and gathering each unit as the model uses it (ZeRO stage-3 inference)\n",
+                   "zero generate: %d ranks, each holding a 1/%d shard of every unit (%s) and "
+                   "gathering each unit as the model uses it (ZeRO stage-3 inference)\n",
                    g.world.comm->world_size(), g.world.comm->world_size(),
-                   static_cast<long long>(g.placed.gathered->shard_bytes()));
+                   describe_cpu_shards(*g.placed.gathered).c_str());
     }
     g.model = std::make_unique<model::Transformer>(*g.config);
     return 0;
@@ -625,7 +625,7 @@ int generate_prompts_file(GenerateArgs& a, Generation& g) {
 // Under a launcher (mpirun, zero launch) with several ranks: stage-3 inference on CPU ranks or on
 // GPU ranks (one GPU each; ranks that share a GPU gather through pinned host memory). The ranks
 // other than 0 compute the same tokens and print nothing on stdout. GPU ranks take the weight
-// stream flags (check_ranks_stream_flags), CPU ranks none.
+// stream flags, CPU ranks --offload_param nvme (check_ranks_stream_flags).
 int join_world(Generation& g) {
   if (!launched_as_rank()) return 0;
   auto world = make_world();

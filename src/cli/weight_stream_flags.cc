@@ -324,18 +324,39 @@ StatusOr<PlacedWeights> place_partitioned_weights(Communicator& world,
   return w;
 }
 
+StatusOr<PlacedWeights> place_cpu_shards(Communicator& world, const WeightStreamSettings& settings,
+                                         const model::ModelConfig& config,
+                                         const runtime::UnitInitFn& init) {
+  runtime::GatheredParams::Options o;
+  if (settings.offload == runtime::ParamOffload::kNvme) {
+    o.nvme_path = settings.nvme_path;
+    o.aio = settings.aio;
+  }
+  PlacedWeights w;
+  ZERO_ASSIGN_OR_RETURN(
+      w.gathered, runtime::GatheredParams::create(model::ModelLayout(config), world, init, o));
+  return w;
+}
+
+std::string describe_cpu_shards(const runtime::GatheredParams& gathered) {
+  if (gathered.nvme_bytes() == 0) return fmt::format("{} bytes", gathered.shard_bytes());
+  return fmt::format(
+      "{} bytes in host memory; its blocks' {} bytes in its own swap file under {} (nvme), read "
+      "one block ahead through 2 staging buffers of {} bytes",
+      gathered.shard_bytes(), gathered.nvme_bytes(), gathered.swap_dir(),
+      gathered.staging_bytes() / 2);
+}
+
 Status check_ranks_stream_flags(const WeightStreamSettings& settings, Device device, int world_size,
                                 std::string_view command) {
-  if (world_size <= 1 || !settings.given) return ok_status();
-  if (device == Device::kCpu) {
-    return invalid_argument(
-        "{} on {} CPU ranks shards the weights over the ranks' host memory (ZeRO stage-3 "
-        "inference) without the weight stream flags (--offload_param, --max_gpu_memory, "
-        "--max_host_memory, a --deepspeed_config offload_param): run one rank for those, or GPU "
-        "ranks (--device cuda) for offload_param cpu / nvme",
-        command, world_size);
-  }
-  return ok_status();
+  if (world_size <= 1 || device != Device::kCpu || !settings.max_host_bytes) return ok_status();
+  // --offload_param cpu and --max_gpu_memory are GPU flags (parse_weight_stream_flags refuses
+  // them with --device cpu); offload_param nvme moves the block shards into each rank's swap file.
+  return invalid_argument(
+      "--max_host_memory on {} CPU ranks ({}): not planned there (each rank holds its fp32 shard "
+      "of every unit, or with --offload_param nvme of the units that are not blocks, and gathers "
+      "one unit at a time); run one rank for a host budget, or GPU ranks (--device cuda)",
+      world_size, command);
 }
 
 }  // namespace zero::cli

@@ -110,10 +110,22 @@ StatusOr<PlacedWeights> place_partitioned_weights(Communicator& world,
                                                   DType cache_dtype,
                                                   const model::TransformerOptions& model_options);
 
+// Stage-3 inference on several CPU ranks (`world`: the job's communicator, more than one rank):
+// this rank's fp32 shard of every unit (runtime::GatheredParams, in `gathered`); with `settings`'
+// offload_param nvme the blocks' shards in its own swap file under nvme_path, read back one block
+// ahead of their gathers. Errors: reading the weights, the swap file's creation or writes.
+StatusOr<PlacedWeights> place_cpu_shards(Communicator& world, const WeightStreamSettings& settings,
+                                         const model::ModelConfig& config,
+                                         const runtime::UnitInitFn& init);
+// Where `gathered`'s shards live, for the plan line ("N bytes", or the host bytes, the swap file's
+// and the staging's): one rank's.
+std::string describe_cpu_shards(const runtime::GatheredParams& gathered);
+
 // The weight stream flags a job of `world_size` ranks on `device` accepts: any on one rank; on
-// several GPU ranks all of them (the budgets one rank's: plan_weights with the world); none on
-// several CPU ranks (their shards stay in host memory). Errors: INVALID_ARGUMENT naming
-// `command`, the ranks and the flag.
+// several GPU ranks all of them (the budgets one rank's: plan_weights with the world); on several
+// CPU ranks --offload_param nvme (the block shards in each rank's swap file) but no
+// --max_host_memory (not planned there). Errors: INVALID_ARGUMENT naming the flag, the ranks and
+// `command`.
 Status check_ranks_stream_flags(const WeightStreamSettings& settings, Device device, int world_size,
                                 std::string_view command);
 

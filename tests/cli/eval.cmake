@@ -65,8 +65,8 @@ print(pairs); sys.exit(0 if all(abs(a-b)<=1e-5*abs(b) for a,b in pairs) else 1)\
 set_tests_properties(cli.eval.saved_model_equals_the_training_loss PROPERTIES LABELS unit)
 
 # Issue 29 item 5: `zero eval` on 2 and 3 CPU ranks (tests/cli/eval_ranks.sh): the weights sharded
-# over the ranks, each evaluating its own samples; one rank's eval loss (1e-6) and token count;
-# the weight stream flags refused on several ranks.
+# over the ranks, each evaluating its own samples; one rank's eval loss (1e-6) and token count,
+# also with the block shards on NVMe (--offload_param nvme); --max_host_memory refused there.
 add_test(NAME cli.eval.stage3_ranks_equal_one_rank
          COMMAND ${PROJECT_SOURCE_DIR}/tests/cli/eval_ranks.sh $<TARGET_FILE:zero>
                  ${MPIEXEC_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/fixtures/golden/gpt2_tiny

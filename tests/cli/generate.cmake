@@ -149,7 +149,8 @@ if(NOT ZERO_SANITIZE)
 endif()
 
 # Issue 29 item 4: stage-3 inference on 2-4 CPU ranks (tests/cli/generate_ranks.sh): the tokens
-# and the --prompts_file output of one rank with the whole model; the weight stream flags refused;
+# and the --prompts_file output of one rank with the whole model, also with the block shards on
+# NVMe (--offload_param nvme); --max_host_memory on CPU ranks and too small GPU budgets refused;
 # --device cuda on 2 ranks one GPU rank's tokens (without a GPU, refused as on one rank).
 add_test(NAME cli.generate.stage3_ranks_equal_one_rank
          COMMAND ${PROJECT_SOURCE_DIR}/tests/cli/generate_ranks.sh $<TARGET_FILE:zero>

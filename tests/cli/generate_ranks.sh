@@ -2,9 +2,9 @@
 # Stage-3 inference on CPU ranks (issue 29 item 4): `zero generate` under mpirun with 2 and 4 (3 for a batch)
 # ranks, each holding a 1/N shard of every unit and gathering units as the model uses them, prints
 # the tokens one rank with the whole model prints (greedy and sampled, a Gemma 2 fixture and the
-# Llama preset), writes the same --prompts_file output (rank 0 alone writes it), and refuses the
-# weight-stream flags on several CPU ranks (and GPU budgets too small for one rank) before any
-# output. `--device cuda` on 2 ranks partitions the blocks over the GPUs (one per rank; a shared
+# Llama preset), writes the same --prompts_file output (rank 0 alone writes it), also with the block
+# shards in each rank's swap file (--offload_param nvme, 3 ranks), and refuses --max_host_memory on
+# several CPU ranks (and GPU budgets too small for one rank) before any output. `--device cuda` on 2 ranks partitions the blocks over the GPUs (one per rank; a shared
 # GPU gathers through pinned host memory) and prints one GPU rank's tokens, also with the shards
 # in pinned memory (--offload_param cpu); without a usable GPU it is refused as on one rank, saying why (the
 # emulated GPU ranks' tokens are tested in cuda_engine_emu_test's GatheredOnEmulator).
@@ -40,10 +40,24 @@ mpi 3 "${batch[@]}" --output "$out/n3.jsonl" 2>"$out/b3.err" || { cat "$out/b3.e
 cmp -s "$out/one.jsonl" "$out/n3.jsonl" || fail "the batch output differs: $(diff "$out/one.jsonl" "$out/n3.jsonl")"
 echo "ok: --prompts_file on 3 ranks writes one rank's output"
 
-# CPU ranks keep their shards in host memory: the weight stream flags are refused there; GPU ranks
-# take offload_param cpu / nvme (their shards off the GPU) and the budgets, one rank's: a budget
-# too small for two gather slots is refused naming it, the rank and the bytes needed. Refused
-# before any output (and before the GPU is probed).
+# CPU ranks with --offload_param nvme: each rank's block shards in its own swap file under
+# --nvme_path (read back one block ahead of each gather): one rank's tokens, the swap directories
+# gone after the run.
+nv=(generate --model preset:llama-tiny --prompt_tokens 5,6,7,8 --max_new_tokens 16 --temperature 0.8 --top_k 20 --seed 7)
+"$zero" "${nv[@]}" >"$out/nv1.txt" 2>"$out/nv1.err" || { cat "$out/nv1.err"; fail "one rank"; }
+mpi 3 "${nv[@]}" --offload_param nvme --nvme_path "$out/nvme" >"$out/nv3.txt" 2>"$out/nv3.err" ||
+  { cat "$out/nv3.err"; fail "3 CPU ranks, offload_param nvme"; }
+cmp -s "$out/nv1.txt" "$out/nv3.txt" ||
+  fail "3 CPU ranks from nvme printed $(cat "$out/nv3.txt"), one rank $(cat "$out/nv1.txt")"
+grep -q "zero generate: 3 ranks, each holding a 1/3 shard of every unit ([0-9]* bytes in host memory; its blocks' [0-9]* bytes in its own swap file under $out/nvme/" \
+  "$out/nv3.err" || { cat "$out/nv3.err"; fail "no nvme shard line"; }
+[[ -z $(ls -A "$out/nvme" 2>/dev/null) ]] || fail "swap files left: $(ls -R "$out/nvme")"
+echo "ok: 3 CPU ranks with their block shards on nvme print one rank's tokens"
+
+# CPU ranks take no host budget (not planned there); GPU ranks take offload_param cpu / nvme (their
+# shards off the GPU) and the budgets, one rank's: a budget too small for two gather slots is
+# refused naming it, the rank and the bytes needed. Refused before any output (and before the GPU
+# is probed).
 refused() {  # device regex flags...
   local device=$1 want=$2
   shift 2
@@ -52,13 +66,13 @@ refused() {  # device regex flags...
   grep -q "$want" "$out/r.err" || { cat "$out/r.err"; fail "no reason: $device $*"; }
   [[ ! -s "$out/r.txt" ]] || fail "output before the refusal: $device $*"
 }
-refused cpu "zero generate on 2 CPU ranks shards the weights .* run one rank for those" \
-  --offload_param nvme --nvme_path "$out/nvme"
+refused cpu "^error: --max_host_memory on 2 CPU ranks (zero generate): not planned there" \
+  --offload_param nvme --nvme_path "$out/nvme" --max_host_memory 1GiB
 refused cuda "^error: --max_gpu_memory 1000 is too small for rank [01] of 2: [0-9]* bytes needed" \
   --offload_param cpu --max_gpu_memory 1000
 refused cuda "^error: --max_host_memory 1000 is too small for rank [01] of 2: [0-9]* bytes needed" \
   --offload_param nvme --nvme_path "$out/nvme" --max_host_memory 1000
-echo "ok: the weight stream flags on CPU ranks and budgets too small for one GPU rank are refused on 2 ranks"
+echo "ok: a host budget on CPU ranks and budgets too small for one GPU rank are refused on 2 ranks"
 
 # GPU ranks: the tokens of one GPU rank (an fp32 preset: the one rank's fp32 copy is the
 # checkpoint's dtype); without a GPU, one rank's refusal.
